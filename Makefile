@@ -1,0 +1,109 @@
+# vrambench — build, test, bench, plots.
+#
+#   make                    build build/vrambench (with the cuda backend when nvcc is found)
+#   make test               conformance and unit tests on the simulated device
+#   make test-gpu           the conformance suite on the real GPU
+#   make bench              every scenario x every allocator (GPU when present, else simulated)
+#   make SANITIZER=address|undefined test
+#   make CUDA=no            build without the cuda backend even when nvcc is there
+
+CC ?= gcc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+PYTHON ?= python3
+SANITIZER ?=
+CUDA ?= auto
+CUDA_HOME ?= /usr/local/cuda
+
+BUILD ?= build$(if $(SANITIZER),/$(SANITIZER))
+
+CPPFLAGS += -D_GNU_SOURCE -MMD -MP
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -Wall -Wextra -Werror
+LDLIBS += -ljansson -lm
+
+ifeq ($(SANITIZER),address)
+CFLAGS += -fsanitize=address -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address
+else ifeq ($(SANITIZER),undefined)
+CFLAGS += -fsanitize=undefined -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=undefined
+else ifneq ($(SANITIZER),)
+$(error SANITIZER must be address or undefined, not '$(SANITIZER)')
+endif
+
+# ---- CUDA detection: nvcc on PATH or under CUDA_HOME, and the runtime header ----
+NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
+ifeq ($(CUDA),auto)
+HAVE_CUDA := $(if $(and $(NVCC),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h)),yes,no)
+else
+HAVE_CUDA := $(CUDA)
+endif
+ifeq ($(HAVE_CUDA),yes)
+CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
+CPPFLAGS += -DVB_HAVE_CUDA -I$(CUDA_HOME)/include
+LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart -lstdc++
+NVCCFLAGS ?= -O2 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+BUILD_KIND := cuda + sim backends
+else
+BUILD_KIND := sim backend only ($(if $(filter auto,$(CUDA)),no CUDA toolkit found,CUDA=$(CUDA)))
+endif
+
+# ---- sources ----
+LIB_SRC := $(filter-out harness/main.c $(if $(filter yes,$(HAVE_CUDA)),,harness/device_cuda.c), \
+             $(wildcard harness/*.c allocators/*.c scenarios/*.c))
+CU_SRC := $(if $(filter yes,$(HAVE_CUDA)),$(wildcard harness/*.cu))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
+
+.PHONY: all deps test test-gpu clean
+all: $(BUILD)/vrambench
+	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
+
+deps:
+	@tools/ensure-deps.sh build
+
+# Objects depend on the flags they were built with: switching CUDA= or
+# CFLAGS= rebuilds them instead of linking stale ones.
+FLAGS_STAMP := $(BUILD)/flags
+FLAGS_NOW := $(CC) $(CPPFLAGS) $(CFLAGS) $(NVCCFLAGS) $(HAVE_CUDA)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/libvrambench.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/vrambench: $(BUILD)/obj/harness/main.o $(BUILD)/libvrambench.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvrambench.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+# Every test binary runs on the simulated device; VB_TEST_DEVICE=cuda moves
+# the conformance suite onto the GPU (make test-gpu).
+test: deps
+	@$(MAKE) --no-print-directory all $(TEST_BIN)
+	@tools/run-tests.sh $(TEST_BIN)
+
+test-gpu: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance
+	VB_TEST_DEVICE=cuda $(BUILD)/tests/test_conformance
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,125 @@
+/* vrambench — the handle every caller holds, wrapped around one ops table. */
+#include "allocator.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The statistics a strategy keeps at the start of its state. */
+static vb_alloc_stats *state_stats(const vb_allocator *allocator)
+{
+    return (vb_alloc_stats *)allocator->state;
+}
+
+/* The strategy named `name`, or NULL. */
+const vb_allocator_ops *vb_allocator_find(const char *name)
+{
+    for (size_t i = 0; vb_allocator_registry[i]; i++)
+        if (strcmp(vb_allocator_registry[i]->name, name) == 0) return vb_allocator_registry[i];
+    return NULL;
+}
+
+/* Lists the registered names, comma-separated, into `out`. */
+static void list_names(char *out, size_t capacity)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; vb_allocator_registry[i] && used < capacity; i++)
+        used += (size_t)snprintf(out + used, capacity - used, "%s%s", i ? ", " : "",
+                                 vb_allocator_registry[i]->name);
+}
+
+/* Creates an allocator by name on `dev`. */
+vb_status vb_allocator_create(const char *name, vb_device *dev, const vb_config *config,
+                              vb_allocator **out)
+{
+    static const vb_config no_config = {NULL, 0};
+    const vb_allocator_ops *ops = vb_allocator_find(name);
+    if (!ops) {
+        char names[512];
+        list_names(names, sizeof names);
+        return vb_error(VB_ERR_INVALID, "unknown allocator '%s' (known: %s)", name, names);
+    }
+    vb_allocator *allocator = calloc(1, sizeof *allocator);
+    if (!allocator) return vb_error(VB_ERR_OOM, "out of host memory");
+    allocator->ops = ops;
+    allocator->device = dev;
+    vb_status status = ops->create(dev, config ? config : &no_config, &allocator->state);
+    if (status != VB_OK) {
+        free(allocator);
+        return status;
+    }
+    *out = allocator;
+    return VB_OK;
+}
+
+/* Destroys the instance and the handle. */
+void vb_allocator_destroy(vb_allocator *allocator)
+{
+    if (!allocator) return;
+    allocator->ops->destroy(allocator->state);
+    free(allocator);
+}
+
+/* External fragmentation of a stats snapshot. */
+double vb_external_fragmentation(const vb_alloc_stats *stats)
+{
+    if (stats->free_cached_bytes == 0) return 0.0;
+    return (double)(stats->free_cached_bytes - stats->largest_free_block) /
+           (double)stats->free_cached_bytes;
+}
+
+/* The statistics now, with the cached-free figures asked of the strategy. */
+void vb_allocator_stats(vb_allocator *allocator, vb_alloc_stats *out)
+{
+    *out = *state_stats(allocator);
+    allocator->ops->cached(allocator->state, &out->free_cached_bytes, &out->largest_free_block);
+}
+
+/* Restarts the peaks from the current values. */
+void vb_allocator_reset_peaks(vb_allocator *allocator)
+{
+    vb_alloc_stats stats;
+    vb_stats_reset_peaks(state_stats(allocator));
+    vb_allocator_stats(allocator, &stats);
+    allocator->seen_reserved_peak = stats.reserved_bytes_peak;
+    allocator->external_frag_at_peak = vb_external_fragmentation(&stats);
+}
+
+/* malloc with the shared size-0 rule. When the call raised the reserved peak,
+ * the fragmentation "at peak" is taken now: peaks rise only when memory comes
+ * from the device, rare next to cache hits, so the walk stays off the hot path. */
+vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
+{
+    if (size == 0) {
+        *out = 0;
+        return VB_OK;
+    }
+    vb_status status = allocator->ops->malloc(allocator->state, size, stream, out);
+    if (status == VB_OK && state_stats(allocator)->reserved_bytes_peak > allocator->seen_reserved_peak) {
+        vb_alloc_stats stats;
+        vb_allocator_stats(allocator, &stats);
+        allocator->seen_reserved_peak = stats.reserved_bytes_peak;
+        allocator->external_frag_at_peak = vb_external_fragmentation(&stats);
+    }
+    return status;
+}
+
+/* free with the shared rule that address 0 is a no-op. */
+vb_status vb_free(vb_allocator *allocator, vb_addr addr)
+{
+    if (addr == 0) return VB_OK;
+    return allocator->ops->free(allocator->state, addr);
+}
+
+/* record_stream, a no-op for strategies that rely on the device's ordering. */
+vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream)
+{
+    if (!allocator->ops->record_stream || addr == 0) return VB_OK;
+    return allocator->ops->record_stream(allocator->state, addr, stream);
+}
+
+vb_status vb_empty_cache(vb_allocator *allocator)
+{
+    return allocator->ops->empty_cache(allocator->state);
+}

@@ -1,0 +1,104 @@
+/* vrambench — key=value configuration parsed against an allocator's options. */
+#include "allocator.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses "KEY=VALUE" in place. */
+vb_status vb_config_entry_parse(char *text, vb_config_entry *out)
+{
+    char *equals = strchr(text, '=');
+    if (!equals || equals == text)
+        return vb_error(VB_ERR_INVALID, "config '%s' is not KEY=VALUE", text);
+    *equals = '\0';
+    out->key = text;
+    out->value = equals + 1;
+    return VB_OK;
+}
+
+/* Parses a whole unsigned number ("max" is UINT64_MAX); 0 on success. */
+static int parse_u64(const char *text, uint64_t *out)
+{
+    if (strcmp(text, "max") == 0) {
+        *out = UINT64_MAX;
+        return 0;
+    }
+    if (text[0] == '\0' || text[0] == '-' || text[0] == '+' || text[0] == ' ') return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 0);
+    if (errno != 0 || *end != '\0') return -1;
+    *out = (uint64_t)value;
+    return 0;
+}
+
+/* Parses a whole finite real number; 0 on success. */
+static int parse_double(const char *text, double *out)
+{
+    if (text[0] == '\0' || text[0] == ' ') return -1;
+    char *end = NULL;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno != 0 || *end != '\0' || !isfinite(value)) return -1;
+    *out = value;
+    return 0;
+}
+
+/* Lists the keys of `options` into `out`, comma-separated. */
+static void list_keys(const vb_option *options, size_t count, char *out, size_t capacity)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    if (count == 0) snprintf(out, capacity, "none");
+    for (size_t i = 0; i < count && used < capacity; i++)
+        used += (size_t)snprintf(out + used, capacity - used, "%s%s", i ? ", " : "", options[i].key);
+}
+
+/* Applies one entry to the settings struct. */
+static vb_status apply_entry(const vb_config_entry *entry, const vb_option *option, void *settings,
+                             const char *allocator_name)
+{
+    char *field = (char *)settings + option->offset;
+    if (option->type == VB_OPTION_U64) {
+        uint64_t value;
+        if (parse_u64(entry->value, &value) != 0 || (double)value < option->min ||
+            (double)value > option->max)
+            return vb_error(VB_ERR_INVALID,
+                            "%s: bad value '%s' for %s (a whole number from %.0f to %.0f; %s)",
+                            allocator_name, entry->value, option->key, option->min, option->max,
+                            option->help);
+        memcpy(field, &value, sizeof value);
+    } else {
+        double value;
+        if (parse_double(entry->value, &value) != 0 || value < option->min || value > option->max)
+            return vb_error(VB_ERR_INVALID, "%s: bad value '%s' for %s (a number from %g to %g; %s)",
+                            allocator_name, entry->value, option->key, option->min, option->max,
+                            option->help);
+        memcpy(field, &value, sizeof value);
+    }
+    return VB_OK;
+}
+
+/* Applies every entry of `config`, or fails on the first bad one. */
+vb_status vb_config_apply(const vb_config *config, const vb_option *options, size_t option_count,
+                          void *settings, const char *allocator_name)
+{
+    for (size_t i = 0; i < config->count; i++) {
+        const vb_config_entry *entry = &config->entries[i];
+        const vb_option *option = NULL;
+        for (size_t j = 0; j < option_count; j++)
+            if (strcmp(options[j].key, entry->key) == 0) option = &options[j];
+        if (!option) {
+            char keys[512];
+            list_keys(options, option_count, keys, sizeof keys);
+            return vb_error(VB_ERR_INVALID, "%s: unknown config key '%s' (known: %s)", allocator_name,
+                            entry->key, keys);
+        }
+        vb_status status = apply_entry(entry, option, settings, allocator_name);
+        if (status != VB_OK) return status;
+    }
+    return VB_OK;
+}

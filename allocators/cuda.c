@@ -1,0 +1,151 @@
+/* vrambench — `cuda`: the baseline. Every malloc is a driver allocation
+ * (cudaMalloc) and every free a driver free (cudaFree, which waits for the
+ * device), with no cache in between. Reserved equals allocated: the block a
+ * caller gets is the whole driver allocation, whose size the driver rounds
+ * to 2 MiB pages, so a 512-byte tensor costs 2 MiB of device memory. */
+#include "allocator.h"
+
+#include <stdlib.h>
+
+#include "../harness/addr_map.h"
+
+typedef struct cuda_state {
+    vb_alloc_stats stats;       /* first member: see allocator.h */
+    vb_device *device;
+    vb_addr_map requested;      /* address -> requested size */
+} cuda_state;
+
+/* What the driver takes for `size` bytes: its 2 MiB pages. */
+static uint64_t driver_size(uint64_t size)
+{
+    return vb_round_up(size, VB_DRIVER_PAGE);
+}
+
+static vb_status cuda_create(vb_device *dev, const vb_config *config, void **state)
+{
+    vb_status status = vb_config_apply(config, NULL, 0, NULL, "cuda");
+    if (status != VB_OK) return status;
+    cuda_state *cuda = calloc(1, sizeof *cuda);
+    if (!cuda) return vb_error(VB_ERR_OOM, "out of host memory");
+    cuda->device = dev;
+    *state = cuda;
+    return VB_OK;
+}
+
+/* Frees one leftover allocation at destroy time. */
+static void free_leftover(void *context, uint64_t addr, uint64_t size)
+{
+    cuda_state *cuda = context;
+    (void)size;
+    cuda->device->ops->mem_free(cuda->device, addr);
+}
+
+static void cuda_destroy(void *state)
+{
+    cuda_state *cuda = state;
+    vb_addr_map_each(&cuda->requested, free_leftover, cuda);
+    vb_addr_map_clear(&cuda->requested);
+    free(cuda);
+}
+
+static vb_status cuda_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+{
+    cuda_state *cuda = state;
+    (void)stream;
+    uint64_t rounded = driver_size(size);
+    vb_addr addr = 0;
+    vb_status status = rounded ? cuda->device->ops->mem_alloc(cuda->device, size, &addr)
+                               : vb_error(VB_ERR_OOM, "cuda: %llu bytes cannot be allocated",
+                                          (unsigned long long)size);
+    cuda->stats.driver_alloc_calls += rounded != 0;
+    if (status == VB_OK && vb_addr_map_put(&cuda->requested, addr, size) != 0) {
+        cuda->device->ops->mem_free(cuda->device, addr);
+        status = vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    if (status != VB_OK) {
+        if (status == VB_ERR_OOM) cuda->stats.ooms++;
+        return status;
+    }
+    vb_stats_add_reserved(&cuda->stats, rounded);
+    vb_stats_add_use(&cuda->stats, size, rounded);
+    *out = addr;
+    return VB_OK;
+}
+
+static vb_status cuda_free(void *state, vb_addr addr)
+{
+    cuda_state *cuda = state;
+    uint64_t size;
+    if (!vb_addr_map_get(&cuda->requested, addr, &size))
+        return vb_error(VB_ERR_INVALID, "cuda: free of 0x%llx, which is not allocated", (unsigned long long)addr);
+    vb_status status = cuda->device->ops->mem_free(cuda->device, addr);
+    cuda->stats.driver_free_calls++;
+    if (status != VB_OK) return status;
+    vb_addr_map_remove(&cuda->requested, addr, NULL);
+    vb_stats_remove_use(&cuda->stats, size, driver_size(size));
+    vb_stats_remove_reserved(&cuda->stats, driver_size(size));
+    return VB_OK;
+}
+
+/* Nothing is cached, so there is nothing to return. */
+static vb_status cuda_empty_cache(void *state)
+{
+    (void)state;
+    return VB_OK;
+}
+
+static void cuda_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
+{
+    (void)state;
+    *free_cached_bytes = 0;
+    *largest_free_block = 0;
+}
+
+/* Context for listing segments in address order. */
+typedef struct segment_list {
+    uint64_t *addrs;
+    size_t count;
+} segment_list;
+
+static void collect_segment(void *context, uint64_t addr, uint64_t size)
+{
+    segment_list *list = context;
+    (void)size;
+    list->addrs[list->count++] = addr;
+}
+
+static int compare_addr(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each allocation is one segment holding one block. */
+static void cuda_segments(void *state, vb_block_visitor visit, void *context)
+{
+    cuda_state *cuda = state;
+    segment_list list = {malloc((cuda->requested.count + 1) * sizeof(uint64_t)), 0};
+    if (!list.addrs) return;
+    vb_addr_map_each(&cuda->requested, collect_segment, &list);
+    qsort(list.addrs, list.count, sizeof *list.addrs, compare_addr);
+    for (size_t i = 0; i < list.count; i++) {
+        uint64_t size = 0;
+        vb_addr_map_get(&cuda->requested, list.addrs[i], &size);
+        vb_block_info block = {list.addrs[i], driver_size(size), list.addrs[i], driver_size(size), 1, NULL};
+        visit(context, &block);
+    }
+    free(list.addrs);
+}
+
+const vb_allocator_ops vb_cuda_allocator = {
+    .name = "cuda",
+    .description = "cudaMalloc/cudaFree on every call, no cache (the baseline)",
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .malloc = cuda_malloc,
+    .free = cuda_free,
+    .record_stream = NULL, /* cudaFree waits for the device: nothing to track */
+    .empty_cache = cuda_empty_cache,
+    .cached = cuda_cached,
+    .segments = cuda_segments,
+};

@@ -1,0 +1,11 @@
+/* vrambench — the registered allocators, in the order users see them.
+ * To add one: write allocators/NAME.c defining `const vb_allocator_ops
+ * vb_NAME_allocator`, declare it here and put it in the table. */
+#include "allocator.h"
+
+extern const vb_allocator_ops vb_cuda_allocator;
+
+const vb_allocator_ops *const vb_allocator_registry[] = {
+    &vb_cuda_allocator,
+    NULL,
+};

@@ -1,0 +1,113 @@
+/* vrambench — open-addressing hash map from uint64 keys to uint64 values. */
+#include "addr_map.h"
+
+#include <stdlib.h>
+
+/* Spreads device addresses, which share their low (alignment) bits. */
+static size_t slot_of(uint64_t key, size_t capacity)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    return (size_t)key & (capacity - 1);
+}
+
+/* Doubles the table (or makes the first one) and re-inserts every entry. */
+static int grow(vb_addr_map *map)
+{
+    size_t capacity = map->capacity ? map->capacity * 2 : 64;
+    uint64_t *keys = calloc(capacity, sizeof *keys);
+    uint64_t *values = calloc(capacity, sizeof *values);
+    if (!keys || !values) {
+        free(keys);
+        free(values);
+        return -1;
+    }
+    for (size_t i = 0; i < map->capacity; i++) {
+        if (!map->keys[i]) continue;
+        size_t slot = slot_of(map->keys[i], capacity);
+        while (keys[slot]) slot = (slot + 1) & (capacity - 1);
+        keys[slot] = map->keys[i];
+        values[slot] = map->values[i];
+    }
+    free(map->keys);
+    free(map->values);
+    map->keys = keys;
+    map->values = values;
+    map->capacity = capacity;
+    return 0;
+}
+
+/* Inserts or replaces. The table stays at most half full. */
+int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value)
+{
+    if ((map->count + 1) * 2 > map->capacity && grow(map) != 0) return -1;
+    size_t slot = slot_of(key, map->capacity);
+    while (map->keys[slot] && map->keys[slot] != key) slot = (slot + 1) & (map->capacity - 1);
+    if (!map->keys[slot]) map->count++;
+    map->keys[slot] = key;
+    map->values[slot] = value;
+    return 0;
+}
+
+/* Finds the slot holding `key`, or capacity when absent. */
+static size_t find_slot(const vb_addr_map *map, uint64_t key)
+{
+    if (map->capacity == 0 || key == 0) return map->capacity;
+    size_t slot = slot_of(key, map->capacity);
+    while (map->keys[slot]) {
+        if (map->keys[slot] == key) return slot;
+        slot = (slot + 1) & (map->capacity - 1);
+    }
+    return map->capacity;
+}
+
+/* Looks `key` up. */
+int vb_addr_map_get(const vb_addr_map *map, uint64_t key, uint64_t *value)
+{
+    size_t slot = find_slot(map, key);
+    if (slot == map->capacity) return 0;
+    if (value) *value = map->values[slot];
+    return 1;
+}
+
+/* Removes `key`, shifting later entries of its probe run back so that no
+ * tombstones are needed. */
+int vb_addr_map_remove(vb_addr_map *map, uint64_t key, uint64_t *value)
+{
+    size_t hole = find_slot(map, key);
+    if (hole == map->capacity) return 0;
+    if (value) *value = map->values[hole];
+    size_t mask = map->capacity - 1;
+    size_t next = (hole + 1) & mask;
+    while (map->keys[next]) {
+        size_t home = slot_of(map->keys[next], map->capacity);
+        /* Move the entry back if its home is not in (hole, next]. */
+        if (((next - home) & mask) >= ((next - hole) & mask)) {
+            map->keys[hole] = map->keys[next];
+            map->values[hole] = map->values[next];
+            hole = next;
+        }
+        next = (next + 1) & mask;
+    }
+    map->keys[hole] = 0;
+    map->count--;
+    return 1;
+}
+
+/* Visits every entry. */
+void vb_addr_map_each(const vb_addr_map *map, void (*visit)(void *context, uint64_t key, uint64_t value),
+                      void *context)
+{
+    for (size_t i = 0; i < map->capacity; i++)
+        if (map->keys[i]) visit(context, map->keys[i], map->values[i]);
+}
+
+/* Frees the table. */
+void vb_addr_map_clear(vb_addr_map *map)
+{
+    free(map->keys);
+    free(map->values);
+    map->keys = map->values = NULL;
+    map->capacity = map->count = 0;
+}

@@ -1,0 +1,37 @@
+/* vrambench — a hash map from device addresses (or any non-zero uint64 key)
+ * to a uint64 value, open addressing with linear probing and backward-shift
+ * deletion. Used wherever a pointer must be looked up: live driver
+ * allocations on the sim, the baseline allocator's sizes, test ledgers. */
+#ifndef VB_ADDR_MAP_H
+#define VB_ADDR_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vb_addr_map {
+    uint64_t *keys;     /* 0 marks an empty slot, so key 0 cannot be stored */
+    uint64_t *values;
+    size_t capacity;    /* a power of two, or 0 before the first insert */
+    size_t count;
+} vb_addr_map;
+
+/* An empty map needs no set-up beyond zero-initialisation. */
+#define VB_ADDR_MAP_INIT {NULL, NULL, 0, 0}
+
+/* Inserts or replaces; returns 0, or -1 when host memory runs out. */
+int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value);
+
+/* 1 and the value in *value (may be NULL) if `key` is present, else 0. */
+int vb_addr_map_get(const vb_addr_map *map, uint64_t key, uint64_t *value);
+
+/* Removes `key`; 1 if it was present (its value in *value, may be NULL), else 0. */
+int vb_addr_map_remove(vb_addr_map *map, uint64_t key, uint64_t *value);
+
+/* Calls `visit` for every entry, in no particular order. The map must not change meanwhile. */
+void vb_addr_map_each(const vb_addr_map *map, void (*visit)(void *context, uint64_t key, uint64_t value),
+                      void *context);
+
+/* Frees the table; the map is empty and usable again. */
+void vb_addr_map_clear(vb_addr_map *map);
+
+#endif

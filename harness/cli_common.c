@@ -1,0 +1,91 @@
+/* vrambench — what the subcommands share: error lines and name lists. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../allocators/allocator.h"
+#include "cli.h"
+
+int vb_cli_error(int exit_status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fputs("vrambench: error: ", stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    return exit_status;
+}
+
+int vb_cli_status_error(vb_status status)
+{
+    const char *message = vb_last_error();
+    return vb_cli_error(status == VB_ERR_INVALID ? VB_EXIT_USAGE : VB_EXIT_FAILURE, "%s",
+                        message[0] ? message : vb_status_name(status));
+}
+
+const char *const *vb_cli_allocator_names(void)
+{
+    static const char *names[64];
+    if (!names[0])
+        for (size_t i = 0; vb_allocator_registry[i] && i + 1 < sizeof names / sizeof names[0]; i++)
+            names[i] = vb_allocator_registry[i]->name;
+    return names;
+}
+
+/* 1 if `name` is among `known`. */
+static int is_known(const char *name, const char *const *known)
+{
+    for (size_t i = 0; known[i]; i++)
+        if (strcmp(known[i], name) == 0) return 1;
+    return 0;
+}
+
+/* Joins `known` into one comma-separated line. */
+static void join(const char *const *known, char *out, size_t capacity)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; known[i] && used < capacity; i++)
+        used += (size_t)snprintf(out + used, capacity - used, "%s%s", i ? ", " : "", known[i]);
+}
+
+int vb_cli_names(const char *spec, const char *what, const char *const *known, vb_name_list *out)
+{
+    size_t known_count = 0;
+    while (known[known_count]) known_count++;
+    memset(out, 0, sizeof *out);
+    out->storage = strdup(spec);
+    out->names = calloc(known_count + strlen(spec) + 1, sizeof *out->names);
+    if (!out->storage || !out->names) {
+        vb_name_list_free(out);
+        return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    }
+    if (strcmp(spec, "all") == 0) {
+        for (size_t i = 0; i < known_count; i++) out->names[out->count++] = known[i];
+        return VB_EXIT_OK;
+    }
+    for (char *save = NULL, *name = strtok_r(out->storage, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        if (!is_known(name, known)) {
+            char names[1024];
+            join(known, names, sizeof names);
+            int status = vb_cli_error(VB_EXIT_USAGE, "unknown %s '%s' (known: %s, or all)", what, name, names);
+            vb_name_list_free(out);
+            return status;
+        }
+        out->names[out->count++] = name;
+    }
+    if (out->count == 0) {
+        vb_name_list_free(out);
+        return vb_cli_error(VB_EXIT_USAGE, "no %s named in '%s'", what, spec);
+    }
+    return VB_EXIT_OK;
+}
+
+void vb_name_list_free(vb_name_list *list)
+{
+    free(list->storage);
+    free(list->names);
+    memset(list, 0, sizeof *list);
+}

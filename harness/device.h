@@ -1,0 +1,210 @@
+/* vrambench — the device seam.
+ *
+ * Everything that touches "the GPU" goes through one table of function
+ * pointers (in the manner of SQLite's VFS): raw device allocation, memory
+ * info, streams, events, the driver's virtual-memory calls, stream-ordered
+ * memory pools, and the little compute the scenarios need.
+ *
+ * Two backends implement it:
+ *   sim   a simulated device (harness/device_sim.c): exact memory accounting,
+ *         driver allocations rounded to 2 MiB, out-of-memory past its
+ *         capacity, streams on a logical clock that tests control.
+ *   cuda  the real device (harness/device_cuda.c): CUDA runtime, driver API
+ *         for virtual memory (resolved at run time, so a build with CUDA still
+ *         starts on a machine without a driver), cuBLAS for matrix products.
+ *
+ * Device addresses are plain integers (vb_addr): on `sim` they do not point at
+ * anything, and integer arithmetic is what allocators and tests need anyway.
+ * Streams, events and pools are opaque handles; a NULL stream is the device's
+ * default stream.
+ */
+#ifndef VB_DEVICE_H
+#define VB_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+typedef uint64_t vb_addr;                  /* a device address; 0 is "none" */
+typedef uint64_t vb_phys;                  /* a physical memory handle (virtual-memory API) */
+typedef struct vb_stream_s *vb_stream;     /* NULL = the default stream */
+typedef struct vb_event_s *vb_event;
+typedef struct vb_pool_s *vb_pool;         /* a stream-ordered memory pool */
+typedef struct vb_device vb_device;
+
+#define VB_MiB ((uint64_t)1 << 20)
+#define VB_GiB ((uint64_t)1 << 30)
+
+/* The CUDA driver rounds cudaMalloc to 2 MiB pages; the sim does the same. */
+#define VB_DRIVER_PAGE (2 * VB_MiB)
+
+/* Every pointer a device or allocator hands out is aligned to at least this. */
+#define VB_MIN_ALIGNMENT 256
+
+typedef enum vb_device_kind { VB_DEVICE_SIM = 0, VB_DEVICE_CUDA = 1 } vb_device_kind;
+
+/* What a device says about itself (for the results' context). */
+typedef struct vb_device_info {
+    vb_device_kind kind;
+    char name[128];           /* "NVIDIA H100 80GB HBM3" or "simulated device" */
+    int driver_version;       /* cudaDriverGetVersion, 0 on sim */
+    int runtime_version;      /* cudaRuntimeGetVersion, 0 on sim */
+    uint64_t total_bytes;     /* device memory (sim: its capacity) */
+    int simulated;            /* 1 on sim: times are not GPU times */
+} vb_device_info;
+
+/* How to open a device. Zero-initialise and set what you need. */
+typedef struct vb_device_options {
+    uint64_t sim_capacity_bytes;   /* sim only; 0 = default 80 GiB */
+} vb_device_options;
+
+#define VB_SIM_DEFAULT_CAPACITY (80 * VB_GiB)
+
+/* Which way host<->device copies go. */
+typedef enum vb_copy_kind {
+    VB_COPY_HOST_TO_DEVICE,
+    VB_COPY_DEVICE_TO_HOST,
+    VB_COPY_DEVICE_TO_DEVICE,
+} vb_copy_kind;
+
+/* The ops table. Every function takes the device it belongs to. Unless said
+ * otherwise, a function returns VB_OK or an error status with a message. */
+typedef struct vb_device_ops {
+    const char *name; /* "sim" or "cuda" */
+
+    void (*close)(vb_device *dev);
+    void (*info)(vb_device *dev, vb_device_info *out);
+
+    /* ---- raw device memory (cudaMalloc / cudaFree) ---- */
+    /* Allocates `size` bytes (> 0); VB_ERR_OOM when the device cannot. */
+    vb_status (*mem_alloc)(vb_device *dev, uint64_t size, vb_addr *out);
+    /* Frees what mem_alloc returned. Like cudaFree, it waits for the device
+     * to finish its queued work first. An unknown address is VB_ERR_INVALID. */
+    vb_status (*mem_free)(vb_device *dev, vb_addr addr);
+    /* Free and total device memory as the driver sees them (cudaMemGetInfo). */
+    vb_status (*mem_info)(vb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+
+    /* ---- streams and events ---- */
+    vb_status (*stream_create)(vb_device *dev, vb_stream *out);
+    void (*stream_destroy)(vb_device *dev, vb_stream stream);
+    /* Waits until every piece of work queued on `stream` has completed. */
+    vb_status (*stream_synchronize)(vb_device *dev, vb_stream stream);
+    /* Waits until all work on every stream has completed. */
+    vb_status (*device_synchronize)(vb_device *dev);
+    vb_status (*event_create)(vb_device *dev, vb_event *out);
+    void (*event_destroy)(vb_device *dev, vb_event event);
+    /* Marks the point in `stream` reached once all work queued so far completes. */
+    vb_status (*event_record)(vb_device *dev, vb_event event, vb_stream stream);
+    /* 1 if the recorded work has completed (or the event was never recorded), else 0. */
+    int (*event_query)(vb_device *dev, vb_event event);
+    vb_status (*event_synchronize)(vb_device *dev, vb_event event);
+    /* Milliseconds between two completed events (sim: on its logical clock). */
+    vb_status (*event_elapsed_ms)(vb_device *dev, vb_event start, vb_event end, double *out);
+
+    /* ---- virtual memory (cuMemAddressReserve / cuMemCreate / cuMemMap ...) ---- */
+    /* The mapping granularity: sizes and offsets below are multiples of it. */
+    uint64_t (*vm_granularity)(vb_device *dev);
+    /* Reserves `size` bytes of address space (no memory behind it). */
+    vb_status (*vm_reserve)(vb_device *dev, uint64_t size, vb_addr *out);
+    /* Returns a reservation; everything in it must be unmapped. */
+    vb_status (*vm_free)(vb_device *dev, vb_addr addr, uint64_t size);
+    /* Creates `size` bytes of physical memory; VB_ERR_OOM when the device cannot. */
+    vb_status (*vm_create)(vb_device *dev, uint64_t size, vb_phys *out);
+    /* Releases physical memory; it must not be mapped anywhere. */
+    vb_status (*vm_release)(vb_device *dev, vb_phys handle);
+    /* Maps the whole of `handle` at `addr` (inside a reservation) and makes it
+     * readable and writable by the device (cuMemMap + cuMemSetAccess). */
+    vb_status (*vm_map)(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle);
+    /* Unmaps [addr, addr+size), which must be exactly what one vm_map mapped. */
+    vb_status (*vm_unmap)(vb_device *dev, vb_addr addr, uint64_t size);
+
+    /* ---- stream-ordered pools (cudaMemPoolCreate / cudaMallocFromPoolAsync) ---- */
+    /* A pool that keeps up to `release_threshold` bytes across synchronizations. */
+    vb_status (*pool_create)(vb_device *dev, uint64_t release_threshold, vb_pool *out);
+    void (*pool_destroy)(vb_device *dev, vb_pool pool);
+    /* Allocates in stream order: usable by work queued on `stream` from now on. */
+    vb_status (*pool_malloc)(vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out);
+    /* Frees in stream order: the memory is reusable on `stream` at once, and on
+     * other streams once the work queued on `stream` so far has completed. */
+    vb_status (*pool_free)(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream);
+    /* Releases unused pool memory until at most `keep_bytes` stay reserved. */
+    vb_status (*pool_trim)(vb_device *dev, vb_pool pool, uint64_t keep_bytes);
+    /* Bytes the pool holds from the device, and bytes of it handed out. */
+    vb_status (*pool_usage)(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes);
+
+    /* ---- host memory and copies ---- */
+    /* Page-locked host memory (cudaMallocHost; plain malloc on sim). */
+    vb_status (*host_alloc_pinned)(vb_device *dev, uint64_t size, void **out);
+    void (*host_free_pinned)(vb_device *dev, void *ptr);
+    /* Queues a copy on `stream`. On sim no bytes move; its duration is modelled. */
+    vb_status (*memcpy_async)(vb_device *dev, void *host, vb_addr device_addr, uint64_t size,
+                              vb_copy_kind kind, vb_stream stream);
+
+    /* ---- work (for scenarios and tests) ---- */
+    /* Queues work that keeps `stream` busy for about `nanoseconds`. */
+    vb_status (*enqueue_busy)(vb_device *dev, vb_stream stream, uint64_t nanoseconds);
+    /* C[m x n] = alpha * op(A) * op(B) + beta * C, column-major fp32 (cublasSgemm).
+     * transpose_a / transpose_b select op(X) = X^T. */
+    vb_status (*gemm_f32)(vb_device *dev, vb_stream stream, int transpose_a, int transpose_b,
+                          int m, int n, int k, float alpha, vb_addr a, int lda,
+                          vb_addr b, int ldb, float beta, vb_addr c, int ldc);
+    /* Fills `count` floats with pseudo-random values in [-1, 1) from `seed`. */
+    vb_status (*fill_random_f32)(vb_device *dev, vb_stream stream, vb_addr addr, uint64_t count, uint64_t seed);
+    /* out[i] = max(in[i], 0) over `count` floats (out may equal in). */
+    vb_status (*relu_f32)(vb_device *dev, vb_stream stream, vb_addr out, vb_addr in, uint64_t count);
+    /* y[i] += alpha * x[i] over `count` floats. */
+    vb_status (*axpy_f32)(vb_device *dev, vb_stream stream, float alpha, vb_addr x, vb_addr y, uint64_t count);
+    /* Writes a byte pattern derived from (`seed`, offset) over [addr, addr+size). */
+    vb_status (*fill_pattern)(vb_device *dev, vb_stream stream, vb_addr addr, uint64_t size, uint64_t seed);
+    /* Reads [addr, addr+size) back and counts bytes that differ from the pattern
+     * fill_pattern(seed) writes. Synchronizes. VB_ERR_UNSUPPORTED on sim. */
+    vb_status (*verify_pattern)(vb_device *dev, vb_addr addr, uint64_t size, uint64_t seed, uint64_t *mismatched_bytes);
+} vb_device_ops;
+
+/* A device: its ops and the backend's own state. */
+struct vb_device {
+    const vb_device_ops *ops;
+    void *state;
+};
+
+/* Opens a device by kind: "sim", "cuda", or "auto" (cuda when a GPU is
+ * present, else sim). `options` may be NULL. A name that is none of these is
+ * VB_ERR_INVALID; "cuda" without a usable GPU or a build without CUDA is
+ * VB_ERR_UNSUPPORTED. */
+vb_status vb_device_open(const char *kind, const vb_device_options *options, vb_device **out);
+
+/* Closes a device opened by vb_device_open (NULL is fine). */
+void vb_device_close(vb_device *dev);
+
+/* 1 if this build includes the cuda backend. */
+int vb_device_cuda_built(void);
+
+/* 1 if the cuda backend is built and finds at least one GPU. */
+int vb_device_cuda_available(void);
+
+/* Bytes the driver reports as in use (total - free from mem_info). */
+uint64_t vb_device_used_bytes(vb_device *dev);
+
+/* ---- the simulated device's own controls (tests and modelled work) ---- */
+
+/* Opens a sim device of the given capacity (0 = 80 GiB). */
+vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out);
+
+/* 1 if `dev` is a sim device. */
+int vb_device_is_sim(vb_device *dev);
+
+/* Moves the sim's logical clock forward: queued work whose end falls inside
+ * the step completes. */
+void vb_sim_advance(vb_device *dev, uint64_t nanoseconds);
+
+/* Completes all work queued on `stream` so far (the clock moves to its end). */
+void vb_sim_complete_stream(vb_device *dev, vb_stream stream);
+
+/* The sim's logical clock, in nanoseconds since it was opened. */
+uint64_t vb_sim_now(vb_device *dev);
+
+/* Bytes the sim has handed out to mem_alloc, vm_create and pools together. */
+uint64_t vb_sim_used_bytes(vb_device *dev);
+
+#endif

@@ -1,0 +1,565 @@
+/* vrambench — the simulated device.
+ *
+ * Memory figures are exact for whatever the allocator on top does: the sim
+ * rounds driver allocations to 2 MiB as the CUDA driver does, fails past its
+ * capacity, and never reuses an address (so overlap bugs cannot hide).
+ * Time is a logical clock in nanoseconds: queued work has a modelled
+ * duration and completes when its stream or the device is synchronized, or
+ * when a test advances the clock. Nothing runs: the same calls give the same
+ * addresses, times and figures every run.
+ */
+#include "device_sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Modelled rates, so that scenario timelines have plausible shapes. They are
+ * not GPU figures and results from the sim are labelled simulated.
+ * H100 SXM datasheet: 67 TFLOP/s fp32 (SGEMM reaches about 50), 3.35 TB/s HBM3;
+ * PCIe gen5 pinned host copies reach about 25 GB/s. */
+#define SIM_GEMM_FLOP_PER_NS 50000.0    /* 50 TFLOP/s */
+#define SIM_DEVICE_BYTES_PER_NS 3000.0  /* 3 TB/s */
+#define SIM_HOST_BYTES_PER_NS 25.0      /* 25 GB/s */
+
+#define SIM_FIRST_ADDRESS ((vb_addr)0x7f0000000000ULL)
+#define SIM_FIRST_VA ((vb_addr)0x100000000000ULL)
+
+/* ------------------------------------------------------------------------ */
+/* Capacity and addresses                                                    */
+/* ------------------------------------------------------------------------ */
+
+vb_status sim_take(vb_device *dev, uint64_t bytes)
+{
+    sim_state *sim = sim_of(dev);
+    if (bytes > sim->capacity - sim->used)
+        return vb_error(VB_ERR_OOM, "sim: out of memory: %llu bytes asked, %llu of %llu free",
+                        (unsigned long long)bytes, (unsigned long long)(sim->capacity - sim->used),
+                        (unsigned long long)sim->capacity);
+    sim->used += bytes;
+    return VB_OK;
+}
+
+void sim_give(vb_device *dev, uint64_t bytes)
+{
+    sim_of(dev)->used -= bytes;
+}
+
+vb_addr sim_next_address(vb_device *dev, uint64_t size)
+{
+    sim_state *sim = sim_of(dev);
+    vb_addr addr = sim->next_addr;
+    sim->next_addr += size;
+    return addr;
+}
+
+/* Rounds to the driver's page; 0 for sizes so large that rounding overflows. */
+static uint64_t driver_round(uint64_t size)
+{
+    if (size > UINT64_MAX - (VB_DRIVER_PAGE - 1)) return 0;
+    return (size + VB_DRIVER_PAGE - 1) & ~(VB_DRIVER_PAGE - 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Clock, streams, events                                                    */
+/* ------------------------------------------------------------------------ */
+
+void sim_enqueue(vb_device *dev, vb_stream stream, uint64_t nanoseconds)
+{
+    sim_state *sim = sim_of(dev);
+    struct vb_stream_s *s = sim_stream(dev, stream);
+    uint64_t start = s->tail_ns > sim->now_ns ? s->tail_ns : sim->now_ns;
+    s->tail_ns = start + nanoseconds;
+}
+
+/* Moves the clock to `time` if that is later. */
+static void advance_to(vb_device *dev, uint64_t time)
+{
+    sim_state *sim = sim_of(dev);
+    if (time > sim->now_ns) sim->now_ns = time;
+    sim_pools_on_synchronize(dev);
+}
+
+/* The end of all queued work on every stream. */
+static uint64_t last_tail(vb_device *dev)
+{
+    sim_state *sim = sim_of(dev);
+    uint64_t tail = sim->default_stream.tail_ns;
+    for (size_t i = 0; i < sim->stream_count; i++)
+        if (sim->streams[i]->tail_ns > tail) tail = sim->streams[i]->tail_ns;
+    return tail;
+}
+
+static vb_status sim_device_synchronize(vb_device *dev)
+{
+    advance_to(dev, last_tail(dev));
+    return VB_OK;
+}
+
+static vb_status sim_stream_synchronize(vb_device *dev, vb_stream stream)
+{
+    advance_to(dev, sim_stream(dev, stream)->tail_ns);
+    return VB_OK;
+}
+
+static vb_status sim_stream_create(vb_device *dev, vb_stream *out)
+{
+    sim_state *sim = sim_of(dev);
+    if (sim->stream_count == sim->stream_capacity) {
+        size_t capacity = sim->stream_capacity ? sim->stream_capacity * 2 : 8;
+        struct vb_stream_s **streams = realloc(sim->streams, capacity * sizeof *streams);
+        if (!streams) return vb_error(VB_ERR_OOM, "out of host memory");
+        sim->streams = streams;
+        sim->stream_capacity = capacity;
+    }
+    struct vb_stream_s *stream = calloc(1, sizeof *stream);
+    if (!stream) return vb_error(VB_ERR_OOM, "out of host memory");
+    stream->tail_ns = sim->now_ns;
+    sim->streams[sim->stream_count++] = stream;
+    *out = stream;
+    return VB_OK;
+}
+
+static void sim_stream_destroy(vb_device *dev, vb_stream stream)
+{
+    sim_state *sim = sim_of(dev);
+    if (!stream) return;
+    for (size_t i = 0; i < sim->stream_count; i++) {
+        if (sim->streams[i] != stream) continue;
+        sim->streams[i] = sim->streams[--sim->stream_count];
+        break;
+    }
+    free(stream);
+}
+
+static vb_status sim_event_create(vb_device *dev, vb_event *out)
+{
+    (void)dev;
+    *out = calloc(1, sizeof **out);
+    return *out ? VB_OK : vb_error(VB_ERR_OOM, "out of host memory");
+}
+
+static void sim_event_destroy(vb_device *dev, vb_event event)
+{
+    (void)dev;
+    free(event);
+}
+
+static vb_status sim_event_record(vb_device *dev, vb_event event, vb_stream stream)
+{
+    sim_state *sim = sim_of(dev);
+    uint64_t tail = sim_stream(dev, stream)->tail_ns;
+    event->at_ns = tail > sim->now_ns ? tail : sim->now_ns;
+    return VB_OK;
+}
+
+static int sim_event_query(vb_device *dev, vb_event event)
+{
+    return event->at_ns <= sim_of(dev)->now_ns;
+}
+
+static vb_status sim_event_synchronize(vb_device *dev, vb_event event)
+{
+    advance_to(dev, event->at_ns);
+    return VB_OK;
+}
+
+static vb_status sim_event_elapsed_ms(vb_device *dev, vb_event start, vb_event end, double *out)
+{
+    if (!sim_event_query(dev, start) || !sim_event_query(dev, end))
+        return vb_error(VB_ERR_INVALID, "sim: elapsed time of an event that has not completed");
+    *out = ((double)end->at_ns - (double)start->at_ns) / 1e6;
+    return VB_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Raw device memory                                                         */
+/* ------------------------------------------------------------------------ */
+
+static vb_status sim_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
+{
+    uint64_t rounded = driver_round(size);
+    if (size == 0) return vb_error(VB_ERR_INVALID, "sim: mem_alloc of 0 bytes");
+    if (rounded == 0)
+        return vb_error(VB_ERR_OOM, "sim: out of memory: %llu bytes asked", (unsigned long long)size);
+    vb_status status = sim_take(dev, rounded);
+    if (status != VB_OK) return status;
+    vb_addr addr = sim_next_address(dev, rounded);
+    if (vb_addr_map_put(&sim_of(dev)->live, addr, rounded) != 0) {
+        sim_give(dev, rounded);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    *out = addr;
+    return VB_OK;
+}
+
+static vb_status sim_mem_free(vb_device *dev, vb_addr addr)
+{
+    uint64_t size;
+    if (!vb_addr_map_remove(&sim_of(dev)->live, addr, &size))
+        return vb_error(VB_ERR_INVALID, "sim: mem_free of unknown address 0x%llx", (unsigned long long)addr);
+    sim_device_synchronize(dev); /* cudaFree waits for the device */
+    sim_give(dev, size);
+    return VB_OK;
+}
+
+static vb_status sim_mem_info(vb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    sim_state *sim = sim_of(dev);
+    *free_bytes = sim->capacity - sim->used;
+    *total_bytes = sim->capacity;
+    return VB_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Virtual memory                                                            */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t sim_vm_granularity(vb_device *dev)
+{
+    (void)dev;
+    return VB_DRIVER_PAGE;
+}
+
+/* The reservation containing [addr, addr+size), or NULL. */
+static sim_reservation *reservation_of(sim_state *sim, vb_addr addr, uint64_t size)
+{
+    for (size_t i = 0; i < sim->reservation_count; i++) {
+        sim_reservation *r = &sim->reservations[i];
+        if (addr >= r->addr && size <= r->size && addr - r->addr <= r->size - size) return r;
+    }
+    return NULL;
+}
+
+/* 1 if `value` is a positive multiple of the granularity. */
+static int granular(uint64_t value)
+{
+    return value % VB_DRIVER_PAGE == 0;
+}
+
+static vb_status sim_vm_reserve(vb_device *dev, uint64_t size, vb_addr *out)
+{
+    sim_state *sim = sim_of(dev);
+    if (size == 0 || !granular(size) || size > (UINT64_C(1) << 46))
+        return vb_error(VB_ERR_INVALID, "sim: vm_reserve of %llu bytes (not a positive multiple of 2 MiB)",
+                        (unsigned long long)size);
+    if (sim->reservation_count == sim->reservation_capacity) {
+        size_t capacity = sim->reservation_capacity ? sim->reservation_capacity * 2 : 8;
+        sim_reservation *r = realloc(sim->reservations, capacity * sizeof *r);
+        if (!r) return vb_error(VB_ERR_OOM, "out of host memory");
+        sim->reservations = r;
+        sim->reservation_capacity = capacity;
+    }
+    sim->reservations[sim->reservation_count].addr = sim->next_va;
+    sim->reservations[sim->reservation_count].size = size;
+    sim->reservation_count++;
+    *out = sim->next_va;
+    sim->next_va += size + VB_DRIVER_PAGE; /* a gap, so reservations never touch */
+    return VB_OK;
+}
+
+/* Context for checking that no mapping overlaps a range. */
+typedef struct range_probe {
+    const sim_state *sim;
+    vb_addr addr;
+    uint64_t size;
+    int found;
+} range_probe;
+
+static void probe_mapping(void *context, uint64_t mapped_addr, uint64_t handle)
+{
+    range_probe *probe = context;
+    uint64_t mapped_size = 0;
+    vb_addr_map_get(&probe->sim->phys, handle, &mapped_size);
+    if (mapped_addr < probe->addr + probe->size && probe->addr < mapped_addr + mapped_size) probe->found = 1;
+}
+
+static vb_status sim_vm_free(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    sim_state *sim = sim_of(dev);
+    for (size_t i = 0; i < sim->reservation_count; i++) {
+        if (sim->reservations[i].addr != addr || sim->reservations[i].size != size) continue;
+        range_probe probe = {sim, addr, size, 0};
+        vb_addr_map_each(&sim->mappings, probe_mapping, &probe);
+        if (probe.found)
+            return vb_error(VB_ERR_INVALID, "sim: vm_free of a reservation that is still mapped");
+        sim->reservations[i] = sim->reservations[--sim->reservation_count];
+        return VB_OK;
+    }
+    return vb_error(VB_ERR_INVALID, "sim: vm_free of unknown reservation 0x%llx+%llu",
+                    (unsigned long long)addr, (unsigned long long)size);
+}
+
+static vb_status sim_vm_create(vb_device *dev, uint64_t size, vb_phys *out)
+{
+    sim_state *sim = sim_of(dev);
+    if (size == 0 || !granular(size))
+        return vb_error(VB_ERR_INVALID, "sim: vm_create of %llu bytes (not a positive multiple of 2 MiB)",
+                        (unsigned long long)size);
+    vb_status status = sim_take(dev, size);
+    if (status != VB_OK) return status;
+    vb_phys handle = ++sim->next_phys;
+    if (vb_addr_map_put(&sim->phys, handle, size) != 0) {
+        sim_give(dev, size);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    *out = handle;
+    return VB_OK;
+}
+
+/* Context for checking whether a physical handle is mapped. */
+typedef struct handle_probe {
+    vb_phys handle;
+    int found;
+} handle_probe;
+
+static void probe_handle(void *context, uint64_t key, uint64_t value)
+{
+    handle_probe *probe = context;
+    (void)key;
+    if (value == probe->handle) probe->found = 1;
+}
+
+static vb_status sim_vm_release(vb_device *dev, vb_phys handle)
+{
+    sim_state *sim = sim_of(dev);
+    handle_probe probe = {handle, 0};
+    vb_addr_map_each(&sim->mappings, probe_handle, &probe);
+    if (probe.found) return vb_error(VB_ERR_INVALID, "sim: vm_release of a handle that is still mapped");
+    uint64_t size;
+    if (!vb_addr_map_remove(&sim->phys, handle, &size))
+        return vb_error(VB_ERR_INVALID, "sim: vm_release of unknown handle %llu", (unsigned long long)handle);
+    sim_give(dev, size);
+    return VB_OK;
+}
+
+static vb_status sim_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
+{
+    sim_state *sim = sim_of(dev);
+    uint64_t handle_size;
+    if (!vb_addr_map_get(&sim->phys, handle, &handle_size) || handle_size != size)
+        return vb_error(VB_ERR_INVALID, "sim: vm_map of unknown handle %llu or wrong size",
+                        (unsigned long long)handle);
+    if (!granular(addr) || !reservation_of(sim, addr, size))
+        return vb_error(VB_ERR_INVALID, "sim: vm_map at 0x%llx outside any reservation", (unsigned long long)addr);
+    range_probe probe = {sim, addr, size, 0};
+    vb_addr_map_each(&sim->mappings, probe_mapping, &probe);
+    if (probe.found)
+        return vb_error(VB_ERR_INVALID, "sim: vm_map over an existing mapping at 0x%llx", (unsigned long long)addr);
+    if (vb_addr_map_put(&sim->mappings, addr, handle) != 0) return vb_error(VB_ERR_OOM, "out of host memory");
+    return VB_OK;
+}
+
+static vb_status sim_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    sim_state *sim = sim_of(dev);
+    uint64_t handle, handle_size;
+    if (!vb_addr_map_get(&sim->mappings, addr, &handle) || !vb_addr_map_get(&sim->phys, handle, &handle_size) ||
+        handle_size != size)
+        return vb_error(VB_ERR_INVALID, "sim: vm_unmap of 0x%llx+%llu, which is not one mapping",
+                        (unsigned long long)addr, (unsigned long long)size);
+    sim_device_synchronize(dev); /* cuMemUnmap waits for work using the range */
+    vb_addr_map_remove(&sim->mappings, addr, NULL);
+    return VB_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host memory, copies and modelled work                                     */
+/* ------------------------------------------------------------------------ */
+
+static vb_status sim_host_alloc_pinned(vb_device *dev, uint64_t size, void **out)
+{
+    (void)dev;
+    *out = malloc(size ? size : 1);
+    return *out ? VB_OK : vb_error(VB_ERR_OOM, "out of host memory for %llu pinned bytes", (unsigned long long)size);
+}
+
+static void sim_host_free_pinned(vb_device *dev, void *ptr)
+{
+    (void)dev;
+    free(ptr);
+}
+
+/* Duration of moving `bytes` at `bytes_per_ns`. */
+static uint64_t transfer_ns(uint64_t bytes, double bytes_per_ns)
+{
+    return (uint64_t)((double)bytes / bytes_per_ns) + 1;
+}
+
+static vb_status sim_memcpy_async(vb_device *dev, void *host, vb_addr device_addr, uint64_t size,
+                                  vb_copy_kind kind, vb_stream stream)
+{
+    (void)host;
+    (void)device_addr;
+    sim_enqueue(dev, stream, transfer_ns(size, kind == VB_COPY_DEVICE_TO_DEVICE ? SIM_DEVICE_BYTES_PER_NS
+                                                                                 : SIM_HOST_BYTES_PER_NS));
+    return VB_OK;
+}
+
+static vb_status sim_enqueue_busy(vb_device *dev, vb_stream stream, uint64_t nanoseconds)
+{
+    sim_enqueue(dev, stream, nanoseconds);
+    return VB_OK;
+}
+
+static vb_status sim_gemm_f32(vb_device *dev, vb_stream stream, int transpose_a, int transpose_b, int m,
+                              int n, int k, float alpha, vb_addr a, int lda, vb_addr b, int ldb, float beta,
+                              vb_addr c, int ldc)
+{
+    (void)transpose_a, (void)transpose_b, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb;
+    (void)beta, (void)c, (void)ldc;
+    if (m < 0 || n < 0 || k < 0) return vb_error(VB_ERR_INVALID, "sim: gemm with a negative dimension");
+    double flops = 2.0 * m * n * k;
+    sim_enqueue(dev, stream, (uint64_t)(flops / SIM_GEMM_FLOP_PER_NS) + 1);
+    return VB_OK;
+}
+
+static vb_status sim_fill_random_f32(vb_device *dev, vb_stream stream, vb_addr addr, uint64_t count,
+                                     uint64_t seed)
+{
+    (void)addr, (void)seed;
+    sim_enqueue(dev, stream, transfer_ns(count * 4, SIM_DEVICE_BYTES_PER_NS));
+    return VB_OK;
+}
+
+static vb_status sim_relu_f32(vb_device *dev, vb_stream stream, vb_addr out, vb_addr in, uint64_t count)
+{
+    (void)out, (void)in;
+    sim_enqueue(dev, stream, transfer_ns(count * 8, SIM_DEVICE_BYTES_PER_NS));
+    return VB_OK;
+}
+
+static vb_status sim_axpy_f32(vb_device *dev, vb_stream stream, float alpha, vb_addr x, vb_addr y,
+                              uint64_t count)
+{
+    (void)alpha, (void)x, (void)y;
+    sim_enqueue(dev, stream, transfer_ns(count * 12, SIM_DEVICE_BYTES_PER_NS));
+    return VB_OK;
+}
+
+static vb_status sim_fill_pattern(vb_device *dev, vb_stream stream, vb_addr addr, uint64_t size, uint64_t seed)
+{
+    (void)addr, (void)seed;
+    sim_enqueue(dev, stream, transfer_ns(size, SIM_DEVICE_BYTES_PER_NS));
+    return VB_OK;
+}
+
+static vb_status sim_verify_pattern(vb_device *dev, vb_addr addr, uint64_t size, uint64_t seed,
+                                    uint64_t *mismatched_bytes)
+{
+    (void)dev, (void)addr, (void)size, (void)seed, (void)mismatched_bytes;
+    return vb_error(VB_ERR_UNSUPPORTED, "sim: memory holds no data, so it cannot be read back");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Device                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static void sim_info(vb_device *dev, vb_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = VB_DEVICE_SIM;
+    strcpy(out->name, "simulated device");
+    out->total_bytes = sim_of(dev)->capacity;
+    out->simulated = 1;
+}
+
+static void sim_close(vb_device *dev)
+{
+    sim_state *sim = sim_of(dev);
+    for (size_t i = 0; i < sim->pool_count; i++) sim_pool_destroy(dev, sim->pools[i]);
+    for (size_t i = 0; i < sim->stream_count; i++) free(sim->streams[i]);
+    free(sim->pools);
+    free(sim->streams);
+    free(sim->reservations);
+    vb_addr_map_clear(&sim->live);
+    vb_addr_map_clear(&sim->phys);
+    vb_addr_map_clear(&sim->mappings);
+    free(sim);
+    free(dev);
+}
+
+static const vb_device_ops sim_ops = {
+    .name = "sim",
+    .close = sim_close,
+    .info = sim_info,
+    .mem_alloc = sim_mem_alloc,
+    .mem_free = sim_mem_free,
+    .mem_info = sim_mem_info,
+    .stream_create = sim_stream_create,
+    .stream_destroy = sim_stream_destroy,
+    .stream_synchronize = sim_stream_synchronize,
+    .device_synchronize = sim_device_synchronize,
+    .event_create = sim_event_create,
+    .event_destroy = sim_event_destroy,
+    .event_record = sim_event_record,
+    .event_query = sim_event_query,
+    .event_synchronize = sim_event_synchronize,
+    .event_elapsed_ms = sim_event_elapsed_ms,
+    .vm_granularity = sim_vm_granularity,
+    .vm_reserve = sim_vm_reserve,
+    .vm_free = sim_vm_free,
+    .vm_create = sim_vm_create,
+    .vm_release = sim_vm_release,
+    .vm_map = sim_vm_map,
+    .vm_unmap = sim_vm_unmap,
+    .pool_create = sim_pool_create,
+    .pool_destroy = sim_pool_destroy,
+    .pool_malloc = sim_pool_malloc,
+    .pool_free = sim_pool_free,
+    .pool_trim = sim_pool_trim,
+    .pool_usage = sim_pool_usage,
+    .host_alloc_pinned = sim_host_alloc_pinned,
+    .host_free_pinned = sim_host_free_pinned,
+    .memcpy_async = sim_memcpy_async,
+    .enqueue_busy = sim_enqueue_busy,
+    .gemm_f32 = sim_gemm_f32,
+    .fill_random_f32 = sim_fill_random_f32,
+    .relu_f32 = sim_relu_f32,
+    .axpy_f32 = sim_axpy_f32,
+    .fill_pattern = sim_fill_pattern,
+    .verify_pattern = sim_verify_pattern,
+};
+
+/* Opens a sim device of the given capacity. */
+vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out)
+{
+    vb_device *dev = calloc(1, sizeof *dev);
+    sim_state *sim = calloc(1, sizeof *sim);
+    if (!dev || !sim) {
+        free(dev);
+        free(sim);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    sim->capacity = capacity_bytes ? capacity_bytes : VB_SIM_DEFAULT_CAPACITY;
+    sim->next_addr = SIM_FIRST_ADDRESS;
+    sim->next_va = SIM_FIRST_VA;
+    dev->ops = &sim_ops;
+    dev->state = sim;
+    *out = dev;
+    return VB_OK;
+}
+
+int vb_device_is_sim(vb_device *dev)
+{
+    return dev->ops == &sim_ops;
+}
+
+void vb_sim_advance(vb_device *dev, uint64_t nanoseconds)
+{
+    advance_to(dev, sim_of(dev)->now_ns + nanoseconds);
+}
+
+void vb_sim_complete_stream(vb_device *dev, vb_stream stream)
+{
+    sim_stream_synchronize(dev, stream);
+}
+
+uint64_t vb_sim_now(vb_device *dev)
+{
+    return sim_of(dev)->now_ns;
+}
+
+uint64_t vb_sim_used_bytes(vb_device *dev)
+{
+    return sim_of(dev)->used;
+}

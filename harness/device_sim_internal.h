@@ -1,0 +1,80 @@
+/* vrambench — the simulated device's state, shared by the files of the sim
+ * backend (device_sim.c and device_sim_pool.c) and by nothing else. */
+#ifndef VB_DEVICE_SIM_INTERNAL_H
+#define VB_DEVICE_SIM_INTERNAL_H
+
+#include "addr_map.h"
+#include "device.h"
+
+/* A stream is the logical time at which its last queued work ends. */
+struct vb_stream_s {
+    uint64_t tail_ns;
+};
+
+/* An event is the logical time its stream reached when it was recorded. */
+struct vb_event_s {
+    uint64_t at_ns;
+};
+
+typedef struct sim_reservation {
+    vb_addr addr;
+    uint64_t size;
+} sim_reservation;
+
+typedef struct sim_state {
+    uint64_t capacity;          /* bytes the device has */
+    uint64_t used;              /* bytes handed out: mem_alloc + vm_create + pools */
+    uint64_t now_ns;            /* the logical clock */
+    vb_addr next_addr;          /* bump pointer for mem_alloc and pools: addresses are never reused */
+    vb_addr next_va;            /* bump pointer for vm_reserve, far from next_addr */
+    uint64_t next_phys;         /* next physical handle */
+    vb_addr_map live;           /* mem_alloc address -> size */
+    vb_addr_map phys;           /* physical handle -> size */
+    vb_addr_map mappings;       /* mapped address -> physical handle */
+    sim_reservation *reservations;
+    size_t reservation_count, reservation_capacity;
+    struct vb_stream_s default_stream;
+    struct vb_stream_s **streams; /* created streams, for device_synchronize */
+    size_t stream_count, stream_capacity;
+    vb_pool *pools;               /* created pools, for sim_pools_on_synchronize */
+    size_t pool_count, pool_capacity;
+} sim_state;
+
+/* The sim state of a sim device. */
+static inline sim_state *sim_of(vb_device *dev)
+{
+    return (sim_state *)dev->state;
+}
+
+/* The stream object behind a handle (NULL is the default stream). */
+static inline struct vb_stream_s *sim_stream(vb_device *dev, vb_stream stream)
+{
+    return stream ? stream : &sim_of(dev)->default_stream;
+}
+
+/* Takes `bytes` of the capacity, or VB_ERR_OOM with a message. */
+vb_status sim_take(vb_device *dev, uint64_t bytes);
+
+/* Gives `bytes` of the capacity back. */
+void sim_give(vb_device *dev, uint64_t bytes);
+
+/* A fresh range of `size` bytes of addresses for mem_alloc or a pool. */
+vb_addr sim_next_address(vb_device *dev, uint64_t size);
+
+/* Queues `nanoseconds` of work on `stream`: it ends that long after the later
+ * of now and the stream's previous work. */
+void sim_enqueue(vb_device *dev, vb_stream stream, uint64_t nanoseconds);
+
+/* The stream-ordered pool model (device_sim_pool.c). */
+vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *out);
+void sim_pool_destroy(vb_device *dev, vb_pool pool);
+vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out);
+vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream);
+vb_status sim_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes);
+vb_status sim_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes);
+
+/* Called by every synchronization (stream, event, device), after the clock
+ * moved: pools release what exceeds their release threshold, as CUDA's do. */
+void sim_pools_on_synchronize(vb_device *dev);
+
+#endif

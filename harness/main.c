@@ -1,0 +1,37 @@
+/* vrambench — entry point: dispatches to the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+    const char *name;
+    vb_command_fn run;
+    const char *usage;
+} command;
+
+static const command commands[] = {
+    {"list", vb_cmd_list, "list allocators|scenarios      what can be run"},
+    {"microbench", vb_cmd_microbench,
+     "microbench [--allocator A[,B]|all] [--device auto|cuda|sim]\n"
+     "                                  malloc+free pair latency in cache-hit steady state"},
+};
+
+static void usage(FILE *out)
+{
+    fputs("usage: vrambench COMMAND [OPTIONS]\n\ncommands:\n", out);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %s\n", commands[i].usage);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? VB_EXIT_USAGE : VB_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    usage(stderr);
+    return vb_cli_error(VB_EXIT_USAGE, "unknown command '%s'", argv[1]);
+}

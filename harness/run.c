@@ -1,0 +1,154 @@
+/* vrambench — a run: the context one scenario executes in, on one device
+ * with one allocator. It records each malloc/free latency and a memory
+ * sample at every named step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../scenarios/scenario.h"
+
+struct vb_run {
+    vb_device *device;
+    vb_allocator *allocator;
+    vb_stream stream;
+    const char *parameter;
+    int sampling;
+    vb_timeline_sample *timeline;
+    size_t timeline_count, timeline_capacity;
+    vb_run_counter *counters;
+    size_t counter_count, counter_capacity;
+    vb_samples malloc_ns, free_ns;
+};
+
+const vb_scenario *vb_scenario_find(const char *name)
+{
+    for (size_t i = 0; vb_scenario_registry[i]; i++)
+        if (strcmp(vb_scenario_registry[i]->name, name) == 0) return vb_scenario_registry[i];
+    return NULL;
+}
+
+vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *parameter, vb_run **out)
+{
+    vb_run *run = calloc(1, sizeof *run);
+    if (!run) return vb_error(VB_ERR_OOM, "out of host memory");
+    vb_status status = dev->ops->stream_create(dev, &run->stream);
+    if (status != VB_OK) {
+        free(run);
+        return status;
+    }
+    run->device = dev;
+    run->allocator = allocator;
+    run->parameter = parameter;
+    run->sampling = 1;
+    *out = run;
+    return VB_OK;
+}
+
+void vb_run_destroy(vb_run *run)
+{
+    if (!run) return;
+    run->device->ops->stream_synchronize(run->device, run->stream);
+    run->device->ops->stream_destroy(run->device, run->stream);
+    free(run->timeline);
+    free(run->counters);
+    vb_samples_free(&run->malloc_ns);
+    vb_samples_free(&run->free_ns);
+    free(run);
+}
+
+void vb_run_reset(vb_run *run)
+{
+    run->timeline_count = 0;
+    run->counter_count = 0;
+    vb_samples_reset(&run->malloc_ns);
+    vb_samples_reset(&run->free_ns);
+}
+
+void vb_run_set_sampling(vb_run *run, int enabled)
+{
+    run->sampling = enabled;
+}
+
+const vb_timeline_sample *vb_run_timeline(const vb_run *run, size_t *count)
+{
+    *count = run->timeline_count;
+    return run->timeline;
+}
+
+const vb_run_counter *vb_run_counters(const vb_run *run, size_t *count)
+{
+    *count = run->counter_count;
+    return run->counters;
+}
+
+vb_samples *vb_run_malloc_ns(vb_run *run) { return &run->malloc_ns; }
+vb_samples *vb_run_free_ns(vb_run *run) { return &run->free_ns; }
+vb_device *vb_run_device(vb_run *run) { return run->device; }
+vb_allocator *vb_run_allocator(vb_run *run) { return run->allocator; }
+vb_stream vb_run_stream(vb_run *run) { return run->stream; }
+int vb_run_is_sim(vb_run *run) { return vb_device_is_sim(run->device); }
+const char *vb_run_parameter(vb_run *run) { return run->parameter; }
+
+vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out)
+{
+    uint64_t start = vb_now_ns();
+    vb_status status = vb_malloc(run->allocator, size, stream, out);
+    if (vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) != 0)
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    return status;
+}
+
+vb_status vb_run_free(vb_run *run, vb_addr addr)
+{
+    uint64_t start = vb_now_ns();
+    vb_status status = vb_free(run->allocator, addr);
+    if (vb_samples_add(&run->free_ns, (double)(vb_now_ns() - start)) != 0)
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    return status;
+}
+
+vb_status vb_run_empty_cache(vb_run *run)
+{
+    return vb_empty_cache(run->allocator);
+}
+
+vb_status vb_run_step(vb_run *run, const char *name)
+{
+    if (!run->sampling) return VB_OK;
+    if (run->timeline_count == run->timeline_capacity) {
+        size_t capacity = run->timeline_capacity ? run->timeline_capacity * 2 : 32;
+        vb_timeline_sample *timeline = realloc(run->timeline, capacity * sizeof *timeline);
+        if (!timeline) return vb_error(VB_ERR_OOM, "out of host memory");
+        run->timeline = timeline;
+        run->timeline_capacity = capacity;
+    }
+    vb_alloc_stats stats;
+    vb_allocator_stats(run->allocator, &stats);
+    vb_timeline_sample *sample = &run->timeline[run->timeline_count++];
+    snprintf(sample->step, sizeof sample->step, "%s", name);
+    sample->requested = stats.requested_bytes;
+    sample->allocated = stats.allocated_bytes;
+    sample->reserved = stats.reserved_bytes;
+    sample->driver_used = vb_device_used_bytes(run->device);
+    return VB_OK;
+}
+
+vb_status vb_run_set_counter(vb_run *run, const char *name, double value)
+{
+    for (size_t i = 0; i < run->counter_count; i++)
+        if (strcmp(run->counters[i].name, name) == 0) {
+            run->counters[i].value = value;
+            return VB_OK;
+        }
+    if (run->counter_count == run->counter_capacity) {
+        size_t capacity = run->counter_capacity ? run->counter_capacity * 2 : 8;
+        vb_run_counter *counters = realloc(run->counters, capacity * sizeof *counters);
+        if (!counters) return vb_error(VB_ERR_OOM, "out of host memory");
+        run->counters = counters;
+        run->counter_capacity = capacity;
+    }
+    vb_run_counter *counter = &run->counters[run->counter_count++];
+    snprintf(counter->name, sizeof counter->name, "%s", name);
+    counter->value = value;
+    return VB_OK;
+}

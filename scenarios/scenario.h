@@ -1,0 +1,94 @@
+/* vrambench — scenarios and the run they execute in.
+ *
+ * A scenario is one file in scenarios/, following one code example of the
+ * documents in shared/seeds (it cites which). It allocates through its run
+ * (so latencies are recorded), marks named steps (so memory is sampled), and
+ * knows nothing of which allocator or device it runs on beyond what the run
+ * tells it.
+ */
+#ifndef VB_SCENARIO_H
+#define VB_SCENARIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../allocators/allocator.h"
+#include "../harness/measure.h"
+
+typedef struct vb_run vb_run;
+
+typedef struct vb_scenario {
+    const char *name;
+    const char *documents;   /* which seeds it follows, e.g. "000, 004" */
+    const char *description; /* one line for `vrambench list scenarios` */
+    /* Runs the scenario once. Returns VB_OK, or the first error (with a
+     * message); an out-of-memory the scenario expects is not an error. */
+    vb_status (*run)(vb_run *run);
+} vb_scenario;
+
+/* The registered scenarios (scenarios/registry.c), NULL-terminated. */
+extern const vb_scenario *const vb_scenario_registry[];
+
+/* The scenario named `name`, or NULL. */
+const vb_scenario *vb_scenario_find(const char *name);
+
+/* One point of a run's memory timeline, taken at a named step. */
+typedef struct vb_timeline_sample {
+    char step[64];
+    uint64_t requested;
+    uint64_t allocated;
+    uint64_t reserved;
+    uint64_t driver_used;    /* device memory in use as the driver reports it */
+} vb_timeline_sample;
+
+/* A named extra figure a scenario reports (it lands among the counters). */
+typedef struct vb_run_counter {
+    char name[64];
+    double value;
+} vb_run_counter;
+
+/* ---- for the runner and tests: making and reading runs ---- */
+
+/* A run on `dev` with `allocator`; it creates its own compute stream.
+ * `parameter` is the scenario's optional argument (a trace path, ...) or NULL. */
+vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *parameter, vb_run **out);
+void vb_run_destroy(vb_run *run);
+
+/* Forgets the timeline, counters and latencies (between iterations). */
+void vb_run_reset(vb_run *run);
+
+/* Turns timeline sampling on or off (on by default). */
+void vb_run_set_sampling(vb_run *run, int enabled);
+
+const vb_timeline_sample *vb_run_timeline(const vb_run *run, size_t *count);
+const vb_run_counter *vb_run_counters(const vb_run *run, size_t *count);
+/* Per-call latencies in ns of every vb_run_malloc / vb_run_free so far. */
+vb_samples *vb_run_malloc_ns(vb_run *run);
+vb_samples *vb_run_free_ns(vb_run *run);
+
+/* ---- for scenarios ---- */
+
+vb_device *vb_run_device(vb_run *run);
+vb_allocator *vb_run_allocator(vb_run *run);
+/* The run's compute stream (not the default stream). */
+vb_stream vb_run_stream(vb_run *run);
+/* 1 on the simulated device (times are modelled, memory holds no data). */
+int vb_run_is_sim(vb_run *run);
+/* The scenario's argument, or NULL. */
+const char *vb_run_parameter(vb_run *run);
+
+/* Allocates through the allocator and records the call's latency. */
+vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out);
+/* Frees through the allocator and records the call's latency. */
+vb_status vb_run_free(vb_run *run, vb_addr addr);
+/* empty_cache through the allocator. */
+vb_status vb_run_empty_cache(vb_run *run);
+
+/* Samples the allocator's stats and the driver's used memory under `name`.
+ * Free when sampling is off. */
+vb_status vb_run_step(vb_run *run, const char *name);
+
+/* Reports a named figure (replaces an earlier one of the same name). */
+vb_status vb_run_set_counter(vb_run *run, const char *name, double value);
+
+#endif

@@ -1,0 +1,41 @@
+#!/bin/sh
+# Checks for what vrambench needs and installs what is missing with apt-get
+# (Debian), or says in one line what to install when it cannot.
+#   tools/ensure-deps.sh build   a C compiler, jansson and cmocka headers
+#   tools/ensure-deps.sh plots   python3 with matplotlib
+set -u
+what=${1:-build}
+cc=${CC:-gcc}
+
+missing=""
+case "$what" in
+build)
+    command -v "$cc" >/dev/null 2>&1 || missing="$missing gcc"
+    command -v make >/dev/null 2>&1 || missing="$missing make"
+    for pair in jansson.h:libjansson-dev cmocka.h:libcmocka-dev; do
+        header=${pair%%:*} package=${pair#*:}
+        printf '#include <stdarg.h>\n#include <stddef.h>\n#include <setjmp.h>\n#include <stdint.h>\n#include <%s>\n' "$header" |
+            "$cc" -E -x c - >/dev/null 2>&1 || missing="$missing $package"
+    done
+    ;;
+plots)
+    python3 -c 'import matplotlib' >/dev/null 2>&1 || missing="$missing python3-matplotlib"
+    ;;
+*)
+    echo "ensure-deps: unknown set '$what'" >&2
+    exit 2
+    ;;
+esac
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "vrambench: installing$missing with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get update -qq && apt-get install -y -qq $missing; } >/tmp/vrambench-apt.log 2>&1 || {
+        echo "vrambench: error: apt-get could not install$missing (log: /tmp/vrambench-apt.log)" >&2
+        exit 1
+    }
+    exit 0
+fi
+echo "vrambench: error: missing$missing; install with: sudo apt-get install$missing" >&2
+exit 1
