@@ -36,7 +36,7 @@ endif
 # ---- CUDA detection: nvcc on PATH or under CUDA_HOME, and the runtime header ----
 NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
 ifeq ($(CUDA),auto)
-HAVE_CUDA := $(if $(and $(NVCC),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h)),yes,no)
+HAVE_CUDA := $(if $(and $(NVCC),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h),$(wildcard harness/device_cuda.c)),yes,no)
 else
 HAVE_CUDA := $(CUDA)
 endif
