@@ -1,11 +1,17 @@
-/* vrambench — `vrambench microbench`: malloc+free pair latency in cache-hit
+/* vrambench — `vrambench microbench`: allocator call latency in cache-hit
  * steady state, per allocator and size.
  *
- * After one warm-up pair fills the cache, pairs run in batches sized so a
- * batch lasts at least ~5 us (the clock's own cost then stays under 1%); the
- * per-pair time of each batch is one sample, and p50/p99 are taken over the
- * samples of a cell (at least 30, up to 0.25 s of timed work). A strategy
- * without a cache (cuda) pays the driver on every pair, which is the point. */
+ * Two measurements per (allocator, size) cell, each after a warm-up that
+ * fills the cache:
+ *   pair        malloc immediately followed by free, the Core issue's figure;
+ *   malloc/free `depth` mallocs in a row, then their `depth` frees, timed as
+ *               two batches, so each call is seen on its own (depth > 1 keeps
+ *               several blocks live, as a real program does).
+ * Calls run in batches sized so a batch lasts at least ~5 us, which keeps the
+ * clock's own cost under 1%; a batch's time per call is one sample, and the
+ * p50/p99 of a cell are taken over its samples (at least 30, up to ~0.25 s of
+ * timed work per measurement). A strategy without a cache (cuda) pays the
+ * driver on every call, which is the point. */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,9 +25,18 @@ static const uint64_t sizes[] = {512, 64 << 10, 2 << 20, 20 << 20, 256 << 20};
 #define CELL_BUDGET_NS 250000000ull
 #define MIN_SAMPLES 30
 #define MAX_SAMPLES 4000
+#define MAX_DEPTH 64
+#define DEPTH_BYTES_LIMIT (1ull << 30) /* live bytes a malloc batch may hold */
 
-/* Times `pairs` malloc+free pairs of `size`; returns ns per pair or < 0 on failure. */
-static double time_batch(vb_allocator *allocator, uint64_t size, unsigned pairs)
+/* The latencies of one cell, in ns per call. */
+typedef struct cell_result {
+    double pair_p50, pair_p99, malloc_p50, malloc_p99, free_p50, free_p99;
+    unsigned pairs_per_batch, depth;
+    double driver_allocs_per_pair;
+} cell_result;
+
+/* Times `pairs` malloc+free pairs of `size`; ns per pair, or < 0 on failure. */
+static double time_pairs(vb_allocator *allocator, uint64_t size, unsigned pairs)
 {
     uint64_t start = vb_now_ns();
     for (unsigned i = 0; i < pairs; i++) {
@@ -31,44 +46,98 @@ static double time_batch(vb_allocator *allocator, uint64_t size, unsigned pairs)
     return (double)(vb_now_ns() - start) / pairs;
 }
 
-/* Measures one (allocator, size) cell and prints its line. */
-static int measure_cell(vb_device *dev, const char *name, uint64_t size)
+/* Times `depth` mallocs then their frees; ns per call of each, 0 on success. */
+static int time_depth(vb_allocator *allocator, uint64_t size, unsigned depth, double *malloc_ns, double *free_ns)
+{
+    vb_addr addrs[MAX_DEPTH];
+    uint64_t start = vb_now_ns();
+    for (unsigned i = 0; i < depth; i++)
+        if (vb_malloc(allocator, size, NULL, &addrs[i]) != VB_OK) return -1;
+    uint64_t middle = vb_now_ns();
+    for (unsigned i = 0; i < depth; i++)
+        if (vb_free(allocator, addrs[i]) != VB_OK) return -1;
+    *malloc_ns = (double)(middle - start) / depth;
+    *free_ns = (double)(vb_now_ns() - middle) / depth;
+    return 0;
+}
+
+/* How many calls make a batch of at least BATCH_TARGET_NS, given one call's time. */
+static unsigned batch_for(double one_call_ns, unsigned limit)
+{
+    if (one_call_ns >= BATCH_TARGET_NS) return 1;
+    unsigned count = (unsigned)(BATCH_TARGET_NS / (one_call_ns > 1 ? one_call_ns : 1)) + 1;
+    return count < limit ? count : limit;
+}
+
+/* 1 while a measurement should take more samples. */
+static int wants_more(const vb_samples *samples, uint64_t start)
+{
+    return samples->count < MAX_SAMPLES && (samples->count < MIN_SAMPLES || vb_now_ns() - start < CELL_BUDGET_NS);
+}
+
+/* Sorts the samples and stores their p50 and p99. */
+static void take_quantiles(vb_samples *samples, double *p50, double *p99)
+{
+    vb_sort_doubles(samples->values, samples->count);
+    *p50 = vb_quantile(samples->values, samples->count, 0.50);
+    *p99 = vb_quantile(samples->values, samples->count, 0.99);
+}
+
+/* Measures one (allocator, size) cell. */
+static vb_status measure_cell(vb_allocator *allocator, uint64_t size, cell_result *out)
+{
+    vb_samples pairs = {0}, mallocs = {0}, frees = {0};
+    vb_status status = vb_error(VB_ERR_DEVICE, "%s failed at %llu bytes: %s", allocator->ops->name,
+                                (unsigned long long)size, "allocation failed");
+    uint64_t depth_limit = DEPTH_BYTES_LIMIT / size;
+    out->depth = depth_limit < 1 ? 1 : depth_limit > MAX_DEPTH ? MAX_DEPTH : (unsigned)depth_limit;
+    double malloc_ns, free_ns;
+    /* Warm-up: fills the cache for both measurements. */
+    if (time_pairs(allocator, size, 1) < 0 || time_depth(allocator, size, out->depth, &malloc_ns, &free_ns) != 0)
+        goto done;
+    vb_alloc_stats before, after;
+    vb_allocator_stats(allocator, &before);
+    double one = time_pairs(allocator, size, 1);
+    if (one < 0) goto done;
+    out->pairs_per_batch = batch_for(one, 100000);
+    uint64_t timed_pairs = 1;
+    for (uint64_t start = vb_now_ns(); wants_more(&pairs, start);) {
+        double per_pair = time_pairs(allocator, size, out->pairs_per_batch);
+        if (per_pair < 0 || vb_samples_add(&pairs, per_pair) != 0) goto done;
+        timed_pairs += out->pairs_per_batch;
+    }
+    vb_allocator_stats(allocator, &after);
+    out->driver_allocs_per_pair = (double)(after.driver_alloc_calls - before.driver_alloc_calls) / (double)timed_pairs;
+    for (uint64_t start = vb_now_ns(); wants_more(&mallocs, start);) {
+        if (time_depth(allocator, size, out->depth, &malloc_ns, &free_ns) != 0 ||
+            vb_samples_add(&mallocs, malloc_ns) != 0 || vb_samples_add(&frees, free_ns) != 0)
+            goto done;
+    }
+    take_quantiles(&pairs, &out->pair_p50, &out->pair_p99);
+    take_quantiles(&mallocs, &out->malloc_p50, &out->malloc_p99);
+    take_quantiles(&frees, &out->free_p50, &out->free_p99);
+    status = VB_OK;
+done:
+    vb_samples_free(&pairs);
+    vb_samples_free(&mallocs);
+    vb_samples_free(&frees);
+    return status;
+}
+
+/* Creates the allocator, measures a cell and prints its line. */
+static int run_cell(vb_device *dev, const char *name, uint64_t size)
 {
     vb_allocator *allocator;
     vb_status status = vb_allocator_create(name, dev, NULL, &allocator);
     if (status != VB_OK) return vb_cli_status_error(status);
-    int exit_status = VB_EXIT_OK;
-    vb_samples samples = {0};
-    double first = time_batch(allocator, size, 1); /* warm-up: fills the cache */
-    vb_alloc_stats before, after;
-    vb_allocator_stats(allocator, &before);
-    double one = time_batch(allocator, size, 1);
-    if (first < 0 || one < 0) {
-        exit_status = vb_cli_error(VB_EXIT_FAILURE, "microbench: %s failed at %llu bytes: %s", name,
-                                   (unsigned long long)size, vb_last_error());
-        goto done;
-    }
-    unsigned pairs = one >= BATCH_TARGET_NS ? 1 : (unsigned)(BATCH_TARGET_NS / (one > 1 ? one : 1)) + 1;
-    uint64_t start = vb_now_ns();
-    while (samples.count < MAX_SAMPLES &&
-           (samples.count < MIN_SAMPLES || vb_now_ns() - start < CELL_BUDGET_NS)) {
-        double per_pair = time_batch(allocator, size, pairs);
-        if (per_pair < 0 || vb_samples_add(&samples, per_pair) != 0) {
-            exit_status = vb_cli_error(VB_EXIT_FAILURE, "microbench: %s failed at %llu bytes", name,
-                                       (unsigned long long)size);
-            goto done;
-        }
-    }
-    vb_allocator_stats(allocator, &after);
-    vb_sort_doubles(samples.values, samples.count);
-    uint64_t timed_pairs = (uint64_t)samples.count * pairs + 1;
-    printf("%-24s %10llu %8u %12.1f %12.1f %14.2f\n", name, (unsigned long long)size, pairs,
-           vb_quantile(samples.values, samples.count, 0.50), vb_quantile(samples.values, samples.count, 0.99),
-           (double)(after.driver_alloc_calls - before.driver_alloc_calls) / (double)timed_pairs);
-done:
-    vb_samples_free(&samples);
+    cell_result cell = {0};
+    status = measure_cell(allocator, size, &cell);
     vb_allocator_destroy(allocator);
-    return exit_status;
+    if (status != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s", vb_last_error());
+    printf("%-12s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
+           cell.pair_p50, cell.pair_p99, cell.malloc_p50, cell.malloc_p99, cell.free_p50, cell.free_p99, cell.depth,
+           cell.driver_allocs_per_pair);
+    return VB_EXIT_OK;
 }
 
 int vb_cmd_microbench(int argc, char **argv)
@@ -90,13 +159,14 @@ int vb_cmd_microbench(int argc, char **argv)
     }
     vb_device_info info;
     dev->ops->info(dev, &info);
-    printf("# microbench on %s (%s): malloc+free pair latency, cache-hit steady state\n", info.name,
-           info.simulated ? "simulated device: host-side cost of the allocator logic only" : "real GPU");
-    printf("%-24s %10s %8s %12s %12s %14s\n", "allocator", "bytes", "pairs/b", "p50 ns/pair", "p99 ns/pair",
-           "driver allocs/pair");
+    printf("# microbench on %s%s: ns per call, cache-hit steady state\n", info.name,
+           info.simulated ? " (simulated: host-side cost of the allocator logic; no driver time)" : "");
+    printf("# pair = malloc then free; malloc/free = `depth` calls in a row, timed apart; drv/pr = driver allocations per pair\n");
+    printf("%-12s %10s %9s %9s %10s %10s %9s %9s %7s %6s\n", "allocator", "bytes", "pair p50", "pair p99",
+           "malloc p50", "malloc p99", "free p50", "free p99", "depth", "drv/pr");
     for (size_t a = 0; a < allocators.count && exit_status == VB_EXIT_OK; a++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++) {
-            exit_status = measure_cell(dev, allocators.names[a], sizes[s]);
+            exit_status = run_cell(dev, allocators.names[a], sizes[s]);
             fflush(stdout);
         }
     vb_device_close(dev);
