@@ -15,6 +15,13 @@ typedef enum vb_status {
     VB_ERR_IO = -5,          /* a file could not be read or written */
 } vb_status;
 
+/* Returns from the calling function with the status of `expr` unless it is VB_OK. */
+#define VB_TRY(expr)                              \
+    do {                                          \
+        vb_status vb_try_status_ = (expr);        \
+        if (vb_try_status_ != VB_OK) return vb_try_status_; \
+    } while (0)
+
 /* Short lower-case name of a status ("ok", "out of memory", ...). */
 const char *vb_status_name(vb_status status);
 

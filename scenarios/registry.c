@@ -3,6 +3,15 @@
  * vb_NAME_scenario`, declare it here and put it in the table. */
 #include "scenario.h"
 
+extern const vb_scenario vb_release_specific_scenario;
+extern const vb_scenario vb_reuse_after_del_scenario;
+extern const vb_scenario vb_leak_loop_scenario;
+extern const vb_scenario vb_capped_training_scenario;
+
 const vb_scenario *const vb_scenario_registry[] = {
+    &vb_release_specific_scenario,
+    &vb_reuse_after_del_scenario,
+    &vb_leak_loop_scenario,
+    &vb_capped_training_scenario,
     NULL,
 };
