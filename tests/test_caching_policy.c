@@ -1,4 +1,5 @@
-/* vrambench — unit tests of the `caching` policy on the simulated device.
+/* vrambench — unit tests of the `caching` policy, and of `expandable`
+ * (the same policy over one growing mapped range), on the simulated device.
  *
  * Every expected number is worked out in the comments from PyTorch's rules
  * as caching_core.c implements them:
@@ -11,6 +12,14 @@
  *            size < max_split_size;
  *   oversize: a block >= max_split_size serves only requests >= max_split_size
  *            and less than 20 MiB smaller than itself.
+ * and for `expandable` (PyTorch's expandable segments):
+ *   range:   one reserved range per (stream, pool), grown by mapping whole
+ *            chunks (small pool 2 MiB, large pool 20 MiB) at the lowest place
+ *            where free space plus unmapped space hold the request;
+ *   split:   any remainder >= 512 B, in both pools;
+ *   best fit: among fitting blocks, one that cannot grow is preferred to a
+ *            smaller one at a range's mapped end;
+ *   empty_cache: unmaps every chunk wholly inside a free block.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,12 +61,22 @@ static vb_status try_open(fixture *f, const char *name, uint64_t capacity, const
     return vb_allocator_create(name, f->dev, &config, &f->allocator);
 }
 
-/* try_open for `caching`, which must succeed. */
-static fixture open_caching(uint64_t capacity, const char *const *settings)
+/* try_open, which must succeed. */
+static fixture open_allocator(const char *name, uint64_t capacity, const char *const *settings)
 {
     fixture f;
-    assert_int_equal(try_open(&f, "caching", capacity, settings), VB_OK);
+    assert_int_equal(try_open(&f, name, capacity, settings), VB_OK);
     return f;
+}
+
+static fixture open_caching(uint64_t capacity, const char *const *settings)
+{
+    return open_allocator("caching", capacity, settings);
+}
+
+static fixture open_expandable(uint64_t capacity)
+{
+    return open_allocator("expandable", capacity, NULL);
 }
 
 static void close_fixture(fixture *f)
@@ -673,6 +692,173 @@ static void test_double_free_is_invalid(void **state)
     close_fixture(&f);
 }
 
+/* ------------------------------------------------------------------------ */
+/* expandable                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* 512 B is small: one 2 MiB chunk is mapped. */
+static void test_expandable_small_pool_maps_2mib_chunks(void **state)
+{
+    (void)state;
+    fixture f = open_expandable(0);
+    must_malloc(&f, 512, NULL);
+    assert_int_equal(stats_of(&f).reserved_bytes, 2 * MiB);
+    close_fixture(&f);
+}
+
+/* 30 MiB needs two 20 MiB chunks (40 MiB mapped, two vm_create calls); the
+ * 10 MiB after the block is split off free: allocated 30 MiB. */
+static void test_expandable_large_pool_maps_20mib_chunks(void **state)
+{
+    (void)state;
+    fixture f = open_expandable(0);
+    must_malloc(&f, 30 * MiB, NULL);
+    vb_alloc_stats s = stats_of(&f);
+    assert_int_equal(s.reserved_bytes, 40 * MiB);
+    assert_int_equal(s.driver_alloc_calls, 2);
+    assert_int_equal(s.allocated_bytes, 30 * MiB);
+    close_fixture(&f);
+}
+
+/* 19 MiB in one 20 MiB chunk leaves 1 MiB, >= 512 B: split (caching keeps
+ * the whole 20 MiB), so allocated is 19 MiB. */
+static void test_expandable_splits_a_large_remainder_of_1mib(void **state)
+{
+    (void)state;
+    fixture f = open_expandable(0);
+    must_malloc(&f, 19 * MiB, NULL);
+    assert_int_equal(stats_of(&f).allocated_bytes, 19 * MiB);
+    assert_int_equal(blocks_of(&f).count, 2);
+    close_fixture(&f);
+}
+
+/* Two 30 MiB requests: the first maps chunks 0-1 (40 MiB, 10 free at the
+ * end); the second starts in that free 10 MiB and maps chunk 2 after it.
+ * One segment of 60 MiB, three vm_create calls in all. */
+static void test_expandable_grows_one_segment_instead_of_adding_segments(void **state)
+{
+    (void)state;
+    fixture f = open_expandable(0);
+    vb_addr first = must_malloc(&f, 30 * MiB, NULL);
+    assert_int_equal(must_malloc(&f, 30 * MiB, NULL), first + 30 * MiB);
+    block_list list = blocks_of(&f);
+    assert_int_equal(segment_count(&list), 1);
+    assert_int_equal(list.blocks[0].segment_size, 60 * MiB);
+    assert_int_equal(stats_of(&f).driver_alloc_calls, 3);
+    close_fixture(&f);
+}
+
+/* Free blocks: a 10 MiB one between allocated blocks and an 8 MiB one at
+ * the mapped end (a 10 MiB: chunk 0 -> a [0,10), b 10 MiB takes [10,20),
+ * c 12 MiB maps chunk 1 -> c [20,32), free end [32,40); then a is freed).
+ * An 8 MiB request skips the end block, which could grow, for a's block. */
+static void test_expandable_best_fit_prefers_a_block_that_cannot_grow(void **state)
+{
+    (void)state;
+    fixture f = open_expandable(0);
+    vb_addr a = must_malloc(&f, 10 * MiB, NULL);
+    must_malloc(&f, 10 * MiB, NULL);
+    must_malloc(&f, 12 * MiB, NULL);
+    must_free(&f, a);
+    assert_int_equal(must_malloc(&f, 8 * MiB, NULL), a);
+    close_fixture(&f);
+}
+
+/* Freeing everything and empty_cache unmaps and releases all three chunks
+ * of the two 30 MiB blocks and gives the range back: reserved 0, three
+ * vm_release calls, no segment left. */
+static void test_expandable_empty_cache_unmaps_every_free_chunk(void **state)
+{
+    (void)state;
+    fixture f = open_expandable(0);
+    vb_addr a = must_malloc(&f, 30 * MiB, NULL);
+    vb_addr b = must_malloc(&f, 30 * MiB, NULL);
+    must_free(&f, a);
+    must_free(&f, b);
+    assert_int_equal(vb_empty_cache(f.allocator), VB_OK);
+    vb_alloc_stats s = stats_of(&f);
+    assert_int_equal(s.reserved_bytes, 0);
+    assert_int_equal(s.driver_free_calls, 3);
+    assert_int_equal(blocks_of(&f).count, 0);
+    close_fixture(&f);
+}
+
+/* With a [0,30) still allocated, the free block [30,60) holds only chunk 2
+ * ([40,60)) whole: empty_cache unmaps that one; reserved 40 MiB, and
+ * [30,40) stays mapped and free. */
+static void test_expandable_empty_cache_keeps_chunks_in_use(void **state)
+{
+    (void)state;
+    fixture f = open_expandable(0);
+    must_malloc(&f, 30 * MiB, NULL);
+    must_free(&f, must_malloc(&f, 30 * MiB, NULL));
+    assert_int_equal(vb_empty_cache(f.allocator), VB_OK);
+    vb_alloc_stats s = stats_of(&f);
+    assert_int_equal(s.reserved_bytes, 40 * MiB);
+    assert_int_equal(s.free_cached_bytes, 10 * MiB);
+    close_fixture(&f);
+}
+
+/* The OOM case of caching above (64 MiB device, 40 MiB cached, 50 MiB
+ * asked) needs no retry here: the free 40 MiB grows by one 20 MiB chunk to
+ * 60 MiB, which the device has. */
+static void test_expandable_grows_into_freed_space_without_a_retry(void **state)
+{
+    (void)state;
+    fixture f = open_expandable(64 * MiB);
+    must_free(&f, must_malloc(&f, 40 * MiB, NULL));
+    must_malloc(&f, 50 * MiB, NULL);
+    vb_alloc_stats s = stats_of(&f);
+    assert_int_equal(s.alloc_retries, 0);
+    assert_int_equal(s.reserved_bytes, 60 * MiB);
+    close_fixture(&f);
+}
+
+/* expandable has no max_split_size_mb: the key is refused. */
+static void test_expandable_refuses_caching_only_option(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"max_split_size_mb=64", NULL};
+    fixture f;
+    assert_int_equal(try_open(&f, "expandable", 0, settings), VB_ERR_INVALID);
+    vb_device_close(f.dev);
+}
+
+/* Peak reserved bytes of the issue-4 sequence on `name`:
+ *   a = 30 MiB, b = 30 MiB; free a, free b; c = 20 MiB; d = 32 MiB.
+ * caching: a and b are 30 MiB segments (60). c best-fits a's segment and
+ *   splits it (remainder 10 MiB > 1 MiB): the 10 MiB is stranded in a split
+ *   segment. d finds free blocks of 10 and 30 MiB, none >= 32: a new 32 MiB
+ *   segment. Peak 60 + 32 = 92 MiB, with 40 MiB cached.
+ * expandable: a maps chunks 0-1 ([0,30) + 10 free), b grows the free 10 by
+ *   chunk 2 ([30,60)): 60 MiB. Freed, a and b coalesce into [0,60); c takes
+ *   [0,20), d [20,52) of the same free block. Peak 60 MiB. */
+static uint64_t stranding_sequence_peak(const char *name)
+{
+    fixture f = open_allocator(name, 0, NULL);
+    vb_addr a = must_malloc(&f, 30 * MiB, NULL);
+    vb_addr b = must_malloc(&f, 30 * MiB, NULL);
+    must_free(&f, a);
+    must_free(&f, b);
+    must_malloc(&f, 20 * MiB, NULL);
+    must_malloc(&f, 32 * MiB, NULL);
+    uint64_t peak = stats_of(&f).reserved_bytes_peak;
+    close_fixture(&f);
+    return peak;
+}
+
+static void test_caching_strands_split_segment_memory_peak_92mib(void **state)
+{
+    (void)state;
+    assert_int_equal(stranding_sequence_peak("caching"), 92 * MiB);
+}
+
+static void test_expandable_reuses_it_peak_60mib(void **state)
+{
+    (void)state;
+    assert_int_equal(stranding_sequence_peak("expandable"), 60 * MiB);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,6 +901,17 @@ int main(void)
         cmocka_unit_test(test_garbage_collection_threshold_of_1_is_invalid),
         cmocka_unit_test(test_memory_fraction_above_1_is_invalid),
         cmocka_unit_test(test_double_free_is_invalid),
+        cmocka_unit_test(test_expandable_small_pool_maps_2mib_chunks),
+        cmocka_unit_test(test_expandable_large_pool_maps_20mib_chunks),
+        cmocka_unit_test(test_expandable_splits_a_large_remainder_of_1mib),
+        cmocka_unit_test(test_expandable_grows_one_segment_instead_of_adding_segments),
+        cmocka_unit_test(test_expandable_best_fit_prefers_a_block_that_cannot_grow),
+        cmocka_unit_test(test_expandable_empty_cache_unmaps_every_free_chunk),
+        cmocka_unit_test(test_expandable_empty_cache_keeps_chunks_in_use),
+        cmocka_unit_test(test_expandable_grows_into_freed_space_without_a_retry),
+        cmocka_unit_test(test_expandable_refuses_caching_only_option),
+        cmocka_unit_test(test_caching_strands_split_segment_memory_peak_92mib),
+        cmocka_unit_test(test_expandable_reuses_it_peak_60mib),
     };
-    return cmocka_run_group_tests_name("caching policy", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("caching and expandable policy", tests, NULL, NULL);
 }
