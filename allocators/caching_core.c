@@ -419,7 +419,8 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
 }
 
 /* alloc_block: new memory from the source, unless memory_fraction forbids
- * it. A retry is counted whether or not it succeeds, as PyTorch does. */
+ * it. alloc_retries is PyTorch's num_alloc_retries: only the last attempt,
+ * after the whole cache was released, counts, whether or not it succeeds. */
 static vb_status alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
                              uint64_t alloc_size, int is_retry, vb_cc_block **out)
 {
@@ -546,7 +547,10 @@ static vb_cc_block *allocated_block(vb_cc_allocator *cc, vb_addr addr, int remov
 }
 
 /* free: the block is cached at once, or, when record_stream named other
- * streams, once the work they had queued at this moment has completed. */
+ * streams, once the work they had queued at this moment has completed.
+ * allocated_bytes drops now, as in PyTorch; requested_bytes drops now too
+ * (PyTorch waits for the events), so requested <= allocated always holds
+ * and requested means what DESIGN.md says: asked for and not yet freed. */
 vb_status vb_cc_free(void *state, vb_addr addr)
 {
     vb_cc_allocator *cc = state;
