@@ -1,0 +1,142 @@
+/* vrambench — `caching`: PyTorch's CUDACachingAllocator with plain driver
+ * segments (c10/cuda/CUDACachingAllocator.cpp, expandable_segments off).
+ *
+ * The policy (rounding, pools, best fit, split, coalescing, stream events,
+ * retries, statistics) lives in caching_core.c, shared with `expandable`.
+ * What is particular here is where segments come from: each is one driver
+ * allocation (cudaMalloc) of the pool's segment size, released whole by
+ * empty_cache, garbage collection or an out-of-memory retry only when no
+ * block of it is in use (it is "unsplit"). */
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "caching_core.h"
+
+/* ------------------------------------------------------------------------ */
+/* Driver segments                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* alloc_block's cudaMalloc: one segment of `alloc_size` bytes, one free
+ * block covering it. */
+static vb_status driver_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
+                                    uint64_t alloc_size, vb_cc_block **out)
+{
+    (void)size;
+    vb_device *dev = cc->device;
+    vb_addr addr = 0;
+    cc->stats.driver_alloc_calls++;
+    vb_status status = dev->ops->mem_alloc(dev, alloc_size, &addr);
+    if (status != VB_OK) return status;
+    vb_cc_segment *segment = malloc(sizeof *segment);
+    vb_cc_block *block = segment ? vb_cc_block_new(cc, addr, alloc_size, stream, pool, segment) : NULL;
+    if (!block) {
+        free(segment);
+        dev->ops->mem_free(dev, addr);
+        cc->stats.driver_free_calls++;
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    segment->base = addr;
+    segment->size = alloc_size;
+    segment->head = block;
+    segment->pool = pool;
+    segment->stream = stream;
+    vb_cc_segment_add(cc, segment);
+    vb_stats_add_reserved(&cc->stats, alloc_size);
+    *out = block;
+    return VB_OK;
+}
+
+/* release_block: cudaFree of a free block that is a whole segment. A split
+ * block is part of a segment still in use and stays. */
+static void driver_release_block(vb_cc_allocator *cc, vb_cc_block *block)
+{
+    if (vb_cc_block_is_split(block)) return;
+    vb_device *dev = cc->device;
+    cc->stats.driver_free_calls++;
+    if (dev->ops->mem_free(dev, block->addr) != VB_OK) return;
+    vb_cc_pool_erase(block->pool, block);
+    vb_stats_remove_reserved(&cc->stats, block->size);
+    vb_cc_segment_remove(cc, block->segment);
+    free(block->segment);
+    vb_cc_block_recycle(cc, block);
+}
+
+/* release_blocks: every free, unsplit segment of the pool, any stream. */
+static void driver_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
+{
+    vb_oset_node *node = vb_oset_first(&pool->blocks);
+    while (node) {
+        vb_oset_node *next = vb_oset_next(&pool->blocks, node);
+        vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, node);
+        if (!vb_cc_block_is_split(block)) driver_release_block(cc, block);
+        node = next;
+    }
+}
+
+/* At destroy: the segment's memory goes back whatever is in it. */
+static void driver_destroy_segment(vb_cc_allocator *cc, vb_cc_segment *segment)
+{
+    cc->device->ops->mem_free(cc->device, segment->base);
+    free(segment);
+}
+
+static const vb_cc_source driver_segments = {
+    .expandable = 0,
+    .alloc_block = driver_alloc_block,
+    .release_pool = driver_release_pool,
+    .release_block = driver_release_block,
+    .destroy_segment = driver_destroy_segment,
+};
+
+/* ------------------------------------------------------------------------ */
+/* Options and the ops table                                                  */
+/* ------------------------------------------------------------------------ */
+
+static const vb_option caching_options[] = {
+    {"max_split_size_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_split_size_mb), 20, 18446744073709551615.0,
+     "MiB; blocks this large are never split and serve only requests within max_non_split_rounding_mb; "
+     "default max (no limit)"},
+    {"max_non_split_rounding_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_non_split_rounding_mb), 20,
+     18446744073709551615.0, "MiB; how much larger an oversize block may be than the request; default 20"},
+    {"roundup_power2_divisions", VB_OPTION_U64, offsetof(vb_cc_settings, roundup_power2_divisions), 0,
+     2147483648.0, "0 or a power of two: round sizes up to that many steps per power of two; default 0 (off)"},
+    {"garbage_collection_threshold", VB_OPTION_DOUBLE, offsetof(vb_cc_settings, garbage_collection_threshold), 0,
+     1, "fraction below 1 of the allowed memory above which old free segments are freed (needs "
+        "memory_fraction); default 0 (off)"},
+    {"memory_fraction", VB_OPTION_DOUBLE, offsetof(vb_cc_settings, memory_fraction), 0, 1,
+     "fraction of the device's memory this allocator may reserve; default unset (all)"},
+};
+
+#define CACHING_OPTION_COUNT (sizeof caching_options / sizeof caching_options[0])
+
+static vb_status caching_create(vb_device *dev, const vb_config *config, void **state)
+{
+    vb_cc_settings settings;
+    vb_cc_default_settings(&settings);
+    vb_status status = vb_config_apply(config, caching_options, CACHING_OPTION_COUNT, &settings, "caching");
+    if (status != VB_OK) return status;
+    vb_cc_allocator *cc = calloc(1, sizeof *cc);
+    if (!cc) return vb_error(VB_ERR_OOM, "out of host memory");
+    status = vb_cc_init(cc, dev, &driver_segments, &settings, "caching");
+    if (status != VB_OK) {
+        free(cc);
+        return status;
+    }
+    *state = cc;
+    return VB_OK;
+}
+
+const vb_allocator_ops vb_caching_allocator = {
+    .name = "caching",
+    .description = "PyTorch's CUDACachingAllocator: pools, best fit, split/coalesce, stream events",
+    .options = caching_options,
+    .option_count = CACHING_OPTION_COUNT,
+    .create = caching_create,
+    .destroy = vb_cc_destroy,
+    .malloc = vb_cc_malloc,
+    .free = vb_cc_free,
+    .record_stream = vb_cc_record_stream,
+    .empty_cache = vb_cc_empty_cache,
+    .cached = vb_cc_cached,
+    .segments = vb_cc_segments,
+};

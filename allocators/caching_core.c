@@ -1,0 +1,740 @@
+/* vrambench — the PyTorch caching-allocator policy shared by `caching` and
+ * `expandable` (see caching_core.h). Facts from PyTorch's
+ * c10/cuda/CUDACachingAllocator.cpp and c10/core/AllocatorConfig.cpp; the
+ * code is ours. */
+#include "caching_core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Orders and small helpers                                                   */
+/* ------------------------------------------------------------------------ */
+
+static vb_cc_block *block_of(const vb_oset_node *node)
+{
+    return node ? VB_OSET_ENTRY(node, vb_cc_block, node) : NULL;
+}
+
+static int compare_u64(uint64_t a, uint64_t b)
+{
+    return (a > b) - (a < b);
+}
+
+/* PyTorch's BlockComparatorSize: (stream, size, address). */
+static int compare_by_size(const vb_oset_node *a, const vb_oset_node *b)
+{
+    const vb_cc_block *x = block_of(a), *y = block_of(b);
+    if (x->stream != y->stream) return compare_u64((uintptr_t)x->stream, (uintptr_t)y->stream);
+    if (x->size != y->size) return compare_u64(x->size, y->size);
+    return compare_u64(x->addr, y->addr);
+}
+
+/* PyTorch's BlockComparatorAddress: (stream, address), for unmapped ranges. */
+static int compare_by_address(const vb_oset_node *a, const vb_oset_node *b)
+{
+    const vb_cc_block *x = block_of(a), *y = block_of(b);
+    if (x->stream != y->stream) return compare_u64((uintptr_t)x->stream, (uintptr_t)y->stream);
+    return compare_u64(x->addr, y->addr);
+}
+
+static int compare_segments(const vb_oset_node *a, const vb_oset_node *b)
+{
+    return compare_u64(VB_OSET_ENTRY(a, vb_cc_segment, node)->base, VB_OSET_ENTRY(b, vb_cc_segment, node)->base);
+}
+
+/* The last node that sorts before `probe` (probe need not be in the set),
+ * or NULL: the predecessor walk ordered_set.h does not offer. */
+static vb_oset_node *last_before(const vb_ordered_set *set, const vb_oset_node *probe)
+{
+    vb_oset_node *best = NULL, *at = set->root;
+    while (at) {
+        if (set->compare(at, probe) < 0) {
+            best = at;
+            at = at->right;
+        } else {
+            at = at->left;
+        }
+    }
+    return best;
+}
+
+/* A search key for the free set (PyTorch's AllocParams::search_key). */
+static vb_cc_block probe_block(vb_stream stream, uint64_t size, vb_addr addr)
+{
+    vb_cc_block probe;
+    memset(&probe, 0, sizeof probe);
+    probe.stream = stream;
+    probe.size = size;
+    probe.addr = addr;
+    return probe;
+}
+
+/* A block's age in get_free_block calls of its pool (PyTorch's gc_count). */
+static uint64_t block_age(const vb_cc_block *block)
+{
+    return block->pool->get_free_blocks_call_count - block->gc_count_base;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Block structs, sets, splice, merge                                         */
+/* ------------------------------------------------------------------------ */
+
+vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, vb_stream stream,
+                             vb_cc_pool *pool, vb_cc_segment *segment)
+{
+    vb_cc_block *block = cc->spare_blocks;
+    if (block) {
+        cc->spare_blocks = block->next;
+    } else {
+        block = calloc(1, sizeof *block);
+        if (!block) return NULL;
+    }
+    /* The uses array survives recycling so record_stream allocates only once. */
+    vb_stream *uses = block->uses;
+    uint32_t use_capacity = block->use_capacity;
+    memset(block, 0, sizeof *block);
+    block->uses = uses;
+    block->use_capacity = use_capacity;
+    block->addr = addr;
+    block->size = size;
+    block->stream = stream;
+    block->pool = pool;
+    block->segment = segment;
+    block->mapped = 1;
+    return block;
+}
+
+void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block)
+{
+    block->next = cc->spare_blocks;
+    cc->spare_blocks = block;
+}
+
+void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
+{
+    block->gc_count_base = pool->get_free_blocks_call_count;
+    vb_oset_insert(&pool->blocks, &block->node);
+}
+
+void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
+{
+    vb_oset_remove(&pool->blocks, &block->node);
+}
+
+void vb_cc_splice(vb_cc_block *block, vb_cc_block *before, vb_cc_block *after)
+{
+    if (before) before->next = block;
+    else block->segment->head = block;
+    block->prev = before;
+    if (after) after->prev = block;
+    block->next = after;
+}
+
+uint64_t vb_cc_try_merge(vb_cc_allocator *cc, vb_cc_block *dst, vb_cc_block *src)
+{
+    if (!vb_cc_block_available(src) || dst->mapped != src->mapped) return 0;
+    if (dst->prev == src) {
+        dst->addr = src->addr;
+        dst->prev = src->prev;
+        if (dst->prev) dst->prev->next = dst;
+        else dst->segment->head = dst;
+    } else {
+        dst->next = src->next;
+        if (dst->next) dst->next->prev = dst;
+    }
+    dst->size += src->size;
+    if (src->mapped) vb_oset_remove(&src->pool->blocks, &src->node);
+    else vb_oset_remove(&src->pool->unmapped, &src->node);
+    uint64_t absorbed = src->size;
+    vb_cc_block_recycle(cc, src);
+    return absorbed;
+}
+
+void vb_cc_segment_add(vb_cc_allocator *cc, vb_cc_segment *segment)
+{
+    vb_oset_insert(&cc->segments, &segment->node);
+}
+
+void vb_cc_segment_remove(vb_cc_allocator *cc, vb_cc_segment *segment)
+{
+    vb_oset_remove(&cc->segments, &segment->node);
+}
+
+/* free_block: a block nobody uses any more joins its free neighbours and
+ * goes back into its pool. */
+static void free_block(vb_cc_allocator *cc, vb_cc_block *block)
+{
+    vb_cc_try_merge(cc, block, block->prev);
+    vb_cc_try_merge(cc, block, block->next);
+    vb_cc_pool_insert(block->pool, block);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sizes                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* roundup_power2_next_division: `size` rounded up to the next of
+ * `divisions` equal steps between the powers of two around it. */
+static uint64_t next_power2_division(uint64_t size, uint64_t divisions)
+{
+    if ((size & (size - 1)) == 0) return size;
+    uint64_t floor = (uint64_t)1 << (63 - __builtin_clzll(size));
+    uint64_t step = floor >> __builtin_ctzll(divisions);
+    if (step == 0) return floor << 1;
+    uint64_t rounded_down = size & ~(step - 1);
+    return rounded_down == size ? size : rounded_down + step;
+}
+
+/* PyTorch's round_size. Its per-interval divisions table is one value here
+ * (the single-number form of roundup_power2_divisions). */
+uint64_t vb_cc_round_size(const vb_cc_allocator *cc, uint64_t size)
+{
+    if (size >= VB_CC_MAX_REQUEST) return 0;
+    if (size < VB_CC_MIN_BLOCK_SIZE) return VB_CC_MIN_BLOCK_SIZE;
+    uint64_t divisions = cc->roundup_power2_divisions;
+    if (divisions > 1 && size > VB_CC_MIN_BLOCK_SIZE * divisions) return next_power2_division(size, divisions);
+    return (size + VB_CC_MIN_BLOCK_SIZE - 1) & ~(uint64_t)(VB_CC_MIN_BLOCK_SIZE - 1);
+}
+
+/* PyTorch's get_allocation_size: small requests share 2 MiB segments,
+ * requests under 10 MiB share 20 MiB ones, larger ones get their own
+ * rounded to 2 MiB. */
+uint64_t vb_cc_allocation_size(uint64_t size)
+{
+    if (size <= VB_CC_SMALL_SIZE) return VB_CC_SMALL_BUFFER;
+    if (size < VB_CC_MIN_LARGE_ALLOC) return VB_CC_LARGE_BUFFER;
+    return (size + VB_CC_ROUND_LARGE - 1) & ~(uint64_t)(VB_CC_ROUND_LARGE - 1);
+}
+
+/* should_split: a small block splits off any remainder of a block's worth;
+ * a large one only a remainder over 1 MiB, and never for requests of
+ * max_split_size or more. Expandable segments split large blocks like
+ * small ones. */
+static int should_split(const vb_cc_allocator *cc, const vb_cc_block *block, uint64_t size)
+{
+    uint64_t remaining = block->size - size;
+    if (block->pool->is_small || cc->source->expandable) return remaining >= VB_CC_MIN_BLOCK_SIZE;
+    return size < cc->max_split_size && remaining > VB_CC_SMALL_SIZE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Stream events (record_stream)                                              */
+/* ------------------------------------------------------------------------ */
+
+/* The queue of events recorded on `stream`, created on first use; NULL
+ * when host memory runs out. */
+static vb_cc_stream_events *events_of(vb_cc_allocator *cc, vb_stream stream)
+{
+    for (size_t i = 0; i < cc->event_stream_count; i++)
+        if (cc->event_streams[i].stream == stream) return &cc->event_streams[i];
+    if (cc->event_stream_count == cc->event_stream_capacity) {
+        size_t capacity = cc->event_stream_capacity ? cc->event_stream_capacity * 2 : 4;
+        vb_cc_stream_events *grown = realloc(cc->event_streams, capacity * sizeof *grown);
+        if (!grown) return NULL;
+        cc->event_streams = grown;
+        cc->event_stream_capacity = capacity;
+    }
+    vb_cc_stream_events *queue = &cc->event_streams[cc->event_stream_count++];
+    memset(queue, 0, sizeof *queue);
+    queue->stream = stream;
+    return queue;
+}
+
+/* Appends to a queue; 0, or -1 when host memory runs out. */
+static int events_push(vb_cc_stream_events *queue, vb_cc_event_entry entry)
+{
+    if (queue->count == queue->capacity) {
+        size_t capacity = queue->capacity ? queue->capacity * 2 : 8;
+        vb_cc_event_entry *ring = malloc(capacity * sizeof *ring);
+        if (!ring) return -1;
+        for (size_t i = 0; i < queue->count; i++) ring[i] = queue->ring[(queue->head + i) % queue->capacity];
+        free(queue->ring);
+        queue->ring = ring;
+        queue->head = 0;
+        queue->capacity = capacity;
+    }
+    queue->ring[(queue->head + queue->count) % queue->capacity] = entry;
+    queue->count++;
+    return 0;
+}
+
+/* An event from the spare list (PyTorch's EventPool) or a new one. */
+static vb_event event_take(vb_cc_allocator *cc)
+{
+    if (cc->spare_event_count) return cc->spare_events[--cc->spare_event_count];
+    vb_event event = NULL;
+    if (cc->device->ops->event_create(cc->device, &event) != VB_OK) return NULL;
+    return event;
+}
+
+/* Returns an event to the spare list (or destroys it when that cannot grow). */
+static void event_give(vb_cc_allocator *cc, vb_event event)
+{
+    if (cc->spare_event_count == cc->spare_event_capacity) {
+        size_t capacity = cc->spare_event_capacity ? cc->spare_event_capacity * 2 : 8;
+        vb_event *grown = realloc(cc->spare_events, capacity * sizeof *grown);
+        if (!grown) {
+            cc->device->ops->event_destroy(cc->device, event);
+            return;
+        }
+        cc->spare_events = grown;
+        cc->spare_event_capacity = capacity;
+    }
+    cc->spare_events[cc->spare_event_count++] = event;
+}
+
+/* insert_events: at free time, one event per stream the block was used on;
+ * the block is reusable once all have completed. Where an event cannot be
+ * had, waiting for the stream here keeps the same guarantee. */
+static void insert_events(vb_cc_allocator *cc, vb_cc_block *block)
+{
+    vb_device *dev = cc->device;
+    for (uint32_t i = 0; i < block->use_count; i++) {
+        vb_stream stream = block->uses[i];
+        vb_event event = event_take(cc);
+        vb_cc_stream_events *queue = event ? events_of(cc, stream) : NULL;
+        if (queue && dev->ops->event_record(dev, event, stream) == VB_OK &&
+            events_push(queue, (vb_cc_event_entry){event, block}) == 0) {
+            block->event_count++;
+            cc->outstanding_events++;
+            continue;
+        }
+        if (event) event_give(cc, event);
+        dev->ops->stream_synchronize(dev, stream);
+    }
+    block->use_count = 0;
+}
+
+/* Takes the oldest entry of a queue off it; its event goes back to the spare
+ * list, and its block becomes free when that was its last event. */
+static void events_pop(vb_cc_allocator *cc, vb_cc_stream_events *queue)
+{
+    vb_cc_event_entry entry = queue->ring[queue->head];
+    queue->head = (queue->head + 1) % queue->capacity;
+    queue->count--;
+    cc->outstanding_events--;
+    event_give(cc, entry.event);
+    if (--entry.block->event_count == 0) free_block(cc, entry.block);
+}
+
+/* process_events: frees blocks whose other-stream uses have completed.
+ * Per stream, oldest first, stopping at the first pending event, so that
+ * one busy stream does not hold up the others. */
+static void process_events(vb_cc_allocator *cc)
+{
+    vb_device *dev = cc->device;
+    for (size_t s = 0; s < cc->event_stream_count; s++) {
+        vb_cc_stream_events *queue = &cc->event_streams[s];
+        while (queue->count && dev->ops->event_query(dev, queue->ring[queue->head].event))
+            events_pop(cc, queue);
+    }
+}
+
+/* synchronize_and_free_events: waits for every outstanding event and frees
+ * its block (release_cached_blocks does this first). */
+static void synchronize_and_free_events(vb_cc_allocator *cc)
+{
+    vb_device *dev = cc->device;
+    for (size_t s = 0; s < cc->event_stream_count; s++) {
+        vb_cc_stream_events *queue = &cc->event_streams[s];
+        while (queue->count) {
+            dev->ops->event_synchronize(dev, queue->ring[queue->head].event);
+            events_pop(cc, queue);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Finding, getting and giving back memory                                    */
+/* ------------------------------------------------------------------------ */
+
+/* What a block in an expandable segment could grow to: itself plus the
+ * unmapped space right after it. */
+static uint64_t expandable_size(const vb_cc_block *block)
+{
+    return block->size + (block->next && !block->next->mapped ? block->next->size : 0);
+}
+
+/* get_free_block: the best fit on the request's stream, within the
+ * oversize rules: a request under max_split_size never takes a block of
+ * max_split_size or more, and an oversize request only takes one less than
+ * max_non_split_rounding (20 MiB) larger. NULL when none. */
+static vb_cc_block *get_free_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size)
+{
+    if (cc->set_fraction && cc->gc_threshold > 0.0) pool->get_free_blocks_call_count++;
+    vb_cc_block probe = probe_block(stream, size, 0);
+    vb_cc_block *block = block_of(vb_oset_lower_bound(&pool->blocks, &probe.node));
+    if (!block || block->stream != stream) return NULL;
+    if (cc->source->expandable) {
+        /* Prefer a block that cannot grow to the one at a segment's end, so
+         * the end stays free to grow into. */
+        vb_cc_block *next = block_of(vb_oset_next(&pool->blocks, &block->node));
+        while (next && next->stream == stream && expandable_size(next) < expandable_size(block)) {
+            block = next;
+            next = block_of(vb_oset_next(&pool->blocks, &block->node));
+        }
+    }
+    if (size < cc->max_split_size && block->size >= cc->max_split_size) return NULL;
+    if (size >= cc->max_split_size && block->size - size >= cc->max_non_split_rounding) return NULL;
+    vb_cc_pool_erase(pool, block);
+    return block;
+}
+
+/* garbage_collect_cached_blocks: when reserved memory exceeds
+ * garbage_collection_threshold x the allowed memory, frees whole free
+ * large-pool segments, the oldest first (age = get_free_block calls since
+ * the block became free), rounds of "at least the average age" until enough
+ * was reclaimed. No synchronization beyond what the driver free does. */
+static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
+{
+    if (!cc->source->release_block) return;
+    uint64_t threshold = (uint64_t)(cc->gc_threshold * (double)cc->allowed_memory_maximum);
+    if (cc->stats.reserved_bytes <= threshold) return;
+    uint64_t target = cc->stats.reserved_bytes - threshold, reclaimed = 0, total_age = 0;
+    size_t freeable = 0;
+    vb_ordered_set *blocks = &cc->large_pool.blocks;
+    for (vb_cc_block *b = block_of(vb_oset_first(blocks)); b; b = block_of(vb_oset_next(blocks, &b->node)))
+        if (!vb_cc_block_is_split(b)) {
+            total_age += block_age(b);
+            freeable++;
+        }
+    int freed_one = 1;
+    while (reclaimed < target && freed_one && freeable > 0) {
+        double age_threshold = (double)total_age / (double)freeable;
+        freed_one = 0;
+        vb_cc_block *b = block_of(vb_oset_first(blocks));
+        while (b) {
+            vb_cc_block *next = block_of(vb_oset_next(blocks, &b->node));
+            if (!vb_cc_block_is_split(b) && (double)block_age(b) >= age_threshold) {
+                freed_one = 1;
+                reclaimed += b->size;
+                total_age -= block_age(b);
+                freeable--;
+                cc->source->release_block(cc, b);
+            }
+            b = next;
+        }
+    }
+}
+
+/* alloc_block: new memory from the source, unless memory_fraction forbids
+ * it. alloc_retries is PyTorch's num_alloc_retries: only the last attempt,
+ * after the whole cache was released, counts, whether or not it succeeds. */
+static vb_status alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
+                             uint64_t alloc_size, int is_retry, vb_cc_block **out)
+{
+    if (is_retry) cc->stats.alloc_retries++;
+    if (cc->set_fraction && cc->stats.reserved_bytes + alloc_size > cc->allowed_memory_maximum)
+        return vb_error(VB_ERR_OOM, "%s: memory_fraction allows %llu bytes", cc->name,
+                        (unsigned long long)cc->allowed_memory_maximum);
+    return cc->source->alloc_block(cc, pool, stream, size, alloc_size, out);
+}
+
+/* release_available_cached_blocks: with max_split_size set, frees the
+ * smallest oversize free block that covers the request (or max_split_size),
+ * else oversize blocks from the largest down until that much is freed.
+ * 1 if it freed what it aimed to. */
+static int release_available_cached_blocks(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size)
+{
+    if (cc->max_split_size == UINT64_MAX || !cc->source->release_block) return 0;
+    uint64_t key_size = size < cc->max_split_size ? cc->max_split_size : size;
+    vb_cc_block probe = probe_block(stream, key_size, 0);
+    vb_cc_block *block = block_of(vb_oset_lower_bound(&pool->blocks, &probe.node));
+    if (block && block->stream == stream) {
+        cc->source->release_block(cc, block);
+        return 1;
+    }
+    block = block_of(last_before(&pool->blocks, &probe.node));
+    uint64_t released = 0;
+    while (block && released < key_size && block->size >= cc->max_split_size && block->stream == stream) {
+        vb_cc_block *before = block_of(last_before(&pool->blocks, &block->node));
+        released += block->size;
+        cc->source->release_block(cc, block);
+        block = before;
+    }
+    return released >= key_size;
+}
+
+/* release_cached_blocks (empty_cache, and the last resort before OOM): waits
+ * for outstanding events, then gives back every pool's free memory. */
+static void release_cached_blocks(vb_cc_allocator *cc)
+{
+    synchronize_and_free_events(cc);
+    cc->source->release_pool(cc, &cc->large_pool);
+    cc->source->release_pool(cc, &cc->small_pool);
+}
+
+/* alloc_found_block: hands `block` out for `size` (rounded) bytes, splitting
+ * the remainder off into the pool when `split`; returns the block handed out. */
+static vb_cc_block *alloc_found_block(vb_cc_allocator *cc, vb_cc_block *block, uint64_t size, uint64_t requested,
+                              int split)
+{
+    vb_cc_block *front = split ? vb_cc_block_new(cc, block->addr, size, block->stream, block->pool, block->segment)
+                               : NULL;
+    if (front) {
+        /* The front part is handed out; the struct found keeps the rest. */
+        vb_cc_splice(front, block->prev, block);
+        block->addr += size;
+        block->size -= size;
+        vb_cc_pool_insert(block->pool, block);
+        block = front;
+    }
+    block->allocated = 1;
+    block->requested = requested;
+    vb_stats_add_use(&cc->stats, requested, block->size);
+    return block;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The ops                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* malloc: PyTorch's flow. Reclaim finished cross-stream frees; best fit in
+ * the pool; otherwise garbage-collect (if configured), get new memory, and
+ * on failure free oversize blocks and retry, then free the whole cache and
+ * retry once more before reporting out of memory. */
+vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+{
+    vb_cc_allocator *cc = state;
+    if (cc->outstanding_events) process_events(cc);
+    uint64_t rounded = vb_cc_round_size(cc, size);
+    if (rounded == 0) {
+        cc->stats.ooms++;
+        return vb_error(VB_ERR_OOM, "%s: out of memory: %llu bytes is more than any device has", cc->name,
+                        (unsigned long long)size);
+    }
+    vb_cc_pool *pool = rounded <= VB_CC_SMALL_SIZE ? &cc->small_pool : &cc->large_pool;
+    vb_cc_block *block = get_free_block(cc, pool, stream, rounded);
+    if (!block) {
+        uint64_t alloc_size = vb_cc_allocation_size(rounded);
+        if (cc->set_fraction && cc->gc_threshold > 0.0) garbage_collect_cached_blocks(cc);
+        vb_status status = alloc_block(cc, pool, stream, rounded, alloc_size, 0, &block);
+        if (status == VB_ERR_OOM && release_available_cached_blocks(cc, pool, stream, rounded))
+            status = alloc_block(cc, pool, stream, rounded, alloc_size, 0, &block);
+        if (status == VB_ERR_OOM) {
+            release_cached_blocks(cc);
+            status = alloc_block(cc, pool, stream, rounded, alloc_size, 1, &block);
+        }
+        if (status != VB_OK) {
+            if (status != VB_ERR_OOM) return status;
+            cc->stats.ooms++;
+            return vb_error(VB_ERR_OOM,
+                            "%s: out of memory: tried to allocate %llu bytes; %llu reserved, %llu allocated",
+                            cc->name, (unsigned long long)rounded, (unsigned long long)cc->stats.reserved_bytes,
+                            (unsigned long long)cc->stats.allocated_bytes);
+        }
+    }
+    vb_cc_block *handed = alloc_found_block(cc, block, rounded, size, should_split(cc, block, rounded));
+    if (vb_addr_map_put(&cc->allocated_blocks, handed->addr, (uint64_t)(uintptr_t)handed) != 0) {
+        handed->allocated = 0;
+        vb_stats_remove_use(&cc->stats, size, handed->size);
+        free_block(cc, handed);
+        cc->stats.ooms++;
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    *out = handed->addr;
+    return VB_OK;
+}
+
+/* The allocated block at `addr`, or NULL. */
+static vb_cc_block *allocated_block(vb_cc_allocator *cc, vb_addr addr, int remove)
+{
+    uint64_t value = 0;
+    int found = remove ? vb_addr_map_remove(&cc->allocated_blocks, addr, &value)
+                       : vb_addr_map_get(&cc->allocated_blocks, addr, &value);
+    return found ? (vb_cc_block *)(uintptr_t)value : NULL;
+}
+
+/* free: the block is cached at once, or, when record_stream named other
+ * streams, once the work they had queued at this moment has completed.
+ * allocated_bytes drops now, as in PyTorch; requested_bytes drops now too
+ * (PyTorch waits for the events), so requested <= allocated always holds
+ * and requested means what DESIGN.md says: asked for and not yet freed. */
+vb_status vb_cc_free(void *state, vb_addr addr)
+{
+    vb_cc_allocator *cc = state;
+    vb_cc_block *block = allocated_block(cc, addr, 1);
+    if (!block)
+        return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated (unknown or freed twice)",
+                        cc->name, (unsigned long long)addr);
+    block->allocated = 0;
+    vb_stats_remove_use(&cc->stats, block->requested, block->size);
+    if (block->use_count) insert_events(cc, block);
+    if (block->event_count == 0) free_block(cc, block);
+    return VB_OK;
+}
+
+/* record_stream: remembers a use on another stream (the allocation stream
+ * needs no event: its own order protects it). */
+vb_status vb_cc_record_stream(void *state, vb_addr addr, vb_stream stream)
+{
+    vb_cc_allocator *cc = state;
+    vb_cc_block *block = allocated_block(cc, addr, 0);
+    if (!block)
+        return vb_error(VB_ERR_INVALID, "%s: record_stream on 0x%llx, which is not allocated", cc->name,
+                        (unsigned long long)addr);
+    if (stream == block->stream) return VB_OK;
+    for (uint32_t i = 0; i < block->use_count; i++)
+        if (block->uses[i] == stream) return VB_OK;
+    if (block->use_count == block->use_capacity) {
+        uint32_t capacity = block->use_capacity ? block->use_capacity * 2 : 2;
+        vb_stream *grown = realloc(block->uses, capacity * sizeof *grown);
+        if (!grown) return vb_error(VB_ERR_OOM, "out of host memory");
+        block->uses = grown;
+        block->use_capacity = capacity;
+    }
+    block->uses[block->use_count++] = stream;
+    return VB_OK;
+}
+
+/* empty_cache: release_cached_blocks. */
+vb_status vb_cc_empty_cache(void *state)
+{
+    release_cached_blocks(state);
+    return VB_OK;
+}
+
+/* The largest free block of a free set: the last block of each stream. */
+static uint64_t largest_in(const vb_ordered_set *set)
+{
+    uint64_t largest = 0;
+    vb_cc_block *first = block_of(vb_oset_first(set));
+    while (first) {
+        vb_cc_block probe = probe_block(first->stream, UINT64_MAX, UINT64_MAX);
+        vb_cc_block *last = block_of(last_before(set, &probe.node));
+        if (last && last->size > largest) largest = last->size;
+        first = block_of(vb_oset_lower_bound(set, &probe.node));
+    }
+    return largest;
+}
+
+/* Cached bytes are everything reserved that is not handed out (blocks
+ * waiting for other streams' events included); the largest is the largest
+ * free block of either pool. */
+void vb_cc_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
+{
+    vb_cc_allocator *cc = state;
+    *free_cached_bytes = cc->stats.reserved_bytes - cc->stats.allocated_bytes;
+    uint64_t small = largest_in(&cc->small_pool.blocks), large = largest_in(&cc->large_pool.blocks);
+    *largest_free_block = small > large ? small : large;
+}
+
+/* Visits the blocks of every segment in address order. A segment, as in
+ * PyTorch's snapshot, is a contiguous mapped range: a whole driver segment,
+ * or each mapped run of an expandable one. */
+void vb_cc_segments(void *state, vb_block_visitor visit, void *context)
+{
+    vb_cc_allocator *cc = state;
+    for (vb_oset_node *node = vb_oset_first(&cc->segments); node; node = vb_oset_next(&cc->segments, node)) {
+        vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
+        vb_cc_block *block = segment->head;
+        while (block) {
+            if (!block->mapped) {
+                block = block->next;
+                continue;
+            }
+            uint64_t run_size = 0;
+            for (vb_cc_block *b = block; b && b->mapped; b = b->next) run_size += b->size;
+            vb_addr run_start = block->addr;
+            for (; block && block->mapped; block = block->next) {
+                vb_block_info info = {run_start, run_size, block->addr, block->size, block->allocated, block->stream};
+                visit(context, &info);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Set-up and tear-down                                                       */
+/* ------------------------------------------------------------------------ */
+
+void vb_cc_default_settings(vb_cc_settings *settings)
+{
+    settings->max_split_size_mb = UINT64_MAX;
+    settings->max_non_split_rounding_mb = VB_CC_LARGE_BUFFER / VB_MiB;
+    settings->roundup_power2_divisions = 0;
+    settings->garbage_collection_threshold = 0.0;
+    settings->memory_fraction = -1.0;
+}
+
+/* MiB to bytes, where anything too large to express means "no limit". */
+static uint64_t mib_to_bytes(uint64_t mib)
+{
+    return mib >= UINT64_MAX / VB_MiB ? UINT64_MAX : mib * VB_MiB;
+}
+
+vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *source,
+                     const vb_cc_settings *settings, const char *name)
+{
+    uint64_t divisions = settings->roundup_power2_divisions;
+    if (divisions & (divisions - 1))
+        return vb_error(VB_ERR_INVALID, "%s: bad value '%llu' for roundup_power2_divisions (0 or a power of two)",
+                        name, (unsigned long long)divisions);
+    if (settings->garbage_collection_threshold < 0.0 || settings->garbage_collection_threshold >= 1.0)
+        return vb_error(VB_ERR_INVALID, "%s: bad value '%g' for garbage_collection_threshold (0 = off, or in (0, 1))",
+                        name, settings->garbage_collection_threshold);
+    if (settings->max_split_size_mb < VB_CC_LARGE_BUFFER / VB_MiB ||
+        settings->max_non_split_rounding_mb < VB_CC_LARGE_BUFFER / VB_MiB)
+        return vb_error(VB_ERR_INVALID, "%s: max_split_size_mb and max_non_split_rounding_mb must be >= 20", name);
+    cc->device = dev;
+    cc->source = source;
+    cc->name = name;
+    cc->max_split_size = mib_to_bytes(settings->max_split_size_mb);
+    cc->max_non_split_rounding = mib_to_bytes(settings->max_non_split_rounding_mb);
+    cc->roundup_power2_divisions = divisions;
+    cc->gc_threshold = settings->garbage_collection_threshold;
+    if (settings->memory_fraction >= 0.0) {
+        uint64_t free_bytes = 0, total_bytes = 0;
+        vb_status status = dev->ops->mem_info(dev, &free_bytes, &total_bytes);
+        if (status != VB_OK) return status;
+        cc->set_fraction = 1;
+        cc->allowed_memory_maximum = (uint64_t)(settings->memory_fraction * (double)total_bytes);
+    }
+    vb_oset_init(&cc->small_pool.blocks, compare_by_size);
+    vb_oset_init(&cc->small_pool.unmapped, compare_by_address);
+    cc->small_pool.is_small = 1;
+    vb_oset_init(&cc->large_pool.blocks, compare_by_size);
+    vb_oset_init(&cc->large_pool.unmapped, compare_by_address);
+    vb_oset_init(&cc->segments, compare_segments);
+    return VB_OK;
+}
+
+/* Frees a block struct and its uses array. */
+static void block_delete(vb_cc_block *block)
+{
+    free(block->uses);
+    free(block);
+}
+
+/* Returns everything to the device: outstanding events are waited for,
+ * every segment (with whatever is still allocated in it) goes back. */
+void vb_cc_destroy(void *state)
+{
+    vb_cc_allocator *cc = state;
+    synchronize_and_free_events(cc);
+    vb_oset_node *node = vb_oset_first(&cc->segments);
+    while (node) {
+        vb_oset_node *next = vb_oset_next(&cc->segments, node);
+        vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
+        for (vb_cc_block *block = segment->head, *after; block; block = after) {
+            after = block->next;
+            block_delete(block);
+        }
+        segment->head = NULL;
+        vb_cc_segment_remove(cc, segment);
+        cc->source->destroy_segment(cc, segment);
+        node = next;
+    }
+    while (cc->spare_blocks) {
+        vb_cc_block *next = cc->spare_blocks->next;
+        block_delete(cc->spare_blocks);
+        cc->spare_blocks = next;
+    }
+    for (size_t i = 0; i < cc->spare_event_count; i++) cc->device->ops->event_destroy(cc->device, cc->spare_events[i]);
+    free(cc->spare_events);
+    for (size_t i = 0; i < cc->event_stream_count; i++) free(cc->event_streams[i].ring);
+    free(cc->event_streams);
+    vb_addr_map_clear(&cc->allocated_blocks);
+    free(cc);
+}

@@ -1,0 +1,218 @@
+/* vrambench — the policy shared by `caching` and `expandable`: PyTorch's
+ * CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp), in our own C.
+ *
+ * Both strategies keep the same blocks, pools, best fit, split, coalescing,
+ * stream events, out-of-memory retries, statistics and segment maps. They
+ * differ only in where segments come from, which this module reaches through
+ * a vb_cc_source:
+ *   caching     one driver allocation (mem_alloc) per segment; empty_cache
+ *               frees every free, unsplit segment.
+ *   expandable  one reserved virtual range per (stream, pool), physical chunks
+ *               mapped at its end as it grows; empty_cache unmaps whole free
+ *               chunks. PyTorch's expandable_segments:True.
+ *
+ * The facts taken from PyTorch (constants, rounding, pool choice, the rules
+ * of get_free_block and should_split, the malloc flow and its retries,
+ * process_events / insert_events, release_cached_blocks, the garbage
+ * collection by block age) are cited where they are used in caching_core.c.
+ *
+ * Internal to allocators/: nothing outside caching.c and expandable.c uses it.
+ */
+#ifndef VB_CACHING_CORE_H
+#define VB_CACHING_CORE_H
+
+#include <stdint.h>
+
+#include "../harness/addr_map.h"
+#include "allocator.h"
+#include "ordered_set.h"
+
+/* PyTorch's constants (CUDACachingAllocator.cpp). */
+#define VB_CC_MIN_BLOCK_SIZE 512                    /* kMinBlockSize: every size rounds to this */
+#define VB_CC_SMALL_SIZE (1 * VB_MiB)               /* kSmallSize: largest "small" request */
+#define VB_CC_SMALL_BUFFER (2 * VB_MiB)             /* kSmallBuffer: small-pool segment */
+#define VB_CC_LARGE_BUFFER (20 * VB_MiB)            /* kLargeBuffer: segment for 1..10 MiB */
+#define VB_CC_MIN_LARGE_ALLOC (10 * VB_MiB)         /* kMinLargeAlloc */
+#define VB_CC_ROUND_LARGE (2 * VB_MiB)              /* kRoundLarge: larger segments round to this */
+#define VB_CC_MAX_REQUEST ((uint64_t)1 << 60)       /* PyTorch refuses 1 EB and more as OOM */
+
+typedef struct vb_cc_pool vb_cc_pool;
+typedef struct vb_cc_segment vb_cc_segment;
+typedef struct vb_cc_allocator vb_cc_allocator;
+
+/* A block: a piece of a segment, handed out or free. Block structs are
+ * recycled through the allocator's spare list, never freed on the hot path. */
+typedef struct vb_cc_block {
+    vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
+    vb_addr addr;
+    uint64_t size;
+    uint64_t requested;           /* what the caller asked for, while allocated */
+    vb_stream stream;             /* the allocation stream: only it reuses the block */
+    vb_cc_pool *pool;
+    vb_cc_segment *segment;
+    struct vb_cc_block *prev, *next; /* address neighbours in the segment (spare list: next) */
+    int allocated;
+    int mapped;                   /* 0 only for unmapped address space of an expandable segment */
+    int event_count;              /* outstanding events of other streams' uses */
+    uint64_t gc_count_base;       /* pool->get_free_blocks_call_count when it became free */
+    vb_stream *uses;              /* streams record_stream named (never the block's own) */
+    uint32_t use_count, use_capacity; /* the array is kept when the struct is recycled */
+} vb_cc_block;
+
+/* One of the two pools: free blocks of <= 1 MiB requests, or larger. */
+struct vb_cc_pool {
+    vb_ordered_set blocks;        /* free mapped blocks by (stream, size, address) */
+    vb_ordered_set unmapped;      /* unmapped ranges by (stream, address); expandable only */
+    int is_small;
+    uint64_t get_free_blocks_call_count; /* block age clock for garbage collection */
+};
+
+/* A segment: one driver allocation (caching) or one reserved range
+ * (expandable, which embeds this struct first in its own). */
+struct vb_cc_segment {
+    vb_oset_node node;            /* in the allocator's segment set, by base */
+    vb_addr base;
+    uint64_t size;
+    vb_cc_block *head;            /* the block at `base` */
+    vb_cc_pool *pool;
+    vb_stream stream;
+};
+
+/* Where segments come from: the one difference between the strategies. */
+typedef struct vb_cc_source {
+    /* 1: PyTorch's expandable-segments rules (a large block splits whenever
+     * the remainder is >= 512 B; best fit prefers blocks that cannot grow). */
+    int expandable;
+    /* alloc_block without the memory_fraction check: memory for a request
+     * of `size` (rounded) bytes whose plain segment would be `alloc_size`.
+     * On VB_OK *out is a free, mapped block of at least `size` bytes that is
+     * in no set. VB_ERR_OOM when the device has no memory for it. */
+    vb_status (*alloc_block)(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
+                             uint64_t alloc_size, vb_cc_block **out);
+    /* release_blocks: returns the pool's free memory that can go back. */
+    void (*release_pool)(vb_cc_allocator *cc, vb_cc_pool *pool);
+    /* Releases a free block that is a whole segment (caching's release_block),
+     * for garbage collection and release_available_cached_blocks. NULL when
+     * the source has no such segments. */
+    void (*release_block)(vb_cc_allocator *cc, vb_cc_block *block);
+    /* Returns a segment and everything in it to the device (destroy). */
+    void (*destroy_segment)(vb_cc_allocator *cc, vb_cc_segment *segment);
+} vb_cc_source;
+
+/* The options both strategies parse (each offers the ones that apply). */
+typedef struct vb_cc_settings {
+    uint64_t max_split_size_mb;          /* "max" (default): no limit */
+    uint64_t max_non_split_rounding_mb;  /* default 20 */
+    uint64_t roundup_power2_divisions;   /* 0 (default) or a power of two */
+    double garbage_collection_threshold; /* 0 (default, off) or in (0, 1) */
+    double memory_fraction;              /* < 0 (default): not set; else [0, 1] */
+} vb_cc_settings;
+
+/* The defaults above. */
+void vb_cc_default_settings(vb_cc_settings *settings);
+
+/* One outstanding event of a freed block used on another stream. */
+typedef struct vb_cc_event_entry {
+    vb_event event;
+    vb_cc_block *block;
+} vb_cc_event_entry;
+
+/* The events recorded on one stream, oldest first (a ring). */
+typedef struct vb_cc_stream_events {
+    vb_stream stream;
+    vb_cc_event_entry *ring;
+    size_t head, count, capacity;
+} vb_cc_stream_events;
+
+struct vb_cc_allocator {
+    vb_alloc_stats stats;         /* first member: see allocator.h */
+    vb_device *device;
+    const vb_cc_source *source;
+    const char *name;             /* for messages */
+
+    uint64_t max_split_size;      /* bytes; UINT64_MAX = unlimited */
+    uint64_t max_non_split_rounding;
+    uint64_t roundup_power2_divisions;
+    double gc_threshold;
+    int set_fraction;             /* memory_fraction was given */
+    uint64_t allowed_memory_maximum;
+
+    vb_cc_pool small_pool, large_pool;
+    vb_addr_map allocated_blocks; /* address -> block, for free and record_stream */
+    vb_ordered_set segments;      /* by base address */
+    vb_cc_block *spare_blocks;    /* recycled structs, linked by next */
+
+    vb_cc_stream_events *event_streams;
+    size_t event_stream_count, event_stream_capacity;
+    size_t outstanding_events;
+    vb_event *spare_events;
+    size_t spare_event_count, spare_event_capacity;
+};
+
+/* ---- set-up (called by each strategy's create/destroy) ---- */
+
+/* Initialises `cc` (zeroed by the caller) on `dev` with checked settings;
+ * VB_ERR_INVALID for a value PyTorch refuses. */
+vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *source,
+                     const vb_cc_settings *settings, const char *name);
+
+/* ---- the ops every caching-style strategy shares (state = vb_cc_allocator) ---- */
+void vb_cc_destroy(void *state);
+vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out);
+vb_status vb_cc_free(void *state, vb_addr addr);
+vb_status vb_cc_record_stream(void *state, vb_addr addr, vb_stream stream);
+vb_status vb_cc_empty_cache(void *state);
+void vb_cc_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block);
+void vb_cc_segments(void *state, vb_block_visitor visit, void *context);
+
+/* ---- the policy's pure functions (exposed for tests) ---- */
+
+/* round_size: 512 B granules, or the next power-of-two division when
+ * roundup_power2_divisions applies; 0 for sizes past VB_CC_MAX_REQUEST. */
+uint64_t vb_cc_round_size(const vb_cc_allocator *cc, uint64_t size);
+
+/* get_allocation_size: the segment a plain (driver) pool takes for `size`. */
+uint64_t vb_cc_allocation_size(uint64_t size);
+
+/* ---- helpers for segment sources ---- */
+
+/* A block struct from the spare list (or the heap); NULL when host memory
+ * runs out. Fields are zeroed, `mapped` is 1. */
+vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, vb_stream stream,
+                             vb_cc_pool *pool, vb_cc_segment *segment);
+
+/* Puts a block struct (in no set, unlinked) on the spare list. */
+void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block);
+
+/* insert_into_blocks: into the pool's free set, stamping its age base. */
+void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block);
+
+/* Removes a block from the pool's free set. */
+void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block);
+
+/* Links `block` between `before` and `after` (either may be NULL), keeping
+ * the segment's head right. */
+void vb_cc_splice(vb_cc_block *block, vb_cc_block *before, vb_cc_block *after);
+
+/* try_merge_blocks: absorbs `src` into `dst` when src is free, has no
+ * pending events or uses, and is mapped alike; src leaves its set and is
+ * recycled. Returns the bytes absorbed (0 when it did not merge). */
+uint64_t vb_cc_try_merge(vb_cc_allocator *cc, vb_cc_block *dst, vb_cc_block *src);
+
+/* 1 if the block is free and reusable now (PyTorch's `allocatable`). */
+static inline int vb_cc_block_available(const vb_cc_block *block)
+{
+    return block && !block->allocated && block->event_count == 0 && block->use_count == 0;
+}
+
+/* 1 if the block is part of a larger segment (has a neighbour). */
+static inline int vb_cc_block_is_split(const vb_cc_block *block)
+{
+    return block->prev != NULL || block->next != NULL;
+}
+
+/* Adds / removes a segment in the allocator's address-ordered set. */
+void vb_cc_segment_add(vb_cc_allocator *cc, vb_cc_segment *segment);
+void vb_cc_segment_remove(vb_cc_allocator *cc, vb_cc_segment *segment);
+
+#endif
