@@ -4,8 +4,10 @@
 #include "allocator.h"
 
 extern const vb_allocator_ops vb_cuda_allocator;
+extern const vb_allocator_ops vb_async_allocator;
 
 const vb_allocator_ops *const vb_allocator_registry[] = {
     &vb_cuda_allocator,
+    &vb_async_allocator,
     NULL,
 };
