@@ -69,11 +69,17 @@ double vb_external_fragmentation(const vb_alloc_stats *stats)
            (double)stats->free_cached_bytes;
 }
 
-/* The statistics now, with the cached-free figures asked of the strategy. */
+/* The statistics now, with the cached-free figures asked of the strategy.
+ * The strategy is asked first, so that one whose figures can change outside
+ * its calls (async: the pool releases memory at synchronizations) can bring
+ * its stats up to date before they are copied. */
 void vb_allocator_stats(vb_allocator *allocator, vb_alloc_stats *out)
 {
+    uint64_t free_cached_bytes = 0, largest_free_block = 0;
+    allocator->ops->cached(allocator->state, &free_cached_bytes, &largest_free_block);
     *out = *state_stats(allocator);
-    allocator->ops->cached(allocator->state, &out->free_cached_bytes, &out->largest_free_block);
+    out->free_cached_bytes = free_cached_bytes;
+    out->largest_free_block = largest_free_block;
 }
 
 /* Restarts the peaks from the current values. */

@@ -5,11 +5,13 @@
 
 extern const vb_allocator_ops vb_cuda_allocator;
 extern const vb_allocator_ops vb_caching_allocator;
+extern const vb_allocator_ops vb_async_allocator;
 extern const vb_allocator_ops vb_expandable_allocator;
 
 const vb_allocator_ops *const vb_allocator_registry[] = {
     &vb_cuda_allocator,
     &vb_caching_allocator,
+    &vb_async_allocator,
     &vb_expandable_allocator,
     NULL,
 };

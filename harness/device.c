@@ -8,6 +8,7 @@
 /* harness/device_cuda.c */
 vb_status vb_cuda_open(vb_device **out);
 int vb_cuda_device_count(void);
+const char *vb_cuda_unavailable_reason(void); /* why the last count was 0 */
 #endif
 
 int vb_device_cuda_built(void)
@@ -42,7 +43,8 @@ vb_status vb_device_open(const char *kind, const vb_device_options *options, vb_
     if (strcmp(kind, "cuda") == 0) {
 #ifdef VB_HAVE_CUDA
         if (!vb_device_cuda_available())
-            return vb_error(VB_ERR_UNSUPPORTED, "--device cuda: no CUDA GPU found (use --device sim)");
+            return vb_error(VB_ERR_UNSUPPORTED, "--device cuda: no CUDA GPU found (%s; use --device sim)",
+                            vb_cuda_unavailable_reason());
         return vb_cuda_open(out);
 #else
         return vb_error(VB_ERR_UNSUPPORTED,

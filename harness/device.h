@@ -42,6 +42,12 @@ typedef struct vb_device vb_device;
 /* Every pointer a device or allocator hands out is aligned to at least this. */
 #define VB_MIN_ALIGNMENT 256
 
+/* What a stream-ordered pool takes for one allocation: sizes rounded up to
+ * this. CUDA does not document its pool's rounding; 512 B is what was
+ * observed of cudaMallocAsync (rapidsai/cudf issue 10384). The sim's pool
+ * rounds so, and the async allocator reports its allocated bytes so. */
+#define VB_POOL_ROUNDING 512
+
 typedef enum vb_device_kind { VB_DEVICE_SIM = 0, VB_DEVICE_CUDA = 1 } vb_device_kind;
 
 /* What a device says about itself (for the results' context). */
@@ -101,6 +107,10 @@ typedef struct vb_device_ops {
     vb_status (*event_synchronize)(vb_device *dev, vb_event event);
     /* Milliseconds between two completed events (sim: on its logical clock). */
     vb_status (*event_elapsed_ms)(vb_device *dev, vb_event start, vb_event end, double *out);
+    /* Makes work queued on `stream` from now on wait until the work `event`
+     * marks has completed (cudaStreamWaitEvent); no host wait. An event never
+     * recorded is already complete. */
+    vb_status (*stream_wait_event)(vb_device *dev, vb_stream stream, vb_event event);
 
     /* ---- virtual memory (cuMemAddressReserve / cuMemCreate / cuMemMap ...) ---- */
     /* The mapping granularity: sizes and offsets below are multiples of it. */
@@ -137,7 +147,9 @@ typedef struct vb_device_ops {
     /* Page-locked host memory (cudaMallocHost; plain malloc on sim). */
     vb_status (*host_alloc_pinned)(vb_device *dev, uint64_t size, void **out);
     void (*host_free_pinned)(vb_device *dev, void *ptr);
-    /* Queues a copy on `stream`. On sim no bytes move; its duration is modelled. */
+    /* Queues a copy on `stream`. On sim no bytes move; its duration is modelled.
+     * For VB_COPY_DEVICE_TO_DEVICE, `host` holds the source device address
+     * (cast to a pointer) and `device_addr` is the destination. */
     vb_status (*memcpy_async)(vb_device *dev, void *host, vb_addr device_addr, uint64_t size,
                               vb_copy_kind kind, vb_stream stream);
 

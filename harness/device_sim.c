@@ -171,6 +171,14 @@ static vb_status sim_event_elapsed_ms(vb_device *dev, vb_event start, vb_event e
     return VB_OK;
 }
 
+/* Later work on `stream` starts no earlier than the event's point. */
+static vb_status sim_stream_wait_event(vb_device *dev, vb_stream stream, vb_event event)
+{
+    struct vb_stream_s *s = sim_stream(dev, stream);
+    if (event->at_ns > s->tail_ns) s->tail_ns = event->at_ns;
+    return VB_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Raw device memory                                                         */
 /* ------------------------------------------------------------------------ */
@@ -466,7 +474,8 @@ static void sim_info(vb_device *dev, vb_device_info *out)
 static void sim_close(vb_device *dev)
 {
     sim_state *sim = sim_of(dev);
-    for (size_t i = 0; i < sim->pool_count; i++) sim_pool_destroy(dev, sim->pools[i]);
+    /* From the back: sim_pool_destroy takes each pool off the list. */
+    while (sim->pool_count > 0) sim_pool_destroy(dev, sim->pools[sim->pool_count - 1]);
     for (size_t i = 0; i < sim->stream_count; i++) free(sim->streams[i]);
     free(sim->pools);
     free(sim->streams);
@@ -495,6 +504,7 @@ static const vb_device_ops sim_ops = {
     .event_query = sim_event_query,
     .event_synchronize = sim_event_synchronize,
     .event_elapsed_ms = sim_event_elapsed_ms,
+    .stream_wait_event = sim_stream_wait_event,
     .vm_granularity = sim_vm_granularity,
     .vm_reserve = sim_vm_reserve,
     .vm_free = sim_vm_free,

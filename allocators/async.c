@@ -1,0 +1,286 @@
+/* vrambench — `async`: the CUDA stream-ordered allocator, as PyTorch's
+ * cudaMallocAsync backend drives it (c10/cuda/CUDAMallocAsyncAllocator.cpp),
+ * but on a pool of its own (cudaMemPoolCreate) rather than the device's
+ * default pool, so that its figures are its own.
+ *
+ *  - malloc is pool_malloc (cudaMallocFromPoolAsync) on the caller's stream,
+ *    free is pool_free (cudaFreeAsync) on the stream the block was allocated
+ *    on: the pool itself makes the memory reusable on that stream at once
+ *    and on other streams once the free has completed.
+ *  - record_stream: a block used on other streams is freed, as PyTorch does,
+ *    on a separate "unifying" stream that first waits (an event recorded on
+ *    each stream) for the allocating stream and every recorded one. The
+ *    free then waits for all of them without making the allocating stream
+ *    wait for the others.
+ *  - release_threshold (bytes kept across synchronizations, default
+ *    UINT64_MAX as PyTorch sets it) is the pool's cudaMemPoolAttrReleaseThreshold.
+ *  - empty_cache synchronizes the device and trims the pool to 0
+ *    (cudaMemPoolTrimTo), as torch.cuda.empty_cache() does on this backend.
+ *  - Out of memory is returned as is, with no trim and retry, as PyTorch's
+ *    backend does.
+ *
+ * Stats. allocated = each size rounded up to VB_POOL_ROUNDING (512 B, the
+ * pool's rounding on the sim; CUDA does not document its own). reserved is
+ * the pool's reserved bytes (cudaMemPoolAttrReservedMemCurrent), read after
+ * every malloc (it only grows there) and whenever the stats are read (it
+ * shrinks at synchronizations and trims, which happen outside our calls).
+ * driver_alloc_calls counts pool_malloc calls; driver_free_calls counts
+ * pool_free calls plus the trims that released memory; releases the pool
+ * makes by itself at synchronizations are not calls of ours and not counted.
+ * free_cached_bytes is reserved - used of the pool; the pool does not show
+ * its free ranges, so largest_free_block is taken to be all of them and
+ * segments() is not provided.
+ */
+#include "allocator.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "../harness/addr_map.h"
+
+typedef struct async_settings {
+    uint64_t release_threshold;
+} async_settings;
+
+static const vb_option async_options[] = {
+    {"release_threshold", VB_OPTION_U64, offsetof(async_settings, release_threshold), 0, 18446744073709551615.0,
+     "bytes the pool keeps across synchronizations; default max (never release)"},
+};
+
+/* One live block. */
+typedef struct async_block {
+    uint64_t requested;
+    vb_stream stream;         /* the stream it was allocated on */
+    vb_stream *recorded;      /* other streams it was used on (record_stream) */
+    size_t recorded_count, recorded_capacity;
+} async_block;
+
+typedef struct async_state {
+    vb_alloc_stats stats;     /* first member: see allocator.h */
+    vb_device *device;
+    vb_pool pool;
+    vb_addr_map blocks;       /* address -> async_block* */
+    vb_stream unifying_stream; /* created on the first free of a block with recorded streams */
+    vb_event unifying_event;
+    int have_unifier;
+} async_state;
+
+/* What the pool takes for `size` bytes. */
+static uint64_t pool_size(uint64_t size)
+{
+    return vb_round_up(size, VB_POOL_ROUNDING);
+}
+
+/* Reads the pool's reserved and used bytes into the stats (reserved may
+ * have dropped since: the pool releases memory at synchronizations). */
+static vb_status refresh_reserved(async_state *async, uint64_t *used_bytes)
+{
+    uint64_t reserved = 0, used = 0;
+    vb_status status = async->device->ops->pool_usage(async->device, async->pool, &reserved, &used);
+    if (status != VB_OK) return status;
+    if (reserved >= async->stats.reserved_bytes)
+        vb_stats_add_reserved(&async->stats, reserved - async->stats.reserved_bytes);
+    else
+        vb_stats_remove_reserved(&async->stats, async->stats.reserved_bytes - reserved);
+    if (used_bytes) *used_bytes = used;
+    return VB_OK;
+}
+
+/* Applies the config and creates the instance's own pool. */
+static vb_status async_create(vb_device *dev, const vb_config *config, void **state)
+{
+    async_settings settings = {.release_threshold = UINT64_MAX};
+    vb_status status = vb_config_apply(config, async_options, sizeof async_options / sizeof async_options[0],
+                                       &settings, "async");
+    if (status != VB_OK) return status;
+    async_state *async = calloc(1, sizeof *async);
+    if (!async) return vb_error(VB_ERR_OOM, "out of host memory");
+    async->device = dev;
+    status = dev->ops->pool_create(dev, settings.release_threshold, &async->pool);
+    if (status != VB_OK) {
+        free(async);
+        return status;
+    }
+    *state = async;
+    return VB_OK;
+}
+
+/* Frees one leftover block on its stream at destroy time. */
+static void free_leftover(void *context, uint64_t addr, uint64_t value)
+{
+    async_state *async = context;
+    async_block *block = (async_block *)(uintptr_t)value;
+    async->device->ops->pool_free(async->device, async->pool, addr, block->stream);
+    free(block->recorded);
+    free(block);
+}
+
+/* Frees what is still live, waits for those frees, and gives the pool back. */
+static void async_destroy(void *state)
+{
+    async_state *async = state;
+    vb_device *dev = async->device;
+    vb_addr_map_each(&async->blocks, free_leftover, async);
+    vb_addr_map_clear(&async->blocks);
+    dev->ops->device_synchronize(dev);
+    dev->ops->pool_destroy(dev, async->pool);
+    if (async->have_unifier) {
+        dev->ops->event_destroy(dev, async->unifying_event);
+        dev->ops->stream_destroy(dev, async->unifying_stream);
+    }
+    free(async);
+}
+
+/* pool_malloc on `stream`; the pool's reserved bytes are read after it
+ * (the only place they grow), so the reserved peak is exact. */
+static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+{
+    async_state *async = state;
+    vb_device *dev = async->device;
+    async_block *block = calloc(1, sizeof *block);
+    if (!block) return vb_error(VB_ERR_OOM, "out of host memory");
+    vb_addr addr = 0;
+    async->stats.driver_alloc_calls++;
+    vb_status status = dev->ops->pool_malloc(dev, async->pool, size, stream, &addr);
+    if (status == VB_OK && vb_addr_map_put(&async->blocks, addr, (uint64_t)(uintptr_t)block) != 0) {
+        dev->ops->pool_free(dev, async->pool, addr, stream);
+        async->stats.driver_free_calls++;
+        status = vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    if (status != VB_OK) {
+        free(block);
+        if (status == VB_ERR_OOM) async->stats.ooms++;
+        return status;
+    }
+    status = refresh_reserved(async, NULL);
+    if (status != VB_OK) { /* undo: the caller gets no pointer */
+        vb_addr_map_remove(&async->blocks, addr, NULL);
+        dev->ops->pool_free(dev, async->pool, addr, stream);
+        async->stats.driver_free_calls++;
+        free(block);
+        return status;
+    }
+    block->requested = size;
+    block->stream = stream;
+    vb_stats_add_use(&async->stats, size, pool_size(size));
+    *out = addr;
+    return VB_OK;
+}
+
+/* The stream a block with recorded streams is freed on, made to wait for
+ * the allocating stream and each recorded one. */
+static vb_status unify_streams(async_state *async, const async_block *block, vb_stream *out)
+{
+    vb_device *dev = async->device;
+    vb_status status;
+    if (!async->have_unifier) {
+        status = dev->ops->stream_create(dev, &async->unifying_stream);
+        if (status != VB_OK) return status;
+        status = dev->ops->event_create(dev, &async->unifying_event);
+        if (status != VB_OK) {
+            dev->ops->stream_destroy(dev, async->unifying_stream);
+            return status;
+        }
+        async->have_unifier = 1;
+    }
+    /* One event serves every wait: a wait takes the event's state at the time
+     * it is queued, so recording it again afterwards does not change it. */
+    for (size_t i = 0; i <= block->recorded_count; i++) {
+        vb_stream user = i == 0 ? block->stream : block->recorded[i - 1];
+        status = dev->ops->event_record(dev, async->unifying_event, user);
+        if (status == VB_OK)
+            status = dev->ops->stream_wait_event(dev, async->unifying_stream, async->unifying_event);
+        if (status != VB_OK) return status;
+    }
+    *out = async->unifying_stream;
+    return VB_OK;
+}
+
+/* pool_free on the allocating stream, or on the unifying stream when the
+ * block was recorded on others. An unknown pointer changes nothing. */
+static vb_status async_free(void *state, vb_addr addr)
+{
+    async_state *async = state;
+    uint64_t value;
+    if (!vb_addr_map_get(&async->blocks, addr, &value))
+        return vb_error(VB_ERR_INVALID, "async: free of 0x%llx, which is not allocated", (unsigned long long)addr);
+    async_block *block = (async_block *)(uintptr_t)value;
+    vb_stream free_stream = block->stream;
+    vb_status status = block->recorded_count ? unify_streams(async, block, &free_stream) : VB_OK;
+    if (status != VB_OK) return status;
+    async->stats.driver_free_calls++;
+    status = async->device->ops->pool_free(async->device, async->pool, addr, free_stream);
+    if (status != VB_OK) return status;
+    vb_addr_map_remove(&async->blocks, addr, NULL);
+    vb_stats_remove_use(&async->stats, block->requested, pool_size(block->requested));
+    free(block->recorded);
+    free(block);
+    return VB_OK;
+}
+
+/* Remembers that the block is used on `stream` too (once per stream). */
+static vb_status async_record_stream(void *state, vb_addr addr, vb_stream stream)
+{
+    async_state *async = state;
+    uint64_t value;
+    if (!vb_addr_map_get(&async->blocks, addr, &value))
+        return vb_error(VB_ERR_INVALID, "async: record_stream of 0x%llx, which is not allocated",
+                        (unsigned long long)addr);
+    async_block *block = (async_block *)(uintptr_t)value;
+    if (stream == block->stream) return VB_OK;
+    for (size_t i = 0; i < block->recorded_count; i++)
+        if (block->recorded[i] == stream) return VB_OK;
+    if (block->recorded_count == block->recorded_capacity) {
+        size_t capacity = block->recorded_capacity ? block->recorded_capacity * 2 : 2;
+        vb_stream *recorded = realloc(block->recorded, capacity * sizeof *recorded);
+        if (!recorded) return vb_error(VB_ERR_OOM, "out of host memory");
+        block->recorded = recorded;
+        block->recorded_capacity = capacity;
+    }
+    block->recorded[block->recorded_count++] = stream;
+    return VB_OK;
+}
+
+/* Waits for every queued free, then releases every unused byte of the pool. */
+static vb_status async_empty_cache(void *state)
+{
+    async_state *async = state;
+    vb_device *dev = async->device;
+    uint64_t reserved_before = async->stats.reserved_bytes;
+    vb_status status = dev->ops->device_synchronize(dev);
+    if (status == VB_OK) status = refresh_reserved(async, NULL);
+    if (status != VB_OK) return status;
+    reserved_before = async->stats.reserved_bytes; /* the synchronize may already have released some */
+    status = dev->ops->pool_trim(dev, async->pool, 0);
+    if (status == VB_OK) status = refresh_reserved(async, NULL);
+    if (status != VB_OK) return status;
+    if (async->stats.reserved_bytes < reserved_before) async->stats.driver_free_calls++;
+    return VB_OK;
+}
+
+/* Cached = reserved - used of the pool; its free ranges are not visible. */
+static void async_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
+{
+    async_state *async = state;
+    uint64_t used = 0;
+    *free_cached_bytes = 0;
+    *largest_free_block = 0;
+    if (refresh_reserved(async, &used) != VB_OK || used > async->stats.reserved_bytes) return;
+    *free_cached_bytes = async->stats.reserved_bytes - used;
+    *largest_free_block = *free_cached_bytes;
+}
+
+const vb_allocator_ops vb_async_allocator = {
+    .name = "async",
+    .description = "CUDA stream-ordered pool (cudaMallocFromPoolAsync/cudaFreeAsync), empty_cache = trim",
+    .options = async_options,
+    .option_count = sizeof async_options / sizeof async_options[0],
+    .create = async_create,
+    .destroy = async_destroy,
+    .malloc = async_malloc,
+    .free = async_free,
+    .record_stream = async_record_stream,
+    .empty_cache = async_empty_cache,
+    .cached = async_cached,
+    .segments = NULL, /* the pool does not show its blocks */
+};
