@@ -7,11 +7,17 @@ extern const vb_allocator_ops vb_cuda_allocator;
 extern const vb_allocator_ops vb_caching_allocator;
 extern const vb_allocator_ops vb_async_allocator;
 extern const vb_allocator_ops vb_expandable_allocator;
+extern const vb_allocator_ops vb_bfc_allocator;
+extern const vb_allocator_ops vb_buddy_allocator;
+extern const vb_allocator_ops vb_binning_allocator;
 
 const vb_allocator_ops *const vb_allocator_registry[] = {
     &vb_cuda_allocator,
     &vb_caching_allocator,
     &vb_async_allocator,
     &vb_expandable_allocator,
+    &vb_bfc_allocator,
+    &vb_buddy_allocator,
+    &vb_binning_allocator,
     NULL,
 };

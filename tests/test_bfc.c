@@ -1,0 +1,455 @@
+/* vrambench — unit tests of `bfc` (TensorFlow/XLA best-fit with coalescing) on sim.
+ * Every expected number is worked out from BFC's rules in the comments:
+ * 256 B rounding, bins of 256 B << b, best fit by (size, address), split when
+ * the chunk is >= 2x the request or the leftover >= 128 MiB, regions of
+ * 2 MiB doubling, 0.9x back-off in 2 MiB pages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "../allocators/allocator.h"
+
+#define KiB ((uint64_t)1 << 10)
+#define MiB VB_MiB
+
+/* ------------------------------------------------------------------------ */
+/* Fixture                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fixture {
+    vb_device *dev;
+    vb_allocator *alloc;
+} fixture;
+
+/* Opens a sim of `capacity` (0 = 80 GiB) and a bfc with `config` (may be NULL). */
+static fixture *open_bfc(uint64_t capacity, const vb_config *config)
+{
+    static fixture f;
+    assert_int_equal(vb_sim_open(capacity, &f.dev), VB_OK);
+    assert_int_equal(vb_allocator_create("bfc", f.dev, config, &f.alloc), VB_OK);
+    return &f;
+}
+
+static void close_bfc(fixture *f)
+{
+    vb_allocator_destroy(f->alloc);
+    vb_device_close(f->dev);
+}
+
+static vb_addr must_malloc(fixture *f, uint64_t size)
+{
+    vb_addr addr = 0;
+    assert_int_equal(vb_malloc(f->alloc, size, NULL, &addr), VB_OK);
+    return addr;
+}
+
+static vb_alloc_stats stats_of(fixture *f)
+{
+    vb_alloc_stats stats;
+    vb_allocator_stats(f->alloc, &stats);
+    return stats;
+}
+
+/* The blocks segments() reports, in order. */
+typedef struct block_list {
+    vb_block_info blocks[64];
+    size_t count;
+} block_list;
+
+static void collect_block(void *context, const vb_block_info *block)
+{
+    block_list *list = context;
+    if (list->count < 64) list->blocks[list->count] = *block;
+    list->count++;
+}
+
+static block_list segments_of(fixture *f)
+{
+    block_list list = {.count = 0};
+    f->alloc->ops->segments(f->alloc->state, collect_block, &list);
+    return list;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Rounding and the split rule                                               */
+/* ------------------------------------------------------------------------ */
+
+/* 1 B and 257 B round to 256 B and 512 B (kMinAllocationSize multiples); the
+ * 2 MiB region is far over twice either, so both are split off exactly:
+ * allocated = 256 + 512 = 768 for requested 1 + 257 = 258. */
+static void test_bfc_rounds_requests_to_256_bytes(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    must_malloc(f, 1);
+    must_malloc(f, 257);
+    vb_alloc_stats stats = stats_of(f);
+    assert_int_equal(stats.requested_bytes, 258);
+    assert_int_equal(stats.allocated_bytes, 768);
+    close_bfc(f);
+}
+
+/* A 1 KiB chunk freed between used chunks, asked for 768 B: 1024 < 2 x 768
+ * and the leftover 256 B < 128 MiB, so the whole 1 KiB chunk is handed out
+ * and allocated grows by 1024, not 768. */
+static void test_bfc_hands_out_whole_chunk_under_twice_the_request(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr a = must_malloc(f, 1 * KiB);
+    must_malloc(f, 256); /* keeps A's chunk from merging with the rest */
+    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    uint64_t allocated_before = stats_of(f).allocated_bytes;
+    assert_int_equal(must_malloc(f, 768), a);
+    assert_int_equal(stats_of(f).allocated_bytes - allocated_before, 1 * KiB);
+    close_bfc(f);
+}
+
+/* 300 MiB needs a region of 2 MiB doubled to 512 MiB. 512 < 2 x 300, but the
+ * leftover 212 MiB >= 128 MiB, so the chunk is split: allocated 300 MiB. */
+static void test_bfc_splits_when_leftover_reaches_128_mib(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    must_malloc(f, 300 * MiB);
+    vb_alloc_stats stats = stats_of(f);
+    assert_int_equal(stats.reserved_bytes, 512 * MiB);
+    assert_int_equal(stats.allocated_bytes, 300 * MiB);
+    close_bfc(f);
+}
+
+/* 200 MiB needs a region doubled to 256 MiB: 256 < 2 x 200 and the leftover
+ * 56 MiB < 128 MiB, so no split: allocated is the whole 256 MiB. */
+static void test_bfc_keeps_small_leftover_in_the_chunk(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    must_malloc(f, 200 * MiB);
+    assert_int_equal(stats_of(f).allocated_bytes, 256 * MiB);
+    close_bfc(f);
+}
+
+/* With max_internal_fragmentation_mb=32 the same 200 MiB request splits
+ * (leftover 56 MiB >= 32 MiB): allocated 200 MiB. */
+static void test_bfc_fragmentation_cap_is_configurable(void **unused)
+{
+    (void)unused;
+    vb_config_entry entry = {"max_internal_fragmentation_mb", "32"};
+    vb_config config = {&entry, 1};
+    fixture *f = open_bfc(0, &config);
+    must_malloc(f, 200 * MiB);
+    assert_int_equal(stats_of(f).allocated_bytes, 200 * MiB);
+    close_bfc(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bins and best fit                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Layout of the first region: A 1024 | B 256 | C 768 | D 256 | rest free.
+ * Freeing A and C leaves free chunks of 1024 (bin 2: 1024..2047), 768
+ * (bin 1: 512..1023) and the rest (about 2 MiB, bin 12). */
+static void make_two_holes(fixture *f, vb_addr *a, vb_addr *c)
+{
+    *a = must_malloc(f, 1024);
+    must_malloc(f, 256);
+    *c = must_malloc(f, 768);
+    must_malloc(f, 256);
+    assert_int_equal(vb_free(f->alloc, *a), VB_OK);
+    assert_int_equal(vb_free(f->alloc, *c), VB_OK);
+}
+
+/* 600 B rounds to 768, whose bin (1) holds C's 768-byte chunk: an exact fit,
+ * taken before A's larger chunk although A has the lower address. */
+static void test_bfc_takes_the_fit_in_the_requests_own_bin(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr a, c;
+    make_two_holes(f, &a, &c);
+    assert_int_equal(must_malloc(f, 600), c);
+    close_bfc(f);
+}
+
+/* 1000 B rounds to 1024, bin 2. Bin 2 holds A's 1024-byte chunk; C's 768
+ * (bin 1) is too small and the remainder (bin 12) too big for a best fit. */
+static void test_bfc_best_fit_is_the_smallest_chunk_that_fits(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr a, c;
+    make_two_holes(f, &a, &c);
+    assert_int_equal(must_malloc(f, 1000), a);
+    close_bfc(f);
+}
+
+/* The last bin holds every chunk from 256 MiB up, still by size. Region 1
+ * (curr 2 MiB doubled to 1024 MiB): A 600 MiB | 424 MiB filled. Region 2
+ * (curr stays 1024 MiB): C 300 MiB | 724 MiB filled. With A and C free, both
+ * in bin 20, 290 MiB (rounded the same) best-fits C's 300 MiB although A's
+ * 600 MiB chunk has the lower address. */
+static void test_bfc_last_bin_is_ordered_by_size(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr a = must_malloc(f, 600 * MiB);
+    must_malloc(f, 424 * MiB);
+    vb_addr c = must_malloc(f, 300 * MiB);
+    must_malloc(f, 724 * MiB);
+    assert_int_equal(stats_of(f).reserved_bytes, 2048 * MiB);
+    assert_true(a < c);
+    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    assert_int_equal(vb_free(f->alloc, c), VB_OK);
+    assert_int_equal(must_malloc(f, 290 * MiB), c);
+    close_bfc(f);
+}
+
+/* Two free 1 KiB chunks of the same size: the lower address wins the tie. */
+static void test_bfc_ties_go_to_the_lower_address(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr first = must_malloc(f, 1024);
+    must_malloc(f, 256);
+    vb_addr second = must_malloc(f, 1024);
+    must_malloc(f, 256);
+    assert_int_equal(vb_free(f->alloc, second), VB_OK);
+    assert_int_equal(vb_free(f->alloc, first), VB_OK);
+    assert_int_equal(must_malloc(f, 1024), first);
+    close_bfc(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Coalescing                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* A, B, C of 1 KiB then the rest of the 2 MiB region. Freeing A and C, then
+ * B, merges everything back: one free chunk of the whole 2 MiB region. */
+static void test_bfc_free_merges_with_both_neighbours(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr a = must_malloc(f, 1024), b = must_malloc(f, 1024), c = must_malloc(f, 1024);
+    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    assert_int_equal(vb_free(f->alloc, c), VB_OK);
+    assert_int_equal(vb_free(f->alloc, b), VB_OK);
+    block_list list = segments_of(f);
+    assert_int_equal(list.count, 1);
+    assert_int_equal(list.blocks[0].block_size, 2 * MiB);
+    assert_int_equal(list.blocks[0].allocated, 0);
+    close_bfc(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Regions                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* 256 B: first region 2 MiB (curr becomes 4 MiB). 2 MiB: the first region
+ * has only 2 MiB - 256 free, so a 4 MiB region (curr 8). 4 MiB: no free
+ * chunk of 4 MiB (2 MiB free in the second region), so an 8 MiB region. */
+static void test_bfc_regions_double_from_2_mib(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    must_malloc(f, 256);
+    must_malloc(f, 2 * MiB);
+    must_malloc(f, 4 * MiB);
+    block_list list = segments_of(f);
+    uint64_t segment_sizes[3];
+    size_t segments = 0;
+    for (size_t i = 0; i < list.count && segments < 3; i++)
+        if (i == 0 || list.blocks[i].segment != list.blocks[i - 1].segment)
+            segment_sizes[segments++] = list.blocks[i].segment_size;
+    assert_int_equal(segments, 3);
+    assert_int_equal(segment_sizes[0], 2 * MiB);
+    assert_int_equal(segment_sizes[1], 4 * MiB);
+    assert_int_equal(segment_sizes[2], 8 * MiB);
+    assert_int_equal(stats_of(f).reserved_bytes, 14 * MiB);
+    close_bfc(f);
+}
+
+/* 5 MiB first: curr doubles 2 -> 4 -> 8 MiB to hold it (an 8 MiB region)
+ * and, having doubled for the request, is not doubled again. 8 MiB next:
+ * 3 MiB free is too little, curr 8 MiB holds it: another 8 MiB region.
+ * Reserved: 16 MiB. */
+static void test_bfc_region_doubles_until_it_holds_the_request(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    must_malloc(f, 5 * MiB);
+    assert_int_equal(stats_of(f).reserved_bytes, 8 * MiB);
+    must_malloc(f, 8 * MiB);
+    assert_int_equal(stats_of(f).reserved_bytes, 16 * MiB);
+    close_bfc(f);
+}
+
+/* A 1 GiB sim with 300 MiB taken by someone else (724 MiB free). 600 MiB
+ * doubles curr to 1024 MiB; the device refuses, and BFC backs off by 0.9x,
+ * each step rounded up to 2 MiB pages: 1024 -> 922 (921.6) -> 830 (829.8)
+ * -> 748 (747) -> 674 (673.2) MiB, which fits. Five driver calls. */
+static void test_bfc_backs_off_by_0_9_when_the_device_refuses(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(1 * VB_GiB, NULL);
+    vb_addr other;
+    assert_int_equal(f->dev->ops->mem_alloc(f->dev, 300 * MiB, &other), VB_OK);
+    must_malloc(f, 600 * MiB);
+    vb_alloc_stats stats = stats_of(f);
+    assert_int_equal(stats.reserved_bytes, 674 * MiB);
+    assert_int_equal(stats.driver_alloc_calls, 5);
+    close_bfc(f);
+}
+
+/* empty_cache frees the wholly free first region (2 MiB) and keeps the one
+ * with a used chunk (4 MiB), which real BFC would not free either. */
+static void test_bfc_empty_cache_frees_wholly_free_regions(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr small = must_malloc(f, 256);
+    must_malloc(f, 2 * MiB);
+    assert_int_equal(vb_free(f->alloc, small), VB_OK);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    vb_alloc_stats stats = stats_of(f);
+    assert_int_equal(stats.reserved_bytes, 4 * MiB);
+    assert_int_equal(stats.driver_free_calls, 1);
+    close_bfc(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fragmentation                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* The 2 MiB region filled exactly: A 256 KiB | B 256 KiB | C 512 KiB |
+ * D 1024 KiB (each split off the rest, D takes the last 1024 KiB whole).
+ * Freeing A and C: free = 256 + 512 = 768 KiB, largest = 512 KiB, and BFC's
+ * fragmentation (free - largest) / free = 256 / 768 = 1/3. */
+static void test_bfc_fragmentation_of_a_known_layout(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr a = must_malloc(f, 256 * KiB);
+    must_malloc(f, 256 * KiB);
+    vb_addr c = must_malloc(f, 512 * KiB);
+    must_malloc(f, 1024 * KiB);
+    assert_int_equal(stats_of(f).reserved_bytes, 2 * MiB);
+    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    assert_int_equal(vb_free(f->alloc, c), VB_OK);
+    vb_alloc_stats stats = stats_of(f);
+    assert_int_equal(stats.free_cached_bytes, 768 * KiB);
+    assert_int_equal(stats.largest_free_block, 512 * KiB);
+    assert_true(vb_external_fragmentation(&stats) == (double)(256 * KiB) / (double)(768 * KiB));
+    close_bfc(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Streams, errors, out of memory                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A chunk recorded on a busy stream and freed is not handed out again (the
+ * next 1 KiB comes from elsewhere) until that stream's work completes; then
+ * the same request gets it back (lowest address, best fit). */
+static void test_bfc_record_stream_holds_the_chunk_until_the_work_completes(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_stream stream;
+    assert_int_equal(f->dev->ops->stream_create(f->dev, &stream), VB_OK);
+    vb_addr a = must_malloc(f, 1024);
+    must_malloc(f, 256);
+    assert_int_equal(vb_record_stream(f->alloc, a, stream), VB_OK);
+    assert_int_equal(f->dev->ops->enqueue_busy(f->dev, stream, 1000), VB_OK);
+    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    vb_addr while_busy = must_malloc(f, 1024);
+    assert_int_not_equal(while_busy, a);
+    vb_sim_complete_stream(f->dev, stream);
+    assert_int_equal(must_malloc(f, 1024), a);
+    close_bfc(f);
+}
+
+/* Freeing twice, or a pointer never handed out, is VB_ERR_INVALID. */
+static void test_bfc_rejects_double_and_unknown_free(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr a = must_malloc(f, 1024);
+    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    assert_int_equal(vb_free(f->alloc, a), VB_ERR_INVALID);
+    assert_int_equal(vb_free(f->alloc, a + 256), VB_ERR_INVALID);
+    close_bfc(f);
+}
+
+/* A size near UINT64_MAX overflows the rounding: out of memory, counted. */
+static void test_bfc_absurd_size_is_out_of_memory(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(0, NULL);
+    vb_addr addr;
+    assert_int_equal(vb_malloc(f->alloc, UINT64_MAX - 10, NULL, &addr), VB_ERR_OOM);
+    assert_int_equal(stats_of(f).ooms, 1);
+    close_bfc(f);
+}
+
+/* On a 64 MiB sim: 2 MiB takes a 2 MiB region (curr 4 MiB); 60 MiB doubles
+ * curr to 64 MiB, capped by the memory limit to the 62 MiB left, which the
+ * device gives. Both freed, 64 MiB fits no chunk (2 and 62 MiB) and the limit
+ * leaves no room to grow: garbage collection frees both wholly free regions
+ * (one retry) and a 64 MiB region (curr, not doubled again) serves. */
+static void test_bfc_out_of_memory_frees_free_regions_and_retries(void **unused)
+{
+    (void)unused;
+    fixture *f = open_bfc(64 * MiB, NULL);
+    vb_addr small = must_malloc(f, 2 * MiB);
+    vb_addr big = must_malloc(f, 60 * MiB);
+    assert_int_equal(stats_of(f).reserved_bytes, 64 * MiB);
+    assert_int_equal(vb_free(f->alloc, small), VB_OK);
+    assert_int_equal(vb_free(f->alloc, big), VB_OK);
+    must_malloc(f, 64 * MiB);
+    vb_alloc_stats stats = stats_of(f);
+    assert_int_equal(stats.alloc_retries, 1);
+    assert_int_equal(stats.reserved_bytes, 64 * MiB);
+    close_bfc(f);
+}
+
+/* An unknown option is refused with VB_ERR_INVALID. */
+static void test_bfc_rejects_unknown_option(void **unused)
+{
+    (void)unused;
+    vb_device *dev;
+    vb_allocator *alloc;
+    vb_config_entry entry = {"allow_growth", "0"};
+    vb_config config = {&entry, 1};
+    assert_int_equal(vb_sim_open(0, &dev), VB_OK);
+    assert_int_equal(vb_allocator_create("bfc", dev, &config, &alloc), VB_ERR_INVALID);
+    vb_device_close(dev);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bfc_rounds_requests_to_256_bytes),
+        cmocka_unit_test(test_bfc_hands_out_whole_chunk_under_twice_the_request),
+        cmocka_unit_test(test_bfc_splits_when_leftover_reaches_128_mib),
+        cmocka_unit_test(test_bfc_keeps_small_leftover_in_the_chunk),
+        cmocka_unit_test(test_bfc_fragmentation_cap_is_configurable),
+        cmocka_unit_test(test_bfc_takes_the_fit_in_the_requests_own_bin),
+        cmocka_unit_test(test_bfc_best_fit_is_the_smallest_chunk_that_fits),
+        cmocka_unit_test(test_bfc_last_bin_is_ordered_by_size),
+        cmocka_unit_test(test_bfc_ties_go_to_the_lower_address),
+        cmocka_unit_test(test_bfc_free_merges_with_both_neighbours),
+        cmocka_unit_test(test_bfc_regions_double_from_2_mib),
+        cmocka_unit_test(test_bfc_region_doubles_until_it_holds_the_request),
+        cmocka_unit_test(test_bfc_backs_off_by_0_9_when_the_device_refuses),
+        cmocka_unit_test(test_bfc_empty_cache_frees_wholly_free_regions),
+        cmocka_unit_test(test_bfc_fragmentation_of_a_known_layout),
+        cmocka_unit_test(test_bfc_record_stream_holds_the_chunk_until_the_work_completes),
+        cmocka_unit_test(test_bfc_rejects_double_and_unknown_free),
+        cmocka_unit_test(test_bfc_absurd_size_is_out_of_memory),
+        cmocka_unit_test(test_bfc_out_of_memory_frees_free_regions_and_retries),
+        cmocka_unit_test(test_bfc_rejects_unknown_option),
+    };
+    return cmocka_run_group_tests_name("bfc", tests, NULL, NULL);
+}
