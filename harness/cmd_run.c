@@ -109,7 +109,8 @@ static int parse_args(int argc, char **argv, run_args *args)
             args->configs[args->config_count++] = value;
         } else if (strcmp(option, "--repetitions") == 0) {
             if (parse_whole(value, 1, 1000, &number) != 0)
-                return vb_cli_error(VB_EXIT_USAGE, "run: bad --repetitions '%s' (a whole number from 1 to 1000)", value);
+                return vb_cli_error(VB_EXIT_USAGE, "run: bad --repetitions '%s' (a whole number from 1 to 1000)",
+                                    value);
             args->options.repetitions = (unsigned)number;
         } else if (strcmp(option, "--max-iterations") == 0) {
             if (parse_whole(value, 1, 1000000000, &args->options.max_iterations) != 0)
@@ -175,6 +176,40 @@ static int apply_configs(const run_args *args, vb_allocator_spec *specs, size_t 
     return VB_EXIT_OK;
 }
 
+/* Everything the command holds, released in one place. */
+typedef struct run_state {
+    vb_name_list scenarios;
+    vb_allocator_spec *specs;
+    size_t spec_count;
+    vb_device *device;
+    vb_case_result *results;
+    size_t result_count;
+    json_t *document;
+} run_state;
+
+/* Drops specs whose label repeats an earlier one (--config can make two
+ * specs equal) and repeated scenario names, so no name appears twice. */
+static void drop_repeats(run_state *state)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < state->spec_count; i++) {
+        int repeat = 0;
+        for (size_t j = 0; j < kept && !repeat; j++)
+            repeat = strcmp(state->specs[j].label, state->specs[i].label) == 0;
+        if (repeat) vb_allocator_spec_free(&state->specs[i]);
+        else state->specs[kept++] = state->specs[i];
+    }
+    state->spec_count = kept;
+    kept = 0;
+    for (size_t i = 0; i < state->scenarios.count; i++) {
+        int repeat = 0;
+        for (size_t j = 0; j < kept && !repeat; j++)
+            repeat = strcmp(state->scenarios.names[j], state->scenarios.names[i]) == 0;
+        if (!repeat) state->scenarios.names[kept++] = state->scenarios.names[i];
+    }
+    state->scenarios.count = kept;
+}
+
 /* Creates each spec's allocator once, so unknown keys and bad values are
  * reported before anything runs. */
 static int check_specs(vb_device *dev, const vb_allocator_spec *specs, size_t spec_count)
@@ -192,17 +227,6 @@ static int check_specs(vb_device *dev, const vb_allocator_spec *specs, size_t sp
 /* ======================================================================== */
 /* The command                                                              */
 /* ======================================================================== */
-
-/* Everything the command holds, released in one place. */
-typedef struct run_state {
-    vb_name_list scenarios;
-    vb_allocator_spec *specs;
-    size_t spec_count;
-    vb_device *device;
-    vb_case_result *results;
-    size_t result_count;
-    json_t *document;
-} run_state;
 
 static void run_state_free(run_state *state)
 {
@@ -228,7 +252,8 @@ static int run_cases(const run_args *args, run_state *state)
             vb_case_result *result = &state->results[state->result_count];
             vb_status status = vb_runner_run_case(state->device, &c, &args->options, result);
             if (status != VB_OK)
-                return vb_cli_error(VB_EXIT_FAILURE, "%s (no result file written)", vb_last_error());
+                return vb_cli_error(VB_EXIT_FAILURE, "%s%s", vb_last_error(),
+                                    args->out ? " (no result file written)" : "");
             state->result_count++;
             status = vb_report_add_case(json_object_get(state->document, "benchmarks"), result, s, a);
             if (status != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "%s", vb_last_error());
@@ -247,10 +272,6 @@ int vb_cmd_run(int argc, char **argv)
     run_state state = {0};
     exit_status = vb_cli_names(args.scenarios, "scenario", scenario_names(), &state.scenarios);
     if (exit_status != VB_EXIT_OK) return exit_status;
-    if (args.param && state.scenarios.count != 1) {
-        run_state_free(&state);
-        return vb_cli_error(VB_EXIT_USAGE, "run: --param applies to one scenario; name exactly one with --scenario");
-    }
     vb_status status = vb_allocator_spec_list_parse(args.allocators, &state.specs, &state.spec_count);
     if (status != VB_OK) {
         exit_status = vb_cli_status_error(status);
@@ -258,6 +279,12 @@ int vb_cmd_run(int argc, char **argv)
     }
     exit_status = apply_configs(&args, state.specs, state.spec_count);
     if (exit_status != VB_EXIT_OK) goto done;
+    drop_repeats(&state);
+    if (args.param && state.scenarios.count != 1) {
+        exit_status =
+            vb_cli_error(VB_EXIT_USAGE, "run: --param applies to one scenario; name exactly one with --scenario");
+        goto done;
+    }
     if (args.sim_capacity && strcmp(args.device, "cuda") == 0) {
         exit_status = vb_cli_error(VB_EXIT_USAGE, "run: --sim-capacity applies to the simulated device, not cuda");
         goto done;
