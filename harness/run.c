@@ -24,7 +24,7 @@ struct vb_run {
     vb_block_info *scratch_blocks;     /* the snapshot being taken */
     size_t scratch_count, scratch_capacity;
     int scratch_failed;
-    uint64_t capture_ns;
+    uint64_t overhead_ns;             /* step samples and snapshots */
 };
 
 const vb_scenario *vb_scenario_find(const char *name)
@@ -115,9 +115,9 @@ int vb_run_segments_supported(const vb_run *run)
     return run->allocator->ops->segments != NULL;
 }
 
-uint64_t vb_run_capture_ns(const vb_run *run)
+uint64_t vb_run_overhead_ns(const vb_run *run)
 {
-    return run->capture_ns;
+    return run->overhead_ns;
 }
 
 /* Segment visitor: appends one block to the scratch snapshot. */
@@ -158,7 +158,7 @@ static vb_status capture_segments(vb_run *run)
         run->scratch_blocks = swap_blocks;
         run->scratch_capacity = swap_capacity;
     }
-    run->capture_ns += vb_now_ns() - start;
+    run->overhead_ns += vb_now_ns() - start;
     return status;
 }
 
@@ -194,6 +194,7 @@ vb_status vb_run_empty_cache(vb_run *run)
 vb_status vb_run_step(vb_run *run, const char *name)
 {
     if (!run->sampling) return VB_OK;
+    uint64_t start = vb_now_ns();
     if (run->timeline_count == run->timeline_capacity) {
         size_t capacity = run->timeline_capacity ? run->timeline_capacity * 2 : 32;
         vb_timeline_sample *timeline = realloc(run->timeline, capacity * sizeof *timeline);
@@ -209,6 +210,7 @@ vb_status vb_run_step(vb_run *run, const char *name)
     sample->allocated = stats.allocated_bytes;
     sample->reserved = stats.reserved_bytes;
     sample->driver_used = vb_device_used_bytes(run->device);
+    run->overhead_ns += vb_now_ns() - start;
     return VB_OK;
 }
 

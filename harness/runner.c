@@ -272,14 +272,14 @@ typedef struct repetition_state {
 
 /* Times one run of the scenario: real time between two device
  * synchronizations, process CPU time, and GPU time between events on the
- * run's stream. Snapshot time (segment capture) is left out of the host
- * times: it is the runner's cost, not the allocator's. */
+ * run's stream. The run's own measuring (step samples, segment snapshots) is
+ * left out of the host times: it is the harness's cost, not the allocator's. */
 static vb_status time_iteration(vb_device *dev, const vb_scenario *scenario, repetition_state *rep)
 {
     vb_stream stream = vb_run_stream(rep->run);
     vb_status status = dev->ops->device_synchronize(dev);
     if (status != VB_OK) return status;
-    uint64_t capture_before = vb_run_capture_ns(rep->run);
+    uint64_t overhead_before = vb_run_overhead_ns(rep->run);
     uint64_t cpu_start = vb_cpu_ns(), real_start = vb_now_ns();
     status = dev->ops->event_record(dev, rep->start, stream);
     if (status == VB_OK) status = scenario->run(rep->run);
@@ -289,8 +289,9 @@ static vb_status time_iteration(vb_device *dev, const vb_scenario *scenario, rep
     if (status == VB_OK) status = end_status;
     if (status == VB_OK) status = sync_status;
     if (status != VB_OK) return status;
-    double capture_ns = (double)(vb_run_capture_ns(rep->run) - capture_before);
-    double real_ns = (double)(real_end - real_start) - capture_ns, cpu_ns = (double)(cpu_end - cpu_start) - capture_ns;
+    double overhead_ns = (double)(vb_run_overhead_ns(rep->run) - overhead_before);
+    double real_ns = (double)(real_end - real_start) - overhead_ns;
+    double cpu_ns = (double)(cpu_end - cpu_start) - overhead_ns;
     double gpu_ms = 0.0;
     status = dev->ops->event_elapsed_ms(dev, rep->start, rep->end, &gpu_ms);
     if (status != VB_OK) return status;

@@ -10,7 +10,8 @@
  * like. Each iteration is timed on the host monotonic clock between two
  * device synchronizations (real time), with the process CPU clock (cpu time)
  * and with device events on the run's stream (GPU time; on sim the logical
- * clock). Memory counters come from the allocator's stats at the end of the
+ * clock); the run's own measuring (step samples, segment snapshots) is left
+ * out of the host times. Memory counters come from the allocator's stats at the end of the
  * repetition: peaks over the whole repetition, call counts summed over it.
  */
 #ifndef VB_RUNNER_H

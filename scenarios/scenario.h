@@ -68,16 +68,16 @@ vb_samples *vb_run_free_ns(vb_run *run);
 
 /* Segment capture (off by default): while on, each vb_run_malloc that raises
  * the allocator's reserved peak snapshots the allocator's segments(), so the
- * last snapshot is the segment map at the moment reserved memory peaked. The
- * snapshot's host time is added up separately so timings can leave it out. */
+ * last snapshot is the segment map at the moment reserved memory peaked. */
 void vb_run_set_segment_capture(vb_run *run, int enabled);
 /* The blocks of the last snapshot in address order (NULL and 0 when none was
  * taken or the allocator cannot list its segments). */
 const vb_block_info *vb_run_segments_at_peak(const vb_run *run, size_t *count);
 /* 1 when the allocator can list its segments (ops->segments is set). */
 int vb_run_segments_supported(const vb_run *run);
-/* Host nanoseconds spent taking snapshots since the run was created. */
-uint64_t vb_run_capture_ns(const vb_run *run);
+/* Host nanoseconds the run spent measuring (step samples and segment
+ * snapshots) since it was created, so timings can leave them out. */
+uint64_t vb_run_overhead_ns(const vb_run *run);
 
 /* ---- for scenarios ---- */
 
