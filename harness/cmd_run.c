@@ -323,6 +323,7 @@ int vb_cmd_run(int argc, char **argv)
     exit_status = run_cases(&args, &state);
     if (exit_status != VB_EXIT_OK) goto done;
     vb_report_print_summary(stdout, &info, state.results, state.result_count);
+    fflush(stdout); /* the table before any later stderr line */
     if (args.out) {
         status = vb_report_write(state.document, out_path);
         if (status != VB_OK) {
