@@ -73,7 +73,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps test test-gpu clean
+.PHONY: all deps test test-gpu bench clean
 all: $(BUILD)/vrambench
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
@@ -110,10 +110,32 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvramben
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN)
 	@tools/run-tests.sh $(TEST_BIN)
+	@$(PYTHON) tests/test_compare_py.py $(BUILD)/vrambench
 
 test-gpu: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance
 	VB_TEST_DEVICE=cuda $(BUILD)/tests/test_conformance
+
+# ---- bench: every scenario x every allocator, plus the variants below ----
+# Variants run besides every registered allocator; one whose allocator is not
+# built in is skipped with a note. Edit here or override on the command line:
+#   make bench BENCH_VARIANTS='caching[max_split_size_mb=512]' BENCH_REPETITIONS=5
+BENCH_VARIANTS ?= caching[max_split_size_mb=256] caching[roundup_power2_divisions=4]
+BENCH_REPETITIONS ?= 3
+BENCH_MIN_TIME ?= 0.05
+BENCH_DEVICE ?= auto
+BENCH_OUT ?= results/{device}-{date}.json
+
+bench: all
+	@mkdir -p $(dir $(BENCH_OUT))
+	@set -f; allocators=all; \
+	for variant in $(BENCH_VARIANTS); do \
+	    base=$${variant%%\[*}; \
+	    if $(BUILD)/vrambench list allocators | grep -q "^$$base "; then allocators="$$allocators,$$variant"; \
+	    else echo "bench: skipping $$variant ($$base is not built in)" >&2; fi; \
+	done; \
+	$(BUILD)/vrambench run --scenario all --allocator "$$allocators" --device $(BENCH_DEVICE) \
+	    --repetitions $(BENCH_REPETITIONS) --min-time $(BENCH_MIN_TIME) --out '$(BENCH_OUT)'
 
 clean:
 	rm -rf build

@@ -39,5 +39,6 @@ const char *const *vb_cli_allocator_names(void);
 
 int vb_cmd_list(int argc, char **argv);
 int vb_cmd_microbench(int argc, char **argv);
+int vb_cmd_run(int argc, char **argv);
 
 #endif

@@ -12,6 +12,10 @@ typedef struct command {
 
 static const command commands[] = {
     {"list", vb_cmd_list, "list allocators|scenarios      what can be run"},
+    {"run", vb_cmd_run,
+     "run [--scenario S[,S]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n"
+     "    [--repetitions N] [--min-time SECONDS] [--config ALLOC.KEY=VALUE]... [--out FILE.json]\n"
+     "                                  scenarios x allocators, Google Benchmark JSON (run --help)"},
     {"microbench", vb_cmd_microbench,
      "microbench [--allocator A[,B]|all] [--device auto|cuda|sim]\n"
      "                                  malloc+free pair latency in cache-hit steady state"},

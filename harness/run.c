@@ -18,6 +18,13 @@ struct vb_run {
     vb_run_counter *counters;
     size_t counter_count, counter_capacity;
     vb_samples malloc_ns, free_ns;
+    int capture_segments;
+    vb_block_info *peak_blocks;        /* the last segment snapshot */
+    size_t peak_block_count, peak_block_capacity;
+    vb_block_info *scratch_blocks;     /* the snapshot being taken */
+    size_t scratch_count, scratch_capacity;
+    int scratch_failed;
+    uint64_t overhead_ns;             /* step samples and snapshots */
 };
 
 const vb_scenario *vb_scenario_find(const char *name)
@@ -51,6 +58,8 @@ void vb_run_destroy(vb_run *run)
     run->device->ops->stream_destroy(run->device, run->stream);
     free(run->timeline);
     free(run->counters);
+    free(run->peak_blocks);
+    free(run->scratch_blocks);
     vb_samples_free(&run->malloc_ns);
     vb_samples_free(&run->free_ns);
     free(run);
@@ -62,6 +71,7 @@ void vb_run_reset(vb_run *run)
     run->counter_count = 0;
     vb_samples_reset(&run->malloc_ns);
     vb_samples_reset(&run->free_ns);
+    run->peak_block_count = 0;
 }
 
 void vb_run_set_sampling(vb_run *run, int enabled)
@@ -89,12 +99,81 @@ vb_stream vb_run_stream(vb_run *run) { return run->stream; }
 int vb_run_is_sim(vb_run *run) { return vb_device_is_sim(run->device); }
 const char *vb_run_parameter(vb_run *run) { return run->parameter; }
 
+void vb_run_set_segment_capture(vb_run *run, int enabled)
+{
+    run->capture_segments = enabled;
+}
+
+const vb_block_info *vb_run_segments_at_peak(const vb_run *run, size_t *count)
+{
+    *count = run->peak_block_count;
+    return run->peak_block_count ? run->peak_blocks : NULL;
+}
+
+int vb_run_segments_supported(const vb_run *run)
+{
+    return run->allocator->ops->segments != NULL;
+}
+
+uint64_t vb_run_overhead_ns(const vb_run *run)
+{
+    return run->overhead_ns;
+}
+
+/* Segment visitor: appends one block to the scratch snapshot. */
+static void collect_block(void *context, const vb_block_info *block)
+{
+    vb_run *run = context;
+    if (run->scratch_failed) return;
+    if (run->scratch_count == run->scratch_capacity) {
+        size_t capacity = run->scratch_capacity ? run->scratch_capacity * 2 : 64;
+        vb_block_info *blocks = realloc(run->scratch_blocks, capacity * sizeof *blocks);
+        if (!blocks) {
+            run->scratch_failed = 1;
+            return;
+        }
+        run->scratch_blocks = blocks;
+        run->scratch_capacity = capacity;
+    }
+    run->scratch_blocks[run->scratch_count++] = *block;
+}
+
+/* Snapshots the allocator's segments as the new "at peak" map. The walk goes
+ * into scratch first, so a host OOM midway keeps the previous whole map. */
+static vb_status capture_segments(vb_run *run)
+{
+    uint64_t start = vb_now_ns();
+    run->scratch_count = 0;
+    run->scratch_failed = 0;
+    run->allocator->ops->segments(run->allocator->state, collect_block, run);
+    vb_status status = VB_OK;
+    if (run->scratch_failed) {
+        status = vb_error(VB_ERR_OOM, "out of host memory");
+    } else {
+        vb_block_info *swap_blocks = run->peak_blocks;
+        size_t swap_capacity = run->peak_block_capacity;
+        run->peak_blocks = run->scratch_blocks;
+        run->peak_block_capacity = run->scratch_capacity;
+        run->peak_block_count = run->scratch_count;
+        run->scratch_blocks = swap_blocks;
+        run->scratch_capacity = swap_capacity;
+    }
+    run->overhead_ns += vb_now_ns() - start;
+    return status;
+}
+
 vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out)
 {
+    uint64_t seen_peak = run->allocator->seen_reserved_peak;
     uint64_t start = vb_now_ns();
     vb_status status = vb_malloc(run->allocator, size, stream, out);
     if (vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) != 0)
         return vb_error(VB_ERR_OOM, "out of host memory");
+    /* vb_malloc raises seen_reserved_peak exactly when this call raised the
+     * reserved peak: the cheap test that keeps the walk off the hot path. */
+    if (status == VB_OK && run->capture_segments && run->allocator->ops->segments &&
+        run->allocator->seen_reserved_peak > seen_peak)
+        return capture_segments(run);
     return status;
 }
 
@@ -115,6 +194,7 @@ vb_status vb_run_empty_cache(vb_run *run)
 vb_status vb_run_step(vb_run *run, const char *name)
 {
     if (!run->sampling) return VB_OK;
+    uint64_t start = vb_now_ns();
     if (run->timeline_count == run->timeline_capacity) {
         size_t capacity = run->timeline_capacity ? run->timeline_capacity * 2 : 32;
         vb_timeline_sample *timeline = realloc(run->timeline, capacity * sizeof *timeline);
@@ -130,6 +210,7 @@ vb_status vb_run_step(vb_run *run, const char *name)
     sample->allocated = stats.allocated_bytes;
     sample->reserved = stats.reserved_bytes;
     sample->driver_used = vb_device_used_bytes(run->device);
+    run->overhead_ns += vb_now_ns() - start;
     return VB_OK;
 }
 

@@ -7,11 +7,13 @@ extern const vb_scenario vb_release_specific_scenario;
 extern const vb_scenario vb_reuse_after_del_scenario;
 extern const vb_scenario vb_leak_loop_scenario;
 extern const vb_scenario vb_capped_training_scenario;
+extern const vb_scenario vb_random_mix_scenario;
 
 const vb_scenario *const vb_scenario_registry[] = {
     &vb_release_specific_scenario,
     &vb_reuse_after_del_scenario,
     &vb_leak_loop_scenario,
     &vb_capped_training_scenario,
+    &vb_random_mix_scenario,
     NULL,
 };

@@ -54,7 +54,7 @@ typedef struct vb_run_counter {
 vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *parameter, vb_run **out);
 void vb_run_destroy(vb_run *run);
 
-/* Forgets the timeline, counters and latencies (between iterations). */
+/* Forgets the timeline, counters, latencies and segment snapshot. */
 void vb_run_reset(vb_run *run);
 
 /* Turns timeline sampling on or off (on by default). */
@@ -65,6 +65,19 @@ const vb_run_counter *vb_run_counters(const vb_run *run, size_t *count);
 /* Per-call latencies in ns of every vb_run_malloc / vb_run_free so far. */
 vb_samples *vb_run_malloc_ns(vb_run *run);
 vb_samples *vb_run_free_ns(vb_run *run);
+
+/* Segment capture (off by default): while on, each vb_run_malloc that raises
+ * the allocator's reserved peak snapshots the allocator's segments(), so the
+ * last snapshot is the segment map at the moment reserved memory peaked. */
+void vb_run_set_segment_capture(vb_run *run, int enabled);
+/* The blocks of the last snapshot in address order (NULL and 0 when none was
+ * taken or the allocator cannot list its segments). */
+const vb_block_info *vb_run_segments_at_peak(const vb_run *run, size_t *count);
+/* 1 when the allocator can list its segments (ops->segments is set). */
+int vb_run_segments_supported(const vb_run *run);
+/* Host nanoseconds the run spent measuring (step samples and segment
+ * snapshots) since it was created, so timings can leave them out. */
+uint64_t vb_run_overhead_ns(const vb_run *run);
 
 /* ---- for scenarios ---- */
 

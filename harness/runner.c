@@ -1,0 +1,514 @@
+/* vrambench — the runner (see runner.h for the timing rules). */
+#include "runner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "measure.h"
+
+/* ======================================================================== */
+/* Allocator specs                                                          */
+/* ======================================================================== */
+
+/* Lists the registered allocator names into `out`, comma-separated. */
+static void allocator_names(char *out, size_t capacity)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; vb_allocator_registry[i] && used < capacity; i++)
+        used += (size_t)snprintf(out + used, capacity - used, "%s%s", i ? ", " : "",
+                                 vb_allocator_registry[i]->name);
+}
+
+/* Keeps a copy of `text` owned by the spec; NULL when out of room or memory. */
+static const char *spec_own(vb_allocator_spec *spec, const char *text)
+{
+    if (spec->string_count == sizeof spec->strings / sizeof spec->strings[0]) return NULL;
+    char *copy = strdup(text);
+    if (copy) spec->strings[spec->string_count++] = copy;
+    return copy;
+}
+
+/* Rebuilds "name" or "name[k=v,...]" from the entries. */
+static vb_status spec_relabel(vb_allocator_spec *spec)
+{
+    size_t used = (size_t)snprintf(spec->label, sizeof spec->label, "%s", spec->name);
+    for (size_t i = 0; i < spec->entry_count && used < sizeof spec->label; i++)
+        used += (size_t)snprintf(spec->label + used, sizeof spec->label - used, "%c%s=%s", i ? ',' : '[',
+                                 spec->entries[i].key, spec->entries[i].value);
+    if (spec->entry_count && used < sizeof spec->label)
+        used += (size_t)snprintf(spec->label + used, sizeof spec->label - used, "]");
+    if (used >= sizeof spec->label)
+        return vb_error(VB_ERR_INVALID, "allocator spec for '%s' is too long", spec->name);
+    return VB_OK;
+}
+
+vb_status vb_allocator_spec_set(vb_allocator_spec *spec, const char *key, const char *value)
+{
+    if (key[0] == '\0') return vb_error(VB_ERR_INVALID, "%s: empty config key", spec->name);
+    size_t index = spec->entry_count;
+    for (size_t i = 0; i < spec->entry_count; i++)
+        if (strcmp(spec->entries[i].key, key) == 0) index = i;
+    if (index == VB_SPEC_MAX_ENTRIES)
+        return vb_error(VB_ERR_INVALID, "%s: more than %d config options", spec->name, VB_SPEC_MAX_ENTRIES);
+    const char *owned_value = spec_own(spec, value);
+    const char *owned_key = index < spec->entry_count ? spec->entries[index].key : spec_own(spec, key);
+    if (!owned_value || !owned_key)
+        return vb_error(VB_ERR_INVALID, "%s: too many config options", spec->name);
+    spec->entries[index] = (vb_config_entry){owned_key, owned_value};
+    if (index == spec->entry_count) spec->entry_count++;
+    return spec_relabel(spec);
+}
+
+/* Parses the inside of "[...]" (already cut out, modifiable) into `spec`. */
+static vb_status spec_parse_options(vb_allocator_spec *spec, char *inside, const char *text)
+{
+    if (inside[0] == '\0') return vb_error(VB_ERR_INVALID, "allocator spec '%s' has empty brackets", text);
+    for (char *save = NULL, *item = strtok_r(inside, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        vb_config_entry entry;
+        if (vb_config_entry_parse(item, &entry) != VB_OK)
+            return vb_error(VB_ERR_INVALID, "allocator spec '%s': '%s' is not KEY=VALUE", text, item);
+        vb_status status = vb_allocator_spec_set(spec, entry.key, entry.value);
+        if (status != VB_OK) return status;
+    }
+    return VB_OK;
+}
+
+vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t name_length = strcspn(text, "[");
+    if (name_length == 0) return vb_error(VB_ERR_INVALID, "allocator spec '%s' has no allocator name", text);
+    if (name_length >= sizeof out->name)
+        return vb_error(VB_ERR_INVALID, "allocator name in '%s' is too long", text);
+    memcpy(out->name, text, name_length);
+    if (!vb_allocator_find(out->name)) {
+        char names[512];
+        allocator_names(names, sizeof names);
+        return vb_error(VB_ERR_INVALID, "unknown allocator '%s' (known: %s, or all)", out->name, names);
+    }
+    vb_status status = spec_relabel(out);
+    if (status != VB_OK || text[name_length] == '\0') return status;
+    size_t length = strlen(text);
+    if (text[length - 1] != ']' || strchr(text + name_length + 1, '[') ||
+        strchr(text + name_length + 1, ']') != text + length - 1)
+        return vb_error(VB_ERR_INVALID, "allocator spec '%s' is not NAME[KEY=VALUE,...]", text);
+    char *inside = strndup(text + name_length + 1, length - name_length - 2);
+    if (!inside) return vb_error(VB_ERR_OOM, "out of host memory");
+    status = spec_parse_options(out, inside, text);
+    free(inside);
+    if (status != VB_OK) vb_allocator_spec_free(out);
+    return status;
+}
+
+vb_config vb_allocator_spec_config(const vb_allocator_spec *spec)
+{
+    return (vb_config){spec->entries, spec->entry_count};
+}
+
+void vb_allocator_spec_free(vb_allocator_spec *spec)
+{
+    for (size_t i = 0; i < spec->string_count; i++) free(spec->strings[i]);
+    spec->string_count = 0;
+    spec->entry_count = 0;
+}
+
+void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count)
+{
+    for (size_t i = 0; specs && i < count; i++) vb_allocator_spec_free(&specs[i]);
+    free(specs);
+}
+
+/* Appends a parsed spec unless one with the same label is there already. */
+static vb_status spec_list_add(vb_allocator_spec **specs, size_t *count, size_t *capacity, const char *text)
+{
+    vb_allocator_spec spec;
+    vb_status status = vb_allocator_spec_parse(text, &spec);
+    if (status != VB_OK) return status;
+    for (size_t i = 0; i < *count; i++)
+        if (strcmp((*specs)[i].label, spec.label) == 0) {
+            vb_allocator_spec_free(&spec);
+            return VB_OK;
+        }
+    if (*count == *capacity) {
+        size_t grown = *capacity ? *capacity * 2 : 16;
+        vb_allocator_spec *more = realloc(*specs, grown * sizeof *more);
+        if (!more) {
+            vb_allocator_spec_free(&spec);
+            return vb_error(VB_ERR_OOM, "out of host memory");
+        }
+        *specs = more;
+        *capacity = grown;
+    }
+    (*specs)[(*count)++] = spec;
+    return VB_OK;
+}
+
+/* Adds one item of a list: "all" or a spec. */
+static vb_status spec_list_item(vb_allocator_spec **specs, size_t *count, size_t *capacity, const char *item,
+                                const char *text)
+{
+    if (item[0] == '\0') return vb_error(VB_ERR_INVALID, "empty allocator name in '%s'", text);
+    if (strcmp(item, "all") != 0) return spec_list_add(specs, count, capacity, item);
+    for (size_t i = 0; vb_allocator_registry[i]; i++) {
+        vb_status status = spec_list_add(specs, count, capacity, vb_allocator_registry[i]->name);
+        if (status != VB_OK) return status;
+    }
+    return VB_OK;
+}
+
+vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out, size_t *count)
+{
+    vb_allocator_spec *specs = NULL;
+    size_t spec_count = 0, capacity = 0;
+    char *copy = strdup(text);
+    if (!copy) return vb_error(VB_ERR_OOM, "out of host memory");
+    vb_status status = VB_OK;
+    int depth = 0;
+    char *item = copy;
+    for (char *cursor = copy;; cursor++) {
+        if (*cursor == '[') depth++;
+        if (*cursor == ']' && --depth < 0) break;
+        if ((*cursor == ',' && depth == 0) || *cursor == '\0') {
+            if (*cursor == '\0' && depth != 0) break;
+            int last = *cursor == '\0';
+            *cursor = '\0';
+            status = spec_list_item(&specs, &spec_count, &capacity, item, text);
+            if (status != VB_OK || last) break;
+            item = cursor + 1;
+        }
+    }
+    if (status == VB_OK && depth != 0)
+        status = vb_error(VB_ERR_INVALID, "unbalanced brackets in allocator list '%s'", text);
+    free(copy);
+    if (status != VB_OK) {
+        vb_allocator_spec_list_free(specs, spec_count);
+        return status;
+    }
+    *out = specs;
+    *count = spec_count;
+    return VB_OK;
+}
+
+/* ======================================================================== */
+/* Statistics                                                               */
+/* ======================================================================== */
+
+double vb_stat_median(const double *values, size_t count)
+{
+    if (count < 3) return vb_mean(values, count);
+    double *sorted = malloc(count * sizeof *sorted);
+    if (!sorted) return vb_mean(values, count);
+    memcpy(sorted, values, count * sizeof *sorted);
+    vb_sort_doubles(sorted, count);
+    /* Interpolating at 0.5 gives the middle value, or the mean of the two. */
+    double median = vb_quantile(sorted, count, 0.5);
+    free(sorted);
+    return median;
+}
+
+double vb_stat_cv(const double *values, size_t count)
+{
+    if (count < 2) return 0.0;
+    double mean = vb_mean(values, count);
+    return mean == 0.0 ? 0.0 : vb_stddev(values, count) / mean;
+}
+
+double vb_repetition_counter(const vb_repetition_result *rep, const char *name, double fallback)
+{
+    for (size_t i = 0; i < rep->counter_count; i++)
+        if (strcmp(rep->counters[i].name, name) == 0) return rep->counters[i].value;
+    return fallback;
+}
+
+/* ======================================================================== */
+/* Running                                                                  */
+/* ======================================================================== */
+
+vb_runner_options vb_runner_default_options(void)
+{
+    return (vb_runner_options){1, 0.1, 1000};
+}
+
+/* A growable counter list (name, value), later names replacing earlier. */
+typedef struct counter_list {
+    vb_run_counter *items;
+    size_t count, capacity;
+} counter_list;
+
+/* Sets `name` to `value`; -1 when host memory runs out. */
+static int counter_set(counter_list *list, const char *name, double value)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (strcmp(list->items[i].name, name) == 0) {
+            list->items[i].value = value;
+            return 0;
+        }
+    if (list->count == list->capacity) {
+        size_t capacity = list->capacity ? list->capacity * 2 : 32;
+        vb_run_counter *items = realloc(list->items, capacity * sizeof *items);
+        if (!items) return -1;
+        list->items = items;
+        list->capacity = capacity;
+    }
+    vb_run_counter *counter = &list->items[list->count++];
+    snprintf(counter->name, sizeof counter->name, "%s", name);
+    counter->value = value;
+    return 0;
+}
+
+/* What one repetition keeps while it runs. */
+typedef struct repetition_state {
+    vb_allocator *allocator;
+    vb_run *run;
+    vb_event start, end;
+    counter_list scenario_counters;    /* iteration 1's */
+    vb_repetition_result kept;         /* iteration 1's timeline */
+    double real_ns, cpu_ns, gpu_ns;    /* sums over iterations */
+    uint64_t iterations;
+} repetition_state;
+
+/* Times one run of the scenario: real time between two device
+ * synchronizations, process CPU time, and GPU time between events on the
+ * run's stream. The run's own measuring (step samples, segment snapshots) is
+ * left out of the host times: it is the harness's cost, not the allocator's. */
+static vb_status time_iteration(vb_device *dev, const vb_scenario *scenario, repetition_state *rep)
+{
+    vb_stream stream = vb_run_stream(rep->run);
+    vb_status status = dev->ops->device_synchronize(dev);
+    if (status != VB_OK) return status;
+    uint64_t overhead_before = vb_run_overhead_ns(rep->run);
+    uint64_t cpu_start = vb_cpu_ns(), real_start = vb_now_ns();
+    status = dev->ops->event_record(dev, rep->start, stream);
+    if (status == VB_OK) status = scenario->run(rep->run);
+    vb_status end_status = dev->ops->event_record(dev, rep->end, stream);
+    vb_status sync_status = dev->ops->device_synchronize(dev);
+    uint64_t real_end = vb_now_ns(), cpu_end = vb_cpu_ns();
+    if (status == VB_OK) status = end_status;
+    if (status == VB_OK) status = sync_status;
+    if (status != VB_OK) return status;
+    double overhead_ns = (double)(vb_run_overhead_ns(rep->run) - overhead_before);
+    double real_ns = (double)(real_end - real_start) - overhead_ns;
+    double cpu_ns = (double)(cpu_end - cpu_start) - overhead_ns;
+    double gpu_ms = 0.0;
+    status = dev->ops->event_elapsed_ms(dev, rep->start, rep->end, &gpu_ms);
+    if (status != VB_OK) return status;
+    rep->real_ns += real_ns > 0 ? real_ns : 0;
+    rep->cpu_ns += cpu_ns > 0 ? cpu_ns : 0;
+    rep->gpu_ns += gpu_ms * 1e6;
+    rep->iterations++;
+    return VB_OK;
+}
+
+/* Creates the repetition's fresh allocator, run and events. */
+static vb_status repetition_open(vb_device *dev, const vb_case *c, repetition_state *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    vb_config config = vb_allocator_spec_config(c->allocator);
+    vb_status status = vb_allocator_create(c->allocator->name, dev, &config, &rep->allocator);
+    if (status == VB_OK) status = vb_run_create(dev, rep->allocator, c->parameter, &rep->run);
+    if (status == VB_OK) status = dev->ops->event_create(dev, &rep->start);
+    if (status == VB_OK) status = dev->ops->event_create(dev, &rep->end);
+    return status;
+}
+
+/* Releases what repetition_open made (any part may be missing). */
+static void repetition_close(vb_device *dev, repetition_state *rep)
+{
+    if (rep->start) dev->ops->event_destroy(dev, rep->start);
+    if (rep->end) dev->ops->event_destroy(dev, rep->end);
+    vb_run_destroy(rep->run);
+    vb_allocator_destroy(rep->allocator);
+    free(rep->scenario_counters.items);
+    free(rep->kept.timeline);
+    memset(rep, 0, sizeof *rep);
+}
+
+/* Keeps iteration 1's timeline as the repetition's. */
+static vb_status keep_timeline(const vb_run *run, vb_repetition_result *out)
+{
+    size_t count;
+    const vb_timeline_sample *timeline = vb_run_timeline(run, &count);
+    if (count == 0) return VB_OK;
+    out->timeline = malloc(count * sizeof *out->timeline);
+    if (!out->timeline) return vb_error(VB_ERR_OOM, "out of host memory");
+    memcpy(out->timeline, timeline, count * sizeof *out->timeline);
+    out->timeline_count = count;
+    return VB_OK;
+}
+
+/* Keeps the segment map at peak, numbering streams as runner.h says. */
+static vb_status keep_segments(vb_run *run, vb_case_result *out)
+{
+    out->has_segments = vb_run_segments_supported(run);
+    size_t count;
+    const vb_block_info *blocks = vb_run_segments_at_peak(run, &count);
+    if (count == 0) return VB_OK;
+    out->segments_at_peak = malloc(count * sizeof *out->segments_at_peak);
+    vb_stream *seen = malloc(count * sizeof *seen);
+    if (!out->segments_at_peak || !seen) {
+        free(seen);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    size_t seen_count = 0;
+    vb_stream run_stream = vb_run_stream(run);
+    for (size_t i = 0; i < count; i++) {
+        int stream = 0;
+        if (blocks[i].stream == run_stream) stream = 1;
+        else if (blocks[i].stream) {
+            size_t j = 0;
+            while (j < seen_count && seen[j] != blocks[i].stream) j++;
+            if (j == seen_count) seen[seen_count++] = blocks[i].stream;
+            stream = (int)j + 2;
+        }
+        out->segments_at_peak[i] = (vb_peak_block){blocks[i].segment, blocks[i].segment_size, blocks[i].block,
+                                                   blocks[i].block_size, blocks[i].allocated, stream};
+    }
+    free(seen);
+    out->segment_block_count = count;
+    return VB_OK;
+}
+
+/* Quantile p of a latency list (sorted in place), 0 when empty. */
+static double latency_quantile(vb_samples *samples, double p)
+{
+    return vb_quantile(samples->values, samples->count, p);
+}
+
+/* Fills `result` from a finished repetition: the schema's counters in its
+ * order, gpu_time_ns, then the scenario's counters. */
+static vb_status repetition_finish(repetition_state *rep, vb_repetition_result *result)
+{
+    vb_alloc_stats stats;
+    vb_allocator_stats(rep->allocator, &stats);
+    vb_samples *malloc_ns = vb_run_malloc_ns(rep->run), *free_ns = vb_run_free_ns(rep->run);
+    vb_sort_doubles(malloc_ns->values, malloc_ns->count);
+    vb_sort_doubles(free_ns->values, free_ns->count);
+    double iterations = (double)rep->iterations;
+    counter_list counters = {0};
+    int failed = 0;
+    failed |= counter_set(&counters, "peak_requested_bytes", (double)stats.requested_bytes_peak);
+    failed |= counter_set(&counters, "peak_allocated_bytes", (double)stats.allocated_bytes_peak);
+    failed |= counter_set(&counters, "peak_reserved_bytes", (double)stats.reserved_bytes_peak);
+    failed |= counter_set(&counters, "overhead_ratio",
+                          stats.requested_bytes_peak
+                              ? (double)stats.reserved_bytes_peak / (double)stats.requested_bytes_peak
+                              : 0.0);
+    failed |= counter_set(&counters, "external_frag_at_peak", rep->allocator->external_frag_at_peak);
+    failed |= counter_set(&counters, "driver_alloc_calls", (double)stats.driver_alloc_calls);
+    failed |= counter_set(&counters, "driver_free_calls", (double)stats.driver_free_calls);
+    failed |= counter_set(&counters, "alloc_retries", (double)stats.alloc_retries);
+    failed |= counter_set(&counters, "ooms", (double)stats.ooms);
+    failed |= counter_set(&counters, "malloc_ns_p50", latency_quantile(malloc_ns, 0.50));
+    failed |= counter_set(&counters, "malloc_ns_p99", latency_quantile(malloc_ns, 0.99));
+    failed |= counter_set(&counters, "free_ns_p50", latency_quantile(free_ns, 0.50));
+    failed |= counter_set(&counters, "free_ns_p99", latency_quantile(free_ns, 0.99));
+    failed |= counter_set(&counters, "gpu_time_ns", rep->gpu_ns / iterations);
+    for (size_t i = 0; i < rep->scenario_counters.count; i++)
+        failed |= counter_set(&counters, rep->scenario_counters.items[i].name, rep->scenario_counters.items[i].value);
+    if (failed) {
+        free(counters.items);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    for (size_t i = 0; i < counters.count; i++)
+        if (!isfinite(counters.items[i].value)) {
+            vb_status status = vb_error(VB_ERR_INVALID, "counter %s is not a finite number", counters.items[i].name);
+            free(counters.items);
+            return status;
+        }
+    *result = (vb_repetition_result){rep->iterations, rep->real_ns / iterations, rep->cpu_ns / iterations,
+                                     rep->gpu_ns / iterations, counters.items, counters.count,
+                                     rep->kept.timeline, rep->kept.timeline_count};
+    rep->kept.timeline = NULL;
+    return VB_OK;
+}
+
+/* Runs one repetition: `fixed_iterations` of them, or (when 0) as many as
+ * reach the minimum time. The first repetition (index 0) also keeps the
+ * timeline and the segment map. With `result` NULL it is the warm-up. */
+static vb_status run_repetition(vb_device *dev, const vb_case *c, const vb_runner_options *options, size_t index,
+                                uint64_t fixed_iterations, vb_case_result *out, vb_repetition_result *result)
+{
+    repetition_state rep;
+    vb_status status = repetition_open(dev, c, &rep);
+    int first = result && index == 0;
+    if (status == VB_OK) vb_run_set_segment_capture(rep.run, first);
+    double min_time_ns = options->min_time_s * 1e9;
+    while (status == VB_OK) {
+        vb_run_set_sampling(rep.run, rep.iterations == 0);
+        status = time_iteration(dev, c->scenario, &rep);
+        if (status != VB_OK) break;
+        if (rep.iterations == 1) {
+            size_t count;
+            const vb_run_counter *counters = vb_run_counters(rep.run, &count);
+            for (size_t i = 0; i < count && status == VB_OK; i++)
+                if (counter_set(&rep.scenario_counters, counters[i].name, counters[i].value) != 0)
+                    status = vb_error(VB_ERR_OOM, "out of host memory");
+            if (result && status == VB_OK) status = keep_timeline(rep.run, &rep.kept);
+        }
+        if (!result) break;
+        if (fixed_iterations ? rep.iterations >= fixed_iterations
+                             : rep.real_ns >= min_time_ns || rep.iterations >= options->max_iterations)
+            break;
+    }
+    if (status == VB_OK && first) status = keep_segments(rep.run, out);
+    if (status == VB_OK && result) status = repetition_finish(&rep, result);
+    repetition_close(dev, &rep);
+    return status;
+}
+
+/* Copies `text` into a fixed field; VB_ERR_INVALID when it does not fit. */
+static vb_status copy_label(char *field, size_t capacity, const char *what, const char *a, const char *sep,
+                            const char *b)
+{
+    if ((size_t)snprintf(field, capacity, "%s%s%s", a, sep, b) >= capacity)
+        return vb_error(VB_ERR_INVALID, "%s '%s%s%s' is too long", what, a, sep, b);
+    return VB_OK;
+}
+
+vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_options *options,
+                             vb_case_result *out)
+{
+    memset(out, 0, sizeof *out);
+    vb_status status = c->parameter ? copy_label(out->scenario, sizeof out->scenario, "scenario", c->scenario->name,
+                                                 ":", c->parameter)
+                                    : copy_label(out->scenario, sizeof out->scenario, "scenario", c->scenario->name,
+                                                 "", "");
+    if (status == VB_OK)
+        status = copy_label(out->allocator, sizeof out->allocator, "allocator", c->allocator->label, "", "");
+    if (status == VB_OK) status = copy_label(out->name, sizeof out->name, "name", out->scenario, "/", out->allocator);
+    if (status != VB_OK) return status;
+    if (options->repetitions < 1 || options->max_iterations < 1 || !(options->min_time_s >= 0))
+        return vb_error(VB_ERR_INVALID, "%s: repetitions and iterations must be >= 1, min time >= 0", out->name);
+
+    out->repetitions = calloc(options->repetitions, sizeof *out->repetitions);
+    if (!out->repetitions) return vb_error(VB_ERR_OOM, "out of host memory");
+    status = run_repetition(dev, c, options, 0, 1, out, NULL); /* warm-up */
+    for (size_t i = 0; i < options->repetitions && status == VB_OK; i++) {
+        uint64_t fixed = i == 0 ? 0 : out->repetitions[0].iterations;
+        status = run_repetition(dev, c, options, i, fixed, out, &out->repetitions[i]);
+        if (status == VB_OK) out->repetition_count++;
+    }
+    if (status != VB_OK) {
+        char message[512];
+        snprintf(message, sizeof message, "%s", vb_last_error()[0] ? vb_last_error() : vb_status_name(status));
+        char name[sizeof out->name];
+        memcpy(name, out->name, sizeof name);
+        vb_case_result_free(out);
+        return vb_error(status, "%s: %s", name, message);
+    }
+    return VB_OK;
+}
+
+void vb_case_result_free(vb_case_result *result)
+{
+    for (size_t i = 0; result->repetitions && i < result->repetition_count; i++) {
+        free(result->repetitions[i].counters);
+        free(result->repetitions[i].timeline);
+    }
+    free(result->repetitions);
+    free(result->segments_at_peak);
+    memset(result, 0, sizeof *result);
+}

@@ -1,0 +1,136 @@
+/* vrambench — the runner: runs (scenario [+ parameter], allocator spec) cases
+ * on one device in Google Benchmark's manner.
+ *
+ * Per case: one warm-up run of the scenario on a throwaway allocator, then
+ * `repetitions` repetitions, each on a FRESH allocator and run. Iteration 1
+ * of a repetition records the step timeline; later iterations run with
+ * sampling off. The first repetition runs iterations until their total real
+ * time reaches `min_time_s` (or `max_iterations`); later repetitions run the
+ * same count, as Google Benchmark does, so their aggregates compare like with
+ * like. Each iteration is timed on the host monotonic clock between two
+ * device synchronizations (real time), with the process CPU clock (cpu time)
+ * and with device events on the run's stream (GPU time; on sim the logical
+ * clock); the run's own measuring (step samples, segment snapshots) is left
+ * out of the host times. Memory counters come from the allocator's stats at the end of the
+ * repetition: peaks over the whole repetition, call counts summed over it.
+ */
+#ifndef VB_RUNNER_H
+#define VB_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../allocators/allocator.h"
+#include "../scenarios/scenario.h"
+
+/* ------------------------------------------------------------------------ */
+/* Allocator specs: "caching" or "caching[max_split_size_mb=256,...]"         */
+/* ------------------------------------------------------------------------ */
+
+#define VB_SPEC_MAX_ENTRIES 32
+
+typedef struct vb_allocator_spec {
+    char name[64];                    /* the registered allocator */
+    char label[512];                  /* canonical: name, or name[k=v,...] */
+    vb_config_entry entries[VB_SPEC_MAX_ENTRIES];
+    size_t entry_count;
+    char *strings[2 * VB_SPEC_MAX_ENTRIES]; /* owned copies behind entries */
+    size_t string_count;
+} vb_allocator_spec;
+
+/* Parses one spec. An unknown allocator, an unclosed bracket, an empty or
+ * malformed KEY=VALUE is VB_ERR_INVALID with a message. Keys and values are
+ * checked against the allocator's options only when it is created. */
+vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out);
+
+/* Sets KEY=VALUE on a spec (replacing an earlier value of KEY) and rebuilds
+ * its label. */
+vb_status vb_allocator_spec_set(vb_allocator_spec *spec, const char *key, const char *value);
+
+/* The spec's entries as a config for vb_allocator_create. */
+vb_config vb_allocator_spec_config(const vb_allocator_spec *spec);
+
+void vb_allocator_spec_free(vb_allocator_spec *spec);
+
+/* Parses a list: specs split at top-level commas (commas inside brackets
+ * belong to the spec), where the item "all" stands for every registered
+ * allocator. Repeated labels are kept once. On success `*out` holds
+ * `*count` specs (free with vb_allocator_spec_list_free). */
+vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out, size_t *count);
+void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count);
+
+/* ------------------------------------------------------------------------ */
+/* Running cases                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vb_runner_options {
+    unsigned repetitions;     /* >= 1 */
+    double min_time_s;        /* real time the first repetition's iterations reach */
+    uint64_t max_iterations;  /* >= 1 */
+} vb_runner_options;
+
+/* Defaults: 1 repetition, 0.1 s, 1000 iterations. */
+vb_runner_options vb_runner_default_options(void);
+
+typedef struct vb_case {
+    const vb_scenario *scenario;
+    const char *parameter;            /* the scenario's argument, or NULL */
+    const vb_allocator_spec *allocator;
+} vb_case;
+
+/* One block of the segment map at peak. `stream` numbers the streams: 0 the
+ * default stream, 1 the run's stream, 2... others in order of appearance. */
+typedef struct vb_peak_block {
+    uint64_t segment, segment_size;
+    uint64_t block, block_size;
+    int allocated;
+    int stream;
+} vb_peak_block;
+
+/* What one repetition measured. Times are per iteration, in nanoseconds.
+ * `counters` holds the schema's counters in its order (peak_requested_bytes
+ * ... free_ns_p99), then gpu_time_ns, then the scenario's own counters
+ * (those of iteration 1, the run the timeline shows). The segment map is
+ * taken in the first repetition only. */
+typedef struct vb_repetition_result {
+    uint64_t iterations;
+    double real_time_ns, cpu_time_ns, gpu_time_ns;
+    vb_run_counter *counters;
+    size_t counter_count;
+    vb_timeline_sample *timeline;     /* iteration 1's steps */
+    size_t timeline_count;
+} vb_repetition_result;
+
+typedef struct vb_case_result {
+    char scenario[256];               /* "random_mix", or "NAME:PARAMETER" */
+    char allocator[512];              /* the spec's label */
+    char name[800];                   /* "SCENARIO/ALLOCATOR" */
+    vb_repetition_result *repetitions;
+    size_t repetition_count;
+    int has_segments;                 /* 0 when the allocator cannot list them */
+    vb_peak_block *segments_at_peak;  /* repetition 1's map at peak reserved */
+    size_t segment_block_count;
+} vb_case_result;
+
+/* Runs one case. On failure returns the status with a message that names the
+ * case ("random_mix/cuda: ...") and leaves `out` empty. */
+vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_options *options,
+                             vb_case_result *out);
+
+void vb_case_result_free(vb_case_result *result);
+
+/* The counter `name` of a repetition, or `fallback` when it has none. */
+double vb_repetition_counter(const vb_repetition_result *rep, const char *name, double fallback);
+
+/* ------------------------------------------------------------------------ */
+/* Google Benchmark's statistics over repetitions (src/statistics.cc)        */
+/* ------------------------------------------------------------------------ */
+
+/* Mean and standard deviation are measure.h's vb_mean / vb_stddev (the
+ * sample deviation, as GB). Median of unsorted values (GB: the mean for fewer
+ * than 3, the middle or the mean of the two middles otherwise); cv = stddev /
+ * mean, 0 for fewer than 2 values or a zero mean. */
+double vb_stat_median(const double *values, size_t count);
+double vb_stat_cv(const double *values, size_t count);
+
+#endif

@@ -1,0 +1,209 @@
+/* Tests of `vrambench run`'s command line: every bad invocation is one error
+ * line and exit 2, checked before anything runs, and leaves no file. The
+ * command runs in-process (vb_cmd_run is what main() dispatches to) with
+ * stderr captured in a file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../harness/cli.h"
+
+typedef struct fixture {
+    char dir[64];
+    char out[128];
+    char errors[128];
+    char error_text[4096];
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.dir, sizeof f.dir, "/tmp/vb-test-cli-XXXXXX");
+    if (!mkdtemp(f.dir)) return -1;
+    snprintf(f.out, sizeof f.out, "%s/out.json", f.dir);
+    snprintf(f.errors, sizeof f.errors, "%s/stderr.txt", f.dir);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    char temp[160];
+    snprintf(temp, sizeof temp, "%s.tmp", f->out);
+    remove(f->out);
+    remove(temp);
+    remove(f->errors);
+    rmdir(f->dir);
+    return 0;
+}
+
+/* Runs `vrambench run` with `extra` options (NULL-terminated) after a fast
+ * valid base, stdout silenced and stderr captured into f->error_text. */
+static int run_with(fixture *f, const char *const *extra)
+{
+    const char *base[] = {"run", "--device", "sim", "--min-time", "0", "--quiet", "--param", "allocations=10"};
+    char *argv[40];
+    int argc = 0;
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) argv[argc++] = (char *)base[i];
+    for (size_t i = 0; extra[i]; i++) argv[argc++] = (char *)extra[i];
+    fflush(stdout);
+    fflush(stderr);
+    int saved_out = dup(STDOUT_FILENO), saved_err = dup(STDERR_FILENO);
+    FILE *null = fopen("/dev/null", "w"), *errors = fopen(f->errors, "w");
+    dup2(fileno(null), STDOUT_FILENO);
+    dup2(fileno(errors), STDERR_FILENO);
+    int status = vb_cmd_run(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(saved_out, STDOUT_FILENO);
+    dup2(saved_err, STDERR_FILENO);
+    close(saved_out);
+    close(saved_err);
+    fclose(null);
+    fclose(errors);
+    FILE *text = fopen(f->errors, "r");
+    size_t length = fread(f->error_text, 1, sizeof f->error_text - 1, text);
+    f->error_text[length] = '\0';
+    fclose(text);
+    return status;
+}
+
+/* Lines in the captured stderr. */
+static int error_lines(const fixture *f)
+{
+    int lines = 0;
+    for (const char *c = f->error_text; *c; c++) lines += *c == '\n';
+    return lines;
+}
+
+/* Neither the output nor its temp file exists. */
+static int no_output(const fixture *f)
+{
+    char temp[160];
+    struct stat info;
+    snprintf(temp, sizeof temp, "%s.tmp", f->out);
+    return stat(f->out, &info) != 0 && stat(temp, &info) != 0;
+}
+
+/* Asserts the usage-error contract for `extra`: exit 2, one line naming
+ * `mention`, no file. */
+static void expect_usage_error(fixture *f, const char *const *extra, const char *mention)
+{
+    assert_int_equal(run_with(f, extra), VB_EXIT_USAGE);
+    assert_int_equal(error_lines(f), 1);
+    assert_non_null(strstr(f->error_text, "vrambench: error: "));
+    assert_non_null(strstr(f->error_text, mention));
+    assert_true(no_output(f));
+}
+
+static void test_valid_run_exits_zero_and_writes_the_file(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "random_mix", "--allocator", "cuda", "--out", f->out, NULL};
+    assert_int_equal(run_with(f, extra), VB_EXIT_OK);
+    assert_false(no_output(f));
+}
+
+static void test_unknown_scenario_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "nope", "--out", f->out, NULL};
+    expect_usage_error(f, extra, "unknown scenario 'nope'");
+}
+
+static void test_unknown_allocator_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "random_mix", "--allocator", "cuda,nope", "--out", f->out, NULL};
+    expect_usage_error(f, extra, "unknown allocator 'nope'");
+}
+
+static void test_unknown_allocator_config_key_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "random_mix", "--allocator", "cuda", "--config", "cuda.size=1",
+                           "--out", f->out, NULL};
+    expect_usage_error(f, extra, "unknown config key 'size'");
+}
+
+static void test_config_for_an_allocator_not_run_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "random_mix", "--allocator", "cuda", "--config", "other.k=1",
+                           "--out", f->out, NULL};
+    expect_usage_error(f, extra, "other");
+}
+
+static void test_bad_repetitions_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "random_mix", "--repetitions", "0", "--out", f->out, NULL};
+    expect_usage_error(f, extra, "--repetitions");
+}
+
+static void test_bad_min_time_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "random_mix", "--min-time", "soon", "--out", f->out, NULL};
+    expect_usage_error(f, extra, "--min-time");
+}
+
+static void test_unwritable_out_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    char missing[200];
+    snprintf(missing, sizeof missing, "%s/missing/out.json", f->dir);
+    const char *extra[] = {"--scenario", "random_mix", "--out", missing, NULL};
+    expect_usage_error(f, extra, "cannot write");
+    struct stat info;
+    assert_int_not_equal(stat(missing, &info), 0);
+}
+
+static void test_unknown_option_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "random_mix", "--frobnicate", "1", "--out", f->out, NULL};
+    expect_usage_error(f, extra, "--frobnicate");
+}
+
+static void test_option_without_value_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "random_mix", "--out", f->out, "--repetitions", NULL};
+    expect_usage_error(f, extra, "--repetitions");
+}
+
+static void test_unknown_device_is_a_usage_error(void **state)
+{
+    fixture *f = *state;
+    const char *extra[] = {"--scenario", "random_mix", "--device", "tpu", "--out", f->out, NULL};
+    expect_usage_error(f, extra, "unknown device 'tpu'");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_valid_run_exits_zero_and_writes_the_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_scenario_is_a_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_allocator_is_a_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_allocator_config_key_is_a_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_for_an_allocator_not_run_is_a_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_repetitions_is_a_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_min_time_is_a_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unwritable_out_is_a_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_option_is_a_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_option_without_value_is_a_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_device_is_a_usage_error, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
