@@ -356,3 +356,61 @@ vb_status vb_mlp_training_step(vb_mlp *mlp, vb_optimizer *optimizer, vb_tensor *
     vb_keep_first(&status, vb_tensor_drop(&loss));
     return status;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Pinned host datasets                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The next value of a 64-bit linear congruential generator (Knuth's MMIX
+ * constants): enough to give the host data varied values. */
+static uint64_t next_random(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *state >> 33;
+}
+
+vb_status vb_pinned_dataset_create(vb_run *run, int64_t samples, int64_t features, uint64_t seed,
+                                   vb_pinned_dataset *out)
+{
+    vb_device *dev = vb_run_device(run);
+    vb_pinned_dataset dataset = {dev, NULL, NULL, samples, features};
+    uint64_t values = (uint64_t)samples * (uint64_t)features;
+    vb_status status = dev->ops->host_alloc_pinned(dev, values * sizeof(float), (void **)&dataset.data);
+    if (status == VB_OK)
+        status = dev->ops->host_alloc_pinned(dev, (uint64_t)samples * sizeof(int64_t), (void **)&dataset.labels);
+    if (status != VB_OK) {
+        vb_pinned_dataset_free(&dataset);
+        return status;
+    }
+    uint64_t state = seed;
+    for (uint64_t i = 0; i < values; i++) dataset.data[i] = (float)(next_random(&state) % 2000) / 1000.0f - 1.0f;
+    for (int64_t i = 0; i < samples; i++) dataset.labels[i] = (int64_t)(next_random(&state) % 10);
+    *out = dataset;
+    return VB_OK;
+}
+
+void vb_pinned_dataset_free(vb_pinned_dataset *dataset)
+{
+    vb_device *dev = dataset->device;
+    if (!dev) return;
+    dev->ops->device_synchronize(dev); /* no copy may still read the memory */
+    if (dataset->data) dev->ops->host_free_pinned(dev, dataset->data);
+    if (dataset->labels) dev->ops->host_free_pinned(dev, dataset->labels);
+    dataset->data = NULL;
+    dataset->labels = NULL;
+}
+
+vb_status vb_pinned_dataset_train_batch(vb_mlp *mlp, vb_optimizer *optimizer, const vb_pinned_dataset *dataset,
+                                        int64_t first, int64_t count)
+{
+    vb_tensor *data = NULL, *target = NULL;
+    vb_status status = vb_tensor_empty(mlp->run, count, dataset->features, mlp->stream, &data);
+    if (status == VB_OK)
+        status = vb_tensor_copy_from_host(data, dataset->data + first * dataset->features, mlp->stream);
+    if (status == VB_OK) status = vb_tensor_empty_typed(mlp->run, VB_DTYPE_I64, count, 1, mlp->stream, &target);
+    if (status == VB_OK) status = vb_tensor_copy_from_host(target, dataset->labels + first, mlp->stream);
+    if (status == VB_OK) status = vb_mlp_training_step(mlp, optimizer, data, 0, NULL);
+    vb_keep_first(&status, vb_tensor_drop(&data));
+    vb_keep_first(&status, vb_tensor_drop(&target));
+    return status;
+}

@@ -110,4 +110,34 @@ vb_status vb_optimizer_drop(vb_optimizer **optimizer);
 vb_status vb_mlp_training_step(vb_mlp *mlp, vb_optimizer *optimizer, vb_tensor *data, int mark_steps,
                                float *loss_value);
 
+/* ------------------------------------------------------------------------ */
+/* Pinned host datasets (document 003, Example 3)                            */
+/* ------------------------------------------------------------------------ */
+
+/* TensorDataset(torch.randn(samples, features), torch.randint(0, 10, (samples,)))
+ * in page-locked host memory, as DataLoader(pin_memory=True) hands out. */
+typedef struct vb_pinned_dataset {
+    vb_device *device;
+    float *data;      /* samples x features, row-major */
+    int64_t *labels;  /* samples */
+    int64_t samples, features;
+} vb_pinned_dataset;
+
+/* Allocates and fills the dataset (values from `seed`). */
+vb_status vb_pinned_dataset_create(vb_run *run, int64_t samples, int64_t features, uint64_t seed,
+                                   vb_pinned_dataset *out);
+
+/* Waits for the device's queued copies, then frees the host memory (a
+ * zeroed dataset is fine). */
+void vb_pinned_dataset_free(vb_pinned_dataset *dataset);
+
+/* One iteration of the document's loop over the batch of `count` samples
+ * from `first`:
+ *     data, target = data.cuda(), target.cuda()   # copies on the model's stream
+ *     # Training step...                           # training_step (004, Example 2)
+ *     del data
+ *     del target */
+vb_status vb_pinned_dataset_train_batch(vb_mlp *mlp, vb_optimizer *optimizer, const vb_pinned_dataset *dataset,
+                                        int64_t first, int64_t count);
+
 #endif
