@@ -20,16 +20,23 @@
  *
  * Both documents put empty_cache in every iteration (003: it "can help avoid
  * OOM errors"); 004 also warns that calling it too often costs. Each loop
- * runs 100 iterations per variant. For the training loop the counters are
- * every1_iter_ns, every1_driver_calls, every1_peak_reserved_bytes, and
- * every10_* and never_* alike (results-JSON names); for 004's loop the same
- * with the prefix ops_. iter_ns is the host clock around the loop, taken
- * after synchronizing, divided by the iterations; driver_calls counts the
- * allocator's driver allocations plus frees during the loop. Each variant
- * starts from an emptied cache with its peaks reset, and its model is made
- * before the clock starts. torch.sum is a gemm of the flattened tensor with
- * itself (one reduction kernel and a 1 x 1 result); .item() copies 4 bytes
- * to the host and waits. */
+ * runs 100 iterations per variant. The results-JSON counters every1_iter_ns,
+ * every1_driver_calls, every1_peak_reserved_bytes (and every10_*, never_*)
+ * describe a variant over both loops: loop time per iteration over all 200
+ * iterations, driver calls summed, the higher peak. Each loop also has its
+ * own: ops_every1_* (004's loop) and train_every1_* (003's loop), as the two
+ * differ: 004's loop holds nothing between iterations, so emptying the cache
+ * returns its segment and the next iteration has to ask the driver again;
+ * in the training loop the small parameters share a cached segment with the
+ * batch's small temporaries, and a segment with a live block cannot be
+ * returned, so on a PyTorch-like caching allocator emptying the cache there
+ * may cost no driver call at all. iter_ns is the host clock around the loop,
+ * taken after synchronizing; driver_calls counts the allocator's driver
+ * allocations plus frees during the loop. Each variant starts from an
+ * emptied cache with its peaks reset, and its model is made before the clock
+ * starts. torch.sum is a gemm of the flattened tensor with itself (one
+ * reduction kernel and a 1 x 1 result); .item() copies 4 bytes to the host
+ * and waits. */
 #include <stdio.h>
 
 #include "mlp.h"
@@ -59,6 +66,12 @@ typedef struct loop_figures {
     uint64_t start_ns, driver_calls_before;
 } loop_figures;
 
+/* A variant's figures over both loops. */
+typedef struct variant_totals {
+    double loop_ns;
+    uint64_t iterations, driver_calls, peak_reserved;
+} variant_totals;
+
 /* Starts a timed loop: peaks reset, stream idle, clock and driver calls noted. */
 static vb_status start_loop(vb_run *run, loop_figures *figures)
 {
@@ -69,23 +82,35 @@ static vb_status start_loop(vb_run *run, loop_figures *figures)
     return status;
 }
 
-/* Ends a timed loop: sets PREFIX{name}_iter_ns, _driver_calls and
- * _peak_reserved_bytes and samples the step `step`. */
-static vb_status finish_loop(vb_run *run, const loop_figures *figures, const char *prefix, const variant *v,
-                             const char *step)
+/* Sets PREFIX{variant}_iter_ns, _driver_calls and _peak_reserved_bytes. */
+static vb_status set_variant_counters(vb_run *run, const char *prefix, const variant *v, double iter_ns,
+                                      uint64_t driver_calls, uint64_t peak_reserved)
 {
-    vb_status status = vb_scenario_synchronize(run);
-    double iter_ns = (double)(vb_now_ns() - figures->start_ns) / ITERATIONS;
-    if (status != VB_OK) return status;
-    vb_alloc_stats stats = vb_scenario_stats(run);
     char name[64];
     snprintf(name, sizeof name, "%s%s_iter_ns", prefix, v->name);
-    status = vb_run_set_counter(run, name, iter_ns);
+    vb_status status = vb_run_set_counter(run, name, iter_ns);
     snprintf(name, sizeof name, "%s%s_driver_calls", prefix, v->name);
-    vb_keep_first(&status, vb_run_set_counter(run, name,
-                                              (double)(vb_scenario_driver_calls(run) - figures->driver_calls_before)));
+    vb_keep_first(&status, vb_run_set_counter(run, name, (double)driver_calls));
     snprintf(name, sizeof name, "%s%s_peak_reserved_bytes", prefix, v->name);
-    vb_keep_first(&status, vb_run_set_counter(run, name, (double)stats.reserved_bytes_peak));
+    vb_keep_first(&status, vb_run_set_counter(run, name, (double)peak_reserved));
+    return status;
+}
+
+/* Ends a timed loop: sets its PREFIX{variant}_* counters, adds its figures to
+ * the variant's totals and samples the step `step`. */
+static vb_status finish_loop(vb_run *run, const loop_figures *figures, const char *prefix, const variant *v,
+                             variant_totals *totals, const char *step)
+{
+    vb_status status = vb_scenario_synchronize(run);
+    double loop_ns = (double)(vb_now_ns() - figures->start_ns);
+    if (status != VB_OK) return status;
+    uint64_t driver_calls = vb_scenario_driver_calls(run) - figures->driver_calls_before;
+    uint64_t peak_reserved = vb_scenario_stats(run).reserved_bytes_peak;
+    totals->loop_ns += loop_ns;
+    totals->iterations += ITERATIONS;
+    totals->driver_calls += driver_calls;
+    if (peak_reserved > totals->peak_reserved) totals->peak_reserved = peak_reserved;
+    status = set_variant_counters(run, prefix, v, loop_ns / ITERATIONS, driver_calls, peak_reserved);
     vb_keep_first(&status, vb_run_step(run, step));
     return status;
 }
@@ -106,7 +131,7 @@ static vb_status sum_item(vb_run *run, vb_tensor *temp_tensor, float *value)
 }
 
 /* perform_multiple_ops(ITERATIONS) with variant v's empty_cache. */
-static vb_status perform_multiple_ops(vb_run *run, const variant *v)
+static vb_status perform_multiple_ops(vb_run *run, const variant *v, variant_totals *totals)
 {
     vb_stream stream = vb_run_stream(run);
     loop_figures figures;
@@ -124,11 +149,12 @@ static vb_status perform_multiple_ops(vb_run *run, const variant *v)
     if (status != VB_OK) return status;
     char step[64];
     snprintf(step, sizeof step, "perform_multiple_ops, empty_cache %s", v->name);
-    return finish_loop(run, &figures, "ops_", v, step);
+    return finish_loop(run, &figures, "ops_", v, totals, step);
 }
 
 /* 003's training loop, ITERATIONS batches, with variant v's empty_cache. */
-static vb_status training_loop(vb_run *run, const vb_pinned_dataset *dataset, const variant *v)
+static vb_status training_loop(vb_run *run, const vb_pinned_dataset *dataset, const variant *v,
+                               variant_totals *totals)
 {
     static const int64_t widths[] = {FEATURES, 512, 512, 10};
     vb_mlp *model = NULL;
@@ -145,22 +171,27 @@ static vb_status training_loop(vb_run *run, const vb_pinned_dataset *dataset, co
     }
     char step[64];
     snprintf(step, sizeof step, "training loop, empty_cache %s", v->name);
-    if (status == VB_OK) status = finish_loop(run, &figures, "", v, step);
+    if (status == VB_OK) status = finish_loop(run, &figures, "train_", v, totals, step);
     vb_keep_first(&status, vb_optimizer_drop(&optimizer));
     vb_keep_first(&status, vb_mlp_drop(&model));
     return status;
 }
 
-/* Both loops in every variant. */
+/* Both loops in every variant, then each variant's totals. */
 static vb_status run_empty_cache_loop(vb_run *run)
 {
+    enum { VARIANTS = sizeof variants / sizeof variants[0] };
     vb_pinned_dataset dataset = {NULL, NULL, NULL, 0, 0};
+    variant_totals totals[VARIANTS] = {{0.0, 0, 0, 0}};
     vb_status status = vb_scenario_begin(run);
-    for (size_t i = 0; i < sizeof variants / sizeof variants[0] && status == VB_OK; i++)
-        status = perform_multiple_ops(run, &variants[i]);
+    for (size_t i = 0; i < VARIANTS && status == VB_OK; i++)
+        status = perform_multiple_ops(run, &variants[i], &totals[i]);
     if (status == VB_OK) status = vb_pinned_dataset_create(run, SAMPLES, FEATURES, 1, &dataset);
-    for (size_t i = 0; i < sizeof variants / sizeof variants[0] && status == VB_OK; i++)
-        status = training_loop(run, &dataset, &variants[i]);
+    for (size_t i = 0; i < VARIANTS && status == VB_OK; i++)
+        status = training_loop(run, &dataset, &variants[i], &totals[i]);
+    for (size_t i = 0; i < VARIANTS && status == VB_OK; i++)
+        status = set_variant_counters(run, "", &variants[i], totals[i].loop_ns / (double)totals[i].iterations,
+                                      totals[i].driver_calls, totals[i].peak_reserved);
     if (status == VB_OK) status = vb_run_empty_cache(run);
     if (status == VB_OK) status = vb_run_step(run, "empty_cache");
     status = vb_scenario_outcome(run, status);

@@ -90,9 +90,11 @@ static vb_status run_function_scope(vb_run *run)
     if (status == VB_OK) status = vb_run_step(run, "result = process_data(data)");
     if (status == VB_OK) status = process_data_004(run, &returned);
     /* `result = process_data()` rebinds result: the old tensor goes. */
-    if (status == VB_OK) status = vb_tensor_drop(&result);
-    result = returned;
-    returned = NULL;
+    if (status == VB_OK) {
+        status = vb_tensor_drop(&result);
+        result = returned;
+        returned = NULL;
+    }
     if (status == VB_OK) status = vb_run_step(run, "result = process_data()");
     if (status == VB_OK) status = vb_run_empty_cache(run);
     if (status == VB_OK) status = vb_run_step(run, "empty_cache");

@@ -75,6 +75,14 @@ static uint64_t requested_now(const scenario_run *r)
     return stats.requested_bytes;
 }
 
+/* The scenarios that follow the documents' code examples and report an
+ * out-of-memory as data (the out_of_memory counter); the claim scenarios and
+ * random_mix have their own conventions. */
+static const char *const example_scenarios[] = {
+    "views", "function_scope", "async_matmul", "holder_refs", "training_cleanup",
+    "no_grad_inference", "dataloader_batches", "empty_cache_loop", NULL,
+};
+
 /* ------------------------------------------------------------------------ */
 /* Every scenario, every allocator                                           */
 /* ------------------------------------------------------------------------ */
@@ -102,27 +110,26 @@ static void test_every_scenario_releases_all_it_allocated(void **state)
         }
 }
 
-/* On the 80 GiB default none of them runs out of memory. */
-static void test_no_scenario_runs_out_of_memory_on_the_default_device(void **state)
+/* On the 80 GiB default none of the examples runs out of memory. */
+static void test_no_example_runs_out_of_memory_on_the_default_device(void **state)
 {
     (void)state;
     for (size_t a = 0; vb_allocator_registry[a]; a++)
-        for (size_t s = 0; vb_scenario_registry[s]; s++) {
-            scenario_run r = run_scenario(vb_scenario_registry[s]->name, vb_allocator_registry[a]->name, 0);
+        for (size_t s = 0; example_scenarios[s]; s++) {
+            scenario_run r = run_scenario(example_scenarios[s], vb_allocator_registry[a]->name, 0);
             assert_true(counter(&r, "out_of_memory") == 0.0);
             close_run(&r);
         }
 }
 
-/* On a 16 MiB device most scenarios cannot finish: each still returns VB_OK
+/* On a 16 MiB device most examples cannot finish: each still returns VB_OK
  * (the OOM is data) and holds nothing afterwards. */
-static void test_every_scenario_treats_oom_as_data_on_a_small_device(void **state)
+static void test_every_example_treats_oom_as_data_on_a_small_device(void **state)
 {
     (void)state;
     for (size_t a = 0; vb_allocator_registry[a]; a++)
-        for (size_t s = 0; vb_scenario_registry[s]; s++) {
-            scenario_run r =
-                run_scenario(vb_scenario_registry[s]->name, vb_allocator_registry[a]->name, 16 * VB_MiB);
+        for (size_t s = 0; example_scenarios[s]; s++) {
+            scenario_run r = run_scenario(example_scenarios[s], vb_allocator_registry[a]->name, 16 * VB_MiB);
             assert_int_equal(r.status, VB_OK);
             assert_int_equal(requested_now(&r), 0);
             close_run(&r);
@@ -339,8 +346,10 @@ static int caches_what_empty_cache_releases(const char *allocator_name)
 }
 
 /* With a cache, empty_cache every iteration means new driver allocations
- * every iteration: more driver calls than never emptying. Without one
- * (cuda: every free is already a driver free) the counts are equal. */
+ * every iteration (at least in 004's loop, which holds nothing between
+ * iterations): more driver calls over the scenario than never emptying.
+ * Without one (cuda: every free is already a driver free) the counts are
+ * equal. */
 static void test_empty_cache_every_iteration_costs_driver_calls_when_cached(void **state)
 {
     (void)state;
@@ -374,8 +383,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_scenario_runs_on_every_allocator),
         cmocka_unit_test(test_every_scenario_releases_all_it_allocated),
-        cmocka_unit_test(test_no_scenario_runs_out_of_memory_on_the_default_device),
-        cmocka_unit_test(test_every_scenario_treats_oom_as_data_on_a_small_device),
+        cmocka_unit_test(test_no_example_runs_out_of_memory_on_the_default_device),
+        cmocka_unit_test(test_every_example_treats_oom_as_data_on_a_small_device),
         cmocka_unit_test(test_async_matmul_reports_out_of_memory_on_a_small_device),
         cmocka_unit_test(test_views_requested_unchanged_at_del_x),
         cmocka_unit_test(test_views_requested_drops_at_del_y),
