@@ -25,6 +25,7 @@ struct vb_run {
     size_t scratch_count, scratch_capacity;
     int scratch_failed;
     uint64_t overhead_ns;             /* step samples and snapshots */
+    vb_run_peaks held_peaks;   /* the highest peaks of windows closed by vb_run_reset_peaks */
 };
 
 const vb_scenario *vb_scenario_find(const char *name)
@@ -72,6 +73,7 @@ void vb_run_reset(vb_run *run)
     vb_samples_reset(&run->malloc_ns);
     vb_samples_reset(&run->free_ns);
     run->peak_block_count = 0;
+    memset(&run->held_peaks, 0, sizeof run->held_peaks);
 }
 
 void vb_run_set_sampling(vb_run *run, int enabled)
@@ -170,9 +172,11 @@ vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *o
     if (vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) != 0)
         return vb_error(VB_ERR_OOM, "out of host memory");
     /* vb_malloc raises seen_reserved_peak exactly when this call raised the
-     * reserved peak: the cheap test that keeps the walk off the hot path. */
+     * reserved peak: the cheap test that keeps the walk off the hot path. A
+     * peak below one of a window the scenario already closed is no peak of
+     * the run. */
     if (status == VB_OK && run->capture_segments && run->allocator->ops->segments &&
-        run->allocator->seen_reserved_peak > seen_peak)
+        run->allocator->seen_reserved_peak > seen_peak && run->allocator->seen_reserved_peak > run->held_peaks.reserved)
         return capture_segments(run);
     return status;
 }
@@ -232,4 +236,40 @@ vb_status vb_run_set_counter(vb_run *run, const char *name, double value)
     snprintf(counter->name, sizeof counter->name, "%s", name);
     counter->value = value;
     return VB_OK;
+}
+
+/* The allocator's peaks of the current window (since its last peak reset). */
+static vb_run_peaks window_peaks(vb_run *run)
+{
+    vb_alloc_stats stats;
+    vb_allocator_stats(run->allocator, &stats);
+    vb_run_peaks peaks = {stats.requested_bytes_peak, stats.allocated_bytes_peak, stats.reserved_bytes_peak,
+                          run->allocator->external_frag_at_peak};
+    return peaks;
+}
+
+/* Folds `window` into `held`: each peak is the larger, and the fragmentation
+ * goes with whichever window had the higher reserved peak. */
+static void fold_peaks(vb_run_peaks *held, const vb_run_peaks *window)
+{
+    if (window->requested > held->requested) held->requested = window->requested;
+    if (window->allocated > held->allocated) held->allocated = window->allocated;
+    if (window->reserved > held->reserved) {
+        held->reserved = window->reserved;
+        held->external_frag_at_peak = window->external_frag_at_peak;
+    }
+}
+
+void vb_run_reset_peaks(vb_run *run)
+{
+    vb_run_peaks window = window_peaks(run);
+    fold_peaks(&run->held_peaks, &window);
+    vb_allocator_reset_peaks(run->allocator);
+}
+
+void vb_run_get_peaks(vb_run *run, vb_run_peaks *out)
+{
+    vb_run_peaks window = window_peaks(run);
+    *out = run->held_peaks;
+    fold_peaks(out, &window);
 }

@@ -382,21 +382,21 @@ static double latency_quantile(vb_samples *samples, double p)
 static vb_status repetition_finish(repetition_state *rep, vb_repetition_result *result)
 {
     vb_alloc_stats stats;
+    vb_run_peaks peaks; /* the run's, across any peak resets the scenario made */
     vb_allocator_stats(rep->allocator, &stats);
+    vb_run_get_peaks(rep->run, &peaks);
     vb_samples *malloc_ns = vb_run_malloc_ns(rep->run), *free_ns = vb_run_free_ns(rep->run);
     vb_sort_doubles(malloc_ns->values, malloc_ns->count);
     vb_sort_doubles(free_ns->values, free_ns->count);
     double iterations = (double)rep->iterations;
     counter_list counters = {0};
     int failed = 0;
-    failed |= counter_set(&counters, "peak_requested_bytes", (double)stats.requested_bytes_peak);
-    failed |= counter_set(&counters, "peak_allocated_bytes", (double)stats.allocated_bytes_peak);
-    failed |= counter_set(&counters, "peak_reserved_bytes", (double)stats.reserved_bytes_peak);
+    failed |= counter_set(&counters, "peak_requested_bytes", (double)peaks.requested);
+    failed |= counter_set(&counters, "peak_allocated_bytes", (double)peaks.allocated);
+    failed |= counter_set(&counters, "peak_reserved_bytes", (double)peaks.reserved);
     failed |= counter_set(&counters, "overhead_ratio",
-                          stats.requested_bytes_peak
-                              ? (double)stats.reserved_bytes_peak / (double)stats.requested_bytes_peak
-                              : 0.0);
-    failed |= counter_set(&counters, "external_frag_at_peak", rep->allocator->external_frag_at_peak);
+                          peaks.requested ? (double)peaks.reserved / (double)peaks.requested : 0.0);
+    failed |= counter_set(&counters, "external_frag_at_peak", peaks.external_frag_at_peak);
     failed |= counter_set(&counters, "driver_alloc_calls", (double)stats.driver_alloc_calls);
     failed |= counter_set(&counters, "driver_free_calls", (double)stats.driver_free_calls);
     failed |= counter_set(&counters, "alloc_retries", (double)stats.alloc_retries);

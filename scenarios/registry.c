@@ -3,6 +3,14 @@
  * vb_NAME_scenario`, declare it here and put it in the table. */
 #include "scenario.h"
 
+extern const vb_scenario vb_views_scenario;
+extern const vb_scenario vb_function_scope_scenario;
+extern const vb_scenario vb_async_matmul_scenario;
+extern const vb_scenario vb_holder_refs_scenario;
+extern const vb_scenario vb_training_cleanup_scenario;
+extern const vb_scenario vb_no_grad_inference_scenario;
+extern const vb_scenario vb_dataloader_batches_scenario;
+extern const vb_scenario vb_empty_cache_loop_scenario;
 extern const vb_scenario vb_release_specific_scenario;
 extern const vb_scenario vb_reuse_after_del_scenario;
 extern const vb_scenario vb_leak_loop_scenario;
@@ -10,6 +18,14 @@ extern const vb_scenario vb_capped_training_scenario;
 extern const vb_scenario vb_random_mix_scenario;
 
 const vb_scenario *const vb_scenario_registry[] = {
+    &vb_views_scenario,
+    &vb_function_scope_scenario,
+    &vb_async_matmul_scenario,
+    &vb_holder_refs_scenario,
+    &vb_training_cleanup_scenario,
+    &vb_no_grad_inference_scenario,
+    &vb_dataloader_batches_scenario,
+    &vb_empty_cache_loop_scenario,
     &vb_release_specific_scenario,
     &vb_reuse_after_del_scenario,
     &vb_leak_loop_scenario,

@@ -78,6 +78,17 @@ int vb_run_segments_supported(const vb_run *run);
 /* Host nanoseconds the run spent measuring (step samples and segment
  * snapshots) since it was created, so timings can leave them out. */
 uint64_t vb_run_overhead_ns(const vb_run *run);
+/* The peaks of a whole run: the maxima of the allocator's peaks across every
+ * vb_run_reset_peaks a scenario made (the runner reports these, not the
+ * allocator's, whose peaks only cover the window since the last reset). */
+typedef struct vb_run_peaks {
+    uint64_t requested, allocated, reserved;
+    double external_frag_at_peak;  /* taken when the highest reserved peak was */
+} vb_run_peaks;
+
+/* The run's peaks so far, the current window included. vb_run_reset forgets
+ * the windows already closed. */
+void vb_run_get_peaks(vb_run *run, vb_run_peaks *out);
 
 /* ---- for scenarios ---- */
 
@@ -100,6 +111,10 @@ vb_status vb_run_empty_cache(vb_run *run);
 /* Samples the allocator's stats and the driver's used memory under `name`.
  * Free when sampling is off. */
 vb_status vb_run_step(vb_run *run, const char *name);
+
+/* Restarts the allocator's peaks (vb_allocator_reset_peaks) so a scenario can
+ * measure the peak of one phase, keeping the run's overall peaks. */
+void vb_run_reset_peaks(vb_run *run);
 
 /* Reports a named figure (replaces an earlier one of the same name). */
 vb_status vb_run_set_counter(vb_run *run, const char *name, double value);

@@ -1,0 +1,39 @@
+/* vrambench — what the scenario files share: the start and end of a run
+ * (an expected out-of-memory is data, not an error), synchronization, and
+ * keeping the first error while cleaning up. */
+#ifndef VB_SCENARIO_COMMON_H
+#define VB_SCENARIO_COMMON_H
+
+#include "../harness/tensor.h"
+#include "scenario.h"
+
+/* The counter every scenario sets: 1 when it stopped at an out-of-memory. */
+#define VB_COUNTER_OUT_OF_MEMORY "out_of_memory"
+
+/* Keeps the first failure: *status becomes `next` only while it is VB_OK. */
+static inline void vb_keep_first(vb_status *status, vb_status next)
+{
+    if (*status == VB_OK) *status = next;
+}
+
+/* Starts a scenario: sets out_of_memory to 0 and samples the step "start"
+ * (the baseline every later step is read against). */
+vb_status vb_scenario_begin(vb_run *run);
+
+/* Turns a scenario's status into its result. VB_ERR_OOM is what a device too
+ * small for the scenario gives: it samples the step "out of memory", sets
+ * out_of_memory to 1 and returns VB_OK so the run is reported as data. Call
+ * it before releasing what is held, so the sample shows the memory at the
+ * failure. Any other status is returned as it is. */
+vb_status vb_scenario_outcome(vb_run *run, vb_status status);
+
+/* torch.cuda.synchronize() for the run's stream: waits for its work. */
+vb_status vb_scenario_synchronize(vb_run *run);
+
+/* The allocator's statistics now. */
+vb_alloc_stats vb_scenario_stats(vb_run *run);
+
+/* Driver calls (allocations plus frees) the allocator has made so far. */
+uint64_t vb_scenario_driver_calls(vb_run *run);
+
+#endif

@@ -1,0 +1,117 @@
+/* vrambench — `function_scope`: tensors that live in a function's scope.
+ *
+ * Document 000 (shared/seeds/000_b3e539dc4ae02b6a.txt), Example 3:
+ *
+ *     def process_data(data):
+ *         tensor = torch.tensor(data, device=device)
+ *         # ... perform computations with tensor ...
+ *         del tensor
+ *         torch.cuda.empty_cache()
+ *         return result  # result would be calculated from 'tensor' before deletion
+ *     data = [1,2,3,4,5]
+ *     result = process_data(data)
+ *
+ * then document 004 (shared/seeds/004_733836308ea11bb9.txt), Example 1:
+ *
+ *     def process_data():
+ *         a = torch.randn(1000, 1000, device='cuda')
+ *         b = torch.randn(1000, 1000, device='cuda')
+ *         c = a + b
+ *         del a
+ *         del b
+ *         return c
+ *     result = process_data()
+ *     torch.cuda.empty_cache()
+ *
+ * run as one script, so the second `result = ...` rebinds the first (whose
+ * tensor goes then), and closed with `del result`: requested bytes end where
+ * they started. 004 says a and b are "not immediately freed" at `del` and
+ * only reclaimed by empty_cache; the timeline shows requested bytes drop at
+ * each `del`, and what empty_cache changes is only what the cache holds.
+ *
+ * Example 3's `result` is tensor.sum(): a one-element int64 tensor (its
+ * five-element reduction launches no kernel here: only memory matters). */
+#include "common.h"
+
+/* torch.tensor([1, 2, 3, 4, 5]) as int64, copied from the host. */
+static const int64_t example_data[5] = {1, 2, 3, 4, 5};
+
+/* Document 000's process_data(data): returns `result`. */
+static vb_status process_data_000(vb_run *run, vb_tensor **result)
+{
+    vb_stream stream = vb_run_stream(run);
+    vb_tensor *tensor = NULL;
+    vb_status status = vb_tensor_empty_typed(run, VB_DTYPE_I64, 1, 5, stream, &tensor);
+    if (status == VB_OK) status = vb_tensor_copy_from_host(tensor, example_data, stream);
+    if (status == VB_OK) status = vb_run_step(run, "tensor = torch.tensor(data)");
+    if (status == VB_OK) status = vb_tensor_empty_typed(run, VB_DTYPE_I64, 1, 1, stream, result);
+    if (status == VB_OK) status = vb_run_step(run, "result = tensor.sum()");
+    if (status == VB_OK) status = vb_tensor_drop(&tensor);
+    if (status == VB_OK) status = vb_run_step(run, "del tensor");
+    if (status == VB_OK) status = vb_run_empty_cache(run);
+    if (status == VB_OK) status = vb_run_step(run, "empty_cache (in process_data)");
+    /* The copy reads example_data, which is static: no wait needed. */
+    vb_keep_first(&status, vb_tensor_drop(&tensor));
+    return status;
+}
+
+/* Document 004's process_data(): returns c. */
+static vb_status process_data_004(vb_run *run, vb_tensor **c)
+{
+    vb_stream stream = vb_run_stream(run);
+    vb_tensor *a = NULL, *b = NULL;
+    vb_status status = vb_tensor_empty(run, 1000, 1000, stream, &a);
+    if (status == VB_OK) status = vb_tensor_fill_random(a, 1, stream);
+    if (status == VB_OK) status = vb_run_step(run, "a = randn(1000, 1000)");
+    if (status == VB_OK) status = vb_tensor_empty(run, 1000, 1000, stream, &b);
+    if (status == VB_OK) status = vb_tensor_fill_random(b, 2, stream);
+    if (status == VB_OK) status = vb_run_step(run, "b = randn(1000, 1000)");
+    /* c = a + b: relu_f32 reads a and writes c, axpy adds b. */
+    if (status == VB_OK) status = vb_tensor_empty(run, 1000, 1000, stream, c);
+    if (status == VB_OK) status = vb_tensor_relu(*c, a, stream);
+    if (status == VB_OK) status = vb_tensor_axpy(1.0f, b, *c, stream);
+    if (status == VB_OK) status = vb_run_step(run, "c = a + b");
+    if (status == VB_OK) status = vb_tensor_drop(&a);
+    if (status == VB_OK) status = vb_run_step(run, "del a");
+    if (status == VB_OK) status = vb_tensor_drop(&b);
+    if (status == VB_OK) status = vb_run_step(run, "del b");
+    vb_keep_first(&status, vb_tensor_drop(&a));
+    vb_keep_first(&status, vb_tensor_drop(&b));
+    return status;
+}
+
+/* Both examples as one script, then `del result`. */
+static vb_status run_function_scope(vb_run *run)
+{
+    vb_tensor *result = NULL, *returned = NULL;
+    vb_status status = vb_scenario_begin(run);
+    uint64_t requested_at_start = vb_scenario_stats(run).requested_bytes;
+    if (status == VB_OK) status = process_data_000(run, &result);
+    if (status == VB_OK) status = vb_run_step(run, "result = process_data(data)");
+    if (status == VB_OK) status = process_data_004(run, &returned);
+    /* `result = process_data()` rebinds result: the old tensor goes. */
+    if (status == VB_OK) {
+        status = vb_tensor_drop(&result);
+        result = returned;
+        returned = NULL;
+    }
+    if (status == VB_OK) status = vb_run_step(run, "result = process_data()");
+    if (status == VB_OK) status = vb_run_empty_cache(run);
+    if (status == VB_OK) status = vb_run_step(run, "empty_cache");
+    if (status == VB_OK) status = vb_tensor_drop(&result);
+    if (status == VB_OK) status = vb_run_step(run, "del result");
+    if (status == VB_OK)
+        status = vb_run_set_counter(run, "requested_change_bytes",
+                                    (double)vb_scenario_stats(run).requested_bytes - (double)requested_at_start);
+    status = vb_scenario_outcome(run, status);
+    vb_keep_first(&status, vb_tensor_drop(&result));
+    vb_keep_first(&status, vb_tensor_drop(&returned));
+    return status;
+}
+
+const vb_scenario vb_function_scope_scenario = {
+    .name = "function_scope",
+    .documents = "000, 004",
+    .description = "process_data(): tensors created, del'd and returned in a function; ends at its start",
+    .run = run_function_scope,
+};
