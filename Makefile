@@ -6,12 +6,19 @@
 #   make bench              every scenario x every allocator (GPU when present, else simulated)
 #   make SANITIZER=address|undefined test   (sim backend only unless CUDA=yes; see below)
 #   make CUDA=no            build without the cuda backend even when nvcc is there
+#   make plots              PNGs in plots/ from the newest results/*.json
+#                           (or RESULTS=FILE [FILE2: compared], MICROBENCH=FILE,
+#                           SEGMENTS=SCENARIO/ALLOCATOR, PLOTS_DIR=DIR)
 
 CC ?= gcc
 ifeq ($(origin CC),default)
 CC := gcc
 endif
 PYTHON ?= python3
+# The plots need matplotlib: Debian's python3-matplotlib belongs to
+# /usr/bin/python3, which a pyenv or venv python3 earlier on PATH hides.
+PLOT_PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
+PLOTS_DIR ?= plots
 SANITIZER ?=
 CUDA ?= auto
 CUDA_HOME ?= /usr/local/cuda
@@ -73,7 +80,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps test test-gpu bench clean
+.PHONY: all deps test test-gpu bench plots clean
 all: $(BUILD)/vrambench
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
@@ -110,7 +117,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvramben
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN)
 	@tools/run-tests.sh $(TEST_BIN)
-	@$(PYTHON) tests/test_compare_py.py $(BUILD)/vrambench
+	@VRAMBENCH=$(BUILD)/vrambench $(PLOT_PYTHON) -m unittest discover -s tests -p 'test_*.py'
 
 test-gpu: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance
@@ -136,6 +143,13 @@ bench: all
 	done; \
 	$(BUILD)/vrambench run --scenario all --allocator "$$allocators" --device $(BENCH_DEVICE) \
 	    --repetitions $(BENCH_REPETITIONS) --min-time $(BENCH_MIN_TIME) --out '$(BENCH_OUT)'
+
+# The newest run result under results/ (by its context date; claims-*.json
+# and microbench files are not run results) unless RESULTS= names files.
+plots:
+	@PLOT_PYTHON='$(PLOT_PYTHON)' tools/ensure-deps.sh plots
+	$(PLOT_PYTHON) plots/plot.py $(or $(RESULTS),--latest results) --out-dir $(PLOTS_DIR) \
+	    $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)')
 
 clean:
 	rm -rf build

@@ -2,7 +2,7 @@
 # Checks for what vrambench needs and installs what is missing with apt-get
 # (Debian), or says in one line what to install when it cannot.
 #   tools/ensure-deps.sh build   a C compiler, jansson and cmocka headers
-#   tools/ensure-deps.sh plots   python3 with matplotlib
+#   tools/ensure-deps.sh plots   python3 with matplotlib ($PLOT_PYTHON if set)
 set -u
 what=${1:-build}
 cc=${CC:-gcc}
@@ -19,7 +19,7 @@ build)
     done
     ;;
 plots)
-    python3 -c 'import matplotlib' >/dev/null 2>&1 || missing="$missing python3-matplotlib"
+    "${PLOT_PYTHON:-python3}" -c 'import matplotlib' >/dev/null 2>&1 || missing="$missing python3-matplotlib"
     ;;
 *)
     echo "ensure-deps: unknown set '$what'" >&2
