@@ -34,7 +34,7 @@ static vb_status note_obtain(vb_device *dev, vb_status status)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Counted ops                                                               */
+/* Counted ops: forwarded, with the call counted (and the peak sampled)      */
 /* ------------------------------------------------------------------------ */
 
 static vb_status proxy_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
@@ -71,7 +71,8 @@ static vb_status proxy_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_
 }
 
 /* ------------------------------------------------------------------------ */
-/* Plain forwarding                                                          */
+/* Plain forwarding: each op below calls the same op of the inner device     */
+/* with the same arguments and returns what it returns.                      */
 /* ------------------------------------------------------------------------ */
 
 /* The test closes the underlying device itself. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An empty ledger whose events live on `device`. */
 void vb_ledger_init(vb_ledger *ledger, vb_device *device)
 {
     memset(ledger, 0, sizeof *ledger);
@@ -19,6 +20,7 @@ static void drop_uses(vb_ledger *ledger, vb_ledger_block *block)
     block->use_count = 0;
 }
 
+/* Destroys the events still held and empties the ledger. */
 void vb_ledger_clear(vb_ledger *ledger)
 {
     for (size_t i = 0; i < ledger->count; i++) drop_uses(ledger, &ledger->blocks[i]);
@@ -56,6 +58,7 @@ static void describe_overlap(vb_ledger *ledger, vb_addr addr, uint64_t size, con
              other->size);
 }
 
+/* Inserts a handed-out block in address order, refusing an overlap. */
 int vb_ledger_add(vb_ledger *ledger, vb_addr addr, uint64_t size, vb_stream stream, uint64_t tag)
 {
     size_t at = position_of(ledger, addr);
@@ -87,6 +90,7 @@ int vb_ledger_add(vb_ledger *ledger, vb_addr addr, uint64_t size, vb_stream stre
     return 0;
 }
 
+/* The live block starting exactly at `addr`, or NULL. */
 vb_ledger_block *vb_ledger_find(vb_ledger *ledger, vb_addr addr)
 {
     size_t at = position_of(ledger, addr);
@@ -94,6 +98,7 @@ vb_ledger_block *vb_ledger_find(vb_ledger *ledger, vb_addr addr)
     return &ledger->blocks[at];
 }
 
+/* The first live block at or after `index`, wrapping around. */
 vb_ledger_block *vb_ledger_live_at(vb_ledger *ledger, size_t index)
 {
     if (ledger->live_count == 0) return NULL;
@@ -104,6 +109,7 @@ vb_ledger_block *vb_ledger_live_at(vb_ledger *ledger, size_t index)
     return NULL;
 }
 
+/* Attaches a use event to a live block (the ledger owns it). */
 int vb_ledger_record_use(vb_ledger *ledger, vb_addr addr, vb_event event)
 {
     vb_ledger_block *block = vb_ledger_find(ledger, addr);
@@ -131,6 +137,7 @@ static void remove_at(vb_ledger *ledger, size_t at)
     ledger->count--;
 }
 
+/* The program freed a block: pending while its uses run, else gone. */
 int vb_ledger_release(vb_ledger *ledger, vb_addr addr)
 {
     vb_ledger_block *block = vb_ledger_find(ledger, addr);
@@ -142,6 +149,7 @@ int vb_ledger_release(vb_ledger *ledger, vb_addr addr)
     return 0;
 }
 
+/* Drops pending blocks whose use events have all completed. */
 void vb_ledger_settle(vb_ledger *ledger)
 {
     size_t kept = 0;
@@ -156,6 +164,7 @@ void vb_ledger_settle(vb_ledger *ledger)
     ledger->count = kept;
 }
 
+/* Raises the observed maxima of allocated and reserved bytes. */
 void vb_ledger_observe(vb_ledger *ledger, const vb_alloc_stats *stats)
 {
     if (stats->allocated_bytes > ledger->allocated_seen_peak) ledger->allocated_seen_peak = stats->allocated_bytes;

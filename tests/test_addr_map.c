@@ -113,6 +113,7 @@ typedef struct visit_tally {
     int wrong_value;
 } visit_tally;
 
+/* Counts one visit of `each`, flagging keys or values never put. */
 static void tally_visit(void *context, uint64_t key, uint64_t value)
 {
     visit_tally *tally = context;
@@ -230,6 +231,7 @@ static void random_ops_match_reference_across_growth(void **state)
     random_ops_against_reference(5000, 200000, 10000, 45, 2);
 }
 
+/* Runs every addr_map test. */
 int main(void)
 {
     const struct CMUnitTest tests[] = {

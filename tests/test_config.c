@@ -185,6 +185,7 @@ static void entry_parse_splits_at_first_equals(void **state)
     assert_string_equal(entry.value, "");
 }
 
+/* Runs every config test. */
 int main(void)
 {
     const struct CMUnitTest tests[] = {

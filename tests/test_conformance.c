@@ -46,7 +46,7 @@
 #define SMALL_SIM_CAPACITY VB_GiB
 
 /* On a GPU, |used by mem_info - reserved| may differ by this much plus an
- * eighth of reserved: the driver packs small allocations and rounds others,
+ * eighth of reserved: the driver may pack small allocations and round others,
  * its context and other processes move the figure. It still catches what
  * matters: a leaked or double-counted segment of real size. */
 #define GPU_HELD_TOLERANCE (64 * VB_MiB)
@@ -119,6 +119,7 @@ typedef struct fixture {
     int ledger_open;
 } fixture;
 
+/* Gives the test an empty fixture that knows its allocator. */
 static int fixture_setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -128,6 +129,7 @@ static int fixture_setup(void **state)
     return 0;
 }
 
+/* Releases whatever the test opened, in dependency order. */
 static int fixture_teardown(void **state)
 {
     fixture *f = *state;
@@ -175,6 +177,7 @@ static vb_event fixture_event(fixture *f)
     return event;
 }
 
+/* The allocator's statistics now. */
 static vb_alloc_stats stats_of(fixture *f)
 {
     vb_alloc_stats stats;
@@ -939,6 +942,7 @@ static int read_environment(void)
     return 0;
 }
 
+/* Runs the suite once per registered allocator; non-zero if any test failed. */
 int main(void)
 {
     if (read_environment() != 0) return 2;

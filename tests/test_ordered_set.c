@@ -21,6 +21,7 @@ typedef struct item {
     vb_oset_node node;
 } item;
 
+/* Orders items by (size, address). */
 static int compare_items(const vb_oset_node *a, const vb_oset_node *b)
 {
     const item *x = VB_OSET_ENTRY(a, item, node), *y = VB_OSET_ENTRY(b, item, node);
@@ -29,11 +30,13 @@ static int compare_items(const vb_oset_node *a, const vb_oset_node *b)
     return 0;
 }
 
+/* The item embedding `node`, or NULL for NULL. */
 static item *item_of(vb_oset_node *node)
 {
     return node ? VB_OSET_ENTRY(node, item, node) : NULL;
 }
 
+/* splitmix64, for seeded random operations. */
 static uint64_t next_random(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
@@ -60,6 +63,7 @@ static size_t reference_lower_bound(const reference *ref, const item *probe)
     return low;
 }
 
+/* Inserts `it` into the reference at its sorted position. */
 static void reference_insert(reference *ref, item *it)
 {
     size_t at = reference_lower_bound(ref, it);
@@ -68,6 +72,7 @@ static void reference_insert(reference *ref, item *it)
     ref->count++;
 }
 
+/* Removes `it`, which must be in the reference. */
 static void reference_remove(reference *ref, item *it)
 {
     size_t at = reference_lower_bound(ref, it);
@@ -272,6 +277,7 @@ static void depth_stays_logarithmic_for_sorted_inserts(void **state)
     free(items);
 }
 
+/* Runs every ordered_set test. */
 int main(void)
 {
     const struct CMUnitTest tests[] = {

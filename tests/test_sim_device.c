@@ -26,12 +26,14 @@ typedef struct opened {
     size_t count;
 } opened;
 
+/* An empty list of devices for the test to open. */
 static int open_setup(void **state)
 {
     *state = calloc(1, sizeof(opened));
     return *state ? 0 : -1;
 }
 
+/* Closes every device the test opened. */
 static int open_teardown(void **state)
 {
     opened *o = *state;
@@ -575,6 +577,7 @@ static void verify_pattern_is_unsupported(void **state)
 
 #define SIM_TEST(function) cmocka_unit_test_setup_teardown(function, open_setup, open_teardown)
 
+/* Runs every sim device test. */
 int main(void)
 {
     const struct CMUnitTest tests[] = {
