@@ -70,6 +70,20 @@ static vb_status proxy_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_
     return inner_of(dev)->ops->pool_free(inner_of(dev), pool, addr, stream);
 }
 
+/* A trim returns memory to the device when the pool's own reserved figure
+ * drops across it; only then is it a call that returned memory. */
+static vb_status proxy_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
+{
+    vb_device *inner = inner_of(dev);
+    uint64_t reserved_before = 0, reserved_after = 0, used = 0;
+    int known = inner->ops->pool_usage(inner, pool, &reserved_before, &used) == VB_OK;
+    vb_status status = inner->ops->pool_trim(inner, pool, keep_bytes);
+    if (known && inner->ops->pool_usage(inner, pool, &reserved_after, &used) == VB_OK &&
+        reserved_after < reserved_before)
+        proxy_of(dev)->return_calls++;
+    return status;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Plain forwarding: each op below calls the same op of the inner device     */
 /* with the same arguments and returns what it returns.                      */
@@ -141,6 +155,11 @@ static vb_status proxy_event_elapsed_ms(vb_device *dev, vb_event start, vb_event
     return inner_of(dev)->ops->event_elapsed_ms(inner_of(dev), start, end, out);
 }
 
+static vb_status proxy_stream_wait_event(vb_device *dev, vb_stream stream, vb_event event)
+{
+    return inner_of(dev)->ops->stream_wait_event(inner_of(dev), stream, event);
+}
+
 static uint64_t proxy_vm_granularity(vb_device *dev)
 {
     return inner_of(dev)->ops->vm_granularity(inner_of(dev));
@@ -176,10 +195,6 @@ static void proxy_pool_destroy(vb_device *dev, vb_pool pool)
     inner_of(dev)->ops->pool_destroy(inner_of(dev), pool);
 }
 
-static vb_status proxy_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
-{
-    return inner_of(dev)->ops->pool_trim(inner_of(dev), pool, keep_bytes);
-}
 
 static vb_status proxy_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes)
 {
@@ -260,6 +275,7 @@ static const vb_device_ops proxy_ops = {
     .event_query = proxy_event_query,
     .event_synchronize = proxy_event_synchronize,
     .event_elapsed_ms = proxy_event_elapsed_ms,
+    .stream_wait_event = proxy_stream_wait_event,
     .vm_granularity = proxy_vm_granularity,
     .vm_reserve = proxy_vm_reserve,
     .vm_free = proxy_vm_free,

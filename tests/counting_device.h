@@ -5,7 +5,9 @@
  * passes through, so the suite can check an allocator's statistics against
  * the device's own view instead of the allocator's word:
  *   - calls that obtain memory (mem_alloc, vm_create, pool_malloc) and calls
- *     that return it (mem_free, vm_release, pool_free), successful or not;
+ *     that return it (mem_free, vm_release, pool_free), successful or not,
+ *     plus the pool_trim calls that released memory (the pool's reserved
+ *     bytes dropped across the call);
  *   - bytes held: what the underlying device's mem_info says is in use, minus
  *     what it said when the proxy was made. On sim that figure is exact, and
  *     it covers strategies whose reserved memory is not 1:1 with their calls
@@ -26,7 +28,7 @@ typedef struct vb_counting_device {
     vb_device *inner;          /* the device every op is forwarded to (not owned) */
     uint64_t baseline_used;    /* inner's used bytes when the proxy was made */
     uint64_t obtain_calls;     /* mem_alloc + vm_create + pool_malloc calls */
-    uint64_t return_calls;     /* mem_free + vm_release + pool_free calls */
+    uint64_t return_calls;     /* mem_free + vm_release + pool_free + releasing pool_trim calls */
     uint64_t failed_obtain_calls; /* of obtain_calls, those that did not succeed */
     uint64_t held_peak;        /* the maximum of vb_counting_held() seen after an obtain call */
 } vb_counting_device;
