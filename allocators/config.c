@@ -1,6 +1,7 @@
 /* vrambench — key=value configuration parsed against an allocator's options. */
 #include "allocator.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,10 +27,20 @@ static int parse_u64(const char *text, uint64_t *out)
         *out = UINT64_MAX;
         return 0;
     }
-    if (text[0] == '\0' || text[0] == '-' || text[0] == '+' || text[0] == ' ') return -1;
+    /* Decimal, or hex after 0x: never octal, as strtoull's base 0 would
+     * read "010". The digit checks keep out what strtoull would skip or
+     * accept silently: blanks, signs, a bare "0x". */
+    int base = 10;
+    if (text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+        base = 16;
+        text += 2;
+        if (!isxdigit((unsigned char)text[0])) return -1;
+    } else if (!isdigit((unsigned char)text[0])) {
+        return -1;
+    }
     char *end = NULL;
     errno = 0;
-    unsigned long long value = strtoull(text, &end, 0);
+    unsigned long long value = strtoull(text, &end, base);
     if (errno != 0 || *end != '\0') return -1;
     *out = (uint64_t)value;
     return 0;
@@ -38,7 +49,7 @@ static int parse_u64(const char *text, uint64_t *out)
 /* Parses a whole finite real number; 0 on success. */
 static int parse_double(const char *text, double *out)
 {
-    if (text[0] == '\0' || text[0] == ' ') return -1;
+    if (text[0] == '\0' || isspace((unsigned char)text[0])) return -1;
     char *end = NULL;
     errno = 0;
     double value = strtod(text, &end);

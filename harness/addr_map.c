@@ -38,9 +38,11 @@ static int grow(vb_addr_map *map)
     return 0;
 }
 
-/* Inserts or replaces. The table stays at most half full. */
+/* Inserts or replaces. The table stays at most half full. Key 0 marks an
+ * empty slot, so storing it would count an entry no lookup can find. */
 int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value)
 {
+    if (key == 0) return -1;
     if ((map->count + 1) * 2 > map->capacity && grow(map) != 0) return -1;
     size_t slot = slot_of(key, map->capacity);
     while (map->keys[slot] && map->keys[slot] != key) slot = (slot + 1) & (map->capacity - 1);

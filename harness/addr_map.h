@@ -18,7 +18,7 @@ typedef struct vb_addr_map {
 /* An empty map needs no set-up beyond zero-initialisation. */
 #define VB_ADDR_MAP_INIT {NULL, NULL, 0, 0}
 
-/* Inserts or replaces; returns 0, or -1 when host memory runs out. */
+/* Inserts or replaces; returns 0, or -1 when host memory runs out or `key` is 0. */
 int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value);
 
 /* 1 and the value in *value (may be NULL) if `key` is present, else 0. */
