@@ -133,6 +133,8 @@ static void async_destroy(void *state)
 
 /* pool_malloc on `stream`; the pool's reserved bytes are read after it
  * (the only place they grow), so the reserved peak is exact. */
+static vb_status async_empty_cache(void *state);
+
 static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
 {
     async_state *async = state;
@@ -142,6 +144,19 @@ static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_a
     vb_addr addr = 0;
     async->stats.driver_alloc_calls++;
     vb_status status = dev->ops->pool_malloc(dev, async->pool, size, stream, &addr);
+    if (status == VB_ERR_OOM) {
+        /* The contract's rule for a strategy with a cache: give the cache
+         * back and try once more. PyTorch's async backend does not (it
+         * reports the OOM at once); CUDA's pool only trims at a
+         * synchronize, so without this the pool's free memory would strand. */
+        uint64_t reserved_before = async->stats.reserved_bytes;
+        vb_status trimmed = async_empty_cache(async);
+        if (trimmed == VB_OK && async->stats.reserved_bytes < reserved_before) {
+            async->stats.alloc_retries++;
+            async->stats.driver_alloc_calls++;
+            status = dev->ops->pool_malloc(dev, async->pool, size, stream, &addr);
+        }
+    }
     if (status == VB_OK && vb_addr_map_put(&async->blocks, addr, (uint64_t)(uintptr_t)block) != 0) {
         dev->ops->pool_free(dev, async->pool, addr, stream);
         async->stats.driver_free_calls++;
