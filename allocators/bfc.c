@@ -26,8 +26,11 @@
  *    that reserved bytes are what the driver really holds.
  *  - BFC returns regions only at destruction (or in garbage collection on
  *    OOM); our empty_cache contract asks for every unused byte back, so
- *    empty_cache frees every wholly free region. curr_region_allocation_bytes
- *    keeps growing, as in BFC.
+ *    empty_cache frees every wholly free region. When that leaves no region,
+ *    curr_region_allocation_bytes starts again from its first value: BFC
+ *    never gets empty, and letting the doubling run on across empty_caches
+ *    would make each fresh region twice the last (80 GiB regions for a 4 MB
+ *    tensor after a thousand loop iterations).
  *  - Streams are ignored, as in TF (one compute stream): a freed chunk is
  *    reused by any stream. record_stream holds a chunk back until the work of
  *    the recorded streams has completed (deferred.h); unlike PyTorch, even a
@@ -261,6 +264,14 @@ static vb_chunk *retry_after_freeing_cache(bfc_state *bfc, uint64_t rounded)
 
 /* ------------------------------------------------------------------------ */
 /* Ops                                                                       */
+/* The first region's size: 2 MiB unless the limit is smaller; a region is
+ * at least a page. */
+static uint64_t first_region_bytes(const bfc_state *bfc)
+{
+    uint64_t limit_pages = bfc->memory_limit & ~(VB_DRIVER_PAGE - 1);
+    return limit_pages && limit_pages < BFC_FIRST_REGION ? limit_pages : BFC_FIRST_REGION;
+}
+
 /* ------------------------------------------------------------------------ */
 
 static vb_status bfc_create(vb_device *dev, const vb_config *config, void **state)
@@ -284,9 +295,7 @@ static vb_status bfc_create(vb_device *dev, const vb_config *config, void **stat
         bfc->memory_limit = total_bytes;
     }
     bfc->max_internal_fragmentation = settings.max_internal_fragmentation_mb * VB_MiB;
-    /* BFC starts at 2 MiB unless the limit is smaller; a region is at least a page. */
-    uint64_t limit_pages = bfc->memory_limit & ~(VB_DRIVER_PAGE - 1);
-    bfc->curr_region_allocation_bytes = limit_pages && limit_pages < BFC_FIRST_REGION ? limit_pages : BFC_FIRST_REGION;
+    bfc->curr_region_allocation_bytes = first_region_bytes(bfc);
     for (unsigned bin = 0; bin < BFC_BIN_COUNT; bin++) vb_oset_init(&bfc->bins[bin], vb_chunk_compare_size);
     vb_oset_init(&bfc->regions, vb_region_compare_base);
     vb_chunk_store_init(&bfc->store);
@@ -361,7 +370,9 @@ static vb_status bfc_empty_cache(void *state)
     bfc_state *bfc = state;
     vb_deferred_drain(&bfc->deferred, event_done, bfc);
     int released = release_free_regions(bfc);
-    return released < 0 ? (vb_status)released : VB_OK;
+    if (released < 0) return (vb_status)released;
+    if (bfc->regions.count == 0) bfc->curr_region_allocation_bytes = first_region_bytes(bfc);
+    return VB_OK;
 }
 
 /* Free bytes are everything reserved and not handed out; the largest free
