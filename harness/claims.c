@@ -208,6 +208,165 @@ static void decide_empty_cache_avoids_oom(reader *r)
         conclude(r, VB_VERDICT_DOES_NOT_HOLD, "the same batch fits either way (%.0f vs %.0f rows)", with, without);
 }
 
+/* Holds if del x leaves requested bytes unchanged while the view y lives, and
+ * del y drops them by at least the tensor's size. */
+static void decide_views(reader *r)
+{
+    double made = step_value(r, "x,y=x[:]", REQUESTED), start = step_value(r, "start", REQUESTED);
+    double at_del_x = step_value(r, "del x", REQUESTED), at_del_y = step_value(r, "del y", REQUESTED);
+    double size = made - start;
+    note(r, "tensor_bytes", size);
+    note(r, "freed_at_del_x_bytes", made - at_del_x);
+    note(r, "freed_at_del_y_bytes", at_del_x - at_del_y);
+    if (at_del_x == made && at_del_x - at_del_y >= size)
+        conclude(r, VB_VERDICT_HOLDS, "del x freed nothing while y lived; del y freed the storage");
+    else
+        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "del x freed %.1f MiB, del y %.1f MiB", MiB(made - at_del_x),
+                 MiB(at_del_x - at_del_y));
+}
+
+/* The bytes the async_matmul example's tensors take (x, y, z). */
+static double matmul_tensor_bytes(reader *r)
+{
+    return step_value(r, "z = matmul(x, y) (dispatched)", REQUESTED) - step_value(r, "start", REQUESTED);
+}
+
+/* Holds if, once the function returned, the driver still shows its tensors'
+ * memory (it fell by less than 10% of their size), and empty_cache then gives
+ * back at least 90% of it. */
+static void decide_scope_stays_reserved(reader *r)
+{
+    double tensors = matmul_tensor_bytes(r);
+    double dispatched = step_value(r, "z = matmul(x, y) (dispatched)", DRIVER_USED);
+    double returned = step_value(r, "async_gpu_example() returned", DRIVER_USED);
+    double emptied = step_value(r, "empty_cache", DRIVER_USED);
+    note(r, "tensor_bytes", tensors);
+    note(r, "driver_drop_at_return_bytes", dispatched - returned);
+    note(r, "driver_drop_at_empty_cache_bytes", returned - emptied);
+    int stays = dispatched - returned < 0.1 * tensors, released_later = returned - emptied >= 0.9 * tensors;
+    if (stays && released_later)
+        conclude(r, VB_VERDICT_HOLDS, "the driver kept showing the memory until empty_cache");
+    else if (!stays)
+        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "the driver got %.1f MiB back when the function returned",
+                 MiB(dispatched - returned));
+    else
+        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "the memory stayed even after empty_cache");
+}
+
+/* Holds if synchronize() makes the driver's used memory fall by at least 90%
+ * of the example's tensors (the document: VRAM "is only released ... after
+ * the call to torch.cuda.synchronize()"). */
+static void decide_synchronize_releases(reader *r)
+{
+    double tensors = matmul_tensor_bytes(r);
+    double drop = step_value(r, "z = matmul(x, y) (dispatched)", DRIVER_USED) - step_value(r, "synchronize()", DRIVER_USED);
+    note(r, "tensor_bytes", tensors);
+    note(r, "driver_drop_at_synchronize_bytes", drop);
+    note(r, "kernel_in_flight_at_dispatch", counter(r, "kernel_in_flight_at_dispatch"));
+    if (drop >= 0.9 * tensors)
+        conclude(r, VB_VERDICT_HOLDS, "synchronize() gave the driver %.1f MiB back", MiB(drop));
+    else
+        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "synchronize() changed the driver's used memory by %.1f MiB: "
+                 "x, y and z are still referenced", MiB(-drop) + 0.0);
+}
+
+#define HOLDER_TENSOR_BYTES (10000.0 * 10000.0 * 4.0) /* TensorHolder(10000), fp32 */
+
+/* Holds if tensor_holder = None frees less than half of the holder's tensor
+ * (the document: result "is still referencing the tensor"). */
+static void decide_holder_result_keeps_tensor(reader *r)
+{
+    double freed = counter(r, "freed_at_holder_none_bytes");
+    note(r, "holder_tensor_bytes", HOLDER_TENSOR_BYTES);
+    note(r, "freed_at_holder_none_bytes", freed);
+    note(r, "held_by_result_bytes", counter(r, "held_by_result_bytes"));
+    if (freed < 0.5 * HOLDER_TENSOR_BYTES)
+        conclude(r, VB_VERDICT_HOLDS, "the holder's tensor stayed allocated while result lived");
+    else
+        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "tensor_holder = None freed %.1f MiB: result = tensor * 2 is a new "
+                 "tensor, not a reference", MiB(freed));
+}
+
+/* What may stay for "completely": one driver page. */
+#define CLEANUP_SLACK_BYTES (2.0 * 1048576.0)
+
+/* Holds, on a GPU, if driver-used memory after the cleanup exceeds the level
+ * before the first CUDA call (context_bytes + the scenario's residual) by at
+ * most one 2 MiB page. The sim has no context or libraries: undecidable there. */
+static void decide_cleanup_frees_all(reader *r)
+{
+    double residual = counter(r, "residual_driver_bytes"), reserved = counter(r, "residual_reserved_bytes");
+    note(r, "residual_driver_bytes", residual);
+    note(r, "residual_reserved_bytes", reserved);
+    if (r->measurement->simulated) {
+        conclude(r, VB_VERDICT_UNDECIDABLE, "the simulated device has no CUDA context or library workspaces");
+        return;
+    }
+    double context = counter(r, "context_bytes");
+    note(r, "context_bytes", context);
+    if (residual + context <= CLEANUP_SLACK_BYTES)
+        conclude(r, VB_VERDICT_HOLDS, "driver-used memory went back to its level before the first CUDA call");
+    else
+        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "%.1f MiB stay: the CUDA context %.1f MiB, libraries and allocator "
+                 "%.1f MiB (of it %.1f MiB reserved by the allocator)", MiB(residual + context), MiB(context),
+                 MiB(residual), MiB(reserved));
+}
+
+/* Holds if the no_grad forward's peak reserved memory is at most 75% of the
+ * training step's. */
+static void decide_no_grad_less(reader *r)
+{
+    double no_grad = counter(r, "no_grad_peak_reserved_bytes"), train = counter(r, "train_peak_reserved_bytes");
+    note(r, "no_grad_peak_reserved_bytes", no_grad);
+    note(r, "train_peak_reserved_bytes", train);
+    note(r, "no_grad_extra_peak_bytes", counter(r, "no_grad_extra_peak_bytes"));
+    note(r, "train_extra_peak_bytes", counter(r, "train_extra_peak_bytes"));
+    if (no_grad <= 0.75 * train)
+        conclude(r, VB_VERDICT_HOLDS, "no_grad peaked at %.0f%% of the training step", 100.0 * no_grad / train);
+    else
+        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "no_grad peaked at %.0f%% of the training step", 100.0 * no_grad / train);
+}
+
+/* Holds if peak reserved memory rises with every step of the batch sweep
+ * 32, 256, 2048, 8192; depends if it never falls but some smaller batch
+ * needs no less; does not hold if a larger batch needs less. */
+static void decide_smaller_batch_less(reader *r)
+{
+    static const char *const names[] = {"batch32_peak_reserved_bytes", "batch256_peak_reserved_bytes",
+                                        "batch2048_peak_reserved_bytes", "batch8192_peak_reserved_bytes"};
+    double peaks[4];
+    int rising = 1, falling = 0;
+    for (int i = 0; i < 4; i++) {
+        peaks[i] = counter(r, names[i]);
+        note(r, names[i], peaks[i]);
+        if (i > 0 && peaks[i] <= peaks[i - 1]) rising = 0;
+        if (i > 0 && peaks[i] < peaks[i - 1]) falling = 1;
+    }
+    if (rising)
+        conclude(r, VB_VERDICT_HOLDS, "peak reserved memory rose with every batch size");
+    else if (!falling)
+        conclude(r, VB_VERDICT_DEPENDS, "some smaller batches needed the same memory (the allocator's rounding)");
+    else
+        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "a larger batch needed less memory than a smaller one");
+}
+
+/* Holds, on a GPU, if the loops with empty_cache every iteration take at
+ * least 10% longer per iteration than without. Sim times are not GPU times. */
+static void decide_empty_cache_costs_time(reader *r)
+{
+    double every = counter(r, "every1_iter_ns"), never = counter(r, "never_iter_ns");
+    note(r, "every1_iter_ns", every);
+    note(r, "never_iter_ns", never);
+    note(r, "every1_driver_calls", counter(r, "every1_driver_calls"));
+    note(r, "never_driver_calls", counter(r, "never_driver_calls"));
+    if (r->measurement->simulated)
+        conclude(r, VB_VERDICT_UNDECIDABLE, "times on the simulated device are not GPU times");
+    else if (every >= 1.10 * never)
+        conclude(r, VB_VERDICT_HOLDS, "an iteration took %.2fx as long with empty_cache every time", every / never);
+    else
+        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "an iteration took %.2fx as long with empty_cache every time", every / never);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The catalogue                                                             */
 /* ------------------------------------------------------------------------ */
@@ -224,6 +383,14 @@ CRITERION(decide_reuse_after_del)
 CRITERION(decide_unreferenced_leak)
 CRITERION(decide_gap_means_leak)
 CRITERION(decide_empty_cache_avoids_oom)
+CRITERION(decide_views)
+CRITERION(decide_scope_stays_reserved)
+CRITERION(decide_synchronize_releases)
+CRITERION(decide_holder_result_keeps_tensor)
+CRITERION(decide_cleanup_frees_all)
+CRITERION(decide_no_grad_less)
+CRITERION(decide_smaller_batch_less)
+CRITERION(decide_empty_cache_costs_time)
 
 static const vb_claim release_specific = {
     "release_specific", "000, 004",
@@ -263,8 +430,69 @@ static const vb_claim empty_cache_avoids_oom = {
     "holds if the largest batch with empty_cache exceeds the one without by more than 256 rows",
     decide_empty_cache_avoids_oom_entry};
 
+static const vb_claim views = {
+    "view_keeps_storage", "000",
+    "Deleting a tensor while a view of it is alive releases nothing; deleting the view does.",
+    "views", "requested bytes at x,y=x[:], del x and del y (x = randn(1000, 1000))",
+    "holds if del x leaves requested bytes unchanged and del y drops them by at least the tensor's size",
+    decide_views_entry};
+
+static const vb_claim scope_stays_reserved = {
+    "out_of_scope_memory_stays_until_empty_cache", "001",
+    "After a function's tensors go out of scope their memory stays reserved, visible to the driver, until empty_cache.",
+    "async_matmul", "driver-used memory after dispatch, after the function returned, and after empty_cache "
+                    "(two 10000x10000 fp32 matrices and their product)",
+    "holds if the driver's used memory falls by < 10% of the tensors at return and by >= 90% at empty_cache",
+    decide_scope_stays_reserved_entry};
+
+static const vb_claim synchronize_releases = {
+    "synchronize_releases_memory", "001",
+    "The memory used by an asynchronous kernel is released only after torch.cuda.synchronize().",
+    "async_matmul", "driver-used memory right after the matmul is dispatched (kernel in flight) and after synchronize()",
+    "holds if synchronize() makes the driver's used memory fall by >= 90% of the tensors' size",
+    decide_synchronize_releases_entry};
+
+static const vb_claim holder_result_keeps_tensor = {
+    "result_keeps_holder_tensor", "001",
+    "After tensor_holder = None, the holder's tensor stays allocated because result still references it.",
+    "holder_refs", "bytes freed at tensor_holder = None (TensorHolder(10000): a 10000x10000 fp32 tensor)",
+    "holds if tensor_holder = None frees less than half of the holder's tensor",
+    decide_holder_result_keeps_tensor_entry};
+
+static const vb_claim cleanup_frees_all = {
+    "cleanup_frees_gpu_completely", "002",
+    "del model, optimizer and loaders, gc.collect() and empty_cache() free GPU memory completely.",
+    "training_cleanup", "driver-used memory after the cleanup against before the first CUDA call (context_bytes + "
+                        "residual_driver_bytes)",
+    "holds if at most one 2 MiB page stays; undecidable on the simulated device",
+    decide_cleanup_frees_all_entry};
+
+static const vb_claim no_grad_less = {
+    "no_grad_uses_substantially_less", "003",
+    "Inference under torch.no_grad() uses substantially less memory than a training step.",
+    "no_grad_inference", "peak reserved bytes of a no_grad forward and of a training step (MLP 1000-4096x3-10, "
+                         "batch 4096)",
+    "holds if the no_grad peak is at most 75% of the training step's",
+    decide_no_grad_less_entry};
+
+static const vb_claim smaller_batch_less = {
+    "smaller_batch_uses_less", "003",
+    "A smaller batch size uses less GPU memory.",
+    "dataloader_batches", "peak reserved bytes of an epoch at batch sizes 32, 256, 2048, 8192",
+    "holds if peak reserved rises with every larger batch; depends if it never falls but ties",
+    decide_smaller_batch_less_entry};
+
+static const vb_claim empty_cache_costs_time = {
+    "frequent_empty_cache_costs_time", "004",
+    "Calling empty_cache often costs time.",
+    "empty_cache_loop", "time per iteration and driver calls of the loops with empty_cache every iteration and never",
+    "holds if an iteration with empty_cache every time takes >= 1.10x as long; undecidable on the simulated device",
+    decide_empty_cache_costs_time_entry};
+
 const vb_claim *const vb_claim_catalogue[] = {
-    &release_specific, &reuse_after_del, &unreferenced_leak, &gap_means_leak, &empty_cache_avoids_oom, NULL,
+    &release_specific, &views, &scope_stays_reserved, &synchronize_releases, &holder_result_keeps_tensor,
+    &cleanup_frees_all, &no_grad_less, &smaller_batch_less, &reuse_after_del, &unreferenced_leak, &gap_means_leak,
+    &empty_cache_costs_time, &empty_cache_avoids_oom, NULL,
 };
 
 /* ------------------------------------------------------------------------ */

@@ -38,6 +38,7 @@ void vb_name_list_free(vb_name_list *list);
 const char *const *vb_cli_allocator_names(void);
 
 int vb_cmd_list(int argc, char **argv);
+int vb_cmd_claims(int argc, char **argv);
 int vb_cmd_microbench(int argc, char **argv);
 int vb_cmd_run(int argc, char **argv);
 

@@ -18,6 +18,7 @@
  * runtime's last-error state is cleared so that a later launch check does not
  * report a stale failure (as PyTorch does after an out-of-memory).
  */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -821,14 +822,81 @@ const char *vb_cuda_unavailable_reason(void)
     return unavailable_reason;
 }
 
+/* NVML (libnvidia-ml, which ships with the driver, loaded at run time) is
+ * the one view of device memory that exists before a CUDA context does, so
+ * the context's own share can be measured: used memory before creating it
+ * and after. */
+typedef struct nvml_memory {
+    unsigned long long total, free, used; /* nvmlMemory_t */
+} nvml_memory;
+
+typedef struct nvml_probe {
+    void *library;
+    void *device;
+    int (*memory_info)(void *device, nvml_memory *out);
+    int (*shutdown)(void);
+} nvml_probe;
+
+/* Opens NVML on the device with the PCI bus id of CUDA device `device`; 0 on
+ * success. Failing is no error: the context's size is then unknown. */
+static int nvml_open(int device, nvml_probe *probe)
+{
+    char bus_id[32];
+    memset(probe, 0, sizeof *probe);
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    probe->library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!probe->library) return -1;
+    int (*init)(void) = (int (*)(void))dlsym(probe->library, "nvmlInit_v2");
+    int (*by_bus_id)(const char *, void **) =
+        (int (*)(const char *, void **))dlsym(probe->library, "nvmlDeviceGetHandleByPciBusId_v2");
+    probe->memory_info = (int (*)(void *, nvml_memory *))dlsym(probe->library, "nvmlDeviceGetMemoryInfo");
+    probe->shutdown = (int (*)(void))dlsym(probe->library, "nvmlShutdown");
+    if (!init || !by_bus_id || !probe->memory_info || !probe->shutdown || init() != 0) {
+        dlclose(probe->library);
+        probe->library = NULL;
+        return -1;
+    }
+    if (by_bus_id(bus_id, &probe->device) != 0) {
+        probe->shutdown();
+        dlclose(probe->library);
+        probe->library = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Used device memory as NVML sees it; 0 when unknown. */
+static uint64_t nvml_used(const nvml_probe *probe)
+{
+    nvml_memory memory;
+    if (!probe->library || probe->memory_info(probe->device, &memory) != 0) return 0;
+    return memory.used;
+}
+
+static void nvml_close(nvml_probe *probe)
+{
+    if (!probe->library) return;
+    probe->shutdown();
+    dlclose(probe->library);
+    probe->library = NULL;
+}
+
 /* Makes the current device's primary context current on this thread and
  * fills in what the device says about itself. */
 static vb_status init_device(cuda_state *cuda)
 {
     cudaError_t err = cudaGetDevice(&cuda->device);
     if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaGetDevice");
+    nvml_probe nvml;
+    int have_nvml = nvml_open(cuda->device, &nvml) == 0;
+    uint64_t used_before_context = have_nvml ? nvml_used(&nvml) : 0;
     err = cudaSetDevice(cuda->device);
     if (err == cudaSuccess) err = cudaFree(NULL); /* creates the context on runtimes before 12.0 too */
+    uint64_t used_after_context = have_nvml && err == cudaSuccess ? nvml_used(&nvml) : 0;
+    if (have_nvml) nvml_close(&nvml);
     if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "initialising device %d", cuda->device);
 
     struct cudaDeviceProp props;
@@ -842,6 +910,8 @@ static vb_status init_device(cuda_state *cuda)
     memcpy(info->name, props.name, name_length);
     info->name[name_length] = '\0';
     info->total_bytes = props.totalGlobalMem;
+    if (used_before_context && used_after_context > used_before_context)
+        info->context_bytes = used_after_context - used_before_context;
     err = cudaDriverGetVersion(&info->driver_version);
     if (err == cudaSuccess) err = cudaRuntimeGetVersion(&info->runtime_version);
     if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaDriverGetVersion/cudaRuntimeGetVersion");

@@ -16,6 +16,9 @@ static const command commands[] = {
      "run [--scenario S[,S]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n"
      "    [--repetitions N] [--min-time SECONDS] [--config ALLOC.KEY=VALUE]... [--out FILE.json]\n"
      "                                  scenarios x allocators, Google Benchmark JSON (run --help)"},
+    {"claims", vb_cmd_claims,
+     "claims [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim] [--pytorch FILE] [--out FILE.json]\n"
+     "                                  the documents' claims, each decided per allocator"},
     {"microbench", vb_cmd_microbench,
      "microbench [--allocator A[,B]|all] [--device auto|cuda|sim]\n"
      "                                  malloc+free pair latency in cache-hit steady state"},

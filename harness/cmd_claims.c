@@ -1,0 +1,424 @@
+/* vrambench — `vrambench claims`: every claim of the catalogue
+ * (harness/claims.c) decided for every allocator, and for PyTorch's own
+ * allocator from measurements tools/pytorch_claims.py recorded on a GPU.
+ *
+ * Each claim's scenario runs once per allocator (one iteration on a fresh
+ * allocator, through the runner), and the claim's criterion reads that run's
+ * timeline and counters. Output: a table (claims as rows, allocators as
+ * columns) and, with --out, a JSON file:
+ *   {"context": {...}, "catalogue": [{id, documents, claim, scenario,
+ *    measurement, criterion}], "claims": [{id, documents, claim, allocator,
+ *    verdict, reason, numbers: {...}, device_name, simulated}]}
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "claims.h"
+#include "cli.h"
+#include "measure.h"
+#include "report.h"
+#include "runner.h"
+
+#define CLAIMS_USAGE                                                                                       \
+    "usage: vrambench claims [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim] [--claim ID[,ID]|all]\n" \
+    "                        [--pytorch MEASUREMENTS.json] [--out FILE.json] [--quiet]\n"
+
+typedef struct claims_args {
+    const char *allocators, *device, *claims, *pytorch, *out;
+    int quiet;
+} claims_args;
+
+/* One column of the table: an allocator (or "pytorch") and its decisions,
+ * indexed like the selected claims. */
+typedef struct column {
+    char label[512];
+    char device_name[128];
+    int simulated;
+    vb_decision *decisions;
+} column;
+
+typedef struct claims_state {
+    vb_name_list claim_names;
+    const vb_claim **claims;
+    size_t claim_count;
+    vb_allocator_spec *specs;
+    size_t spec_count;
+    column *columns;
+    size_t column_count;
+    vb_device *device;
+    json_t *document;
+} claims_state;
+
+/* ======================================================================== */
+/* Arguments                                                                */
+/* ======================================================================== */
+
+static int parse_args(int argc, char **argv, claims_args *args)
+{
+    *args = (claims_args){"all", "auto", "all", NULL, NULL, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *option = argv[i];
+        const char **target = strcmp(option, "--allocator") == 0 ? &args->allocators
+                              : strcmp(option, "--device") == 0  ? &args->device
+                              : strcmp(option, "--claim") == 0   ? &args->claims
+                              : strcmp(option, "--pytorch") == 0 ? &args->pytorch
+                              : strcmp(option, "--out") == 0     ? &args->out
+                                                                 : NULL;
+        if (strcmp(option, "--quiet") == 0) {
+            args->quiet = 1;
+        } else if (strcmp(option, "--help") == 0 || strcmp(option, "-h") == 0) {
+            fputs(CLAIMS_USAGE, stdout);
+            exit(VB_EXIT_OK);
+        } else if (!target) {
+            return vb_cli_error(VB_EXIT_USAGE, "claims: unknown option '%s'\n%s", option, CLAIMS_USAGE);
+        } else if (i + 1 >= argc) {
+            return vb_cli_error(VB_EXIT_USAGE, "claims: %s needs a value", option);
+        } else {
+            *target = argv[++i];
+        }
+    }
+    return VB_EXIT_OK;
+}
+
+/* The catalogue's ids, NULL-terminated (static storage). */
+static const char *const *claim_ids(void)
+{
+    static const char *ids[64];
+    for (size_t i = 0; vb_claim_catalogue[i] && i + 1 < sizeof ids / sizeof ids[0]; i++)
+        ids[i] = vb_claim_catalogue[i]->id;
+    return ids;
+}
+
+/* Adds an empty column; NULL on host OOM. */
+static column *add_column(claims_state *state, const char *label, const char *device_name, int simulated)
+{
+    column *columns = realloc(state->columns, (state->column_count + 1) * sizeof *columns);
+    if (!columns) return NULL;
+    state->columns = columns;
+    column *c = &columns[state->column_count];
+    memset(c, 0, sizeof *c);
+    c->decisions = calloc(state->claim_count, sizeof *c->decisions);
+    if (!c->decisions) return NULL;
+    snprintf(c->label, sizeof c->label, "%s", label);
+    snprintf(c->device_name, sizeof c->device_name, "%s", device_name);
+    c->simulated = simulated;
+    state->column_count++;
+    return c;
+}
+
+/* Decides every selected claim measured by `scenario` into `c`. */
+static void decide_for_scenario(claims_state *state, column *c, const char *scenario, const vb_measurement *m)
+{
+    for (size_t i = 0; i < state->claim_count; i++)
+        if (strcmp(state->claims[i]->scenario, scenario) == 0) vb_claim_decide(state->claims[i], m, &c->decisions[i]);
+}
+
+/* 1 if a claim before index `i` has the same scenario (it already ran). */
+static int scenario_seen(const claims_state *state, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(state->claims[j]->scenario, state->claims[i]->scenario) == 0) return 1;
+    return 0;
+}
+
+/* ======================================================================== */
+/* Our allocators                                                           */
+/* ======================================================================== */
+
+/* Runs each needed scenario once on `spec` and decides its claims. */
+static int measure_allocator(claims_state *state, const claims_args *args, const vb_allocator_spec *spec,
+                             size_t *done, size_t total, uint64_t started)
+{
+    vb_device_info info;
+    state->device->ops->info(state->device, &info);
+    column *c = add_column(state, spec->label, info.name, info.simulated);
+    if (!c) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    vb_runner_options options = {.repetitions = 1, .min_time_s = 0.0, .max_iterations = 1};
+    for (size_t i = 0; i < state->claim_count; i++) {
+        if (scenario_seen(state, i)) continue;
+        const vb_scenario *scenario = vb_scenario_find(state->claims[i]->scenario);
+        if (!scenario)
+            return vb_cli_error(VB_EXIT_FAILURE, "claims: claim %s names scenario '%s', which is not built in",
+                                state->claims[i]->id, state->claims[i]->scenario);
+        vb_case one = {scenario, NULL, spec};
+        vb_case_result result;
+        vb_status status = vb_runner_run_case(state->device, &one, &options, &result);
+        if (status != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "claims: %s", vb_last_error());
+        const vb_repetition_result *rep = &result.repetitions[0];
+        /* The context's share of the driver's memory is no scenario's
+         * business; the claims that need it find it among the counters. */
+        vb_run_counter *counters = malloc((rep->counter_count + 1) * sizeof *counters);
+        if (!counters) {
+            vb_case_result_free(&result);
+            return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+        }
+        memcpy(counters, rep->counters, rep->counter_count * sizeof *counters);
+        size_t counter_count = rep->counter_count;
+        if (info.context_bytes) {
+            snprintf(counters[counter_count].name, sizeof counters[0].name, "context_bytes");
+            counters[counter_count++].value = (double)info.context_bytes;
+        }
+        vb_measurement m = {rep->timeline, rep->timeline_count, counters, counter_count, info.simulated};
+        decide_for_scenario(state, c, scenario->name, &m);
+        free(counters);
+        vb_case_result_free(&result);
+        ++*done;
+        if (!args->quiet)
+            fprintf(stderr, "[%zu/%zu] %s/%s (elapsed %.1f s)\n", *done, total, scenario->name, spec->label,
+                    (double)(vb_now_ns() - started) / 1e9);
+    }
+    return VB_EXIT_OK;
+}
+
+/* ======================================================================== */
+/* PyTorch's measurements                                                   */
+/* ======================================================================== */
+
+/* Reads one measurement object into arrays it allocates; 0 on success, else
+ * an error message in `why`. */
+static int read_measurement(json_t *entry, vb_timeline_sample **timeline, size_t *timeline_count,
+                            vb_run_counter **counters, size_t *counter_count, char *why, size_t why_size)
+{
+    json_t *steps = json_object_get(entry, "timeline"), *values = json_object_get(entry, "counters");
+    if (!json_is_array(steps) || !json_is_object(values)) {
+        snprintf(why, why_size, "a measurement lacks its \"timeline\" array or \"counters\" object");
+        return -1;
+    }
+    *timeline = calloc(json_array_size(steps) + 1, sizeof **timeline);
+    *counters = calloc(json_object_size(values) + 1, sizeof **counters);
+    if (!*timeline || !*counters) {
+        snprintf(why, why_size, "out of host memory");
+        return -1;
+    }
+    size_t index;
+    json_t *step;
+    json_array_foreach(steps, index, step) {
+        static const char *const fields[] = {"requested", "allocated", "reserved", "driver_used"};
+        vb_timeline_sample *s = &(*timeline)[index];
+        json_t *name = json_object_get(step, "step");
+        if (!json_is_string(name)) {
+            snprintf(why, why_size, "timeline entry %zu has no \"step\" string", index);
+            return -1;
+        }
+        snprintf(s->step, sizeof s->step, "%s", json_string_value(name));
+        uint64_t *slots[] = {&s->requested, &s->allocated, &s->reserved, &s->driver_used};
+        for (size_t f = 0; f < 4; f++) {
+            json_t *value = json_object_get(step, fields[f]);
+            if (!json_is_number(value) || json_number_value(value) < 0) {
+                snprintf(why, why_size, "timeline entry %zu ('%s') has no non-negative \"%s\"", index, s->step, fields[f]);
+                return -1;
+            }
+            *slots[f] = (uint64_t)json_number_value(value);
+        }
+    }
+    *timeline_count = json_array_size(steps);
+    const char *key;
+    json_t *value;
+    *counter_count = 0;
+    json_object_foreach(values, key, value) {
+        if (!json_is_number(value)) {
+            snprintf(why, why_size, "counter \"%s\" is not a number", key);
+            return -1;
+        }
+        snprintf((*counters)[*counter_count].name, sizeof (*counters)[0].name, "%s", key);
+        (*counters)[(*counter_count)++].value = json_number_value(value);
+    }
+    return 0;
+}
+
+/* Loads tools/pytorch_claims.py's file and decides every selected claim for
+ * the "pytorch" column. Bad input: one error line, exit 2. */
+static int decide_pytorch(claims_state *state, const char *path)
+{
+    json_error_t error;
+    json_t *root = json_load_file(path, 0, &error);
+    if (!root)
+        return vb_cli_error(VB_EXIT_USAGE, "claims: cannot read %s: %s (line %d)", path, error.text, error.line);
+    int exit_status = VB_EXIT_OK;
+    json_t *context = json_object_get(root, "context"), *measurements = json_object_get(root, "measurements");
+    json_t *device_name = json_object_get(context, "device_name");
+    if (!json_is_object(context) || !json_is_array(measurements) || !json_is_string(device_name)) {
+        json_decref(root);
+        return vb_cli_error(VB_EXIT_USAGE, "claims: %s is not a pytorch_claims.py measurements file "
+                            "(needs context.device_name and a measurements array)", path);
+    }
+    column *c = add_column(state, "pytorch", json_string_value(device_name), 0);
+    if (!c) exit_status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    for (size_t i = 0; i < state->claim_count && c; i++)
+        c->decisions[i] = (vb_decision){.verdict = VB_VERDICT_UNDECIDABLE, .reason = "not measured in PyTorch"};
+    size_t index;
+    json_t *entry;
+    json_array_foreach(measurements, index, entry) {
+        if (exit_status != VB_EXIT_OK) break;
+        json_t *scenario = json_object_get(entry, "scenario");
+        vb_timeline_sample *timeline = NULL;
+        vb_run_counter *counters = NULL;
+        size_t timeline_count = 0, counter_count = 0;
+        char why[256];
+        if (!json_is_string(scenario))
+            exit_status = vb_cli_error(VB_EXIT_USAGE, "claims: %s: measurement %zu has no \"scenario\"", path, index);
+        else if (read_measurement(entry, &timeline, &timeline_count, &counters, &counter_count, why, sizeof why) != 0)
+            exit_status = vb_cli_error(VB_EXIT_USAGE, "claims: %s: %s: %s", path, json_string_value(scenario), why);
+        else {
+            vb_measurement m = {timeline, timeline_count, counters, counter_count, 0};
+            decide_for_scenario(state, c, json_string_value(scenario), &m);
+        }
+        free(timeline);
+        free(counters);
+    }
+    json_decref(root);
+    return exit_status;
+}
+
+/* ======================================================================== */
+/* Output                                                                   */
+/* ======================================================================== */
+
+/* A verdict in a table cell. */
+static const char *cell(vb_verdict verdict)
+{
+    switch (verdict) {
+    case VB_VERDICT_HOLDS: return "holds";
+    case VB_VERDICT_DOES_NOT_HOLD: return "NO";
+    case VB_VERDICT_DEPENDS: return "depends";
+    case VB_VERDICT_UNDECIDABLE: return "n/a";
+    }
+    return "?";
+}
+
+/* Claims as rows, allocators as columns. */
+static void print_table(const claims_state *state)
+{
+    printf("%-52s", "claim (documents)");
+    for (size_t c = 0; c < state->column_count; c++) printf(" %-10.10s", state->columns[c].label);
+    printf("\n");
+    for (size_t i = 0; i < state->claim_count; i++) {
+        char title[128];
+        snprintf(title, sizeof title, "%s (%s)", state->claims[i]->id, state->claims[i]->documents);
+        printf("%-52.52s", title);
+        for (size_t c = 0; c < state->column_count; c++) printf(" %-10s", cell(state->columns[c].decisions[i].verdict));
+        printf("\n");
+    }
+    printf("holds = the claim holds; NO = it does not; depends = it does for some cases of the scenario; "
+           "n/a = the measurement cannot decide it (see the reason in the JSON)\n");
+}
+
+/* Adds the catalogue and every decision to the document; 0 on success. */
+static int fill_document(claims_state *state)
+{
+    json_t *catalogue = json_array(), *claims = json_array();
+    int failed = !catalogue || !claims;
+    for (size_t i = 0; i < state->claim_count && !failed; i++) {
+        const vb_claim *claim = state->claims[i];
+        failed |= json_array_append_new(catalogue, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", claim->id,
+                                                              "documents", claim->documents, "claim", claim->claim,
+                                                              "scenario", claim->scenario, "measurement",
+                                                              claim->measurement, "criterion", claim->criterion));
+    }
+    for (size_t c = 0; c < state->column_count && !failed; c++)
+        for (size_t i = 0; i < state->claim_count && !failed; i++) {
+            const vb_decision *d = &state->columns[c].decisions[i];
+            json_t *numbers = json_object();
+            for (size_t n = 0; numbers && n < d->number_count; n++) {
+                json_t *number = vb_json_number(d->numbers[n].value);
+                failed |= json_object_set_new(numbers, d->numbers[n].name, number ? number : json_null());
+            }
+            json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:b}", "id", state->claims[i]->id,
+                                    "documents", state->claims[i]->documents, "claim", state->claims[i]->claim,
+                                    "allocator", state->columns[c].label, "verdict", vb_verdict_name(d->verdict),
+                                    "reason", d->reason, "numbers", numbers ? numbers : json_object(),
+                                    "device_name", state->columns[c].device_name, "simulated",
+                                    state->columns[c].simulated);
+            failed |= !row || json_array_append_new(claims, row);
+        }
+    failed |= json_object_set_new(state->document, "catalogue", catalogue);
+    failed |= json_object_set_new(state->document, "claims", claims);
+    json_object_del(state->document, "benchmarks");
+    return failed;
+}
+
+/* ======================================================================== */
+/* The command                                                              */
+/* ======================================================================== */
+
+/* Resolves the claim names into catalogue entries. */
+static int select_claims(claims_state *state, const char *spec)
+{
+    int exit_status = vb_cli_names(spec, "claim", claim_ids(), &state->claim_names);
+    if (exit_status != VB_EXIT_OK) return exit_status;
+    state->claims = calloc(state->claim_names.count, sizeof *state->claims);
+    if (!state->claims) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    for (size_t i = 0; i < state->claim_names.count; i++) state->claims[i] = vb_claim_find(state->claim_names.names[i]);
+    state->claim_count = state->claim_names.count;
+    return VB_EXIT_OK;
+}
+
+/* Frees everything the state holds. */
+static void release_state(claims_state *state)
+{
+    for (size_t c = 0; c < state->column_count; c++) free(state->columns[c].decisions);
+    free(state->columns);
+    free(state->claims);
+    vb_name_list_free(&state->claim_names);
+    vb_allocator_spec_list_free(state->specs, state->spec_count);
+    json_decref(state->document);
+    vb_device_close(state->device);
+}
+
+/* Measures, decides, prints and writes. */
+static int run_claims(claims_state *state, const claims_args *args)
+{
+    char out_path[4096] = "";
+    vb_device_info info;
+    state->device->ops->info(state->device, &info);
+    if (args->out) {
+        vb_status status = vb_report_expand_path(args->out, &info, out_path, sizeof out_path);
+        if (status == VB_OK) status = vb_report_check_writable(out_path);
+        if (status != VB_OK) return vb_cli_status_error(VB_ERR_INVALID);
+    }
+    int exit_status = VB_EXIT_OK;
+    if (args->pytorch) { /* checked first: a bad file should not cost a run */
+        exit_status = decide_pytorch(state, args->pytorch);
+        if (exit_status != VB_EXIT_OK) return exit_status;
+    }
+    if (info.simulated)
+        fputs("vrambench: claims on the SIMULATED device: memory figures are exact for each policy; claims about "
+              "time or the CUDA context are undecidable here\n", stderr);
+    size_t scenarios = 0, done = 0;
+    for (size_t i = 0; i < state->claim_count; i++) scenarios += !scenario_seen(state, i);
+    uint64_t started = vb_now_ns();
+    for (size_t a = 0; a < state->spec_count && exit_status == VB_EXIT_OK; a++)
+        exit_status = measure_allocator(state, args, &state->specs[a], &done, scenarios * state->spec_count, started);
+    if (exit_status != VB_EXIT_OK) return exit_status;
+    if (args->pytorch && state->column_count > 0) { /* PyTorch's column last, next to ours */
+        column pytorch = state->columns[0];
+        memmove(state->columns, state->columns + 1, (state->column_count - 1) * sizeof *state->columns);
+        state->columns[state->column_count - 1] = pytorch;
+    }
+    print_table(state);
+    fflush(stdout);
+    if (!args->out) return VB_EXIT_OK;
+    state->document = vb_report_document(vb_report_context(state->device, NULL, state->specs, state->spec_count));
+    if (!state->document || fill_document(state) != 0) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    vb_status status = vb_report_write(state->document, out_path);
+    if (status != VB_OK) return vb_cli_status_error(status);
+    fprintf(stderr, "vrambench: wrote %s\n", out_path);
+    return VB_EXIT_OK;
+}
+
+int vb_cmd_claims(int argc, char **argv)
+{
+    claims_args args;
+    int exit_status = parse_args(argc, argv, &args);
+    if (exit_status != VB_EXIT_OK) return exit_status;
+    claims_state state = {0};
+    exit_status = select_claims(&state, args.claims);
+    if (exit_status == VB_EXIT_OK) {
+        vb_status status = vb_allocator_spec_list_parse(args.allocators, &state.specs, &state.spec_count);
+        if (status == VB_OK) status = vb_device_open(args.device, NULL, &state.device);
+        exit_status = status == VB_OK ? run_claims(&state, &args) : vb_cli_status_error(status);
+    }
+    release_state(&state);
+    return exit_status;
+}
