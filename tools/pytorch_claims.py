@@ -124,6 +124,255 @@ def leak_loop(torch, r):
     r.step("del results; empty_cache")
 
 
+def views(torch, r):
+    """000 Example 2: y = x[:] keeps x's storage alive."""
+    r.step("start")
+    x = torch.randn(1000, 1000, device="cuda")
+    y = x[:]
+    r.step("x,y=x[:]")
+    del x
+    r.step("del x")
+    del y
+    r.step("del y")
+    torch.cuda.empty_cache()
+    r.step("empty_cache")
+
+
+def async_matmul(torch, r):
+    """001 async_gpu_example(): two 10000x10000 matrices, z = x @ y in flight."""
+    import time
+
+    def async_gpu_example():
+        x = torch.randn(10000, 10000, device="cuda")
+        r.step("x = randn(10000, 10000)")
+        y = torch.randn(10000, 10000, device="cuda")
+        r.step("y = randn(10000, 10000)")
+        z = torch.matmul(x, y)
+        done = torch.cuda.Event()
+        done.record()
+        r.counter("kernel_in_flight_at_dispatch", 0 if done.query() else 1)
+        r.step("z = matmul(x, y) (dispatched)")
+        time.sleep(1)  # the document's "other work"
+        torch.cuda.synchronize()
+        r.step("synchronize()")
+        del x, y, z
+
+    torch.cuda.synchronize()
+    r.step("start")
+    async_gpu_example()
+    r.step("async_gpu_example() returned")
+    torch.cuda.empty_cache()
+    r.step("empty_cache")
+
+
+def holder_refs(torch, r):
+    """001 TensorHolder: does result keep the holder's tensor alive?"""
+    class TensorHolder:
+        def __init__(self, size):
+            self.tensor = torch.randn(size, size, device="cuda")
+
+        def compute(self):
+            return self.tensor * 2
+
+    r.step("start")
+    tensor_holder = TensorHolder(10000)
+    r.step("tensor_holder = TensorHolder(10000)")
+    result = tensor_holder.compute()
+    r.step("result = tensor_holder.compute()")
+    before = torch.cuda.memory_stats()["requested_bytes.all.current"]
+    tensor_holder = None
+    r.step("tensor_holder = None")
+    after = torch.cuda.memory_stats()["requested_bytes.all.current"]
+    r.counter("freed_at_holder_none_bytes", before - after)
+    r.counter("held_by_result_bytes", after)
+    result = None
+    r.step("result = None")
+    torch.cuda.empty_cache()
+    r.step("empty_cache")
+    del result
+
+
+def mlp(torch, widths):
+    """Linear layers without bias, ReLU between (the C scenarios' MLP)."""
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1], bias=False))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers).cuda()
+
+
+def training_step(torch, data, model, optimizer):
+    """004 Example 2's training_step."""
+    output = model(data)
+    loss = torch.nn.functional.mse_loss(output, torch.randn_like(output))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def training_cleanup(torch, r):
+    """002 Examples 1 and 2 after a short training run."""
+    import gc
+    torch.cuda.synchronize()
+    r.step("start")
+    start_driver = r.timeline[-1]["driver_used"]
+    model = mlp(torch, [1024, 4096, 4096, 1000])
+    optimizer = torch.optim.Adam(model.parameters())
+    r.step("model, optimizer = MLP().cuda(), Adam(...)")
+    train_dataset = torch.utils.data.TensorDataset(torch.randn(16384, 1024, device="cuda"),
+                                                   torch.randint(0, 1000, (16384,), device="cuda"))
+    test_dataset = torch.utils.data.TensorDataset(torch.randn(4096, 1024, device="cuda"),
+                                                  torch.randint(0, 1000, (4096,), device="cuda"))
+    train_loader = torch.utils.data.DataLoader(train_dataset, batch_size=256)
+    test_loader = torch.utils.data.DataLoader(test_dataset, batch_size=256)
+    r.step("datasets and loaders on device")
+    for step, (data, _) in enumerate(train_loader):
+        training_step(torch, data, model, optimizer)
+        if step == 3:
+            break
+    del data
+    r.step("training done")
+    with torch.no_grad():
+        some_large_tensor = model(test_dataset.tensors[0])
+    r.step("some_large_tensor = model(test_x)")
+    del model
+    r.step("del model")
+    del optimizer
+    r.step("del optimizer")
+    if "some_large_tensor" in locals():
+        del some_large_tensor
+    r.step("del some_large_tensor")
+    gc.collect()
+    r.step("gc.collect()")
+    torch.cuda.empty_cache()
+    r.step("empty_cache")
+    del train_dataset
+    r.step("del train_dataset")
+    del test_dataset
+    r.step("del test_dataset")
+    del train_loader
+    r.step("del train_loader")
+    del test_loader
+    r.step("del test_loader")
+    gc.collect()
+    r.step("gc.collect() #2")
+    torch.cuda.empty_cache()
+    r.step("empty_cache #2")
+    end = r.timeline[-1]
+    r.counter("residual_driver_bytes", end["driver_used"] - start_driver)
+    r.counter("residual_reserved_bytes", end["reserved"])
+    r.counter("requested_after_cleanup_bytes", end["requested"])
+
+
+def no_grad_inference(torch, r):
+    """003 Example 2, scaled up: a no_grad forward against a training step."""
+    def phase(prefix, body):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_stats()["requested_bytes.all.current"]
+        body()
+        stats = torch.cuda.memory_stats()
+        r.counter(prefix + "_peak_requested_bytes", stats["requested_bytes.all.peak"])
+        r.counter(prefix + "_peak_reserved_bytes", stats["reserved_bytes.all.peak"])
+        r.counter(prefix + "_extra_peak_bytes", stats["requested_bytes.all.peak"] - before)
+
+    r.step("start")
+    model = mlp(torch, [1000, 4096, 4096, 4096, 10])
+    r.step("model = MLP(1000, 4096 x 3, 10).cuda()")
+    input_tensor = torch.randn(4096, 1000, device="cuda")
+    r.step("input_tensor = randn(4096, 1000)")
+
+    def inference():
+        with torch.no_grad():
+            output = model(input_tensor)
+        r.step("with no_grad(): output = model(input)")
+        del output
+        r.step("del output")
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    phase("no_grad", inference)
+    phase("train", lambda: training_step(torch, input_tensor, model, optimizer))
+    r.step("training_step returned")
+    del model, optimizer, input_tensor
+    r.step("del model, optimizer, input_tensor")
+
+
+def dataloader_batches(torch, r):
+    """003 Example 3: pinned batches to the GPU, a training step, a batch-size sweep."""
+    import time
+    data = torch.randn(10000, 100)
+    labels = torch.randint(0, 10, (10000,))
+    dataset = torch.utils.data.TensorDataset(data, labels)
+    model = mlp(torch, [100, 512, 512, 10])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    r.step("start")
+    r.step("model, optimizer, pinned dataset")
+    for batch_size in (32, 256, 2048, 8192):
+        loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, pin_memory=True)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        started, batches = time.perf_counter_ns(), 0
+        for batch, target in loader:
+            batch, target = batch.cuda(non_blocking=True), target.cuda(non_blocking=True)
+            training_step(torch, batch, model, optimizer)
+            del batch
+            del target
+            torch.cuda.empty_cache()
+            batches += 1
+        torch.cuda.synchronize()
+        stats = torch.cuda.memory_stats()
+        r.counter(f"batch{batch_size}_peak_reserved_bytes", stats["reserved_bytes.all.peak"])
+        r.counter(f"batch{batch_size}_peak_requested_bytes", stats["requested_bytes.all.peak"])
+        r.counter(f"batch{batch_size}_batch_ns", (time.perf_counter_ns() - started) / batches)
+        r.step(f"batch_size={batch_size}: epoch done")
+    del model, optimizer
+    r.step("del model, optimizer")
+
+
+def empty_cache_loop(torch, r):
+    """004 Example 3's loop and 003's training loop, empty_cache every 1 / 10 / never."""
+    import time
+    data = torch.randn(10000, 100).pin_memory()
+    labels = torch.randint(0, 10, (10000,)).pin_memory()
+    r.step("start")
+
+    def driver_calls():
+        stats = torch.cuda.memory_stats()
+        return stats.get("num_device_alloc", 0) + stats.get("num_device_free", 0)
+
+    for every, name in ((1, "every1"), (10, "every10"), (0, "never")):
+        model = mlp(torch, [100, 512, 512, 10])
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        torch.cuda.empty_cache()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        calls, started = driver_calls(), time.perf_counter_ns()
+        results = []
+        for i in range(100):  # perform_multiple_ops(100)
+            temp_tensor = torch.randn(100, 100, device="cuda")
+            results.append(torch.sum(temp_tensor).item())
+            del temp_tensor
+            if every and (i + 1) % every == 0:
+                torch.cuda.empty_cache()
+        for i in range(100):  # 003's loop, batch_size=32
+            batch = data[32 * i:32 * (i + 1)].cuda()
+            target = labels[32 * i:32 * (i + 1)].cuda()
+            training_step(torch, batch, model, optimizer)
+            del batch
+            del target
+            if every and (i + 1) % every == 0:
+                torch.cuda.empty_cache()
+        torch.cuda.synchronize()
+        r.counter(f"{name}_iter_ns", (time.perf_counter_ns() - started) / 200)
+        r.counter(f"{name}_driver_calls", driver_calls() - calls)
+        r.counter(f"{name}_peak_reserved_bytes", torch.cuda.max_memory_reserved())
+        del model, optimizer
+    torch.cuda.empty_cache()
+    r.step("empty_cache")
+
+
 CAP_BYTES = 1 << 30
 
 
@@ -199,18 +448,36 @@ def capped_training(torch, r):
     r.step("ballast freed")
 
 
-SCENARIOS = {f.__name__: f for f in (release_specific, reuse_after_del, leak_loop, capped_training)}
+SCENARIOS = {f.__name__: f for f in (release_specific, views, async_matmul, holder_refs, training_cleanup,
+                                     no_grad_inference, dataloader_batches, reuse_after_del, leak_loop,
+                                     empty_cache_loop, capped_training)}
 
 
 # ---------------------------------------------------------------------------
 # Driver: one fresh process per scenario
 # ---------------------------------------------------------------------------
 
+def nvml_used_bytes():
+    """Device memory in use as NVML sees it (None without pynvml): the one
+    view that exists before PyTorch creates its CUDA context."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used
+    except Exception:  # pynvml absent or NVML unusable: the context size stays unknown
+        return None
+
+
 def run_one(name):
     """Child process: runs one scenario and prints its measurement as JSON."""
+    before_context = nvml_used_bytes()
     import torch
     torch.cuda.init()
+    torch.cuda.synchronize()
+    after_context = nvml_used_bytes()
     recorder = Recorder(torch)
+    if before_context is not None and after_context is not None:
+        recorder.counter("context_bytes", after_context - before_context)
     SCENARIOS[name](torch, recorder)
     torch.cuda.synchronize()
     print(json.dumps({"scenario": name, "allocator": "pytorch",
