@@ -18,6 +18,7 @@
 #include "../allocators/allocator.h"
 #include "cli.h"
 #include "measure.h"
+#include "report.h"
 
 static const uint64_t sizes[] = {512, 64 << 10, 2 << 20, 20 << 20, 256 << 20};
 
@@ -124,8 +125,43 @@ done:
     return status;
 }
 
-/* Creates the allocator, measures a cell and prints its line. */
-static int run_cell(vb_device *dev, const char *name, uint64_t size)
+/* Appends the cell as a Google Benchmark entry "microbench/ALLOCATOR/BYTES"
+ * (real_time and cpu_time: the pair's p50; the counters as json-schema.md
+ * names them); 0 on success. */
+static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, const cell_result *cell)
+{
+    char name[128];
+    snprintf(name, sizeof name, "microbench/%s/%llu", allocator, (unsigned long long)size);
+    json_t *entry = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s}", "name", name, "run_name", name, "run_type",
+                              "iteration", "repetitions", 1, "repetition_index", 0, "threads", 1, "time_unit", "ns",
+                              "allocator", allocator);
+    if (!entry) return -1;
+    const struct {
+        const char *key;
+        double value;
+    } numbers[] = {{"iterations", 1},
+                   {"real_time", cell->pair_p50},
+                   {"cpu_time", cell->pair_p50},
+                   {"bytes", (double)size},
+                   {"pair_ns_p50", cell->pair_p50},
+                   {"pair_ns_p99", cell->pair_p99},
+                   {"malloc_ns_p50", cell->malloc_p50},
+                   {"malloc_ns_p99", cell->malloc_p99},
+                   {"free_ns_p50", cell->free_p50},
+                   {"free_ns_p99", cell->free_p99},
+                   {"depth", cell->depth},
+                   {"driver_allocs_per_pair", cell->driver_allocs_per_pair}};
+    int failed = 0;
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+        json_t *number = vb_json_number(numbers[i].value);
+        failed |= !number || json_object_set_new(entry, numbers[i].key, number);
+    }
+    return failed | json_array_append_new(benchmarks, entry);
+}
+
+/* Creates the allocator, measures a cell, prints its line and, when a
+ * document is given, adds its entry. */
+static int run_cell(vb_device *dev, const char *name, uint64_t size, json_t *document)
 {
     vb_allocator *allocator;
     vb_status status = vb_allocator_create(name, dev, NULL, &allocator);
@@ -137,15 +173,18 @@ static int run_cell(vb_device *dev, const char *name, uint64_t size)
     printf("%-12s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
            cell.pair_p50, cell.pair_p99, cell.malloc_p50, cell.malloc_p99, cell.free_p50, cell.free_p99, cell.depth,
            cell.driver_allocs_per_pair);
+    if (document && add_entry(json_object_get(document, "benchmarks"), name, size, &cell) != 0)
+        return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     return VB_EXIT_OK;
 }
 
 int vb_cmd_microbench(int argc, char **argv)
 {
-    const char *allocator_spec = "all", *device_kind = "auto";
+    const char *allocator_spec = "all", *device_kind = "auto", *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--allocator") == 0 && i + 1 < argc) allocator_spec = argv[++i];
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device_kind = argv[++i];
+        else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
         else return vb_cli_error(VB_EXIT_USAGE, "microbench: unknown or incomplete option '%s'", argv[i]);
     }
     vb_name_list allocators;
@@ -159,6 +198,18 @@ int vb_cmd_microbench(int argc, char **argv)
     }
     vb_device_info info;
     dev->ops->info(dev, &info);
+    char out_path[4096] = "";
+    json_t *document = NULL;
+    if (out) {
+        status = vb_report_expand_path(out, &info, out_path, sizeof out_path);
+        if (status == VB_OK) status = vb_report_check_writable(out_path);
+        if (status == VB_OK) document = vb_report_document(vb_report_context(dev, NULL, NULL, 0));
+        if (status != VB_OK || !document) {
+            vb_device_close(dev);
+            vb_name_list_free(&allocators);
+            return status != VB_OK ? vb_cli_status_error(status) : vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+        }
+    }
     printf("# microbench on %s%s: ns per call, cache-hit steady state\n", info.name,
            info.simulated ? " (simulated: host-side cost of the allocator logic; no driver time)" : "");
     printf("# pair = malloc then free; malloc/free = `depth` calls in a row, timed apart; drv/pr = driver allocations per pair\n");
@@ -166,9 +217,14 @@ int vb_cmd_microbench(int argc, char **argv)
            "malloc p50", "malloc p99", "free p50", "free p99", "depth", "drv/pr");
     for (size_t a = 0; a < allocators.count && exit_status == VB_EXIT_OK; a++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++) {
-            exit_status = run_cell(dev, allocators.names[a], sizes[s]);
+            exit_status = run_cell(dev, allocators.names[a], sizes[s], document);
             fflush(stdout);
         }
+    if (exit_status == VB_EXIT_OK && document) {
+        status = vb_report_write(document, out_path);
+        exit_status = status == VB_OK ? VB_EXIT_OK : vb_cli_status_error(status);
+    }
+    json_decref(document);
     vb_device_close(dev);
     vb_name_list_free(&allocators);
     return exit_status;

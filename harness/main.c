@@ -20,7 +20,7 @@ static const command commands[] = {
      "claims [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim] [--pytorch FILE] [--out FILE.json]\n"
      "                                  the documents' claims, each decided per allocator"},
     {"microbench", vb_cmd_microbench,
-     "microbench [--allocator A[,B]|all] [--device auto|cuda|sim]\n"
+     "microbench [--allocator A[,B]|all] [--device auto|cuda|sim] [--out FILE.json]\n"
      "                                  malloc+free pair latency in cache-hit steady state"},
 };
 
