@@ -1,38 +1,48 @@
 #!/bin/bash
 # One GPU session's work, in stages that each fit a 10-minute device command.
-# Run from the repository root on the GPU machine, with OUT set to a folder
-# whose files come back:
-#   tools/gpu-session.sh check    build, make test-gpu, microbench
-#   tools/gpu-session.sh torch    PyTorch reference: claims measurements, training-loop traces
-#   tools/gpu-session.sh bench    make bench, vrambench claims (with the PyTorch column if present)
-# Each stage logs to $OUT/<stage>.log and copies what it produced into $OUT.
+# Run from the repository root on the GPU machine, with OUT naming a folder
+# whose files come back; files later stages need are kept in $KEEP too
+# (default /tmp/vrambench-keep, alive while the machine is held):
+#   tools/gpu-session.sh check    build, make test-gpu, microbench (JSON)
+#   tools/gpu-session.sh torch    PyTorch reference: claims measurements and
+#                                 training-loop traces (tools/record_torch_traces.py)
+#   tools/gpu-session.sh bench    make bench; vrambench claims with every allocator
+#                                 and, when recorded, the PyTorch column
+# Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
-stage=${1:?usage: tools/gpu-session.sh check|torch|bench}
 : "${OUT:?OUT must name the output folder}"
-log="$OUT/$stage.log"
-exec > >(tee "$log") 2>&1
-echo "== $stage on $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null)"
-date -u
-case "$stage" in
-check)
-    make -j8 all || exit 1
-    make test-gpu || echo "test-gpu FAILED"
-    ./build/vrambench microbench --device cuda --out "$OUT/microbench.json" || echo "microbench FAILED"
-    ;;
-torch)
-    PYTHONUNBUFFERED=1 python3 tools/pytorch_claims.py "$OUT/pytorch-claims.json" || echo "pytorch_claims FAILED"
-    if [ -f tools/record_torch_traces.py ]; then
-        PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$OUT/traces" || echo "record_torch_traces FAILED"
-        (cd "$OUT" && tar czf traces.tar.gz traces && rm -rf traces)
-    fi
-    ;;
-bench)
-    make bench || echo "bench FAILED"
-    cp results/*.json "$OUT/" 2>/dev/null
-    ;;
-*)
-    echo "unknown stage $stage"
-    exit 2
-    ;;
-esac
-date -u
+KEEP=${KEEP:-/tmp/vrambench-keep}
+mkdir -p "$KEEP"
+day=$(date -u +%Y%m%d)
+
+for stage in "$@"; do
+    exec > >(tee "$OUT/$stage.log") 2>&1
+    echo "== $stage on $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null), $(date -u)"
+    case "$stage" in
+    check)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        make test-gpu > "$OUT/test-gpu.txt" 2>&1 && echo "test-gpu: passed" || echo "test-gpu: FAILED"
+        grep -E "PASSED|FAILED|SKIPPED|^\[  ERROR" "$OUT/test-gpu.txt" | tail -30
+        ./build/vrambench microbench --device cuda --out "$OUT/microbench.json" || echo "microbench: FAILED"
+        cp "$OUT/microbench.json" "$KEEP/" 2>/dev/null
+        ;;
+    torch)
+        PYTHONUNBUFFERED=1 python3 tools/pytorch_claims.py "$KEEP/pytorch-claims.json" && cp "$KEEP/pytorch-claims.json" "$OUT/" \
+            || echo "pytorch_claims: FAILED"
+        PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$KEEP/traces" || echo "record_torch_traces: FAILED"
+        (cd "$KEEP" && tar czf "$OUT/traces.tar.gz" traces/*.json traces/*.trace.gz) || echo "no traces to pack"
+        ;;
+    bench)
+        make bench BENCH_OUT="results/{device}-{date}.json" || echo "bench: FAILED"
+        cp results/*-"$day".json "$OUT/" 2>/dev/null
+        pytorch=()
+        [ -f "$KEEP/pytorch-claims.json" ] && pytorch=(--pytorch "$KEEP/pytorch-claims.json")
+        ./build/vrambench claims --device cuda "${pytorch[@]}" --out "$OUT/claims-{device}-{date}.json" || echo "claims: FAILED"
+        ;;
+    *)
+        echo "unknown stage $stage"
+        exit 2
+        ;;
+    esac
+    echo "== $stage done $(date -u)"
+done
