@@ -273,15 +273,18 @@ static vb_status async_empty_cache(void *state)
     return VB_OK;
 }
 
-/* Cached = reserved - used of the pool; its free ranges are not visible. */
+/* Cached = reserved - allocated; the pool's free ranges are not visible, so
+ * the largest free block is taken to be all of it. The pool's own "used"
+ * figure is not used: on a real GPU it counts requested bytes, not the
+ * 512-byte granules a block takes (seen on an H200), so it would make cached
+ * exceed reserved - allocated. */
 static void async_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
 {
     async_state *async = state;
-    uint64_t used = 0;
     *free_cached_bytes = 0;
     *largest_free_block = 0;
-    if (refresh_reserved(async, &used) != VB_OK || used > async->stats.reserved_bytes) return;
-    *free_cached_bytes = async->stats.reserved_bytes - used;
+    if (refresh_reserved(async, NULL) != VB_OK || async->stats.allocated_bytes > async->stats.reserved_bytes) return;
+    *free_cached_bytes = async->stats.reserved_bytes - async->stats.allocated_bytes;
     *largest_free_block = *free_cached_bytes;
 }
 
