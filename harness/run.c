@@ -26,6 +26,9 @@ struct vb_run {
     int scratch_failed;
     uint64_t overhead_ns;             /* step samples and snapshots */
     vb_run_peaks held_peaks;   /* the highest peaks of windows closed by vb_run_reset_peaks */
+    uint32_t latency_every;            /* record one call in this many; 0 = none */
+    uint32_t malloc_countdown, free_countdown; /* calls left until the next recorded one */
+    uint32_t jitter;                   /* LCG state for the sampling stride */
 };
 
 const vb_scenario *vb_scenario_find(const char *name)
@@ -48,6 +51,8 @@ vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *par
     run->allocator = allocator;
     run->parameter = parameter;
     run->sampling = 1;
+    run->latency_every = 1;
+    run->jitter = 1;
     *out = run;
     return VB_OK;
 }
@@ -164,13 +169,38 @@ static vb_status capture_segments(vb_run *run)
     return status;
 }
 
+void vb_run_set_latency_sampling(vb_run *run, uint32_t every)
+{
+    run->latency_every = every;
+    run->malloc_countdown = run->free_countdown = 0;
+}
+
+/* 1 if this call's latency is to be recorded: every call when latency_every
+ * is 1, else one call after a stride drawn from [every/2, every*3/2). */
+static int take_latency(vb_run *run, uint32_t *countdown)
+{
+    if (run->latency_every <= 1) return run->latency_every == 1;
+    if (*countdown > 1) {
+        (*countdown)--;
+        return 0;
+    }
+    run->jitter = run->jitter * 1664525u + 1013904223u;
+    *countdown = run->latency_every / 2 + (run->jitter >> 8) % run->latency_every;
+    return 1;
+}
+
 vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out)
 {
     uint64_t seen_peak = run->allocator->seen_reserved_peak;
-    uint64_t start = vb_now_ns();
-    vb_status status = vb_malloc(run->allocator, size, stream, out);
-    if (vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) != 0)
-        return vb_error(VB_ERR_OOM, "out of host memory");
+    vb_status status;
+    if (take_latency(run, &run->malloc_countdown)) {
+        uint64_t start = vb_now_ns();
+        status = vb_malloc(run->allocator, size, stream, out);
+        if (vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) != 0)
+            return vb_error(VB_ERR_OOM, "out of host memory");
+    } else {
+        status = vb_malloc(run->allocator, size, stream, out);
+    }
     /* vb_malloc raises seen_reserved_peak exactly when this call raised the
      * reserved peak: the cheap test that keeps the walk off the hot path. A
      * peak below one of a window the scenario already closed is no peak of
@@ -183,6 +213,7 @@ vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *o
 
 vb_status vb_run_free(vb_run *run, vb_addr addr)
 {
+    if (!take_latency(run, &run->free_countdown)) return vb_free(run->allocator, addr);
     uint64_t start = vb_now_ns();
     vb_status status = vb_free(run->allocator, addr);
     if (vb_samples_add(&run->free_ns, (double)(vb_now_ns() - start)) != 0)
