@@ -40,5 +40,6 @@ const char *const *vb_cli_allocator_names(void);
 int vb_cmd_list(int argc, char **argv);
 int vb_cmd_microbench(int argc, char **argv);
 int vb_cmd_run(int argc, char **argv);
+int vb_cmd_gen_trace(int argc, char **argv);
 
 #endif
