@@ -226,17 +226,35 @@ vb_status vb_run_empty_cache(vb_run *run)
     return vb_empty_cache(run->allocator);
 }
 
+/* Makes room for one more timeline sample; 0, or -1 when host memory runs out. */
+static int grow_timeline(vb_run *run)
+{
+    if (run->timeline_count < run->timeline_capacity) return 0;
+    size_t capacity = run->timeline_capacity ? run->timeline_capacity * 2 : 32;
+    vb_timeline_sample *timeline = realloc(run->timeline, capacity * sizeof *timeline);
+    if (!timeline) return -1;
+    run->timeline = timeline;
+    run->timeline_capacity = capacity;
+    return 0;
+}
+
+vb_status vb_run_insert_sample(vb_run *run, size_t position, const vb_timeline_sample *sample)
+{
+    if (!run->sampling) return VB_OK;
+    if (position > run->timeline_count) position = run->timeline_count;
+    if (grow_timeline(run) != 0) return vb_error(VB_ERR_OOM, "out of host memory");
+    memmove(&run->timeline[position + 1], &run->timeline[position],
+            (run->timeline_count - position) * sizeof *run->timeline);
+    run->timeline[position] = *sample;
+    run->timeline_count++;
+    return VB_OK;
+}
+
 vb_status vb_run_step(vb_run *run, const char *name)
 {
     if (!run->sampling) return VB_OK;
     uint64_t start = vb_now_ns();
-    if (run->timeline_count == run->timeline_capacity) {
-        size_t capacity = run->timeline_capacity ? run->timeline_capacity * 2 : 32;
-        vb_timeline_sample *timeline = realloc(run->timeline, capacity * sizeof *timeline);
-        if (!timeline) return vb_error(VB_ERR_OOM, "out of host memory");
-        run->timeline = timeline;
-        run->timeline_capacity = capacity;
-    }
+    if (grow_timeline(run) != 0) return vb_error(VB_ERR_OOM, "out of host memory");
     vb_alloc_stats stats;
     vb_allocator_stats(run->allocator, &stats);
     vb_timeline_sample *sample = &run->timeline[run->timeline_count++];

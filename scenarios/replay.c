@@ -10,8 +10,9 @@
  * their own, created when first used. An allocation the allocator cannot
  * serve (out of memory) is counted by the allocator (its `ooms`) and the
  * trace goes on; that id's later free is skipped. Memory is sampled at the
- * trace's step markers, at every 1/200 of the file (so a timeline has at most
- * a couple of hundred points besides the markers) and once at the end.
+ * start, at the trace's step markers, at every 1/200 of the file (so a
+ * timeline has at most a couple of hundred points besides the markers), at
+ * the moment reserved memory peaked ("peak reserved") and at the end.
  *
  * Counters: events (allocations, frees and recorded failed allocations),
  * live_at_end (allocations the trace never frees; the replay frees them
@@ -52,6 +53,11 @@ typedef struct replay {
     unsigned samples_taken;
     uint64_t started_ns;
     int progress_shown;
+    /* The moment reserved memory peaked, put into the timeline at the end
+     * (only then is it known to be the peak). */
+    uint64_t peak_reserved;
+    vb_timeline_sample peak_sample;
+    size_t peak_position;
 } replay;
 
 /* The device stream for trace stream `id`, created on first use. */
@@ -69,6 +75,25 @@ static vb_status stream_of(replay *state, uint32_t id, vb_stream *out)
     return VB_OK;
 }
 
+/* Notes the allocator's state now, when its reserved peak has just risen,
+ * and where in the timeline that falls. */
+static void capture_peak(replay *state, const vb_allocator *allocator)
+{
+    /* allocator.h: every strategy's state starts with its vb_alloc_stats. */
+    const vb_alloc_stats *stats = allocator->state;
+    size_t count;
+    vb_run_timeline(state->run, &count);
+    state->peak_reserved = allocator->seen_reserved_peak;
+    state->peak_position = count;
+    state->peak_sample = (vb_timeline_sample){
+        .step = "peak reserved",
+        .requested = stats->requested_bytes,
+        .allocated = stats->allocated_bytes,
+        .reserved = stats->reserved_bytes,
+        .driver_used = vb_device_used_bytes(vb_run_device(state->run)),
+    };
+}
+
 /* Replays one allocation; out of memory is counted (by the allocator), not fatal. */
 static vb_status replay_alloc(replay *state, const vb_trace_event *event)
 {
@@ -81,6 +106,9 @@ static vb_status replay_alloc(replay *state, const vb_trace_event *event)
     else if (status != VB_OK)
         return vb_trace_error(state->trace, status, "allocation of %llu bytes failed: %s",
                               (unsigned long long)event->size, vb_last_error());
+    /* vb_malloc keeps seen_reserved_peak: one comparison per allocation. */
+    const vb_allocator *allocator = vb_run_allocator(state->run);
+    if (allocator->seen_reserved_peak > state->peak_reserved) capture_peak(state, allocator);
     if (vb_addr_map_put(&state->addresses, event->id + 1, addr) != 0) {
         vb_free(vb_run_allocator(state->run), addr);
         return vb_error(VB_ERR_OOM, "out of host memory");
@@ -167,6 +195,8 @@ static void free_leftover(void *context, uint64_t key, uint64_t addr)
  * destroys the streams the replay made (after their work is done). */
 static vb_status finish(replay *state, vb_status status)
 {
+    if (status == VB_OK && state->peak_reserved > 0)
+        status = vb_run_insert_sample(state->run, state->peak_position, &state->peak_sample);
     if (status == VB_OK) status = vb_run_step(state->run, "end of trace");
     if (status == VB_OK) status = vb_run_set_counter(state->run, "events", (double)state->events);
     if (status == VB_OK)

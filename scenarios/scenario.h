@@ -117,6 +117,12 @@ vb_status vb_run_step(vb_run *run, const char *name);
  * measure the peak of one phase, keeping the run's overall peaks. */
 void vb_run_reset_peaks(vb_run *run);
 
+/* Puts a sample taken earlier into the timeline at `position` (0 .. the
+ * current count; later samples move up one), for a scenario that knows only
+ * afterwards which moment mattered (replay: when reserved memory peaked).
+ * Free when sampling is off. */
+vb_status vb_run_insert_sample(vb_run *run, size_t position, const vb_timeline_sample *sample);
+
 /* Reports a named figure (replaces an earlier one of the same name). */
 vb_status vb_run_set_counter(vb_run *run, const char *name, double value);
 

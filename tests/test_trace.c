@@ -398,6 +398,19 @@ static void test_bad_marker_name_too_long_names_line(void **state)
                       "vbtrace 1\nm 0123456789012345678901234567890123456789012345678901234567890123\n", 2);
 }
 
+static void test_bad_line_too_long_names_line(void **state)
+{
+    (void)state;
+    size_t length = 70000;
+    char *text = malloc(length + 32);
+    assert_non_null(text);
+    strcpy(text, "vbtrace 1\nm ");
+    memset(text + strlen(text), 'x', length);
+    strcpy(text + 12 + length, "\n");
+    expect_invalid_at("longline.trace", text, 2);
+    free(text);
+}
+
 static void test_bad_header_names_line_one(void **state)
 {
     (void)state;
@@ -618,6 +631,25 @@ static void test_replay_timeline_has_start_marker_and_end_in_order(void **state)
     replay_done(&fixture);
 }
 
+static void test_replay_timeline_has_peak_reserved_where_it_happened(void **state)
+{
+    (void)state;
+    /* The reserved peak (6 MiB) is first reached by `a 2`, before the marker;
+     * `a 3` only comes back to it. Then ids 1 and 2 are live: 3001000 bytes. */
+    replay_fixture fixture;
+    assert_int_equal(replay(&fixture, write_file("hand.trace", hand_trace), 0), VB_OK);
+    size_t count, peak = 0, marker = 0;
+    const vb_timeline_sample *timeline = vb_run_timeline(fixture.run, &count);
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp(timeline[i].step, "peak reserved") == 0) peak = i;
+        if (strcmp(timeline[i].step, "both live") == 0) marker = i;
+    }
+    assert_true(peak > 0 && peak < marker);
+    assert_int_equal(timeline[peak].reserved, 6 * VB_MiB);
+    assert_int_equal(timeline[peak].requested, 3001000);
+    replay_done(&fixture);
+}
+
 static void test_replay_end_sample_holds_live_allocations(void **state)
 {
     (void)state;
@@ -730,6 +762,7 @@ int main(void)
         cmocka_unit_test(test_bad_stream_out_of_range_names_line),
         cmocka_unit_test(test_bad_marker_without_name_names_line),
         cmocka_unit_test(test_bad_marker_name_too_long_names_line),
+        cmocka_unit_test(test_bad_line_too_long_names_line),
         cmocka_unit_test(test_bad_header_names_line_one),
         cmocka_unit_test(test_bad_version_names_line_one),
         cmocka_unit_test(test_bad_empty_file_names_line_one),
@@ -747,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_replay_counts_live_at_end),
         cmocka_unit_test(test_replay_frees_what_trace_left_live),
         cmocka_unit_test(test_replay_timeline_has_start_marker_and_end_in_order),
+        cmocka_unit_test(test_replay_timeline_has_peak_reserved_where_it_happened),
         cmocka_unit_test(test_replay_end_sample_holds_live_allocations),
         cmocka_unit_test(test_replay_out_of_memory_is_counted_and_trace_goes_on),
         cmocka_unit_test(test_replay_uses_several_streams),
