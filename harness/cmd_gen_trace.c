@@ -31,6 +31,7 @@ typedef struct rng {
     uint64_t s[4];
 } rng;
 
+/* Rotates left by k (0 < k < 64). */
 static uint64_t rotl(uint64_t x, int k)
 {
     return (x << k) | (x >> (64 - k));
@@ -240,6 +241,8 @@ static int is_gzip_name(const char *path)
     return length > 3 && strcmp(path + length - 3, ".gz") == 0;
 }
 
+/* `vrambench gen-trace random ...`: checks every option before it creates
+ * the file, and removes the file when writing it fails. */
 int vb_cmd_gen_trace(int argc, char **argv)
 {
     static const char usage[] =

@@ -70,6 +70,7 @@ static vb_status fail(vb_trace *trace, vb_status status, const char *format, ...
     return result;
 }
 
+/* A consumer's error on the current line (not sticky: the trace may go on). */
 vb_status vb_trace_error(const vb_trace *trace, vb_status status, const char *format, ...)
 {
     char message[400];
@@ -121,6 +122,9 @@ static vb_status next_line(vb_trace *trace, char **line)
             trace->start += length + 1;
             trace->consumed_bytes += length + 1;
             trace->line++;
+            /* The parsers use C strings: a NUL inside would hide the rest of the line. */
+            if (memchr(begin, '\0', length))
+                return fail(trace, VB_ERR_INVALID, "malformed line: it holds a NUL byte (not a text trace?)");
             if (length > 0 && begin[length - 1] == '\r') length--;
             begin[length] = '\0';
             *line = begin;
@@ -145,6 +149,7 @@ static vb_status next_line(vb_trace *trace, char **line)
     }
 }
 
+/* Field separators of the vbtrace format. */
 static int is_blank(char c)
 {
     return c == ' ' || c == '\t';
@@ -459,6 +464,7 @@ static vb_status read_header(vb_trace *trace)
                 VBTRACE_VERSION, RMM_HEADER);
 }
 
+/* Opens the file (zlib reads gzip and plain alike) and reads its header. */
 vb_status vb_trace_open(const char *path, vb_trace **out)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -496,6 +502,7 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
     return VB_OK;
 }
 
+/* Closes the file and frees everything the trace holds. */
 void vb_trace_close(vb_trace *trace)
 {
     if (!trace) return;
@@ -512,6 +519,7 @@ void vb_trace_close(vb_trace *trace)
 /* Reading                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* The next event in the trace's format, or the sticky error of an earlier call. */
 vb_status vb_trace_next(vb_trace *trace, vb_trace_event *event)
 {
     if (trace->failure != VB_OK)
@@ -521,6 +529,7 @@ vb_status vb_trace_next(vb_trace *trace, vb_trace_event *event)
     return vbtrace_next(trace, event);
 }
 
+/* Accessors: see trace.h. */
 vb_trace_format vb_trace_get_format(const vb_trace *trace)
 {
     return trace->format;

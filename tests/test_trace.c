@@ -411,6 +411,21 @@ static void test_bad_line_too_long_names_line(void **state)
     free(text);
 }
 
+static void test_bad_nul_byte_names_line(void **state)
+{
+    (void)state;
+    const char text[] = "vbtrace 1\na 1 5\0 junk\n";
+    const char *path = temp_path("nul.trace");
+    FILE *file = fopen(path, "wb");
+    assert_non_null(file);
+    assert_int_equal(fwrite(text, 1, sizeof text - 1, file), sizeof text - 1);
+    assert_int_equal(fclose(file), 0);
+    assert_int_equal(read_all(path), VB_ERR_INVALID);
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "%s:2: ", path);
+    assert_true(strncmp(vb_last_error(), prefix, strlen(prefix)) == 0);
+}
+
 static void test_bad_header_names_line_one(void **state)
 {
     (void)state;
@@ -763,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_bad_marker_without_name_names_line),
         cmocka_unit_test(test_bad_marker_name_too_long_names_line),
         cmocka_unit_test(test_bad_line_too_long_names_line),
+        cmocka_unit_test(test_bad_nul_byte_names_line),
         cmocka_unit_test(test_bad_header_names_line_one),
         cmocka_unit_test(test_bad_version_names_line_one),
         cmocka_unit_test(test_bad_empty_file_names_line_one),
