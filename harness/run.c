@@ -29,6 +29,8 @@ struct vb_run {
     uint32_t latency_every;            /* record one call in this many; 0 = none */
     uint32_t malloc_countdown, free_countdown; /* calls left until the next recorded one */
     uint32_t jitter;                   /* LCG state for the sampling stride */
+    vb_stream *extra_streams;          /* vb_run_extra_stream's, by index - 1; NULL until made */
+    size_t extra_stream_count;
 };
 
 const vb_scenario *vb_scenario_find(const char *name)
@@ -62,6 +64,12 @@ void vb_run_destroy(vb_run *run)
     if (!run) return;
     run->device->ops->stream_synchronize(run->device, run->stream);
     run->device->ops->stream_destroy(run->device, run->stream);
+    for (size_t i = 0; i < run->extra_stream_count; i++)
+        if (run->extra_streams[i]) {
+            run->device->ops->stream_synchronize(run->device, run->extra_streams[i]);
+            run->device->ops->stream_destroy(run->device, run->extra_streams[i]);
+        }
+    free(run->extra_streams);
     free(run->timeline);
     free(run->counters);
     free(run->peak_blocks);
@@ -101,6 +109,27 @@ const vb_run_counter *vb_run_counters(const vb_run *run, size_t *count)
 vb_samples *vb_run_malloc_ns(vb_run *run) { return &run->malloc_ns; }
 vb_samples *vb_run_free_ns(vb_run *run) { return &run->free_ns; }
 vb_device *vb_run_device(vb_run *run) { return run->device; }
+
+vb_status vb_run_extra_stream(vb_run *run, size_t index, vb_stream *out)
+{
+    if (index == 0) {
+        *out = run->stream;
+        return VB_OK;
+    }
+    if (index > run->extra_stream_count) {
+        vb_stream *streams = realloc(run->extra_streams, index * sizeof *streams);
+        if (!streams) return vb_error(VB_ERR_OOM, "out of host memory");
+        for (size_t i = run->extra_stream_count; i < index; i++) streams[i] = NULL;
+        run->extra_streams = streams;
+        run->extra_stream_count = index;
+    }
+    if (!run->extra_streams[index - 1]) {
+        vb_status status = run->device->ops->stream_create(run->device, &run->extra_streams[index - 1]);
+        if (status != VB_OK) return status;
+    }
+    *out = run->extra_streams[index - 1];
+    return VB_OK;
+}
 vb_allocator *vb_run_allocator(vb_run *run) { return run->allocator; }
 vb_stream vb_run_stream(vb_run *run) { return run->stream; }
 int vb_run_is_sim(vb_run *run) { return vb_device_is_sim(run->device); }

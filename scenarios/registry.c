@@ -16,7 +16,6 @@ extern const vb_scenario vb_reuse_after_del_scenario;
 extern const vb_scenario vb_leak_loop_scenario;
 extern const vb_scenario vb_capped_training_scenario;
 extern const vb_scenario vb_random_mix_scenario;
-extern const vb_scenario vb_replay_scenario;
 
 const vb_scenario *const vb_scenario_registry[] = {
     &vb_views_scenario,
@@ -32,6 +31,5 @@ const vb_scenario *const vb_scenario_registry[] = {
     &vb_leak_loop_scenario,
     &vb_capped_training_scenario,
     &vb_random_mix_scenario,
-    &vb_replay_scenario,
     NULL,
 };

@@ -6,10 +6,12 @@
  * streamed, never loaded whole, so traces of any length replay in constant
  * memory beyond the live allocations.
  *
- * Trace stream 0 is the run's stream; other stream ids get device streams of
- * their own, created when first used. An allocation the allocator cannot
- * serve (out of memory) is counted by the allocator (its `ooms`) and the
- * trace goes on; that id's later free is skipped. Memory is sampled at the
+ * Trace stream N is the run's stream N (vb_run_extra_stream: 0 is the run's
+ * own stream, the others are created when first used and kept with the run,
+ * so they stay the same streams from one iteration to the next). An
+ * allocation the allocator cannot serve (out of memory) is counted by the
+ * allocator (its `ooms`) and the trace goes on; that id's later free is
+ * skipped. Memory is sampled at the
  * start, at the trace's step markers, at every 1/200 of the file (so a
  * timeline has at most a couple of hundred points besides the markers), at
  * the moment reserved memory peaked ("peak reserved") and at the end.
@@ -45,8 +47,7 @@ typedef struct replay {
     vb_run *run;
     vb_trace *trace;
     vb_addr_map addresses;   /* trace id + 1 -> device address; 0: it got no memory */
-    vb_stream streams[VB_TRACE_MAX_STREAMS];
-    unsigned char stream_made[VB_TRACE_MAX_STREAMS]; /* streams[i] was created by the replay */
+    vb_stream streams[VB_TRACE_MAX_STREAMS]; /* the run's streams, fetched on first use */
     uint64_t events;
     uint64_t recorded_failures;
     uint64_t next_sample_bytes; /* consumed bytes at which the next regular sample is due */
@@ -60,16 +61,15 @@ typedef struct replay {
     size_t peak_position;
 } replay;
 
-/* The device stream for trace stream `id`, created on first use. */
+/* The device stream for trace stream `id`: the run's stream `id`, which the
+ * run creates on first use and keeps across iterations. */
 static vb_status stream_of(replay *state, uint32_t id, vb_stream *out)
 {
-    if (id != 0 && !state->stream_made[id]) {
-        vb_device *dev = vb_run_device(state->run);
-        vb_status status = dev->ops->stream_create(dev, &state->streams[id]);
+    if (!state->streams[id]) {
+        vb_status status = vb_run_extra_stream(state->run, id, &state->streams[id]);
         if (status != VB_OK)
             return vb_trace_error(state->trace, status, "cannot create a stream for trace stream %u: %s", id,
                                   vb_last_error());
-        state->stream_made[id] = 1;
     }
     *out = state->streams[id];
     return VB_OK;
@@ -191,8 +191,7 @@ static void free_leftover(void *context, uint64_t key, uint64_t addr)
     if (addr) vb_free(vb_run_allocator(context), addr);
 }
 
-/* Samples the end, reports the counters, frees what the trace left live and
- * destroys the streams the replay made (after their work is done). */
+/* Samples the end, reports the counters and frees what the trace left live. */
 static vb_status finish(replay *state, vb_status status)
 {
     if (status == VB_OK && state->peak_reserved > 0)
@@ -205,12 +204,6 @@ static vb_status finish(replay *state, vb_status status)
         status = vb_run_set_counter(state->run, "recorded_failures", (double)state->recorded_failures);
     vb_addr_map_each(&state->addresses, free_leftover, state->run);
     vb_addr_map_clear(&state->addresses);
-    vb_device *dev = vb_run_device(state->run);
-    for (size_t i = 1; i < VB_TRACE_MAX_STREAMS; i++)
-        if (state->stream_made[i]) {
-            dev->ops->stream_synchronize(dev, state->streams[i]);
-            dev->ops->stream_destroy(dev, state->streams[i]);
-        }
     if (state->progress_shown) fputs("\r\033[K", stderr);
     return status;
 }
@@ -223,7 +216,6 @@ static vb_status replay_run(vb_run *run)
     replay *state = calloc(1, sizeof *state);
     if (!state) return vb_error(VB_ERR_OOM, "out of host memory");
     state->run = run;
-    state->streams[0] = vb_run_stream(run);
     state->started_ns = vb_now_ns();
     vb_status status = vb_trace_open(path, &state->trace);
     if (status == VB_OK) {

@@ -32,6 +32,12 @@ extern const vb_scenario *const vb_scenario_registry[];
 /* The scenario named `name`, or NULL. */
 const vb_scenario *vb_scenario_find(const char *name);
 
+/* Trace replay (scenarios/replay.c; docs/trace-format.md). Its run's
+ * parameter is the trace's path, which every run must give, so it is not in
+ * the registry (that every scenario runs without one): `vrambench replay`
+ * runs it by this name. */
+extern const vb_scenario vb_replay_scenario;
+
 /* One point of a run's memory timeline, taken at a named step. */
 typedef struct vb_timeline_sample {
     char step[64];
@@ -97,6 +103,11 @@ vb_device *vb_run_device(vb_run *run);
 vb_allocator *vb_run_allocator(vb_run *run);
 /* The run's compute stream (not the default stream). */
 vb_stream vb_run_stream(vb_run *run);
+/* Stream `index` of the run: 0 is vb_run_stream, 1, 2, ... are more streams,
+ * each created on first use and kept until the run is destroyed (so a stream
+ * stays the same stream across a scenario's iterations, as the blocks an
+ * allocator caches per stream expect). */
+vb_status vb_run_extra_stream(vb_run *run, size_t index, vb_stream *out);
 /* 1 on the simulated device (times are modelled, memory holds no data). */
 int vb_run_is_sim(vb_run *run);
 /* The scenario's argument, or NULL. */

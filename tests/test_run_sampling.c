@@ -1,5 +1,5 @@
-/* vrambench — tests of the run's latency sampling and of putting an earlier
- * sample into its timeline (harness/run.c). */
+/* vrambench — tests of the run's latency sampling, of putting an earlier
+ * sample into its timeline and of its extra streams (harness/run.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -112,6 +112,33 @@ static void test_insert_past_the_end_appends(void **state)
     assert_string_equal(timeline[1].step, "last");
 }
 
+static void test_extra_stream_zero_is_the_run_stream(void **state)
+{
+    fixture *f = *state;
+    vb_stream stream = NULL;
+    assert_int_equal(vb_run_extra_stream(f->run, 0, &stream), VB_OK);
+    assert_ptr_equal(stream, vb_run_stream(f->run));
+}
+
+static void test_extra_stream_is_the_same_on_every_call(void **state)
+{
+    fixture *f = *state;
+    vb_stream first = NULL, again = NULL;
+    assert_int_equal(vb_run_extra_stream(f->run, 3, &first), VB_OK);
+    assert_int_equal(vb_run_extra_stream(f->run, 3, &again), VB_OK);
+    assert_ptr_equal(first, again);
+}
+
+static void test_extra_streams_differ_by_index(void **state)
+{
+    fixture *f = *state;
+    vb_stream one = NULL, two = NULL;
+    assert_int_equal(vb_run_extra_stream(f->run, 1, &one), VB_OK);
+    assert_int_equal(vb_run_extra_stream(f->run, 2, &two), VB_OK);
+    assert_ptr_not_equal(one, two);
+    assert_ptr_not_equal(one, vb_run_stream(f->run));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -121,6 +148,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sampled_calls_still_allocate, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_inserted_sample_lands_at_its_position, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_insert_past_the_end_appends, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_extra_stream_zero_is_the_run_stream, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_extra_stream_is_the_same_on_every_call, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_extra_streams_differ_by_index, set_up, tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

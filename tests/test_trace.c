@@ -12,10 +12,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../harness/runner.h"
 #include "../harness/trace.h"
 #include "../scenarios/scenario.h"
-
-extern const vb_scenario vb_replay_scenario;
 
 /* ------------------------------------------------------------------------ */
 /* Files                                                                     */
@@ -737,6 +736,29 @@ static void test_replay_of_bad_trace_frees_what_it_allocated(void **state)
     replay_done(&fixture);
 }
 
+static void test_replay_runs_under_the_runner_named_by_its_trace(void **state)
+{
+    (void)state;
+    /* The runner repeats the scenario on one run (iterations) and names the
+     * result SCENARIO:PARAMETER/ALLOCATOR. */
+    const char *path = write_file("runner.trace", "vbtrace 1\na 1 10 0\na 2 10 2\nf 2 2\nf 1\n");
+    vb_device *dev;
+    assert_int_equal(vb_sim_open(0, &dev), VB_OK);
+    vb_allocator_spec spec;
+    assert_int_equal(vb_allocator_spec_parse("cuda", &spec), VB_OK);
+    vb_case c = {&vb_replay_scenario, path, &spec};
+    vb_runner_options options = vb_runner_default_options();
+    options.max_iterations = 5;
+    vb_case_result result;
+    assert_int_equal(vb_runner_run_case(dev, &c, &options, &result), VB_OK);
+    char expected[300];
+    snprintf(expected, sizeof expected, "replay:%s/cuda", path);
+    assert_string_equal(result.name, expected);
+    vb_case_result_free(&result);
+    vb_allocator_spec_free(&spec);
+    vb_device_close(dev);
+}
+
 static void test_replay_without_trace_is_invalid(void **state)
 {
     (void)state;
@@ -803,6 +825,7 @@ int main(void)
         cmocka_unit_test(test_replay_of_rmm_log_counts_recorded_failures),
         cmocka_unit_test(test_replay_of_bad_trace_is_invalid_naming_file_and_line),
         cmocka_unit_test(test_replay_of_bad_trace_frees_what_it_allocated),
+        cmocka_unit_test(test_replay_runs_under_the_runner_named_by_its_trace),
         cmocka_unit_test(test_replay_without_trace_is_invalid),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
