@@ -28,7 +28,7 @@ BUILD ?= build$(if $(SANITIZER),/$(SANITIZER))
 CPPFLAGS += -D_GNU_SOURCE -MMD -MP
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -Wall -Wextra -Werror
-LDLIBS += -ljansson -lm
+LDLIBS += -ljansson -lz -lm
 
 ifeq ($(SANITIZER),address)
 CFLAGS += -fsanitize=address -fno-omit-frame-pointer

@@ -41,5 +41,6 @@ int vb_cmd_list(int argc, char **argv);
 int vb_cmd_claims(int argc, char **argv);
 int vb_cmd_microbench(int argc, char **argv);
 int vb_cmd_run(int argc, char **argv);
+int vb_cmd_gen_trace(int argc, char **argv);
 
 #endif

@@ -22,6 +22,9 @@ static const command commands[] = {
     {"microbench", vb_cmd_microbench,
      "microbench [--allocator A[,B]|all] [--device auto|cuda|sim] [--out FILE.json]\n"
      "                                  malloc+free pair latency in cache-hit steady state"},
+    {"gen-trace", vb_cmd_gen_trace,
+     "gen-trace random [--seed N] --events N --max-size BYTES --max-live BYTES -o FILE\n"
+     "                                  write a random allocation trace (RMM random_allocations style)"},
 };
 
 static void usage(FILE *out)

@@ -26,6 +26,11 @@ struct vb_run {
     int scratch_failed;
     uint64_t overhead_ns;             /* step samples and snapshots */
     vb_run_peaks held_peaks;   /* the highest peaks of windows closed by vb_run_reset_peaks */
+    uint32_t latency_every;            /* record one call in this many; 0 = none */
+    uint32_t malloc_countdown, free_countdown; /* calls left until the next recorded one */
+    uint32_t jitter;                   /* LCG state for the sampling stride */
+    vb_stream *extra_streams;          /* vb_run_extra_stream's, by index - 1; NULL until made */
+    size_t extra_stream_count;
 };
 
 const vb_scenario *vb_scenario_find(const char *name)
@@ -48,6 +53,8 @@ vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *par
     run->allocator = allocator;
     run->parameter = parameter;
     run->sampling = 1;
+    run->latency_every = 1;
+    run->jitter = 1;
     *out = run;
     return VB_OK;
 }
@@ -57,6 +64,12 @@ void vb_run_destroy(vb_run *run)
     if (!run) return;
     run->device->ops->stream_synchronize(run->device, run->stream);
     run->device->ops->stream_destroy(run->device, run->stream);
+    for (size_t i = 0; i < run->extra_stream_count; i++)
+        if (run->extra_streams[i]) {
+            run->device->ops->stream_synchronize(run->device, run->extra_streams[i]);
+            run->device->ops->stream_destroy(run->device, run->extra_streams[i]);
+        }
+    free(run->extra_streams);
     free(run->timeline);
     free(run->counters);
     free(run->peak_blocks);
@@ -96,6 +109,27 @@ const vb_run_counter *vb_run_counters(const vb_run *run, size_t *count)
 vb_samples *vb_run_malloc_ns(vb_run *run) { return &run->malloc_ns; }
 vb_samples *vb_run_free_ns(vb_run *run) { return &run->free_ns; }
 vb_device *vb_run_device(vb_run *run) { return run->device; }
+
+vb_status vb_run_extra_stream(vb_run *run, size_t index, vb_stream *out)
+{
+    if (index == 0) {
+        *out = run->stream;
+        return VB_OK;
+    }
+    if (index > run->extra_stream_count) {
+        vb_stream *streams = realloc(run->extra_streams, index * sizeof *streams);
+        if (!streams) return vb_error(VB_ERR_OOM, "out of host memory");
+        for (size_t i = run->extra_stream_count; i < index; i++) streams[i] = NULL;
+        run->extra_streams = streams;
+        run->extra_stream_count = index;
+    }
+    if (!run->extra_streams[index - 1]) {
+        vb_status status = run->device->ops->stream_create(run->device, &run->extra_streams[index - 1]);
+        if (status != VB_OK) return status;
+    }
+    *out = run->extra_streams[index - 1];
+    return VB_OK;
+}
 vb_allocator *vb_run_allocator(vb_run *run) { return run->allocator; }
 vb_stream vb_run_stream(vb_run *run) { return run->stream; }
 int vb_run_is_sim(vb_run *run) { return vb_device_is_sim(run->device); }
@@ -164,13 +198,38 @@ static vb_status capture_segments(vb_run *run)
     return status;
 }
 
+void vb_run_set_latency_sampling(vb_run *run, uint32_t every)
+{
+    run->latency_every = every;
+    run->malloc_countdown = run->free_countdown = 0;
+}
+
+/* 1 if this call's latency is to be recorded: every call when latency_every
+ * is 1, else one call after a stride drawn from [every/2, every*3/2). */
+static int take_latency(vb_run *run, uint32_t *countdown)
+{
+    if (run->latency_every <= 1) return run->latency_every == 1;
+    if (*countdown > 1) {
+        (*countdown)--;
+        return 0;
+    }
+    run->jitter = run->jitter * 1664525u + 1013904223u;
+    *countdown = run->latency_every / 2 + (run->jitter >> 8) % run->latency_every;
+    return 1;
+}
+
 vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out)
 {
     uint64_t seen_peak = run->allocator->seen_reserved_peak;
-    uint64_t start = vb_now_ns();
-    vb_status status = vb_malloc(run->allocator, size, stream, out);
-    if (vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) != 0)
-        return vb_error(VB_ERR_OOM, "out of host memory");
+    vb_status status;
+    if (take_latency(run, &run->malloc_countdown)) {
+        uint64_t start = vb_now_ns();
+        status = vb_malloc(run->allocator, size, stream, out);
+        if (vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) != 0)
+            return vb_error(VB_ERR_OOM, "out of host memory");
+    } else {
+        status = vb_malloc(run->allocator, size, stream, out);
+    }
     /* vb_malloc raises seen_reserved_peak exactly when this call raised the
      * reserved peak: the cheap test that keeps the walk off the hot path. A
      * peak below one of a window the scenario already closed is no peak of
@@ -183,6 +242,7 @@ vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *o
 
 vb_status vb_run_free(vb_run *run, vb_addr addr)
 {
+    if (!take_latency(run, &run->free_countdown)) return vb_free(run->allocator, addr);
     uint64_t start = vb_now_ns();
     vb_status status = vb_free(run->allocator, addr);
     if (vb_samples_add(&run->free_ns, (double)(vb_now_ns() - start)) != 0)
@@ -195,17 +255,35 @@ vb_status vb_run_empty_cache(vb_run *run)
     return vb_empty_cache(run->allocator);
 }
 
+/* Makes room for one more timeline sample; 0, or -1 when host memory runs out. */
+static int grow_timeline(vb_run *run)
+{
+    if (run->timeline_count < run->timeline_capacity) return 0;
+    size_t capacity = run->timeline_capacity ? run->timeline_capacity * 2 : 32;
+    vb_timeline_sample *timeline = realloc(run->timeline, capacity * sizeof *timeline);
+    if (!timeline) return -1;
+    run->timeline = timeline;
+    run->timeline_capacity = capacity;
+    return 0;
+}
+
+vb_status vb_run_insert_sample(vb_run *run, size_t position, const vb_timeline_sample *sample)
+{
+    if (!run->sampling) return VB_OK;
+    if (position > run->timeline_count) position = run->timeline_count;
+    if (grow_timeline(run) != 0) return vb_error(VB_ERR_OOM, "out of host memory");
+    memmove(&run->timeline[position + 1], &run->timeline[position],
+            (run->timeline_count - position) * sizeof *run->timeline);
+    run->timeline[position] = *sample;
+    run->timeline_count++;
+    return VB_OK;
+}
+
 vb_status vb_run_step(vb_run *run, const char *name)
 {
     if (!run->sampling) return VB_OK;
     uint64_t start = vb_now_ns();
-    if (run->timeline_count == run->timeline_capacity) {
-        size_t capacity = run->timeline_capacity ? run->timeline_capacity * 2 : 32;
-        vb_timeline_sample *timeline = realloc(run->timeline, capacity * sizeof *timeline);
-        if (!timeline) return vb_error(VB_ERR_OOM, "out of host memory");
-        run->timeline = timeline;
-        run->timeline_capacity = capacity;
-    }
+    if (grow_timeline(run) != 0) return vb_error(VB_ERR_OOM, "out of host memory");
     vb_alloc_stats stats;
     vb_allocator_stats(run->allocator, &stats);
     vb_timeline_sample *sample = &run->timeline[run->timeline_count++];

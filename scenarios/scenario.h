@@ -32,6 +32,12 @@ extern const vb_scenario *const vb_scenario_registry[];
 /* The scenario named `name`, or NULL. */
 const vb_scenario *vb_scenario_find(const char *name);
 
+/* Trace replay (scenarios/replay.c; docs/trace-format.md). Its run's
+ * parameter is the trace's path, which every run must give, so it is not in
+ * the registry (that every scenario runs without one): `vrambench replay`
+ * runs it by this name. */
+extern const vb_scenario vb_replay_scenario;
+
 /* One point of a run's memory timeline, taken at a named step. */
 typedef struct vb_timeline_sample {
     char step[64];
@@ -62,7 +68,8 @@ void vb_run_set_sampling(vb_run *run, int enabled);
 
 const vb_timeline_sample *vb_run_timeline(const vb_run *run, size_t *count);
 const vb_run_counter *vb_run_counters(const vb_run *run, size_t *count);
-/* Per-call latencies in ns of every vb_run_malloc / vb_run_free so far. */
+/* Per-call latencies in ns of the vb_run_malloc / vb_run_free calls so far
+ * (all of them, or the sampled ones). */
 vb_samples *vb_run_malloc_ns(vb_run *run);
 vb_samples *vb_run_free_ns(vb_run *run);
 
@@ -96,6 +103,11 @@ vb_device *vb_run_device(vb_run *run);
 vb_allocator *vb_run_allocator(vb_run *run);
 /* The run's compute stream (not the default stream). */
 vb_stream vb_run_stream(vb_run *run);
+/* Stream `index` of the run: 0 is vb_run_stream, 1, 2, ... are more streams,
+ * each created on first use and kept until the run is destroyed (so a stream
+ * stays the same stream across a scenario's iterations, as the blocks an
+ * allocator caches per stream expect). */
+vb_status vb_run_extra_stream(vb_run *run, size_t index, vb_stream *out);
 /* 1 on the simulated device (times are modelled, memory holds no data). */
 int vb_run_is_sim(vb_run *run);
 /* The scenario's argument, or NULL. */
@@ -116,7 +128,20 @@ vb_status vb_run_step(vb_run *run, const char *name);
  * measure the peak of one phase, keeping the run's overall peaks. */
 void vb_run_reset_peaks(vb_run *run);
 
+/* Puts a sample taken earlier into the timeline at `position` (0 .. the
+ * current count; later samples move up one), for a scenario that knows only
+ * afterwards which moment mattered (replay: when reserved memory peaked).
+ * Free when sampling is off. */
+vb_status vb_run_insert_sample(vb_run *run, size_t position, const vb_timeline_sample *sample);
+
 /* Reports a named figure (replaces an earlier one of the same name). */
 vb_status vb_run_set_counter(vb_run *run, const char *name, double value);
+
+/* Records the latency of about one vb_run_malloc / vb_run_free call in
+ * `every` (1 = every call, the default; 0 = none). Calls are picked at a
+ * jittered stride so that a periodic workload is not aliased. High-volume
+ * scenarios (replay) use it: two clock reads per call would otherwise be a
+ * third of a replay's time, and the samples would grow with the trace. */
+void vb_run_set_latency_sampling(vb_run *run, uint32_t every);
 
 #endif

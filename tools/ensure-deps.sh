@@ -1,7 +1,7 @@
 #!/bin/sh
 # Checks for what vrambench needs and installs what is missing with apt-get
 # (Debian), or says in one line what to install when it cannot.
-#   tools/ensure-deps.sh build   a C compiler, jansson and cmocka headers
+#   tools/ensure-deps.sh build   a C compiler, jansson, cmocka and zlib headers
 #   tools/ensure-deps.sh plots   python3 with matplotlib ($PLOT_PYTHON if set)
 set -u
 what=${1:-build}
@@ -12,7 +12,7 @@ case "$what" in
 build)
     command -v "$cc" >/dev/null 2>&1 || missing="$missing gcc"
     command -v make >/dev/null 2>&1 || missing="$missing make"
-    for pair in jansson.h:libjansson-dev cmocka.h:libcmocka-dev; do
+    for pair in jansson.h:libjansson-dev cmocka.h:libcmocka-dev zlib.h:zlib1g-dev; do
         header=${pair%%:*} package=${pair#*:}
         printf '#include <stdarg.h>\n#include <stddef.h>\n#include <setjmp.h>\n#include <stdint.h>\n#include <%s>\n' "$header" |
             "$cc" -E -x c - >/dev/null 2>&1 || missing="$missing $package"

@@ -1,0 +1,274 @@
+/* vrambench — `vrambench gen-trace random ...`: writes a random allocation
+ * trace in vrambench's format (docs/trace-format.md), in the manner of RMM's
+ * random_allocations benchmark (rapidsai/rmm
+ * benchmarks/random_allocations/random_allocations.cpp): at each step an
+ * allocation of a uniform size in [1, max-size] with probability 73%, unless
+ * it would take the live bytes past max-live; otherwise a free of a live
+ * allocation chosen uniformly. Every allocation is freed by the end (the
+ * last ones in random order), so the trace has exactly --events events, or
+ * one fewer when that is odd.
+ *
+ * The generator is our own xoshiro256** seeded through splitmix64, so the same
+ * seed gives the same trace on every machine. A name ending in .gz is written
+ * gzip-compressed. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "cli.h"
+
+#define ALLOCATION_PERCENT 73
+#define WRITE_BUFFER_BYTES (64 * 1024)
+
+/* ------------------------------------------------------------------------ */
+/* Random numbers                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rng {
+    uint64_t s[4];
+} rng;
+
+/* Rotates left by k (0 < k < 64). */
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+/* Seeds the four words from one number with splitmix64 (never all zero). */
+static void rng_seed(rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) {
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        r->s[i] = z ^ (z >> 31);
+    }
+}
+
+/* xoshiro256**: the next 64 random bits. */
+static uint64_t rng_next(rng *r)
+{
+    uint64_t result = rotl(r->s[1] * 5, 7) * 9;
+    uint64_t t = r->s[1] << 17;
+    r->s[2] ^= r->s[0];
+    r->s[3] ^= r->s[1];
+    r->s[1] ^= r->s[2];
+    r->s[0] ^= r->s[3];
+    r->s[2] ^= t;
+    r->s[3] = rotl(r->s[3], 45);
+    return result;
+}
+
+/* Uniform in [0, bound) for bound > 0, without modulo bias (rejection). */
+static uint64_t rng_below(rng *r, uint64_t bound)
+{
+    uint64_t threshold = (0 - bound) % bound;
+    for (;;) {
+        uint64_t value = rng_next(r);
+        if (value >= threshold) return value % bound;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct writer {
+    gzFile file;
+    char buffer[WRITE_BUFFER_BYTES];
+    size_t used;
+    int failed;
+} writer;
+
+/* Hands the buffer to zlib (which writes plain text when opened with "T"). */
+static void writer_flush(writer *w)
+{
+    if (w->used && !w->failed && gzwrite(w->file, w->buffer, (unsigned)w->used) != (int)w->used) w->failed = 1;
+    w->used = 0;
+}
+
+/* Appends a line (at most 64 bytes) to the buffer. */
+static void write_event(writer *w, char action, uint64_t id, uint64_t size, int with_size)
+{
+    if (w->used + 64 > sizeof w->buffer) writer_flush(w);
+    int length = with_size ? snprintf(w->buffer + w->used, 64, "%c %llu %llu\n", action, (unsigned long long)id,
+                                      (unsigned long long)size)
+                           : snprintf(w->buffer + w->used, 64, "%c %llu\n", action, (unsigned long long)id);
+    w->used += (size_t)length;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The generator                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct live_allocation {
+    uint64_t id, size;
+} live_allocation;
+
+typedef struct random_options {
+    uint64_t seed, events, max_size, max_live;
+    const char *out;
+} random_options;
+
+/* Frees the live allocation at `index` (swap-remove, as RMM does). */
+static void free_at(writer *w, live_allocation *live, uint64_t *live_count, uint64_t *live_bytes, uint64_t index)
+{
+    write_event(w, 'f', live[index].id, 0, 0);
+    *live_bytes -= live[index].size;
+    live[index] = live[--*live_count];
+}
+
+/* Writes the whole trace; returns 0, or -1 on a write or memory failure. */
+static int generate(writer *w, const random_options *options)
+{
+    rng r;
+    rng_seed(&r, options->seed);
+    live_allocation *live = NULL;
+    uint64_t live_count = 0, live_capacity = 0, live_bytes = 0, written = 0, next_id = 0;
+    char header[256];
+    snprintf(header, sizeof header,
+             "vbtrace 1\n# vrambench gen-trace random --seed %llu --events %llu --max-size %llu --max-live %llu\n",
+             (unsigned long long)options->seed, (unsigned long long)options->events,
+             (unsigned long long)options->max_size, (unsigned long long)options->max_live);
+    memcpy(w->buffer, header, strlen(header));
+    w->used = strlen(header);
+    /* Each live allocation still owes its free: stop when they fill the rest. */
+    while (written + live_count < options->events && !w->failed) {
+        uint64_t size = 1 + rng_below(&r, options->max_size);
+        int allocate = live_count == 0 ||
+                       (rng_below(&r, 100) < ALLOCATION_PERCENT && live_bytes + size <= options->max_live);
+        if (written + live_count + 2 > options->events) allocate = 0; /* no room for its free */
+        if (allocate) {
+            if (live_count == live_capacity) {
+                uint64_t capacity = live_capacity ? live_capacity * 2 : 1024;
+                live_allocation *grown = realloc(live, capacity * sizeof *live);
+                if (!grown) {
+                    free(live);
+                    return -1;
+                }
+                live = grown;
+                live_capacity = capacity;
+            }
+            live[live_count++] = (live_allocation){next_id, size};
+            write_event(w, 'a', next_id++, size, 1);
+            live_bytes += size;
+        } else if (live_count > 0) {
+            free_at(w, live, &live_count, &live_bytes, rng_below(&r, live_count));
+        } else {
+            break; /* one event left and nothing live: an odd count */
+        }
+        written++;
+    }
+    while (live_count > 0) free_at(w, live, &live_count, &live_bytes, rng_below(&r, live_count));
+    free(live);
+    writer_flush(w);
+    return w->failed ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Parses a byte count: a number with an optional K, M or G (powers of 1024). */
+static int parse_bytes(const char *text, uint64_t *out)
+{
+    char *end;
+    if (*text < '0' || *text > '9') return 0;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno) return 0;
+    uint64_t unit = 1;
+    if (*end == 'K' || *end == 'k') unit = 1ull << 10;
+    else if (*end == 'M' || *end == 'm') unit = 1ull << 20;
+    else if (*end == 'G' || *end == 'g') unit = 1ull << 30;
+    if (unit != 1) end++;
+    if (*end || value > UINT64_MAX / unit) return 0;
+    *out = value * unit;
+    return 1;
+}
+
+/* Parses a plain count. */
+static int parse_count(const char *text, uint64_t *out)
+{
+    char *end;
+    if (*text < '0' || *text > '9') return 0;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno || *end) return 0;
+    *out = value;
+    return 1;
+}
+
+/* Reads the options of `gen-trace random`; prints one error and returns 2 on bad ones. */
+static int parse_random_options(int argc, char **argv, random_options *options)
+{
+    int have_events = 0, have_max_size = 0, have_max_live = 0;
+    *options = (random_options){.seed = 1};
+    for (int i = 2; i < argc; i++) {
+        const char *option = argv[i];
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok;
+        if (strcmp(option, "-o") == 0 || strcmp(option, "--out") == 0) ok = value && *value && (options->out = value);
+        else if (strcmp(option, "--seed") == 0) ok = value && parse_count(value, &options->seed);
+        else if (strcmp(option, "--events") == 0) ok = have_events = value && parse_count(value, &options->events);
+        else if (strcmp(option, "--max-size") == 0) ok = have_max_size = value && parse_bytes(value, &options->max_size);
+        else if (strcmp(option, "--max-live") == 0) ok = have_max_live = value && parse_bytes(value, &options->max_live);
+        else return vb_cli_error(VB_EXIT_USAGE, "gen-trace: unknown option '%s'", option);
+        if (!ok)
+            return vb_cli_error(VB_EXIT_USAGE, "gen-trace: %s needs %s", option,
+                                strcmp(option, "-o") == 0 || strcmp(option, "--out") == 0 ? "a file name"
+                                : strncmp(option, "--max", 5) == 0 ? "a byte count (e.g. 4096, 64K, 256M, 2G)"
+                                                                   : "a non-negative integer");
+        i++;
+    }
+    if (!have_events || !have_max_size || !have_max_live || !options->out)
+        return vb_cli_error(VB_EXIT_USAGE, "gen-trace random: --events, --max-size, --max-live and -o are required");
+    if (options->events == 0) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --events must be at least 1");
+    if (options->max_size == 0) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --max-size must be at least 1 byte");
+    if (options->max_live < options->max_size)
+        return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --max-live (%llu) must be at least --max-size (%llu)",
+                            (unsigned long long)options->max_live, (unsigned long long)options->max_size);
+    return VB_EXIT_OK;
+}
+
+/* 1 if `path` ends with ".gz". */
+static int is_gzip_name(const char *path)
+{
+    size_t length = strlen(path);
+    return length > 3 && strcmp(path + length - 3, ".gz") == 0;
+}
+
+/* `vrambench gen-trace random ...`: checks every option before it creates
+ * the file, and removes the file when writing it fails. */
+int vb_cmd_gen_trace(int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: vrambench gen-trace random [--seed N] --events N --max-size BYTES --max-live BYTES -o FILE";
+    if (argc < 2) return vb_cli_error(VB_EXIT_USAGE, "%s", usage);
+    if (strcmp(argv[1], "random") != 0)
+        return vb_cli_error(VB_EXIT_USAGE, "gen-trace: unknown generator '%s' (known: random); %s", argv[1], usage);
+    random_options options;
+    int exit_status = parse_random_options(argc, argv, &options);
+    if (exit_status != VB_EXIT_OK) return exit_status;
+    writer *w = calloc(1, sizeof *w);
+    if (!w) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    /* "T" writes plain text through the same calls. */
+    w->file = gzopen(options.out, is_gzip_name(options.out) ? "wb6" : "wbT");
+    if (!w->file) {
+        exit_status = vb_cli_error(VB_EXIT_FAILURE, "gen-trace: cannot write '%s': %s", options.out,
+                                   errno ? strerror(errno) : "out of memory");
+        free(w);
+        return exit_status;
+    }
+    int failed = generate(w, &options);
+    if (gzclose(w->file) != Z_OK) failed = -1;
+    free(w);
+    if (failed) {
+        remove(options.out);
+        return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: writing '%s' failed", options.out);
+    }
+    return VB_EXIT_OK;
+}

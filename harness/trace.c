@@ -1,0 +1,561 @@
+/* vrambench — the streaming trace reader (vrambench's own format and RMM's
+ * logging_resource_adaptor CSV). See trace.h and docs/trace-format.md. */
+#include "trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "addr_map.h"
+
+/* The one buffer a trace holds: a line may be at most this long. */
+#define TRACE_BUFFER_BYTES (64 * 1024)
+/* zlib's own input buffer (bigger than its 8 KiB default: fewer read calls). */
+#define TRACE_ZLIB_BUFFER_BYTES (128 * 1024)
+
+#define VBTRACE_HEADER "vbtrace"
+#define VBTRACE_VERSION 1
+#define RMM_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+
+struct vb_trace {
+    gzFile file;
+    char *path;
+    vb_trace_format format;
+    char *buffer;              /* TRACE_BUFFER_BYTES + 1 (room for a final NUL) */
+    size_t start, end;         /* unread bytes are buffer[start, end) */
+    int at_eof;                /* the file has no more bytes to give */
+    uint64_t line;             /* lines handed out so far */
+    uint64_t consumed_bytes;   /* uncompressed bytes of those lines */
+    uint64_t total_bytes;      /* uncompressed size, 0 when unknown */
+    vb_status failure;         /* sticky: once a call failed, all later ones do */
+    char *failure_message;
+    vb_addr_map live;          /* vbtrace: id + 1 -> 1; RMM: pointer -> id */
+    uint64_t next_rmm_id;      /* RMM allocations are numbered in order */
+    vb_addr_map rmm_streams;   /* RMM stream handle (non-zero) -> small stream id */
+    uint64_t rmm_stream_count; /* small ids handed out, 0 (the default stream) included */
+    char name[VB_TRACE_MAX_NAME + 1];
+};
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Records "PATH:LINE: message" as the error of `trace` (sticky) and returns `status`. */
+static vb_status fail_at(vb_trace *trace, uint64_t line, vb_status status, const char *format, va_list args)
+{
+    char message[400];
+    vsnprintf(message, sizeof message, format, args);
+    vb_error(status, "%s:%llu: %s", trace->path, (unsigned long long)line, message);
+    trace->failure = status;
+    free(trace->failure_message);
+    trace->failure_message = strdup(vb_last_error());
+    return status;
+}
+
+/* An error on the line being read now (the one after the last handed out). */
+static vb_status fail(vb_trace *trace, vb_status status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static vb_status fail(vb_trace *trace, vb_status status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vb_status result = fail_at(trace, trace->line, status, format, args);
+    va_end(args);
+    return result;
+}
+
+/* A consumer's error on the current line (not sticky: the trace may go on). */
+vb_status vb_trace_error(const vb_trace *trace, vb_status status, const char *format, ...)
+{
+    char message[400];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(message, sizeof message, format, args);
+    va_end(args);
+    return vb_error(status, "%s:%llu: %s", trace->path, (unsigned long long)trace->line, message);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lines                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Moves the unread bytes to the front and reads more after them. */
+static vb_status refill(vb_trace *trace)
+{
+    size_t pending = trace->end - trace->start;
+    memmove(trace->buffer, trace->buffer + trace->start, pending);
+    trace->start = 0;
+    trace->end = pending;
+    int got = gzread(trace->file, trace->buffer + pending, (unsigned)(TRACE_BUFFER_BYTES - pending));
+    int zlib_status = Z_OK;
+    const char *zlib_message = gzerror(trace->file, &zlib_status);
+    if (got < 0 || (zlib_status != Z_OK && zlib_status != Z_STREAM_END)) {
+        trace->line++;
+        if (zlib_status == Z_ERRNO) return fail(trace, VB_ERR_IO, "read error: %s", strerror(errno));
+        /* zlib names the file "<fd:N>: " ahead of its message; we name it already. */
+        const char *reason = strstr(zlib_message, ">: ");
+        /* A cut-off gzip stream lands here ("unexpected end of file"). */
+        return fail(trace, VB_ERR_IO, "cannot decompress: %s (a truncated or corrupt gzip file)",
+                    reason ? reason + 3 : zlib_message);
+    }
+    if (got == 0) trace->at_eof = 1;
+    trace->end += (size_t)got;
+    return VB_OK;
+}
+
+/* The next line (NUL-terminated, without its "\n" or "\r\n") in *line, or
+ * NULL at the end of the file. A last line without its newline is an error:
+ * a trace cut short while it was written or copied ends that way. */
+static vb_status next_line(vb_trace *trace, char **line)
+{
+    for (;;) {
+        char *begin = trace->buffer + trace->start;
+        char *newline = memchr(begin, '\n', trace->end - trace->start);
+        if (newline) {
+            size_t length = (size_t)(newline - begin);
+            trace->start += length + 1;
+            trace->consumed_bytes += length + 1;
+            trace->line++;
+            /* The parsers use C strings: a NUL inside would hide the rest of the line. */
+            if (memchr(begin, '\0', length))
+                return fail(trace, VB_ERR_INVALID, "malformed line: it holds a NUL byte (not a text trace?)");
+            if (length > 0 && begin[length - 1] == '\r') length--;
+            begin[length] = '\0';
+            *line = begin;
+            return VB_OK;
+        }
+        if (trace->at_eof) {
+            if (trace->start == trace->end) {
+                *line = NULL;
+                return VB_OK;
+            }
+            trace->buffer[trace->end] = '\0';
+            trace->line++;
+            return fail(trace, VB_ERR_INVALID, "truncated line at end of file (no newline after \"%.40s\")",
+                        trace->buffer + trace->start);
+        }
+        if (trace->end - trace->start == TRACE_BUFFER_BYTES) {
+            trace->line++;
+            return fail(trace, VB_ERR_INVALID, "line longer than %d bytes", TRACE_BUFFER_BYTES - 1);
+        }
+        vb_status status = refill(trace);
+        if (status != VB_OK) return status;
+    }
+}
+
+/* Field separators of the vbtrace format. */
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Splits `line` at runs of blanks (or at each `separator` when it is not a
+ * blank) into at most `max` fields, NUL-terminating them in place. Returns
+ * the number of fields, or max + 1 when there are more. */
+static int split(char *line, char separator, char **fields, int max)
+{
+    int count = 0;
+    if (separator == ' ') {
+        char *cursor = line;
+        for (;;) {
+            while (is_blank(*cursor)) cursor++;
+            if (!*cursor) return count;
+            if (count == max) return max + 1;
+            fields[count++] = cursor;
+            while (*cursor && !is_blank(*cursor)) cursor++;
+            if (*cursor) *cursor++ = '\0';
+        }
+    }
+    char *cursor = line;
+    for (;;) {
+        if (count == max) return max + 1;
+        fields[count++] = cursor;
+        char *next = strchr(cursor, separator);
+        if (!next) return count;
+        *next = '\0';
+        cursor = next + 1;
+    }
+}
+
+/* Parses a whole field as a decimal unsigned 64-bit number; 0 if it is not one. */
+static int parse_decimal(const char *text, uint64_t *out)
+{
+    uint64_t value = 0;
+    if (*text < '0' || *text > '9') return 0;
+    for (; *text >= '0' && *text <= '9'; text++) {
+        uint64_t digit = (uint64_t)(*text - '0');
+        if (value > (UINT64_MAX - digit) / 10) return 0;
+        value = value * 10 + digit;
+    }
+    if (*text) return 0;
+    *out = value;
+    return 1;
+}
+
+/* Parses a whole field as hexadecimal, with or without "0x"; 0 if it is not one. */
+static int parse_hex(const char *text, uint64_t *out)
+{
+    uint64_t value = 0;
+    if (text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) text += 2;
+    if (!*text) return 0;
+    for (; *text; text++) {
+        int digit;
+        if (*text >= '0' && *text <= '9') digit = *text - '0';
+        else if (*text >= 'a' && *text <= 'f') digit = *text - 'a' + 10;
+        else if (*text >= 'A' && *text <= 'F') digit = *text - 'A' + 10;
+        else return 0;
+        if (value >> 60) return 0;
+        value = value << 4 | (uint64_t)digit;
+    }
+    *out = value;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* vrambench's format                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Parses the optional STREAM field of an alloc or free line. */
+static vb_status vbtrace_stream(vb_trace *trace, char *field, uint32_t *stream)
+{
+    uint64_t value = 0;
+    if (field && !parse_decimal(field, &value))
+        return fail(trace, VB_ERR_INVALID, "malformed stream '%s' (expected a number 0..%d)", field,
+                    VB_TRACE_MAX_STREAMS - 1);
+    if (value >= VB_TRACE_MAX_STREAMS)
+        return fail(trace, VB_ERR_INVALID, "stream %llu out of range (0..%d)", (unsigned long long)value,
+                    VB_TRACE_MAX_STREAMS - 1);
+    *stream = (uint32_t)value;
+    return VB_OK;
+}
+
+/* Parses an ID field (any number but the largest, which the map cannot key). */
+static vb_status vbtrace_id(vb_trace *trace, const char *field, uint64_t *id)
+{
+    if (!parse_decimal(field, id) || *id == UINT64_MAX)
+        return fail(trace, VB_ERR_INVALID, "malformed id '%s' (expected a number)", field);
+    return VB_OK;
+}
+
+/* `a ID SIZE [STREAM]` */
+static vb_status vbtrace_alloc(vb_trace *trace, char **fields, int count, vb_trace_event *event)
+{
+    if (count < 3 || count > 4)
+        return fail(trace, VB_ERR_INVALID, "malformed alloc line: expected 'a ID SIZE [STREAM]'");
+    vb_status status = vbtrace_id(trace, fields[1], &event->id);
+    if (status != VB_OK) return status;
+    if (!parse_decimal(fields[2], &event->size))
+        return fail(trace, VB_ERR_INVALID, "malformed size '%s' (expected a number of bytes)", fields[2]);
+    status = vbtrace_stream(trace, count == 4 ? fields[3] : NULL, &event->stream);
+    if (status != VB_OK) return status;
+    /* One probe instead of get + put: a put that does not grow the map found the id live. */
+    size_t live_before = trace->live.count;
+    if (vb_addr_map_put(&trace->live, event->id + 1, 1) != 0)
+        return fail(trace, VB_ERR_OOM, "out of host memory");
+    if (trace->live.count == live_before)
+        return fail(trace, VB_ERR_INVALID, "id %llu allocated again while it is live",
+                    (unsigned long long)event->id);
+    event->kind = VB_TRACE_ALLOC;
+    return VB_OK;
+}
+
+/* `f ID [STREAM]` */
+static vb_status vbtrace_free(vb_trace *trace, char **fields, int count, vb_trace_event *event)
+{
+    if (count < 2 || count > 3)
+        return fail(trace, VB_ERR_INVALID, "malformed free line: expected 'f ID [STREAM]'");
+    vb_status status = vbtrace_id(trace, fields[1], &event->id);
+    if (status != VB_OK) return status;
+    status = vbtrace_stream(trace, count == 3 ? fields[2] : NULL, &event->stream);
+    if (status != VB_OK) return status;
+    if (!vb_addr_map_remove(&trace->live, event->id + 1, NULL))
+        return fail(trace, VB_ERR_INVALID, "free of id %llu, which is not live (never allocated, or already freed)",
+                    (unsigned long long)event->id);
+    event->kind = VB_TRACE_FREE;
+    event->size = 0;
+    return VB_OK;
+}
+
+/* `m NAME`: the name is the rest of the line, blanks around it dropped. */
+static vb_status vbtrace_mark(vb_trace *trace, char *rest, vb_trace_event *event)
+{
+    while (is_blank(*rest)) rest++;
+    size_t length = strlen(rest);
+    while (length > 0 && is_blank(rest[length - 1])) length--;
+    if (length == 0) return fail(trace, VB_ERR_INVALID, "malformed marker line: expected 'm NAME'");
+    if (length > VB_TRACE_MAX_NAME)
+        return fail(trace, VB_ERR_INVALID, "marker name longer than %d bytes", VB_TRACE_MAX_NAME);
+    memcpy(trace->name, rest, length);
+    trace->name[length] = '\0';
+    event->kind = VB_TRACE_MARK;
+    event->name = trace->name;
+    return VB_OK;
+}
+
+/* The next event of a vbtrace file; blank lines and # comments are skipped. */
+static vb_status vbtrace_next(vb_trace *trace, vb_trace_event *event)
+{
+    for (;;) {
+        char *line;
+        vb_status status = next_line(trace, &line);
+        if (status != VB_OK) return status;
+        if (!line) {
+            event->kind = VB_TRACE_END;
+            return VB_OK;
+        }
+        while (is_blank(*line)) line++;
+        if (*line == '\0' || *line == '#') continue;
+        if (line[0] == 'm' && (is_blank(line[1]) || line[1] == '\0')) return vbtrace_mark(trace, line + 1, event);
+        char *fields[5];
+        int count = split(line, ' ', fields, 4);
+        if (strcmp(fields[0], "a") == 0) return vbtrace_alloc(trace, fields, count, event);
+        if (strcmp(fields[0], "f") == 0) return vbtrace_free(trace, fields, count, event);
+        return fail(trace, VB_ERR_INVALID, "unknown action '%.40s' (expected a, f or m)", fields[0]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* RMM's logging_resource_adaptor CSV                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The small id of an RMM stream handle: 0 stays 0 (the default stream, which
+ * the replay maps to its own stream), the others are numbered as they come. */
+static vb_status rmm_stream(vb_trace *trace, const char *field, uint32_t *stream)
+{
+    uint64_t handle, id;
+    if (!parse_hex(field, &handle))
+        return fail(trace, VB_ERR_INVALID, "malformed stream '%.40s' (expected a hex handle)", field);
+    if (handle == 0) {
+        *stream = 0;
+        return VB_OK;
+    }
+    if (!vb_addr_map_get(&trace->rmm_streams, handle, &id)) {
+        if (trace->rmm_stream_count == VB_TRACE_MAX_STREAMS)
+            return fail(trace, VB_ERR_INVALID, "more than %d distinct streams", VB_TRACE_MAX_STREAMS);
+        id = trace->rmm_stream_count++;
+        if (vb_addr_map_put(&trace->rmm_streams, handle, id) != 0)
+            return fail(trace, VB_ERR_OOM, "out of host memory");
+    }
+    *stream = (uint32_t)id;
+    return VB_OK;
+}
+
+/* The next event of an RMM log: `Thread,Time,Action,Pointer,Size,Stream`.
+ * Thread and time are not used (the log is in call order). Allocations that
+ * returned a null pointer (RMM does that for 0 bytes) and frees of the null
+ * pointer are skipped: there is nothing to replay. A pointer is an id from
+ * its allocation to its free; when it comes back later it is a new id. */
+static vb_status rmm_next(vb_trace *trace, vb_trace_event *event)
+{
+    for (;;) {
+        char *line;
+        vb_status status = next_line(trace, &line);
+        if (status != VB_OK) return status;
+        if (!line) {
+            event->kind = VB_TRACE_END;
+            return VB_OK;
+        }
+        if (*line == '\0') continue;
+        char *fields[7];
+        int count = split(line, ',', fields, 6);
+        if (count != 6)
+            return fail(trace, VB_ERR_INVALID,
+                        "malformed line: %s%d fields, expected 6 (Thread,Time,Action,Pointer,Size,Stream)",
+                        count > 6 ? "more than " : "", count > 6 ? 6 : count);
+        const char *action = fields[2];
+        int is_alloc = strcmp(action, "allocate") == 0;
+        int is_failure = strcmp(action, "allocate failure") == 0;
+        /* RMM writes "free"; its documentation's example says "deallocate". */
+        int is_free = strcmp(action, "free") == 0 || strcmp(action, "deallocate") == 0;
+        if (!is_alloc && !is_failure && !is_free)
+            return fail(trace, VB_ERR_INVALID, "unknown action '%.40s' (expected allocate, allocate failure or free)",
+                        action);
+        uint64_t pointer = 0, size;
+        if (!is_failure && !parse_hex(fields[3], &pointer))
+            return fail(trace, VB_ERR_INVALID, "malformed pointer '%.40s' (expected hex)", fields[3]);
+        if (!parse_decimal(fields[4], &size))
+            return fail(trace, VB_ERR_INVALID, "malformed size '%.40s' (expected a number of bytes)", fields[4]);
+        status = rmm_stream(trace, fields[5], &event->stream);
+        if (status != VB_OK) return status;
+        if (is_failure) {
+            event->kind = VB_TRACE_FAILED_ALLOC;
+            event->id = 0;
+            event->size = size;
+            return VB_OK;
+        }
+        if (pointer == 0) continue;
+        if (is_alloc) {
+            size_t live_before = trace->live.count;
+            event->id = trace->next_rmm_id++;
+            if (vb_addr_map_put(&trace->live, pointer, event->id) != 0)
+                return fail(trace, VB_ERR_OOM, "out of host memory");
+            if (trace->live.count == live_before)
+                return fail(trace, VB_ERR_INVALID, "pointer 0x%llx allocated again while it is live",
+                            (unsigned long long)pointer);
+            event->kind = VB_TRACE_ALLOC;
+            event->size = size;
+            return VB_OK;
+        }
+        if (!vb_addr_map_remove(&trace->live, pointer, &event->id))
+            return fail(trace, VB_ERR_INVALID,
+                        "free of pointer 0x%llx, which is not live (never allocated, or already freed)",
+                        (unsigned long long)pointer);
+        event->kind = VB_TRACE_FREE;
+        event->size = 0;
+        return VB_OK;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Opening                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The uncompressed size of the file behind `fd`: its size, or for gzip the
+ * trailer's ISIZE (the size modulo 2^32). 0 when it cannot be known. */
+static uint64_t uncompressed_size(int fd, const struct stat *info)
+{
+    unsigned char magic[2], trailer[4];
+    if (!S_ISREG(info->st_mode)) return 0;
+    uint64_t size = (uint64_t)info->st_size;
+    if (size < 2 || pread(fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) return size;
+    if (size < 18 || pread(fd, trailer, 4, (off_t)(size - 4)) != 4) return 0;
+    return (uint64_t)trailer[0] | (uint64_t)trailer[1] << 8 | (uint64_t)trailer[2] << 16 |
+           (uint64_t)trailer[3] << 24;
+}
+
+/* Reads the header line and sets the format. */
+static vb_status read_header(vb_trace *trace)
+{
+    char *line;
+    vb_status status = next_line(trace, &line);
+    if (status != VB_OK) return status;
+    if (!line) {
+        trace->line = 1;
+        return fail(trace, VB_ERR_INVALID, "empty file (expected a 'vbtrace 1' header or an RMM log header)");
+    }
+    if (strncmp(line, "\xEF\xBB\xBF", 3) == 0) line += 3; /* a byte-order mark from a spreadsheet */
+    size_t length = strlen(line);
+    while (length > 0 && is_blank(line[length - 1])) line[--length] = '\0';
+    if (strcmp(line, RMM_HEADER) == 0) {
+        trace->format = VB_TRACE_FORMAT_RMM_CSV;
+        trace->rmm_stream_count = 1;
+        return VB_OK;
+    }
+    char *fields[3];
+    int count = split(line, ' ', fields, 2);
+    if (count >= 1 && strcmp(fields[0], VBTRACE_HEADER) == 0) {
+        uint64_t version;
+        if (count != 2 || !parse_decimal(fields[1], &version))
+            return fail(trace, VB_ERR_INVALID, "malformed header: expected 'vbtrace %d'", VBTRACE_VERSION);
+        if (version != VBTRACE_VERSION)
+            return fail(trace, VB_ERR_INVALID, "vbtrace version %llu is not supported (this vrambench reads version %d)",
+                        (unsigned long long)version, VBTRACE_VERSION);
+        trace->format = VB_TRACE_FORMAT_VBTRACE;
+        return VB_OK;
+    }
+    return fail(trace, VB_ERR_INVALID,
+                "not a trace: the first line must be 'vbtrace %d' (vrambench trace) or '%s' (RMM log)",
+                VBTRACE_VERSION, RMM_HEADER);
+}
+
+/* Opens the file (zlib reads gzip and plain alike) and reads its header. */
+vb_status vb_trace_open(const char *path, vb_trace **out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return vb_error(VB_ERR_IO, "%s: cannot open trace: %s", path, strerror(errno));
+    struct stat info;
+    if (fstat(fd, &info) != 0 || S_ISDIR(info.st_mode)) {
+        int error = S_ISDIR(info.st_mode) ? EISDIR : errno;
+        close(fd);
+        return vb_error(VB_ERR_IO, "%s: cannot read trace: %s", path, strerror(error));
+    }
+    vb_trace *trace = calloc(1, sizeof *trace);
+    if (trace) {
+        trace->path = strdup(path);
+        trace->buffer = malloc(TRACE_BUFFER_BYTES + 1);
+    }
+    if (!trace || !trace->path || !trace->buffer) {
+        close(fd);
+        vb_trace_close(trace);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    trace->total_bytes = uncompressed_size(fd, &info);
+    trace->file = gzdopen(fd, "rb");
+    if (!trace->file) {
+        close(fd);
+        vb_trace_close(trace);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    gzbuffer(trace->file, TRACE_ZLIB_BUFFER_BYTES);
+    vb_status status = read_header(trace);
+    if (status != VB_OK) {
+        vb_trace_close(trace);
+        return status;
+    }
+    *out = trace;
+    return VB_OK;
+}
+
+/* Closes the file and frees everything the trace holds. */
+void vb_trace_close(vb_trace *trace)
+{
+    if (!trace) return;
+    if (trace->file) gzclose(trace->file);
+    vb_addr_map_clear(&trace->live);
+    vb_addr_map_clear(&trace->rmm_streams);
+    free(trace->failure_message);
+    free(trace->buffer);
+    free(trace->path);
+    free(trace);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The next event in the trace's format, or the sticky error of an earlier call. */
+vb_status vb_trace_next(vb_trace *trace, vb_trace_event *event)
+{
+    if (trace->failure != VB_OK)
+        return vb_error(trace->failure, "%s", trace->failure_message ? trace->failure_message : "trace failed");
+    event->name = NULL;
+    if (trace->format == VB_TRACE_FORMAT_RMM_CSV) return rmm_next(trace, event);
+    return vbtrace_next(trace, event);
+}
+
+/* Accessors: see trace.h. */
+vb_trace_format vb_trace_get_format(const vb_trace *trace)
+{
+    return trace->format;
+}
+
+const char *vb_trace_path(const vb_trace *trace)
+{
+    return trace->path;
+}
+
+uint64_t vb_trace_line(const vb_trace *trace)
+{
+    return trace->line;
+}
+
+uint64_t vb_trace_live_count(const vb_trace *trace)
+{
+    return trace->live.count;
+}
+
+uint64_t vb_trace_consumed_bytes(const vb_trace *trace)
+{
+    return trace->consumed_bytes;
+}
+
+uint64_t vb_trace_total_bytes(const vb_trace *trace)
+{
+    return trace->total_bytes;
+}

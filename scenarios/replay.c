@@ -1,0 +1,240 @@
+/* vrambench — `replay`: a recorded allocation trace, replayed with real calls
+ * into the allocator.
+ *
+ * The run's parameter is the trace's path (vrambench's own format or an RMM
+ * log, plain or gzip; harness/trace.h, docs/trace-format.md). The trace is
+ * streamed, never loaded whole, so traces of any length replay in constant
+ * memory beyond the live allocations.
+ *
+ * Trace stream N is the run's stream N (vb_run_extra_stream: 0 is the run's
+ * own stream, the others are created when first used and kept with the run,
+ * so they stay the same streams from one iteration to the next). An
+ * allocation the allocator cannot serve (out of memory) is counted by the
+ * allocator (its `ooms`) and the trace goes on; that id's later free is
+ * skipped. Memory is sampled at the
+ * start, at the trace's step markers, at every 1/200 of the file (so a
+ * timeline has at most a couple of hundred points besides the markers), at
+ * the moment reserved memory peaked ("peak reserved") and at the end.
+ *
+ * Counters: events (allocations, frees and recorded failed allocations),
+ * live_at_end (allocations the trace never frees; the replay frees them
+ * after the last sample), recorded_failures (allocations that failed in the
+ * recorded program, RMM "allocate failure": not replayed).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../harness/addr_map.h"
+#include "../harness/trace.h"
+#include "scenario.h"
+
+/* Regular samples per trace (besides markers and the final one). */
+#define INTERVAL_SAMPLES 200
+/* Latency of about one malloc/free in this many is recorded (at least); a
+ * replay is mostly allocator calls, and two clock reads per call would take a
+ * third of its time. Long traces sample more sparsely so that each latency
+ * list stays under about 4 M entries (32 MB). */
+#define LATENCY_SAMPLE_EVERY 8
+#define LATENCY_SAMPLES_MAX (4u << 20)
+/* Bytes per event of a compact trace line ("a 123456 4096\n"), to guess the
+ * number of events from the file's size. */
+#define BYTES_PER_EVENT_GUESS 16
+/* A progress line goes to a terminal once a replay has run this long. */
+#define PROGRESS_AFTER_NS 2000000000ull
+
+typedef struct replay {
+    vb_run *run;
+    vb_trace *trace;
+    vb_addr_map addresses;   /* trace id + 1 -> device address; 0: it got no memory */
+    vb_stream streams[VB_TRACE_MAX_STREAMS]; /* the run's streams, fetched on first use */
+    uint64_t events;
+    uint64_t recorded_failures;
+    uint64_t next_sample_bytes; /* consumed bytes at which the next regular sample is due */
+    unsigned samples_taken;
+    uint64_t started_ns;
+    int progress_shown;
+    /* The moment reserved memory peaked, put into the timeline at the end
+     * (only then is it known to be the peak). */
+    uint64_t peak_reserved;
+    vb_timeline_sample peak_sample;
+    size_t peak_position;
+} replay;
+
+/* The device stream for trace stream `id`: the run's stream `id`, which the
+ * run creates on first use and keeps across iterations. */
+static vb_status stream_of(replay *state, uint32_t id, vb_stream *out)
+{
+    if (!state->streams[id]) {
+        vb_status status = vb_run_extra_stream(state->run, id, &state->streams[id]);
+        if (status != VB_OK)
+            return vb_trace_error(state->trace, status, "cannot create a stream for trace stream %u: %s", id,
+                                  vb_last_error());
+    }
+    *out = state->streams[id];
+    return VB_OK;
+}
+
+/* Notes the allocator's state now, when its reserved peak has just risen,
+ * and where in the timeline that falls. */
+static void capture_peak(replay *state, const vb_allocator *allocator)
+{
+    /* allocator.h: every strategy's state starts with its vb_alloc_stats. */
+    const vb_alloc_stats *stats = allocator->state;
+    size_t count;
+    vb_run_timeline(state->run, &count);
+    state->peak_reserved = allocator->seen_reserved_peak;
+    state->peak_position = count;
+    state->peak_sample = (vb_timeline_sample){
+        .step = "peak reserved",
+        .requested = stats->requested_bytes,
+        .allocated = stats->allocated_bytes,
+        .reserved = stats->reserved_bytes,
+        .driver_used = vb_device_used_bytes(vb_run_device(state->run)),
+    };
+}
+
+/* Replays one allocation; out of memory is counted (by the allocator), not fatal. */
+static vb_status replay_alloc(replay *state, const vb_trace_event *event)
+{
+    vb_stream stream = NULL;
+    vb_status status = stream_of(state, event->stream, &stream);
+    if (status != VB_OK) return status;
+    vb_addr addr = 0;
+    status = vb_run_malloc(state->run, event->size, stream, &addr);
+    if (status == VB_ERR_OOM) addr = 0;
+    else if (status != VB_OK)
+        return vb_trace_error(state->trace, status, "allocation of %llu bytes failed: %s",
+                              (unsigned long long)event->size, vb_last_error());
+    /* vb_malloc keeps seen_reserved_peak: one comparison per allocation. */
+    const vb_allocator *allocator = vb_run_allocator(state->run);
+    if (allocator->seen_reserved_peak > state->peak_reserved) capture_peak(state, allocator);
+    if (vb_addr_map_put(&state->addresses, event->id + 1, addr) != 0) {
+        vb_free(vb_run_allocator(state->run), addr);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    return VB_OK;
+}
+
+/* Replays one free; a free of an allocation that got no memory is skipped.
+ * The reader has checked that the id is live, so it is in the map. */
+static vb_status replay_free(replay *state, const vb_trace_event *event)
+{
+    vb_addr addr = 0;
+    vb_addr_map_remove(&state->addresses, event->id + 1, &addr);
+    if (addr == 0) return VB_OK;
+    vb_status status = vb_run_free(state->run, addr);
+    if (status != VB_OK)
+        return vb_trace_error(state->trace, status, "free of id %llu failed: %s", (unsigned long long)event->id,
+                              vb_last_error());
+    return VB_OK;
+}
+
+/* Shows how far the replay is on a terminal, for long traces only. */
+static void show_progress(replay *state)
+{
+    if (!isatty(STDERR_FILENO) || vb_now_ns() - state->started_ns < PROGRESS_AFTER_NS) return;
+    fprintf(stderr, "\rreplay: %s: %u%% (%llu events)\033[K", vb_trace_path(state->trace),
+            state->samples_taken * 100 / INTERVAL_SAMPLES, (unsigned long long)state->events);
+    state->progress_shown = 1;
+}
+
+/* Where regular sample `index` (1-based) falls in the file's uncompressed
+ * bytes, or UINT64_MAX past the last one or when the size is unknown. */
+static uint64_t sample_mark(const replay *state, unsigned index)
+{
+    uint64_t total = vb_trace_total_bytes(state->trace);
+    if (total == 0 || index >= INTERVAL_SAMPLES) return UINT64_MAX;
+    return total / INTERVAL_SAMPLES * index + total % INTERVAL_SAMPLES * index / INTERVAL_SAMPLES;
+}
+
+/* Takes the regular sample that is due; a long line that jumped over several
+ * marks gives one sample, not several at the same point. */
+static vb_status take_regular_sample(replay *state)
+{
+    uint64_t consumed = vb_trace_consumed_bytes(state->trace);
+    while (consumed >= sample_mark(state, state->samples_taken + 1)) state->samples_taken++;
+    state->next_sample_bytes = sample_mark(state, state->samples_taken + 1);
+    char name[64];
+    snprintf(name, sizeof name, "event %llu", (unsigned long long)state->events);
+    show_progress(state);
+    return vb_run_step(state->run, name);
+}
+
+/* Streams the whole trace through the allocator. */
+static vb_status replay_events(replay *state)
+{
+    vb_trace_event event;
+    for (;;) {
+        vb_status status = vb_trace_next(state->trace, &event);
+        if (status != VB_OK) return status;
+        switch (event.kind) {
+        case VB_TRACE_END: return VB_OK;
+        case VB_TRACE_ALLOC: status = replay_alloc(state, &event); break;
+        case VB_TRACE_FREE: status = replay_free(state, &event); break;
+        case VB_TRACE_FAILED_ALLOC: state->recorded_failures++; break;
+        case VB_TRACE_MARK: status = vb_run_step(state->run, event.name); break;
+        }
+        if (status != VB_OK) return status;
+        state->events += event.kind != VB_TRACE_MARK;
+        if (vb_trace_consumed_bytes(state->trace) >= state->next_sample_bytes) {
+            status = take_regular_sample(state);
+            if (status != VB_OK) return status;
+        }
+    }
+}
+
+/* Frees one allocation the trace left live. */
+static void free_leftover(void *context, uint64_t key, uint64_t addr)
+{
+    (void)key;
+    if (addr) vb_free(vb_run_allocator(context), addr);
+}
+
+/* Samples the end, reports the counters and frees what the trace left live. */
+static vb_status finish(replay *state, vb_status status)
+{
+    if (status == VB_OK && state->peak_reserved > 0)
+        status = vb_run_insert_sample(state->run, state->peak_position, &state->peak_sample);
+    if (status == VB_OK) status = vb_run_step(state->run, "end of trace");
+    if (status == VB_OK) status = vb_run_set_counter(state->run, "events", (double)state->events);
+    if (status == VB_OK)
+        status = vb_run_set_counter(state->run, "live_at_end", (double)vb_trace_live_count(state->trace));
+    if (status == VB_OK)
+        status = vb_run_set_counter(state->run, "recorded_failures", (double)state->recorded_failures);
+    vb_addr_map_each(&state->addresses, free_leftover, state->run);
+    vb_addr_map_clear(&state->addresses);
+    if (state->progress_shown) fputs("\r\033[K", stderr);
+    return status;
+}
+
+/* The scenario: replays the trace named by the run's parameter. */
+static vb_status replay_run(vb_run *run)
+{
+    const char *path = vb_run_parameter(run);
+    if (!path || !*path) return vb_error(VB_ERR_INVALID, "replay: no trace given (the run's parameter is its path)");
+    replay *state = calloc(1, sizeof *state);
+    if (!state) return vb_error(VB_ERR_OOM, "out of host memory");
+    state->run = run;
+    state->started_ns = vb_now_ns();
+    vb_status status = vb_trace_open(path, &state->trace);
+    if (status == VB_OK) {
+        uint64_t events_guess = vb_trace_total_bytes(state->trace) / BYTES_PER_EVENT_GUESS;
+        uint64_t every = events_guess / LATENCY_SAMPLES_MAX + 1;
+        vb_run_set_latency_sampling(run, (uint32_t)(every > LATENCY_SAMPLE_EVERY ? every : LATENCY_SAMPLE_EVERY));
+        state->next_sample_bytes = sample_mark(state, 1);
+        status = vb_run_step(run, "start of trace");
+        if (status == VB_OK) status = replay_events(state);
+        status = finish(state, status);
+    }
+    vb_trace_close(state->trace);
+    free(state);
+    return status;
+}
+
+const vb_scenario vb_replay_scenario = {
+    .name = "replay",
+    .documents = "trace",
+    .description = "replays an allocation trace (vbtrace or RMM log, plain or .gz) given as the run's parameter",
+    .run = replay_run,
+};

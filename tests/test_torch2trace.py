@@ -1,0 +1,232 @@
+"""Tests of tools/torch2trace.py (standard library only): small snapshot dicts
+shaped like torch.cuda.memory._snapshot()'s are pickled, converted, and the
+trace written is checked line by line."""
+
+import collections
+import contextlib
+import gzip
+import importlib.util
+import io
+import os
+import pickle
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = importlib.util.spec_from_file_location("torch2trace", os.path.join(HERE, "..", "tools", "torch2trace.py"))
+torch2trace = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(torch2trace)
+
+STREAM = 0x55AA00001000  # a side stream's cudaStream_t, as torch records it
+MiB = 1 << 20
+
+
+def entry(action, addr, size, stream=0, time_us=None, **extra):
+    """One trace entry as the caching allocator records it."""
+    result = {"action": action, "addr": addr, "size": size, "stream": stream, "frames": []}
+    if time_us is not None:
+        result["time_us"] = time_us
+    result.update(extra)
+    return result
+
+
+def snapshot(*traces, annotations=None):
+    """A snapshot dict with one trace per device."""
+    result = {"segments": [], "device_traces": list(traces), "allocator_settings": {}}
+    if annotations is not None:
+        result["external_annotations"] = annotations
+    return result
+
+
+def alloc_free(addr, size, stream=0):
+    """An allocation freed at once: alloc, free_requested, free_completed."""
+    return [entry("alloc", addr, size, stream), entry("free_requested", addr, size, stream),
+            entry("free_completed", addr, size, stream)]
+
+
+class Conversion:
+    """The result of running the converter's main() on a pickled snapshot."""
+
+    def __init__(self, status, stderr, lines, out_path):
+        self.status, self.stderr, self.lines, self.out_path = status, stderr, lines, out_path
+
+    def events(self):
+        """The trace's lines without the header and comments."""
+        return [line for line in self.lines[1:] if not line.startswith("#")]
+
+
+class Torch2TraceTest(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.addCleanup(self.directory.cleanup)
+
+    def path(self, name):
+        return os.path.join(self.directory.name, name)
+
+    def convert(self, data, *options, out_name="out.trace", raw_pickle=None):
+        """Pickles `data` (or writes `raw_pickle`), converts it, returns a Conversion."""
+        snapshot_path = self.path("snapshot.pickle")
+        with open(snapshot_path, "wb") as file:
+            file.write(raw_pickle if raw_pickle is not None else pickle.dumps(data))
+        out_path = self.path(out_name)
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            try:
+                status = torch2trace.main([snapshot_path, out_path, *options])
+            except SystemExit as exit:  # argparse's own errors
+                status = exit.code
+        lines = []
+        if os.path.exists(out_path):
+            opener = gzip.open if out_name.endswith(".gz") else open
+            with opener(out_path, "rt") as file:
+                lines = file.read().splitlines()
+        return Conversion(status, stderr.getvalue(), lines, out_path)
+
+    # ---- what is converted ----
+
+    def test_header_is_vbtrace_version_1(self):
+        result = self.convert(snapshot(alloc_free(0x1000, 512)))
+        self.assertEqual(result.lines[0], "vbtrace 1")
+
+    def test_alloc_and_free_completed_become_a_and_f_lines(self):
+        result = self.convert(snapshot(alloc_free(0x1000, 512)))
+        self.assertEqual(result.events(), ["a 0 512 0", "f 0 0"])
+
+    def test_segment_actions_are_not_replayed(self):
+        trace = [entry("segment_alloc", 0x1000, 2 * MiB), *alloc_free(0x1000, 512),
+                 entry("segment_free", 0x1000, 2 * MiB), entry("segment_map", 0x9000, 2 * MiB),
+                 entry("segment_unmap", 0x9000, 2 * MiB)]
+        result = self.convert(snapshot(trace))
+        self.assertEqual(result.events(), ["a 0 512 0", "f 0 0"])
+
+    def test_free_completed_is_the_default_free_point(self):
+        # b is requested free before c is allocated, but completes after:
+        # freeing at free_completed, b is still live when c is allocated.
+        trace = [entry("alloc", 0x1000, 100), entry("free_requested", 0x1000, 100),
+                 entry("alloc", 0x2000, 200), entry("free_completed", 0x1000, 100),
+                 entry("free_requested", 0x2000, 200), entry("free_completed", 0x2000, 200)]
+        result = self.convert(snapshot(trace))
+        self.assertEqual(result.events(), ["a 0 100 0", "a 1 200 0", "f 0 0", "f 1 0"])
+
+    def test_free_requested_option_frees_at_the_request(self):
+        trace = [entry("alloc", 0x1000, 100), entry("free_requested", 0x1000, 100),
+                 entry("alloc", 0x2000, 200), entry("free_completed", 0x1000, 100),
+                 entry("free_requested", 0x2000, 200), entry("free_completed", 0x2000, 200)]
+        result = self.convert(snapshot(trace), "--free-at", "free_requested")
+        self.assertEqual(result.events(), ["a 0 100 0", "f 0 0", "a 1 200 0", "f 1 0"])
+
+    def test_free_requested_option_without_such_entries_is_an_error(self):
+        trace = [entry("alloc", 0x1000, 100), entry("free_completed", 0x1000, 100)]
+        result = self.convert(snapshot(trace), "--free-at", "free_requested")
+        self.assertEqual(result.status, 2)
+        self.assertIn("--free-at free_completed", result.stderr)
+
+    def test_address_reused_after_free_is_a_new_id(self):
+        result = self.convert(snapshot(alloc_free(0x1000, 512) + alloc_free(0x1000, 1024)))
+        self.assertEqual(result.events(), ["a 0 512 0", "f 0 0", "a 1 1024 0", "f 1 0"])
+
+    def test_default_stream_stays_zero_and_others_are_numbered(self):
+        trace = alloc_free(0x1000, 512, STREAM) + alloc_free(0x2000, 512, 0) + alloc_free(0x3000, 512, STREAM + 1)
+        result = self.convert(snapshot(trace))
+        self.assertEqual([line.split()[-1] for line in result.events() if line.startswith("a")], ["1", "0", "2"])
+
+    def test_oom_becomes_a_marker(self):
+        trace = [entry("alloc", 0x1000, 100), {"action": "oom", "size": 80 << 30, "device_free": 1 << 30,
+                                                "stream": 0, "frames": []}]
+        result = self.convert(snapshot(trace))
+        self.assertIn("m oom", result.events())
+
+    def test_record_function_scopes_become_markers_in_time_order(self):
+        trace = [entry("alloc", 0x1000, 100, time_us=10), entry("alloc", 0x2000, 100, time_us=30)]
+        annotations = [{"name": "step 1", "stage": "START", "device": 0, "time_us": 20},
+                       {"name": "step 1", "stage": "END", "device": 0, "time_us": 25},
+                       {"name": "step 0", "stage": "START", "device": 0, "time_us": 5}]
+        result = self.convert(snapshot(trace, annotations=annotations))
+        self.assertEqual(result.events(), ["m step 0", "a 0 100 0", "m step 1", "a 1 100 0"])
+
+    def test_marker_names_are_cut_to_63_bytes(self):
+        annotations = [{"name": "x" * 100, "stage": "START", "device": 0, "time_us": 1}]
+        result = self.convert(snapshot([entry("alloc", 0x1000, 100, time_us=2)], annotations=annotations))
+        self.assertEqual(result.events()[0], "m " + "x" * 63)
+
+    def test_device_option_picks_that_devices_trace(self):
+        result = self.convert(snapshot(alloc_free(0x1000, 1), alloc_free(0x2000, 2)), "--device", "1")
+        self.assertEqual(result.events()[0], "a 0 2 0")
+
+    def test_gz_output_is_gzip(self):
+        result = self.convert(snapshot(alloc_free(0x1000, 512)), out_name="out.trace.gz")
+        with open(result.out_path, "rb") as file:
+            self.assertEqual(file.read(2), b"\x1f\x8b")
+        self.assertEqual(result.events(), ["a 0 512 0", "f 0 0"])
+
+    # ---- what is reported ----
+
+    def test_live_at_end_is_reported_with_count_and_bytes(self):
+        trace = [entry("alloc", 0x1000, 300), entry("alloc", 0x2000, 700), entry("free_completed", 0x1000, 300)]
+        result = self.convert(snapshot(trace))
+        self.assertEqual(result.status, 0)
+        self.assertIn("1 allocations (700 bytes) are still live", result.stderr)
+
+    def test_live_at_end_stays_live_in_the_trace(self):
+        trace = [entry("alloc", 0x1000, 300), entry("alloc", 0x2000, 700), entry("free_completed", 0x1000, 300)]
+        result = self.convert(snapshot(trace))
+        self.assertEqual(result.events(), ["a 0 300 0", "a 1 700 0", "f 0 0"])
+
+    def test_free_of_allocation_before_recording_is_skipped_and_reported(self):
+        trace = [entry("free_completed", 0x5000, 64), *alloc_free(0x1000, 512)]
+        result = self.convert(snapshot(trace))
+        self.assertEqual(result.events(), ["a 0 512 0", "f 0 0"])
+        self.assertIn("skipped 1 frees", result.stderr)
+
+    def test_unknown_action_is_ignored_with_a_warning(self):
+        result = self.convert(snapshot([{"action": "teleport", "addr": 1, "size": 1}] + alloc_free(0x1000, 8)))
+        self.assertEqual(result.status, 0)
+        self.assertIn("unknown action 'teleport'", result.stderr)
+
+    # ---- bad input ----
+
+    def test_empty_trace_tells_how_to_record(self):
+        result = self.convert(snapshot([]))
+        self.assertEqual(result.status, 2)
+        self.assertIn("torch.cuda.memory._record_memory_history(", result.stderr)
+
+    def test_empty_trace_writes_no_file(self):
+        result = self.convert(snapshot([]))
+        self.assertFalse(os.path.exists(result.out_path))
+
+    def test_device_without_entries_names_the_ones_that_have_some(self):
+        result = self.convert(snapshot([], alloc_free(0x1000, 1)))
+        self.assertEqual(result.status, 2)
+        self.assertIn("device(s) 1", result.stderr)
+
+    def test_pickle_with_objects_is_refused_without_running_them(self):
+        raw = pickle.dumps(collections.OrderedDict(device_traces=[alloc_free(0x1000, 1)]))
+        result = self.convert(None, raw_pickle=raw)
+        self.assertEqual(result.status, 2)
+        self.assertIn("collections.OrderedDict", result.stderr)
+
+    def test_not_a_snapshot_is_an_error(self):
+        result = self.convert([1, 2, 3])
+        self.assertEqual(result.status, 2)
+        self.assertIn("device_traces", result.stderr)
+
+    def test_not_a_pickle_is_an_error(self):
+        result = self.convert(None, raw_pickle=b"vbtrace 1\na 0 1\n")
+        self.assertEqual(result.status, 2)
+        self.assertIn("not a memory snapshot", result.stderr)
+
+    def test_missing_snapshot_is_an_error(self):
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            status = torch2trace.main([self.path("absent.pickle"), self.path("out.trace")])
+        self.assertEqual(status, 2)
+        self.assertIn("cannot read", stderr.getvalue())
+
+    def test_alloc_without_size_is_an_error(self):
+        result = self.convert(snapshot([{"action": "alloc", "addr": 0x1000}]))
+        self.assertEqual(result.status, 2)
+        self.assertIn("trace entry 0", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
