@@ -95,22 +95,26 @@ $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW
 
 $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	@echo "  NVCC    $<"
+	@$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/libvrambench.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(BUILD)/vrambench: $(BUILD)/obj/harness/main.o $(BUILD)/libvrambench.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvrambench.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 # Every test binary runs on the simulated device; VB_TEST_DEVICE=cuda moves
 # the conformance suite onto the GPU (make test-gpu).

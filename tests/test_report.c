@@ -458,7 +458,7 @@ static void test_a_failed_run_writes_no_result_file(void **state)
 static void test_device_slug_of_a_gpu_name(void **state)
 {
     (void)state;
-    vb_device_info info = {VB_DEVICE_CUDA, "NVIDIA H100 80GB HBM3", 0, 0, 0, 0};
+    vb_device_info info = {.kind = VB_DEVICE_CUDA, .name = "NVIDIA H100 80GB HBM3"};
     char slug[64];
     vb_report_device_slug(&info, slug, sizeof slug);
     assert_string_equal(slug, "nvidia-h100-80gb-hbm3");
