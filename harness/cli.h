@@ -39,6 +39,7 @@ const char *const *vb_cli_allocator_names(void);
 
 int vb_cmd_list(int argc, char **argv);
 int vb_cmd_claims(int argc, char **argv);
+int vb_cmd_replay(int argc, char **argv);
 int vb_cmd_microbench(int argc, char **argv);
 int vb_cmd_run(int argc, char **argv);
 int vb_cmd_gen_trace(int argc, char **argv);

@@ -141,7 +141,7 @@ static int measure_allocator(claims_state *state, const claims_args *args, const
         if (!scenario)
             return vb_cli_error(VB_EXIT_FAILURE, "claims: claim %s names scenario '%s', which is not built in",
                                 state->claims[i]->id, state->claims[i]->scenario);
-        vb_case one = {scenario, NULL, spec};
+        vb_case one = {scenario, NULL, spec, NULL};
         vb_case_result result;
         vb_status status = vb_runner_run_case(state->device, &one, &options, &result);
         if (status != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "claims: %s", vb_last_error());

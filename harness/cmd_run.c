@@ -16,6 +16,7 @@
 #include "measure.h"
 #include "report.h"
 #include "runner.h"
+#include "trace.h"
 
 #define RUN_USAGE                                                                                             \
     "usage: vrambench run [--scenario NAME[,NAME]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n" \
@@ -28,6 +29,8 @@
 
 typedef struct run_args {
     const char *scenarios, *allocators, *device, *out, *param;
+    const char *trace;         /* `vrambench replay`: the trace replayed instead of scenarios */
+    char trace_label[256];     /* "replay:<file name>" */
     const char *configs[MAX_CONFIGS];
     size_t config_count;
     vb_runner_options options;
@@ -103,6 +106,7 @@ static int parse_args(int argc, char **argv, run_args *args)
         else if (strcmp(option, "--device") == 0) args->device = value;
         else if (strcmp(option, "--out") == 0) args->out = value;
         else if (strcmp(option, "--param") == 0) args->param = value;
+        else if (strcmp(option, "--trace") == 0) args->trace = value;
         else if (strcmp(option, "--config") == 0) {
             if (args->config_count == MAX_CONFIGS)
                 return vb_cli_error(VB_EXIT_USAGE, "run: more than %d --config options", MAX_CONFIGS);
@@ -247,7 +251,8 @@ static int run_cases(const run_args *args, run_state *state)
     uint64_t started = vb_now_ns();
     for (size_t s = 0; s < state->scenarios.count; s++)
         for (size_t a = 0; a < state->spec_count; a++) {
-            vb_case c = {vb_scenario_find(state->scenarios.names[s]), args->param, &state->specs[a]};
+            vb_case c = {vb_scenario_find(state->scenarios.names[s]), args->param, &state->specs[a], NULL};
+            if (args->trace) c = (vb_case){&vb_replay_scenario, args->trace, &state->specs[a], args->trace_label};
             uint64_t case_started = vb_now_ns();
             vb_case_result *result = &state->results[state->result_count];
             vb_status status = vb_runner_run_case(state->device, &c, &args->options, result);
@@ -264,13 +269,40 @@ static int run_cases(const run_args *args, run_state *state)
     return VB_EXIT_OK;
 }
 
+/* Reads the whole trace once before anything runs, so that a malformed or
+ * unreadable one costs one error line (file:line) and exit 2, not a failure
+ * halfway through the allocators; names the result "replay:<file name>". */
+static int check_trace(run_args *args)
+{
+    if (strcmp(args->scenarios, "all") != 0 || args->param)
+        return vb_cli_error(VB_EXIT_USAGE, "replay: --scenario and --param do not apply to a replay");
+    vb_trace *trace = NULL;
+    vb_status status = vb_trace_open(args->trace, &trace);
+    vb_trace_event event = {0};
+    while (status == VB_OK) {
+        status = vb_trace_next(trace, &event);
+        if (event.kind == VB_TRACE_END) break;
+    }
+    vb_trace_close(trace);
+    if (status != VB_OK) return vb_cli_status_error(VB_ERR_INVALID); /* bad input either way */
+    const char *slash = strrchr(args->trace, '/');
+    snprintf(args->trace_label, sizeof args->trace_label, "replay:%s", slash ? slash + 1 : args->trace);
+    return VB_EXIT_OK;
+}
+
 int vb_cmd_run(int argc, char **argv)
 {
     run_args args;
     int exit_status = parse_args(argc, argv, &args);
     if (exit_status != VB_EXIT_OK) return exit_status;
     run_state state = {0};
-    exit_status = vb_cli_names(args.scenarios, "scenario", scenario_names(), &state.scenarios);
+    if (args.trace) {
+        static const char *const replay_only[] = {"replay", NULL};
+        exit_status = check_trace(&args);
+        if (exit_status == VB_EXIT_OK) exit_status = vb_cli_names("replay", "scenario", replay_only, &state.scenarios);
+    } else {
+        exit_status = vb_cli_names(args.scenarios, "scenario", scenario_names(), &state.scenarios);
+    }
     if (exit_status != VB_EXIT_OK) return exit_status;
     vb_status status = vb_allocator_spec_list_parse(args.allocators, &state.specs, &state.spec_count);
     if (status != VB_OK) {
@@ -334,5 +366,22 @@ int vb_cmd_run(int argc, char **argv)
     }
 done:
     run_state_free(&state);
+    return exit_status;
+}
+
+/* `vrambench replay TRACE [options]`: `run` with the trace replayed against
+ * each allocator, once (min-time 0) unless the options say otherwise. */
+int vb_cmd_replay(int argc, char **argv)
+{
+    if (argc < 2 || strncmp(argv[1], "--", 2) == 0)
+        return vb_cli_error(VB_EXIT_USAGE, "usage: vrambench replay TRACE [--allocator SPEC[,SPEC]|all] "
+                                           "[--device auto|cuda|sim] [--out FILE.json] [run's other options]");
+    char **run_argv = calloc((size_t)argc + 5, sizeof *run_argv);
+    if (!run_argv) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    char *defaults[] = {"run", "--min-time", "0", "--trace", argv[1]};
+    memcpy(run_argv, defaults, sizeof defaults);
+    memcpy(run_argv + 5, argv + 2, (size_t)(argc - 2) * sizeof *run_argv);
+    int exit_status = vb_cmd_run(argc + 3, run_argv);
+    free(run_argv);
     return exit_status;
 }

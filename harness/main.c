@@ -16,6 +16,9 @@ static const command commands[] = {
      "run [--scenario S[,S]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n"
      "    [--repetitions N] [--min-time SECONDS] [--config ALLOC.KEY=VALUE]... [--out FILE.json]\n"
      "                                  scenarios x allocators, Google Benchmark JSON (run --help)"},
+    {"replay", vb_cmd_replay,
+     "replay TRACE [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim] [--out FILE.json]\n"
+     "                                  a recorded trace (vbtrace, RMM CSV, .gz) against allocators"},
     {"claims", vb_cmd_claims,
      "claims [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim] [--pytorch FILE] [--out FILE.json]\n"
      "                                  the documents' claims, each decided per allocator"},

@@ -472,10 +472,11 @@ vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_o
                              vb_case_result *out)
 {
     memset(out, 0, sizeof *out);
-    vb_status status = c->parameter ? copy_label(out->scenario, sizeof out->scenario, "scenario", c->scenario->name,
-                                                 ":", c->parameter)
-                                    : copy_label(out->scenario, sizeof out->scenario, "scenario", c->scenario->name,
-                                                 "", "");
+    vb_status status = c->label       ? copy_label(out->scenario, sizeof out->scenario, "scenario", c->label, "", "")
+                       : c->parameter ? copy_label(out->scenario, sizeof out->scenario, "scenario", c->scenario->name,
+                                                   ":", c->parameter)
+                                      : copy_label(out->scenario, sizeof out->scenario, "scenario", c->scenario->name,
+                                                   "", "");
     if (status == VB_OK)
         status = copy_label(out->allocator, sizeof out->allocator, "allocator", c->allocator->label, "", "");
     if (status == VB_OK) status = copy_label(out->name, sizeof out->name, "name", out->scenario, "/", out->allocator);

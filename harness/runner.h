@@ -76,6 +76,7 @@ typedef struct vb_case {
     const vb_scenario *scenario;
     const char *parameter;            /* the scenario's argument, or NULL */
     const vb_allocator_spec *allocator;
+    const char *label;                /* the scenario's name in results; NULL: NAME or NAME:PARAMETER */
 } vb_case;
 
 /* One block of the segment map at peak. `stream` numbers the streams: 0 the

@@ -7,7 +7,8 @@
 #   tools/gpu-session.sh torch    PyTorch reference: claims measurements and
 #                                 training-loop traces (tools/record_torch_traces.py)
 #   tools/gpu-session.sh bench    make bench; vrambench claims with every allocator
-#                                 and, when recorded, the PyTorch column
+#                                 and, when recorded, the PyTorch column; the
+#                                 fixture traces replayed with every allocator
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -38,6 +39,11 @@ for stage in "$@"; do
         pytorch=()
         [ -f "$KEEP/pytorch-claims.json" ] && pytorch=(--pytorch "$KEEP/pytorch-claims.json")
         ./build/vrambench claims --device cuda "${pytorch[@]}" --out "$OUT/claims-{device}-{date}.json" || echo "claims: FAILED"
+        for trace in tests/fixtures/traces/*.trace.gz; do
+            name=$(basename "$trace" .trace.gz)
+            ./build/vrambench replay "$trace" --device cuda --allocator all --quiet \
+                --out "$OUT/replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
+        done
         ;;
     *)
         echo "unknown stage $stage"
