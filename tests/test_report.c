@@ -247,7 +247,7 @@ static void test_document_of_a_run_validates(void **state)
     vb_allocator_spec spec;
     assert_int_equal(vb_allocator_spec_parse("cuda", &spec), VB_OK);
     vb_runner_options options = {3, 0.0, 1};
-    vb_case c = {vb_scenario_find("random_mix"), "allocations=100", &spec};
+    vb_case c = {vb_scenario_find("random_mix"), "allocations=100", &spec, NULL};
     vb_case_result result;
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &result), VB_OK);
     json_t *document = vb_report_document(vb_report_context(f->device, NULL, &spec, 1));
@@ -284,7 +284,7 @@ static void test_validator_catches_a_missing_counter(void **state)
     vb_allocator_spec spec;
     assert_int_equal(vb_allocator_spec_parse("cuda", &spec), VB_OK);
     vb_runner_options options = {1, 0.0, 1};
-    vb_case c = {vb_scenario_find("random_mix"), "allocations=10", &spec};
+    vb_case c = {vb_scenario_find("random_mix"), "allocations=10", &spec, NULL};
     vb_case_result result;
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &result), VB_OK);
     json_t *benchmarks = json_object_get(document, "benchmarks");

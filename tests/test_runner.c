@@ -75,7 +75,7 @@ static int teardown(void **state)
 static vb_status run_two_blocks(fixture *f, unsigned repetitions, double min_time_s, uint64_t max_iterations)
 {
     vb_runner_options options = {repetitions, min_time_s, max_iterations};
-    vb_case c = {&two_blocks, NULL, &f->spec};
+    vb_case c = {&two_blocks, NULL, &f->spec, NULL};
     return vb_runner_run_case(f->device, &c, &options, &f->result);
 }
 
@@ -276,7 +276,7 @@ static void test_names_carry_scenario_parameter_and_allocator_label(void **state
     vb_allocator_spec_free(&f->spec);
     assert_int_equal(vb_allocator_spec_parse("cuda", &f->spec), VB_OK);
     vb_runner_options options = {1, 0.0, 1};
-    vb_case c = {&two_blocks, "p1", &f->spec};
+    vb_case c = {&two_blocks, "p1", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_string_equal(f->result.name, "two_blocks:p1/cuda");
     assert_string_equal(f->result.scenario, "two_blocks:p1");
@@ -296,7 +296,7 @@ static void test_random_mix_ends_with_nothing_requested(void **state)
 {
     fixture *f = *state;
     vb_runner_options options = {1, 0.0, 1};
-    vb_case c = {vb_scenario_find("random_mix"), "allocations=200,max_size_mb=8", &f->spec};
+    vb_case c = {vb_scenario_find("random_mix"), "allocations=200,max_size_mb=8", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     const vb_repetition_result *rep = &f->result.repetitions[0];
     assert_string_equal(rep->timeline[rep->timeline_count - 1].step, "end");
@@ -309,7 +309,7 @@ static void test_random_mix_keeps_live_memory_under_the_cap(void **state)
 {
     fixture *f = *state;
     vb_runner_options options = {1, 0.0, 1};
-    vb_case c = {vb_scenario_find("random_mix"), "allocations=500,max_size_mb=8,max_usage_mb=32", &f->spec};
+    vb_case c = {vb_scenario_find("random_mix"), "allocations=500,max_size_mb=8,max_usage_mb=32", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_true(vb_repetition_counter(&f->result.repetitions[0], "peak_requested_bytes", -1) < 32.0 * VB_MiB);
 }
@@ -318,7 +318,7 @@ static void test_random_mix_is_deterministic_for_a_seed(void **state)
 {
     fixture *f = *state;
     vb_runner_options options = {2, 0.0, 1};
-    vb_case c = {vb_scenario_find("random_mix"), "allocations=300,seed=7", &f->spec};
+    vb_case c = {vb_scenario_find("random_mix"), "allocations=300,seed=7", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_true(vb_repetition_counter(&f->result.repetitions[0], "peak_requested_bytes", -1) ==
                 vb_repetition_counter(&f->result.repetitions[1], "peak_requested_bytes", -2));
@@ -328,7 +328,7 @@ static void test_random_mix_rejects_an_unknown_parameter(void **state)
 {
     fixture *f = *state;
     vb_runner_options options = {1, 0.0, 1};
-    vb_case c = {vb_scenario_find("random_mix"), "sizes=3", &f->spec};
+    vb_case c = {vb_scenario_find("random_mix"), "sizes=3", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), "unknown parameter 'sizes'"));
 }

@@ -746,7 +746,7 @@ static void test_replay_runs_under_the_runner_named_by_its_trace(void **state)
     assert_int_equal(vb_sim_open(0, &dev), VB_OK);
     vb_allocator_spec spec;
     assert_int_equal(vb_allocator_spec_parse("cuda", &spec), VB_OK);
-    vb_case c = {&vb_replay_scenario, path, &spec};
+    vb_case c = {&vb_replay_scenario, path, &spec, NULL};
     vb_runner_options options = vb_runner_default_options();
     options.max_iterations = 5;
     vb_case_result result;
