@@ -78,10 +78,14 @@ static int cpu_scaling_enabled(void)
     return enabled;
 }
 
-/* The checked-out commit from `git rev-parse HEAD`, or "unknown". */
+/* The checked-out commit: $VB_GIT_COMMIT when set (a copy of the tree
+ * without .git, as on a lent GPU machine, is told it), else `git rev-parse
+ * HEAD`, else "unknown". */
 static void git_commit(char *out, size_t capacity)
 {
-    snprintf(out, capacity, "unknown");
+    const char *given = getenv("VB_GIT_COMMIT");
+    snprintf(out, capacity, "%s", given && given[0] ? given : "unknown");
+    if (given && given[0]) return;
     FILE *pipe = popen("git rev-parse HEAD 2>/dev/null", "r");
     if (!pipe) return;
     char line[128] = "";
