@@ -94,6 +94,54 @@ class PlotsFromSimResult(unittest.TestCase):
         self.assertEqual([n for n in os.listdir(self.out) if n.startswith(".plot-")], [])
 
 
+VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH", os.path.join(REPO, "build", "vrambench")))
+
+
+@unittest.skipUnless(HAVE_MATPLOTLIB, f"matplotlib is not installed for {sys.executable}")
+@unittest.skipUnless(os.access(VRAMBENCH, os.X_OK), f"{VRAMBENCH} is not built")
+class PlotsFromRealSimRun(unittest.TestCase):
+    """plot.py on what `vrambench run`, `microbench` and `replay` really write
+    (simulated device), not on the synthetic fixture."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="vb-plots-real-")
+        cls.results = os.path.join(cls.work, "run.json")
+        cls.micro = os.path.join(cls.work, "micro.json")
+        cls.replayed = os.path.join(cls.work, "replay.json")
+        for command in (
+                ["run", "--device", "sim", "--quiet", "--repetitions", "1", "--min-time", "0",
+                 "--scenario", "views,empty_cache_loop,dataloader_batches", "--allocator", "cuda,caching",
+                 "--out", cls.results],
+                ["microbench", "--device", "sim", "--allocator", "caching", "--out", cls.micro],
+                ["replay", os.path.join(REPO, "tests", "fixtures", "traces", "resnet50.trace.gz"), "--device", "sim",
+                 "--quiet", "--allocator", "caching,expandable", "--out", cls.replayed]):
+            subprocess.run([VRAMBENCH, *command], capture_output=True, text=True, timeout=300, check=True)
+        cls.out = os.path.join(cls.work, "plots")
+        cls.replay_out = os.path.join(cls.work, "replay-plots")
+        cls.completed = run_plot(cls.results, "--microbench", cls.micro, "--out-dir", cls.out)
+        cls.replay_completed = run_plot(cls.replayed, "--out-dir", cls.replay_out)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def test_every_png_of_a_run_is_written_and_non_empty(self):
+        self.assertEqual(self.completed.returncode, 0, self.completed.stderr)
+        made = pngs_in(self.out)
+        for name in ("timeline-views.png", "timeline-empty_cache_loop.png", "timeline-dataloader_batches.png",
+                     "peaks.png", "latency.png", "empty_cache_loop.png", "dataloader_batches.png"):
+            self.assertIn(name, made)
+        self.assertTrue(any(name.startswith("segments-") for name in made), made)
+        for name in made:
+            with open(os.path.join(self.out, name), "rb") as png:
+                self.assertTrue(png.read(8) == PNG_SIGNATURE, name)
+
+    def test_a_replay_result_gets_its_timeline(self):
+        self.assertEqual(self.replay_completed.returncode, 0, self.replay_completed.stderr)
+        self.assertIn("timeline-replay-resnet50.trace.gz.png", pngs_in(self.replay_out))
+
+
 @unittest.skipUnless(HAVE_MATPLOTLIB, f"matplotlib is not installed for {sys.executable}")
 class PlotOptions(unittest.TestCase):
     """The optional plots and options, each on a small fixture."""
