@@ -667,10 +667,14 @@ def timeline_figure(result, scenario, runs, colors):
     requested_shared = all(req == requested_lists[0] for req in requested_lists)
     largest = max(max(point["reserved"], point["requested"])
                   for run in runs for point in run.timeline)
-    unit, scale = byte_unit(largest)
 
     width = min(MAX_WIDTH_IN, max(9.0, 0.4 * step_count + 3.5)) if label_steps else 10.5
     fig, ax = plt.subplots(figsize=(width, 5.0))
+    # One allocator's arena can be hundreds of times another's footprint: a
+    # log axis then keeps the small lines readable (zeros are not drawn).
+    scale, unit = byte_axis(ax.yaxis, [point[key] for run in runs for point in run.timeline
+                                       for key in ("reserved", "requested")])
+    log_axis = unit == "log scale"
     use_markers = step_count <= MAX_MARKED_STEPS
     # A sample is the state after its step and holds until the next step:
     # drawn as a staircase that changes at the step that changed it.
@@ -705,7 +709,8 @@ def timeline_figure(result, scenario, runs, colors):
         ax.xaxis.set_major_locator(mticker.MaxNLocator(integer=True))
         ax.set_xlabel(f"step number ({step_count} steps)")
     ax.set_xlim(-0.5, step_count - 0.5)
-    ax.set_ylim(bottom=0, top=largest / scale * 1.08 if largest > 0 else 1.0)
+    if not log_axis:
+        ax.set_ylim(bottom=0, top=largest / scale * 1.08 if largest > 0 else 1.0)
     ax.set_ylabel(f"memory ({unit})")
     ax.set_title(title_text(f"{scenario_label(scenario)}: memory at each step", result))
 
@@ -943,9 +948,13 @@ def plot_empty_cache_loop(result, out, colors):
                 unit, scale = ns_unit(max(present, default=0))
                 ylabel = f"time per iteration ({unit})"
         elif metric == "peak_reserved_bytes":
-            unit, scale = byte_unit(max(present, default=0))
-            ylabel = f"peak reserved ({unit})"
+            scale, unit = byte_axis(ax.yaxis, present, bars=True)
+            ylabel = f"peak reserved\n({unit})"
         else:
+            positive = [v for v in present if v > 0]
+            if positive and max(positive) / min(positive) > 30:
+                set_log(ax.yaxis, 10)
+                ax.set_ylim(0.5, max(positive) * 4)
             scale, ylabel = 1.0, "driver calls\n(alloc + free)"
         for index, variant in enumerate(variants):
             xs, ys = [], []
@@ -956,7 +965,7 @@ def plot_empty_cache_loop(result, out, colors):
                     ys.append(value / scale)
             bars = ax.bar(xs, ys, bar, color=variant_colors[variant], zorder=3)
             if metric == "driver_calls" and len(xs) * len(variants) <= 36:
-                ax.bar_label(bars, labels=[f"{y:.0f}" for y in ys], fontsize=8, padding=1)
+                ax.bar_label(bars, labels=[f"{y:.0f}" for y in ys], fontsize=7, padding=2, rotation=90)
         if metric == "driver_calls":
             ax.margins(y=0.15)
         ax.set_ylabel(ylabel)
