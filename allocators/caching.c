@@ -109,21 +109,10 @@ static const vb_option caching_options[] = {
 
 #define CACHING_OPTION_COUNT (sizeof caching_options / sizeof caching_options[0])
 
+/* create: the shared caching core on driver_segments. */
 static vb_status caching_create(vb_device *dev, const vb_config *config, void **state)
 {
-    vb_cc_settings settings;
-    vb_cc_default_settings(&settings);
-    vb_status status = vb_config_apply(config, caching_options, CACHING_OPTION_COUNT, &settings, "caching");
-    if (status != VB_OK) return status;
-    vb_cc_allocator *cc = calloc(1, sizeof *cc);
-    if (!cc) return vb_error(VB_ERR_OOM, "out of host memory");
-    status = vb_cc_init(cc, dev, &driver_segments, &settings, "caching");
-    if (status != VB_OK) {
-        free(cc);
-        return status;
-    }
-    *state = cc;
-    return VB_OK;
+    return vb_cc_create(dev, config, caching_options, CACHING_OPTION_COUNT, &driver_segments, "caching", state);
 }
 
 const vb_allocator_ops vb_caching_allocator = {
@@ -132,11 +121,5 @@ const vb_allocator_ops vb_caching_allocator = {
     .options = caching_options,
     .option_count = CACHING_OPTION_COUNT,
     .create = caching_create,
-    .destroy = vb_cc_destroy,
-    .malloc = vb_cc_malloc,
-    .free = vb_cc_free,
-    .record_stream = vb_cc_record_stream,
-    .empty_cache = vb_cc_empty_cache,
-    .cached = vb_cc_cached,
-    .segments = vb_cc_segments,
+    VB_CC_SHARED_OPS,
 };

@@ -700,6 +700,24 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
     return VB_OK;
 }
 
+vb_status vb_cc_create(vb_device *dev, const vb_config *config, const vb_option *options, size_t option_count,
+                       const vb_cc_source *source, const char *name, void **state)
+{
+    vb_cc_settings settings;
+    vb_cc_default_settings(&settings);
+    vb_status status = vb_config_apply(config, options, option_count, &settings, name);
+    if (status != VB_OK) return status;
+    vb_cc_allocator *cc = calloc(1, sizeof *cc);
+    if (!cc) return vb_error(VB_ERR_OOM, "out of host memory");
+    status = vb_cc_init(cc, dev, source, &settings, name);
+    if (status != VB_OK) {
+        free(cc);
+        return status;
+    }
+    *state = cc;
+    return VB_OK;
+}
+
 /* Frees a block struct and its uses array. */
 static void block_delete(vb_cc_block *block)
 {

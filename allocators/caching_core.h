@@ -156,6 +156,12 @@ struct vb_cc_allocator {
 vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *source,
                      const vb_cc_settings *settings, const char *name);
 
+/* The whole create of a caching-style strategy: parses `config` against
+ * `options` (offsets into vb_cc_settings) over the defaults, then allocates
+ * and initialises the state on `source`. Errors name `name`. */
+vb_status vb_cc_create(vb_device *dev, const vb_config *config, const vb_option *options, size_t option_count,
+                       const vb_cc_source *source, const char *name, void **state);
+
 /* ---- the ops every caching-style strategy shares (state = vb_cc_allocator) ---- */
 void vb_cc_destroy(void *state);
 vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out);
@@ -164,6 +170,13 @@ vb_status vb_cc_record_stream(void *state, vb_addr addr, vb_stream stream);
 vb_status vb_cc_empty_cache(void *state);
 void vb_cc_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block);
 void vb_cc_segments(void *state, vb_block_visitor visit, void *context);
+
+/* Designated initialisers of those ops, for a strategy's vb_allocator_ops:
+ * the strategies differ only in name, options and create. */
+#define VB_CC_SHARED_OPS                                                                                \
+    .destroy = vb_cc_destroy, .malloc = vb_cc_malloc, .free = vb_cc_free,                               \
+    .record_stream = vb_cc_record_stream, .empty_cache = vb_cc_empty_cache, .cached = vb_cc_cached,     \
+    .segments = vb_cc_segments
 
 /* ---- the policy's pure functions (exposed for tests) ---- */
 

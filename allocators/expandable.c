@@ -339,22 +339,11 @@ static const vb_option expandable_options[] = {
 
 #define EXPANDABLE_OPTION_COUNT (sizeof expandable_options / sizeof expandable_options[0])
 
+/* create: the shared caching core on expandable_segments. */
 static vb_status expandable_create(vb_device *dev, const vb_config *config, void **state)
 {
-    vb_cc_settings settings;
-    vb_cc_default_settings(&settings);
-    vb_status status =
-        vb_config_apply(config, expandable_options, EXPANDABLE_OPTION_COUNT, &settings, "expandable");
-    if (status != VB_OK) return status;
-    vb_cc_allocator *cc = calloc(1, sizeof *cc);
-    if (!cc) return vb_error(VB_ERR_OOM, "out of host memory");
-    status = vb_cc_init(cc, dev, &expandable_segments, &settings, "expandable");
-    if (status != VB_OK) {
-        free(cc);
-        return status;
-    }
-    *state = cc;
-    return VB_OK;
+    return vb_cc_create(dev, config, expandable_options, EXPANDABLE_OPTION_COUNT, &expandable_segments, "expandable",
+                        state);
 }
 
 const vb_allocator_ops vb_expandable_allocator = {
@@ -363,11 +352,5 @@ const vb_allocator_ops vb_expandable_allocator = {
     .options = expandable_options,
     .option_count = EXPANDABLE_OPTION_COUNT,
     .create = expandable_create,
-    .destroy = vb_cc_destroy,
-    .malloc = vb_cc_malloc,
-    .free = vb_cc_free,
-    .record_stream = vb_cc_record_stream,
-    .empty_cache = vb_cc_empty_cache,
-    .cached = vb_cc_cached,
-    .segments = vb_cc_segments,
+    VB_CC_SHARED_OPS,
 };
