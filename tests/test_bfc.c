@@ -11,67 +11,10 @@
 #include <cmocka.h>
 
 #include "../allocators/allocator.h"
+#include "alloc_fixture.h"
 
 #define KiB ((uint64_t)1 << 10)
 #define MiB VB_MiB
-
-/* ------------------------------------------------------------------------ */
-/* Fixture                                                                   */
-/* ------------------------------------------------------------------------ */
-
-typedef struct fixture {
-    vb_device *dev;
-    vb_allocator *alloc;
-} fixture;
-
-/* Opens a sim of `capacity` (0 = 80 GiB) and a bfc with `config` (may be NULL). */
-static fixture *open_bfc(uint64_t capacity, const vb_config *config)
-{
-    static fixture f;
-    assert_int_equal(vb_sim_open(capacity, &f.dev), VB_OK);
-    assert_int_equal(vb_allocator_create("bfc", f.dev, config, &f.alloc), VB_OK);
-    return &f;
-}
-
-static void close_bfc(fixture *f)
-{
-    vb_allocator_destroy(f->alloc);
-    vb_device_close(f->dev);
-}
-
-static vb_addr must_malloc(fixture *f, uint64_t size)
-{
-    vb_addr addr = 0;
-    assert_int_equal(vb_malloc(f->alloc, size, NULL, &addr), VB_OK);
-    return addr;
-}
-
-static vb_alloc_stats stats_of(fixture *f)
-{
-    vb_alloc_stats stats;
-    vb_allocator_stats(f->alloc, &stats);
-    return stats;
-}
-
-/* The blocks segments() reports, in order. */
-typedef struct block_list {
-    vb_block_info blocks[64];
-    size_t count;
-} block_list;
-
-static void collect_block(void *context, const vb_block_info *block)
-{
-    block_list *list = context;
-    if (list->count < 64) list->blocks[list->count] = *block;
-    list->count++;
-}
-
-static block_list segments_of(fixture *f)
-{
-    block_list list = {.count = 0};
-    f->alloc->ops->segments(f->alloc->state, collect_block, &list);
-    return list;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Rounding and the split rule                                               */
@@ -83,13 +26,13 @@ static block_list segments_of(fixture *f)
 static void test_bfc_rounds_requests_to_256_bytes(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    must_malloc(f, 1);
-    must_malloc(f, 257);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_must_malloc(f, 1);
+    vb_must_malloc(f, 257);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.requested_bytes, 258);
     assert_int_equal(stats.allocated_bytes, 768);
-    close_bfc(f);
+    vb_fixture_close(f);
 }
 
 /* A 1 KiB chunk freed between used chunks, asked for 768 B: 1024 < 2 x 768
@@ -98,14 +41,14 @@ static void test_bfc_rounds_requests_to_256_bytes(void **unused)
 static void test_bfc_hands_out_whole_chunk_under_twice_the_request(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    vb_addr a = must_malloc(f, 1 * KiB);
-    must_malloc(f, 256); /* keeps A's chunk from merging with the rest */
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    uint64_t allocated_before = stats_of(f).allocated_bytes;
-    assert_int_equal(must_malloc(f, 768), a);
-    assert_int_equal(stats_of(f).allocated_bytes - allocated_before, 1 * KiB);
-    close_bfc(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_addr a = vb_must_malloc(f, 1 * KiB);
+    vb_must_malloc(f, 256); /* keeps A's chunk from merging with the rest */
+    vb_must_free(f, a);
+    uint64_t allocated_before = vb_fixture_stats(f).allocated_bytes;
+    assert_int_equal(vb_must_malloc(f, 768), a);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes - allocated_before, 1 * KiB);
+    vb_fixture_close(f);
 }
 
 /* 300 MiB needs a region of 2 MiB doubled to 512 MiB. 512 < 2 x 300, but the
@@ -113,12 +56,12 @@ static void test_bfc_hands_out_whole_chunk_under_twice_the_request(void **unused
 static void test_bfc_splits_when_leftover_reaches_128_mib(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    must_malloc(f, 300 * MiB);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_must_malloc(f, 300 * MiB);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.reserved_bytes, 512 * MiB);
     assert_int_equal(stats.allocated_bytes, 300 * MiB);
-    close_bfc(f);
+    vb_fixture_close(f);
 }
 
 /* 200 MiB needs a region doubled to 256 MiB: 256 < 2 x 200 and the leftover
@@ -126,10 +69,10 @@ static void test_bfc_splits_when_leftover_reaches_128_mib(void **unused)
 static void test_bfc_keeps_small_leftover_in_the_chunk(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    must_malloc(f, 200 * MiB);
-    assert_int_equal(stats_of(f).allocated_bytes, 256 * MiB);
-    close_bfc(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_must_malloc(f, 200 * MiB);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 256 * MiB);
+    vb_fixture_close(f);
 }
 
 /* With max_internal_fragmentation_mb=32 the same 200 MiB request splits
@@ -137,12 +80,11 @@ static void test_bfc_keeps_small_leftover_in_the_chunk(void **unused)
 static void test_bfc_fragmentation_cap_is_configurable(void **unused)
 {
     (void)unused;
-    vb_config_entry entry = {"max_internal_fragmentation_mb", "32"};
-    vb_config config = {&entry, 1};
-    fixture *f = open_bfc(0, &config);
-    must_malloc(f, 200 * MiB);
-    assert_int_equal(stats_of(f).allocated_bytes, 200 * MiB);
-    close_bfc(f);
+    const char *const settings[] = {"max_internal_fragmentation_mb=32", NULL};
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, settings);
+    vb_must_malloc(f, 200 * MiB);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 200 * MiB);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -152,14 +94,14 @@ static void test_bfc_fragmentation_cap_is_configurable(void **unused)
 /* Layout of the first region: A 1024 | B 256 | C 768 | D 256 | rest free.
  * Freeing A and C leaves free chunks of 1024 (bin 2: 1024..2047), 768
  * (bin 1: 512..1023) and the rest (about 2 MiB, bin 12). */
-static void make_two_holes(fixture *f, vb_addr *a, vb_addr *c)
+static void make_two_holes(vb_alloc_fixture *f, vb_addr *a, vb_addr *c)
 {
-    *a = must_malloc(f, 1024);
-    must_malloc(f, 256);
-    *c = must_malloc(f, 768);
-    must_malloc(f, 256);
-    assert_int_equal(vb_free(f->alloc, *a), VB_OK);
-    assert_int_equal(vb_free(f->alloc, *c), VB_OK);
+    *a = vb_must_malloc(f, 1024);
+    vb_must_malloc(f, 256);
+    *c = vb_must_malloc(f, 768);
+    vb_must_malloc(f, 256);
+    vb_must_free(f, *a);
+    vb_must_free(f, *c);
 }
 
 /* 600 B rounds to 768, whose bin (1) holds C's 768-byte chunk: an exact fit,
@@ -167,11 +109,11 @@ static void make_two_holes(fixture *f, vb_addr *a, vb_addr *c)
 static void test_bfc_takes_the_fit_in_the_requests_own_bin(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
     vb_addr a, c;
     make_two_holes(f, &a, &c);
-    assert_int_equal(must_malloc(f, 600), c);
-    close_bfc(f);
+    assert_int_equal(vb_must_malloc(f, 600), c);
+    vb_fixture_close(f);
 }
 
 /* 1000 B rounds to 1024, bin 2. Bin 2 holds A's 1024-byte chunk; C's 768
@@ -179,11 +121,11 @@ static void test_bfc_takes_the_fit_in_the_requests_own_bin(void **unused)
 static void test_bfc_best_fit_is_the_smallest_chunk_that_fits(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
     vb_addr a, c;
     make_two_holes(f, &a, &c);
-    assert_int_equal(must_malloc(f, 1000), a);
-    close_bfc(f);
+    assert_int_equal(vb_must_malloc(f, 1000), a);
+    vb_fixture_close(f);
 }
 
 /* The last bin holds every chunk from 256 MiB up, still by size. Region 1
@@ -194,32 +136,32 @@ static void test_bfc_best_fit_is_the_smallest_chunk_that_fits(void **unused)
 static void test_bfc_last_bin_is_ordered_by_size(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    vb_addr a = must_malloc(f, 600 * MiB);
-    must_malloc(f, 424 * MiB);
-    vb_addr c = must_malloc(f, 300 * MiB);
-    must_malloc(f, 724 * MiB);
-    assert_int_equal(stats_of(f).reserved_bytes, 2048 * MiB);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_addr a = vb_must_malloc(f, 600 * MiB);
+    vb_must_malloc(f, 424 * MiB);
+    vb_addr c = vb_must_malloc(f, 300 * MiB);
+    vb_must_malloc(f, 724 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 2048 * MiB);
     assert_true(a < c);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    assert_int_equal(vb_free(f->alloc, c), VB_OK);
-    assert_int_equal(must_malloc(f, 290 * MiB), c);
-    close_bfc(f);
+    vb_must_free(f, a);
+    vb_must_free(f, c);
+    assert_int_equal(vb_must_malloc(f, 290 * MiB), c);
+    vb_fixture_close(f);
 }
 
 /* Two free 1 KiB chunks of the same size: the lower address wins the tie. */
 static void test_bfc_ties_go_to_the_lower_address(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    vb_addr first = must_malloc(f, 1024);
-    must_malloc(f, 256);
-    vb_addr second = must_malloc(f, 1024);
-    must_malloc(f, 256);
-    assert_int_equal(vb_free(f->alloc, second), VB_OK);
-    assert_int_equal(vb_free(f->alloc, first), VB_OK);
-    assert_int_equal(must_malloc(f, 1024), first);
-    close_bfc(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_addr first = vb_must_malloc(f, 1024);
+    vb_must_malloc(f, 256);
+    vb_addr second = vb_must_malloc(f, 1024);
+    vb_must_malloc(f, 256);
+    vb_must_free(f, second);
+    vb_must_free(f, first);
+    assert_int_equal(vb_must_malloc(f, 1024), first);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -231,16 +173,16 @@ static void test_bfc_ties_go_to_the_lower_address(void **unused)
 static void test_bfc_free_merges_with_both_neighbours(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    vb_addr a = must_malloc(f, 1024), b = must_malloc(f, 1024), c = must_malloc(f, 1024);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    assert_int_equal(vb_free(f->alloc, c), VB_OK);
-    assert_int_equal(vb_free(f->alloc, b), VB_OK);
-    block_list list = segments_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_addr a = vb_must_malloc(f, 1024), b = vb_must_malloc(f, 1024), c = vb_must_malloc(f, 1024);
+    vb_must_free(f, a);
+    vb_must_free(f, c);
+    vb_must_free(f, b);
+    vb_block_list list = vb_fixture_blocks(f);
     assert_int_equal(list.count, 1);
     assert_int_equal(list.blocks[0].block_size, 2 * MiB);
     assert_int_equal(list.blocks[0].allocated, 0);
-    close_bfc(f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -253,11 +195,11 @@ static void test_bfc_free_merges_with_both_neighbours(void **unused)
 static void test_bfc_regions_double_from_2_mib(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    must_malloc(f, 256);
-    must_malloc(f, 2 * MiB);
-    must_malloc(f, 4 * MiB);
-    block_list list = segments_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_must_malloc(f, 256);
+    vb_must_malloc(f, 2 * MiB);
+    vb_must_malloc(f, 4 * MiB);
+    vb_block_list list = vb_fixture_blocks(f);
     uint64_t segment_sizes[3];
     size_t segments = 0;
     for (size_t i = 0; i < list.count && segments < 3; i++)
@@ -267,8 +209,8 @@ static void test_bfc_regions_double_from_2_mib(void **unused)
     assert_int_equal(segment_sizes[0], 2 * MiB);
     assert_int_equal(segment_sizes[1], 4 * MiB);
     assert_int_equal(segment_sizes[2], 8 * MiB);
-    assert_int_equal(stats_of(f).reserved_bytes, 14 * MiB);
-    close_bfc(f);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 14 * MiB);
+    vb_fixture_close(f);
 }
 
 /* 5 MiB first: curr doubles 2 -> 4 -> 8 MiB to hold it (an 8 MiB region)
@@ -278,12 +220,12 @@ static void test_bfc_regions_double_from_2_mib(void **unused)
 static void test_bfc_region_doubles_until_it_holds_the_request(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    must_malloc(f, 5 * MiB);
-    assert_int_equal(stats_of(f).reserved_bytes, 8 * MiB);
-    must_malloc(f, 8 * MiB);
-    assert_int_equal(stats_of(f).reserved_bytes, 16 * MiB);
-    close_bfc(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_must_malloc(f, 5 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 8 * MiB);
+    vb_must_malloc(f, 8 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 16 * MiB);
+    vb_fixture_close(f);
 }
 
 /* A 1 GiB sim with 300 MiB taken by someone else (724 MiB free). 600 MiB
@@ -293,14 +235,14 @@ static void test_bfc_region_doubles_until_it_holds_the_request(void **unused)
 static void test_bfc_backs_off_by_0_9_when_the_device_refuses(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(1 * VB_GiB, NULL);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 1 * VB_GiB, NULL);
     vb_addr other;
     assert_int_equal(f->dev->ops->mem_alloc(f->dev, 300 * MiB, &other), VB_OK);
-    must_malloc(f, 600 * MiB);
-    vb_alloc_stats stats = stats_of(f);
+    vb_must_malloc(f, 600 * MiB);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.reserved_bytes, 674 * MiB);
     assert_int_equal(stats.driver_alloc_calls, 5);
-    close_bfc(f);
+    vb_fixture_close(f);
 }
 
 /* empty_cache frees the wholly free first region (2 MiB) and keeps the one
@@ -308,15 +250,15 @@ static void test_bfc_backs_off_by_0_9_when_the_device_refuses(void **unused)
 static void test_bfc_empty_cache_frees_wholly_free_regions(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    vb_addr small = must_malloc(f, 256);
-    must_malloc(f, 2 * MiB);
-    assert_int_equal(vb_free(f->alloc, small), VB_OK);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_addr small = vb_must_malloc(f, 256);
+    vb_must_malloc(f, 2 * MiB);
+    vb_must_free(f, small);
     assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.reserved_bytes, 4 * MiB);
     assert_int_equal(stats.driver_free_calls, 1);
-    close_bfc(f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -330,19 +272,19 @@ static void test_bfc_empty_cache_frees_wholly_free_regions(void **unused)
 static void test_bfc_fragmentation_of_a_known_layout(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    vb_addr a = must_malloc(f, 256 * KiB);
-    must_malloc(f, 256 * KiB);
-    vb_addr c = must_malloc(f, 512 * KiB);
-    must_malloc(f, 1024 * KiB);
-    assert_int_equal(stats_of(f).reserved_bytes, 2 * MiB);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    assert_int_equal(vb_free(f->alloc, c), VB_OK);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_addr a = vb_must_malloc(f, 256 * KiB);
+    vb_must_malloc(f, 256 * KiB);
+    vb_addr c = vb_must_malloc(f, 512 * KiB);
+    vb_must_malloc(f, 1024 * KiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 2 * MiB);
+    vb_must_free(f, a);
+    vb_must_free(f, c);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.free_cached_bytes, 768 * KiB);
     assert_int_equal(stats.largest_free_block, 512 * KiB);
     assert_true(vb_external_fragmentation(&stats) == (double)(256 * KiB) / (double)(768 * KiB));
-    close_bfc(f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -355,42 +297,38 @@ static void test_bfc_fragmentation_of_a_known_layout(void **unused)
 static void test_bfc_record_stream_holds_the_chunk_until_the_work_completes(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    vb_stream stream;
-    assert_int_equal(f->dev->ops->stream_create(f->dev, &stream), VB_OK);
-    vb_addr a = must_malloc(f, 1024);
-    must_malloc(f, 256);
-    assert_int_equal(vb_record_stream(f->alloc, a, stream), VB_OK);
-    assert_int_equal(f->dev->ops->enqueue_busy(f->dev, stream, 1000), VB_OK);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    vb_addr while_busy = must_malloc(f, 1024);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_addr a = vb_must_malloc(f, 1024);
+    vb_must_malloc(f, 256);
+    vb_stream stream = vb_free_while_used_on_busy_stream(f, a, 1000);
+    vb_addr while_busy = vb_must_malloc(f, 1024);
     assert_int_not_equal(while_busy, a);
     vb_sim_complete_stream(f->dev, stream);
-    assert_int_equal(must_malloc(f, 1024), a);
-    close_bfc(f);
+    assert_int_equal(vb_must_malloc(f, 1024), a);
+    vb_fixture_close(f);
 }
 
 /* Freeing twice, or a pointer never handed out, is VB_ERR_INVALID. */
 static void test_bfc_rejects_double_and_unknown_free(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
-    vb_addr a = must_malloc(f, 1024);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_addr a = vb_must_malloc(f, 1024);
+    vb_must_free(f, a);
     assert_int_equal(vb_free(f->alloc, a), VB_ERR_INVALID);
     assert_int_equal(vb_free(f->alloc, a + 256), VB_ERR_INVALID);
-    close_bfc(f);
+    vb_fixture_close(f);
 }
 
 /* A size near UINT64_MAX overflows the rounding: out of memory, counted. */
 static void test_bfc_absurd_size_is_out_of_memory(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(0, NULL);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
     vb_addr addr;
     assert_int_equal(vb_malloc(f->alloc, UINT64_MAX - 10, NULL, &addr), VB_ERR_OOM);
-    assert_int_equal(stats_of(f).ooms, 1);
-    close_bfc(f);
+    assert_int_equal(vb_fixture_stats(f).ooms, 1);
+    vb_fixture_close(f);
 }
 
 /* On a 64 MiB sim: 2 MiB takes a 2 MiB region (curr 4 MiB); 60 MiB doubles
@@ -401,30 +339,25 @@ static void test_bfc_absurd_size_is_out_of_memory(void **unused)
 static void test_bfc_out_of_memory_frees_free_regions_and_retries(void **unused)
 {
     (void)unused;
-    fixture *f = open_bfc(64 * MiB, NULL);
-    vb_addr small = must_malloc(f, 2 * MiB);
-    vb_addr big = must_malloc(f, 60 * MiB);
-    assert_int_equal(stats_of(f).reserved_bytes, 64 * MiB);
-    assert_int_equal(vb_free(f->alloc, small), VB_OK);
-    assert_int_equal(vb_free(f->alloc, big), VB_OK);
-    must_malloc(f, 64 * MiB);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 64 * MiB, NULL);
+    vb_addr small = vb_must_malloc(f, 2 * MiB);
+    vb_addr big = vb_must_malloc(f, 60 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 64 * MiB);
+    vb_must_free(f, small);
+    vb_must_free(f, big);
+    vb_must_malloc(f, 64 * MiB);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.alloc_retries, 1);
     assert_int_equal(stats.reserved_bytes, 64 * MiB);
-    close_bfc(f);
+    vb_fixture_close(f);
 }
 
 /* An unknown option is refused with VB_ERR_INVALID. */
 static void test_bfc_rejects_unknown_option(void **unused)
 {
     (void)unused;
-    vb_device *dev;
-    vb_allocator *alloc;
-    vb_config_entry entry = {"allow_growth", "0"};
-    vb_config config = {&entry, 1};
-    assert_int_equal(vb_sim_open(0, &dev), VB_OK);
-    assert_int_equal(vb_allocator_create("bfc", dev, &config, &alloc), VB_ERR_INVALID);
-    vb_device_close(dev);
+    const char *const settings[] = {"allow_growth=0", NULL};
+    assert_int_equal(vb_fixture_create_status("bfc", 0, settings), VB_ERR_INVALID);
 }
 
 int main(void)

@@ -12,47 +12,10 @@
 #include <cmocka.h>
 
 #include "../allocators/allocator.h"
+#include "alloc_fixture.h"
 
 #define KiB ((uint64_t)1 << 10)
 #define MiB VB_MiB
-
-/* ------------------------------------------------------------------------ */
-/* Fixture                                                                   */
-/* ------------------------------------------------------------------------ */
-
-typedef struct fixture {
-    vb_device *dev;
-    vb_allocator *alloc;
-} fixture;
-
-/* Opens a sim of `capacity` (0 = 80 GiB) and a binning with `config` (may be NULL). */
-static fixture *open_binning(uint64_t capacity, const vb_config *config)
-{
-    static fixture f;
-    assert_int_equal(vb_sim_open(capacity, &f.dev), VB_OK);
-    assert_int_equal(vb_allocator_create("binning", f.dev, config, &f.alloc), VB_OK);
-    return &f;
-}
-
-static void close_binning(fixture *f)
-{
-    vb_allocator_destroy(f->alloc);
-    vb_device_close(f->dev);
-}
-
-static vb_addr must_malloc(fixture *f, uint64_t size)
-{
-    vb_addr addr = 0;
-    assert_int_equal(vb_malloc(f->alloc, size, NULL, &addr), VB_OK);
-    return addr;
-}
-
-static vb_alloc_stats stats_of(fixture *f)
-{
-    vb_alloc_stats stats;
-    vb_allocator_stats(f->alloc, &stats);
-    return stats;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Bin selection                                                             */
@@ -63,22 +26,22 @@ static vb_alloc_stats stats_of(fixture *f)
 static void test_binning_small_request_takes_a_smallest_bin_block(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    must_malloc(f, 1);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_must_malloc(f, 1);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.allocated_bytes, 256 * KiB);
     assert_int_equal(stats.reserved_bytes, 32 * MiB);
-    close_binning(f);
+    vb_fixture_close(f);
 }
 
 /* 256 KiB + 1 B does not fit a 256 KiB block: the next bin, 512 KiB. */
 static void test_binning_request_goes_to_the_smallest_bin_that_holds_it(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    must_malloc(f, 256 * KiB + 1);
-    assert_int_equal(stats_of(f).allocated_bytes, 512 * KiB);
-    close_binning(f);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_must_malloc(f, 256 * KiB + 1);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 512 * KiB);
+    vb_fixture_close(f);
 }
 
 /* Exactly 4 MiB is the largest bin's block size: a bin block, from a chunk
@@ -86,12 +49,12 @@ static void test_binning_request_goes_to_the_smallest_bin_that_holds_it(void **u
 static void test_binning_largest_bin_size_is_served_by_the_bin(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    must_malloc(f, 4 * MiB);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_must_malloc(f, 4 * MiB);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.allocated_bytes, 4 * MiB);
     assert_int_equal(stats.reserved_bytes, 512 * MiB);
-    close_binning(f);
+    vb_fixture_close(f);
 }
 
 /* 1000 B and 3000 B both go to the 256 KiB bin and share its first chunk:
@@ -99,12 +62,12 @@ static void test_binning_largest_bin_size_is_served_by_the_bin(void **unused)
 static void test_binning_small_requests_share_a_bin_chunk(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    vb_addr first = must_malloc(f, 1000);
-    vb_addr second = must_malloc(f, 3000);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_addr first = vb_must_malloc(f, 1000);
+    vb_addr second = vb_must_malloc(f, 3000);
     assert_int_equal(second, first + 256 * KiB);
-    assert_int_equal(stats_of(f).driver_alloc_calls, 1);
-    close_binning(f);
+    assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 1);
+    vb_fixture_close(f);
 }
 
 /* min_bin_exponent=10, max_bin_exponent=12 makes bins of 1, 2 and 4 KiB:
@@ -113,13 +76,12 @@ static void test_binning_small_requests_share_a_bin_chunk(void **unused)
 static void test_binning_bin_range_is_configurable(void **unused)
 {
     (void)unused;
-    vb_config_entry entries[] = {{"min_bin_exponent", "10"}, {"max_bin_exponent", "12"}};
-    vb_config config = {entries, 2};
-    fixture *f = open_binning(0, &config);
-    must_malloc(f, 1);
-    must_malloc(f, 4097);
-    assert_int_equal(stats_of(f).allocated_bytes, 5376);
-    close_binning(f);
+    const char *const settings[] = {"min_bin_exponent=10", "max_bin_exponent=12", NULL};
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, settings);
+    vb_must_malloc(f, 1);
+    vb_must_malloc(f, 4097);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 5376);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -131,12 +93,12 @@ static void test_binning_bin_range_is_configurable(void **unused)
 static void test_binning_request_above_the_largest_bin_goes_to_the_pool(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    must_malloc(f, 4 * MiB + 1);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_must_malloc(f, 4 * MiB + 1);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.allocated_bytes, 4 * MiB + 256);
     assert_int_equal(stats.reserved_bytes, 6 * MiB);
-    close_binning(f);
+    vb_fixture_close(f);
 }
 
 /* A 16 MiB upstream block (from a 16 MiB request, freed) serves 5 MiB at its
@@ -145,19 +107,19 @@ static void test_binning_request_above_the_largest_bin_goes_to_the_pool(void **u
 static void test_binning_pool_coalesces_freed_neighbours(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    vb_addr whole = must_malloc(f, 16 * MiB);
-    assert_int_equal(vb_free(f->alloc, whole), VB_OK);
-    vb_addr a = must_malloc(f, 5 * MiB);
-    vb_addr b = must_malloc(f, 5 * MiB);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_addr whole = vb_must_malloc(f, 16 * MiB);
+    vb_must_free(f, whole);
+    vb_addr a = vb_must_malloc(f, 5 * MiB);
+    vb_addr b = vb_must_malloc(f, 5 * MiB);
     assert_int_equal(a, whole);
     assert_int_equal(b, whole + 5 * MiB);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    assert_int_equal(vb_free(f->alloc, b), VB_OK);
-    vb_alloc_stats stats = stats_of(f);
+    vb_must_free(f, a);
+    vb_must_free(f, b);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.largest_free_block, 16 * MiB);
     assert_int_equal(stats.free_cached_bytes, 16 * MiB);
-    close_binning(f);
+    vb_fixture_close(f);
 }
 
 /* A 32 MiB upstream block cut into a 6 MiB | g 5 MiB | b 5 MiB | h 16 MiB.
@@ -165,17 +127,17 @@ static void test_binning_pool_coalesces_freed_neighbours(void **unused)
 static void test_binning_pool_takes_the_best_fit(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    vb_addr whole = must_malloc(f, 32 * MiB);
-    assert_int_equal(vb_free(f->alloc, whole), VB_OK);
-    vb_addr a = must_malloc(f, 6 * MiB);
-    must_malloc(f, 5 * MiB);
-    vb_addr b = must_malloc(f, 5 * MiB);
-    must_malloc(f, 16 * MiB);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    assert_int_equal(vb_free(f->alloc, b), VB_OK);
-    assert_int_equal(must_malloc(f, 4608 * KiB), b);
-    close_binning(f);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_addr whole = vb_must_malloc(f, 32 * MiB);
+    vb_must_free(f, whole);
+    vb_addr a = vb_must_malloc(f, 6 * MiB);
+    vb_must_malloc(f, 5 * MiB);
+    vb_addr b = vb_must_malloc(f, 5 * MiB);
+    vb_must_malloc(f, 16 * MiB);
+    vb_must_free(f, a);
+    vb_must_free(f, b);
+    assert_int_equal(vb_must_malloc(f, 4608 * KiB), b);
+    vb_fixture_close(f);
 }
 
 /* The pool grows by max(request, pool size): 10 MiB first (pool 0), then
@@ -183,11 +145,11 @@ static void test_binning_pool_takes_the_best_fit(void **unused)
 static void test_binning_pool_grows_by_at_least_its_size(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    must_malloc(f, 10 * MiB);
-    must_malloc(f, 6 * MiB);
-    assert_int_equal(stats_of(f).reserved_bytes, 20 * MiB);
-    close_binning(f);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_must_malloc(f, 10 * MiB);
+    vb_must_malloc(f, 6 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 20 * MiB);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -199,27 +161,27 @@ static void test_binning_pool_grows_by_at_least_its_size(void **unused)
 static void test_binning_empty_cache_returns_wholly_free_chunks_to_the_device(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    vb_addr a = must_malloc(f, 1);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_addr a = vb_must_malloc(f, 1);
+    vb_must_free(f, a);
     assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.reserved_bytes, 0);
     assert_int_equal(stats.driver_free_calls, 1);
-    close_binning(f);
+    vb_fixture_close(f);
 }
 
 /* A bin chunk with one block in use stays: reserved still 32 MiB. */
 static void test_binning_empty_cache_keeps_a_chunk_in_use(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    must_malloc(f, 1);
-    vb_addr b = must_malloc(f, 1);
-    assert_int_equal(vb_free(f->alloc, b), VB_OK);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_must_malloc(f, 1);
+    vb_addr b = vb_must_malloc(f, 1);
+    vb_must_free(f, b);
     assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
-    assert_int_equal(stats_of(f).reserved_bytes, 32 * MiB);
-    close_binning(f);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 32 * MiB);
+    vb_fixture_close(f);
 }
 
 /* On a 16 MiB sim the 1 MiB bin's chunk of 128 MiB is refused, and so are
@@ -227,12 +189,12 @@ static void test_binning_empty_cache_keeps_a_chunk_in_use(void **unused)
 static void test_binning_bin_chunk_shrinks_when_the_device_refuses(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(16 * MiB, NULL);
-    must_malloc(f, 1 * MiB);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 16 * MiB, NULL);
+    vb_must_malloc(f, 1 * MiB);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.reserved_bytes, 16 * MiB);
     assert_int_equal(stats.driver_alloc_calls, 4);
-    close_binning(f);
+    vb_fixture_close(f);
 }
 
 /* On a 40 MiB sim a freed 1 B leaves a 32 MiB bin chunk cached; 20 MiB then
@@ -242,14 +204,14 @@ static void test_binning_bin_chunk_shrinks_when_the_device_refuses(void **unused
 static void test_binning_out_of_memory_frees_the_cache_and_retries(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(40 * MiB, NULL);
-    vb_addr a = must_malloc(f, 1);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    must_malloc(f, 20 * MiB);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 40 * MiB, NULL);
+    vb_addr a = vb_must_malloc(f, 1);
+    vb_must_free(f, a);
+    vb_must_malloc(f, 20 * MiB);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.alloc_retries, 1);
     assert_int_equal(stats.reserved_bytes, 20 * MiB);
-    close_binning(f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -262,53 +224,44 @@ static void test_binning_out_of_memory_frees_the_cache_and_retries(void **unused
 static void test_binning_record_stream_holds_the_block_until_the_work_completes(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    vb_stream stream;
-    assert_int_equal(f->dev->ops->stream_create(f->dev, &stream), VB_OK);
-    vb_addr a = must_malloc(f, 1);
-    assert_int_equal(vb_record_stream(f->alloc, a, stream), VB_OK);
-    assert_int_equal(f->dev->ops->enqueue_busy(f->dev, stream, 1000), VB_OK);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    assert_int_equal(must_malloc(f, 1), a + 256 * KiB);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_addr a = vb_must_malloc(f, 1);
+    vb_stream stream = vb_free_while_used_on_busy_stream(f, a, 1000);
+    assert_int_equal(vb_must_malloc(f, 1), a + 256 * KiB);
     vb_sim_complete_stream(f->dev, stream);
-    assert_int_equal(must_malloc(f, 1), a);
-    close_binning(f);
+    assert_int_equal(vb_must_malloc(f, 1), a);
+    vb_fixture_close(f);
 }
 
 /* Freeing twice, or a pointer never handed out, is VB_ERR_INVALID. */
 static void test_binning_rejects_double_and_unknown_free(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
-    vb_addr a = must_malloc(f, 1);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
+    vb_addr a = vb_must_malloc(f, 1);
+    vb_must_free(f, a);
     assert_int_equal(vb_free(f->alloc, a), VB_ERR_INVALID);
     assert_int_equal(vb_free(f->alloc, a + 256), VB_ERR_INVALID);
-    close_binning(f);
+    vb_fixture_close(f);
 }
 
 /* A size near UINT64_MAX overflows the rounding: out of memory, counted. */
 static void test_binning_absurd_size_is_out_of_memory(void **unused)
 {
     (void)unused;
-    fixture *f = open_binning(0, NULL);
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, NULL);
     vb_addr addr;
     assert_int_equal(vb_malloc(f->alloc, UINT64_MAX - 10, NULL, &addr), VB_ERR_OOM);
-    assert_int_equal(stats_of(f).ooms, 1);
-    close_binning(f);
+    assert_int_equal(vb_fixture_stats(f).ooms, 1);
+    vb_fixture_close(f);
 }
 
 /* A smallest bin above the largest is refused. */
 static void test_binning_rejects_an_empty_bin_range(void **unused)
 {
     (void)unused;
-    vb_device *dev;
-    vb_allocator *alloc;
-    vb_config_entry entries[] = {{"min_bin_exponent", "20"}, {"max_bin_exponent", "18"}};
-    vb_config config = {entries, 2};
-    assert_int_equal(vb_sim_open(0, &dev), VB_OK);
-    assert_int_equal(vb_allocator_create("binning", dev, &config, &alloc), VB_ERR_INVALID);
-    vb_device_close(dev);
+    const char *const settings[] = {"min_bin_exponent=20", "max_bin_exponent=18", NULL};
+    assert_int_equal(vb_fixture_create_status("binning", 0, settings), VB_ERR_INVALID);
 }
 
 int main(void)

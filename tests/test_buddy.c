@@ -11,70 +11,13 @@
 #include <cmocka.h>
 
 #include "../allocators/allocator.h"
+#include "alloc_fixture.h"
 
 #define KiB ((uint64_t)1 << 10)
 #define MiB VB_MiB
 
-/* ------------------------------------------------------------------------ */
-/* Fixture                                                                   */
-/* ------------------------------------------------------------------------ */
-
-typedef struct fixture {
-    vb_device *dev;
-    vb_allocator *alloc;
-} fixture;
-
-/* Opens a sim of `capacity` (0 = 80 GiB) and a buddy with arena_mb =
- * `arena_mb` (NULL: the default). */
-static fixture *open_buddy(uint64_t capacity, const char *arena_mb)
-{
-    static fixture f;
-    vb_config_entry entry = {"arena_mb", arena_mb};
-    vb_config config = {&entry, arena_mb ? 1 : 0};
-    assert_int_equal(vb_sim_open(capacity, &f.dev), VB_OK);
-    assert_int_equal(vb_allocator_create("buddy", f.dev, &config, &f.alloc), VB_OK);
-    return &f;
-}
-
-static void close_buddy(fixture *f)
-{
-    vb_allocator_destroy(f->alloc);
-    vb_device_close(f->dev);
-}
-
-static vb_addr must_malloc(fixture *f, uint64_t size)
-{
-    vb_addr addr = 0;
-    assert_int_equal(vb_malloc(f->alloc, size, NULL, &addr), VB_OK);
-    return addr;
-}
-
-static vb_alloc_stats stats_of(fixture *f)
-{
-    vb_alloc_stats stats;
-    vb_allocator_stats(f->alloc, &stats);
-    return stats;
-}
-
-/* The blocks segments() reports, in order. */
-typedef struct block_list {
-    vb_block_info blocks[64];
-    size_t count;
-} block_list;
-
-static void collect_block(void *context, const vb_block_info *block)
-{
-    block_list *list = context;
-    if (list->count < 64) list->blocks[list->count] = *block;
-    list->count++;
-}
-
-static block_list segments_of(fixture *f)
-{
-    block_list list = {.count = 0};
-    f->alloc->ops->segments(f->alloc->state, collect_block, &list);
-    return list;
-}
+/* Most layouts here are easier to work out in 2 MiB arenas than in 1 GiB. */
+static const char *const arena_2_mib[] = {"arena_mb=2", NULL};
 
 /* ------------------------------------------------------------------------ */
 /* Internal fragmentation                                                    */
@@ -85,14 +28,14 @@ static block_list segments_of(fixture *f)
 static void test_buddy_size_just_above_a_power_of_two_costs_double(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, NULL);
-    must_malloc(f, 1 * MiB + 1);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, NULL);
+    vb_must_malloc(f, 1 * MiB + 1);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.requested_bytes, 1 * MiB + 1);
     assert_int_equal(stats.allocated_bytes, 2 * MiB);
     double ratio = (double)stats.allocated_bytes / (double)stats.requested_bytes;
     assert_true(ratio > 2.0 - 1e-5 && ratio < 2.0);
-    close_buddy(f);
+    vb_fixture_close(f);
 }
 
 /* Sizes from 257 KiB to 512 KiB all take a 512 KiB block: ten requests of
@@ -100,23 +43,23 @@ static void test_buddy_size_just_above_a_power_of_two_costs_double(void **unused
 static void test_buddy_allocated_counts_whole_blocks(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, NULL);
-    for (int i = 0; i < 10; i++) must_malloc(f, 257 * KiB);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, NULL);
+    for (int i = 0; i < 10; i++) vb_must_malloc(f, 257 * KiB);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.requested_bytes, 2570 * KiB);
     assert_int_equal(stats.allocated_bytes, 5 * MiB);
-    close_buddy(f);
+    vb_fixture_close(f);
 }
 
 /* 1 B and 100 B both take the minimum block of 512 B: allocated 1024. */
 static void test_buddy_minimum_block_is_512_bytes(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, NULL);
-    must_malloc(f, 1);
-    must_malloc(f, 100);
-    assert_int_equal(stats_of(f).allocated_bytes, 1024);
-    close_buddy(f);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, NULL);
+    vb_must_malloc(f, 1);
+    vb_must_malloc(f, 100);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 1024);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -129,14 +72,14 @@ static void test_buddy_minimum_block_is_512_bytes(void **unused)
 static void test_buddy_split_leaves_one_free_buddy_per_order(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, "2");
-    must_malloc(f, 512);
-    block_list list = segments_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, arena_2_mib);
+    vb_must_malloc(f, 512);
+    vb_block_list list = vb_fixture_blocks(f);
     assert_int_equal(list.count, 13);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.largest_free_block, 1 * MiB);
     assert_int_equal(stats.free_cached_bytes, 2 * MiB - 512);
-    close_buddy(f);
+    vb_fixture_close(f);
 }
 
 /* Freeing that 512 B block merges it with its buddy, and the result with
@@ -144,14 +87,14 @@ static void test_buddy_split_leaves_one_free_buddy_per_order(void **unused)
 static void test_buddy_merge_restores_one_free_block(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, "2");
-    vb_addr a = must_malloc(f, 512);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    block_list list = segments_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, arena_2_mib);
+    vb_addr a = vb_must_malloc(f, 512);
+    vb_must_free(f, a);
+    vb_block_list list = vb_fixture_blocks(f);
     assert_int_equal(list.count, 1);
     assert_int_equal(list.blocks[0].block_size, 2 * MiB);
     assert_int_equal(list.blocks[0].allocated, 0);
-    close_buddy(f);
+    vb_fixture_close(f);
 }
 
 /* Four 512 B blocks at offsets 0, 512, 1024, 1536: B (512) and C (1024) are
@@ -162,17 +105,17 @@ static void test_buddy_merge_restores_one_free_block(void **unused)
 static void test_buddy_neighbours_that_are_not_buddies_stay_apart(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, "2");
-    vb_addr a = must_malloc(f, 512);
-    vb_addr b = must_malloc(f, 512);
-    vb_addr c = must_malloc(f, 512);
-    must_malloc(f, 512);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, arena_2_mib);
+    vb_addr a = vb_must_malloc(f, 512);
+    vb_addr b = vb_must_malloc(f, 512);
+    vb_addr c = vb_must_malloc(f, 512);
+    vb_must_malloc(f, 512);
     assert_int_equal(b, a + 512);
     assert_int_equal(c, a + 1024);
-    assert_int_equal(vb_free(f->alloc, b), VB_OK);
-    assert_int_equal(vb_free(f->alloc, c), VB_OK);
-    assert_int_equal(must_malloc(f, 1024), a + 2048);
-    close_buddy(f);
+    vb_must_free(f, b);
+    vb_must_free(f, c);
+    assert_int_equal(vb_must_malloc(f, 1024), a + 2048);
+    vb_fixture_close(f);
 }
 
 /* X 1 KiB at 0, Y 512 B at 1024, Z 512 B at 1536. X's buddy is the 1 KiB
@@ -181,17 +124,17 @@ static void test_buddy_neighbours_that_are_not_buddies_stay_apart(void **unused)
 static void test_buddy_merges_only_with_a_wholly_free_buddy(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, "2");
-    vb_addr x = must_malloc(f, 1024);
-    vb_addr y = must_malloc(f, 512);
-    must_malloc(f, 512);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, arena_2_mib);
+    vb_addr x = vb_must_malloc(f, 1024);
+    vb_addr y = vb_must_malloc(f, 512);
+    vb_must_malloc(f, 512);
     assert_int_equal(y, x + 1024);
-    assert_int_equal(vb_free(f->alloc, y), VB_OK);
-    assert_int_equal(vb_free(f->alloc, x), VB_OK);
-    block_list list = segments_of(f);
+    vb_must_free(f, y);
+    vb_must_free(f, x);
+    vb_block_list list = vb_fixture_blocks(f);
     assert_int_equal(list.blocks[0].block_size, 1024);
     assert_int_equal(list.blocks[1].block_size, 512);
-    close_buddy(f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -202,10 +145,10 @@ static void test_buddy_merges_only_with_a_wholly_free_buddy(void **unused)
 static void test_buddy_default_arena_is_1_gib(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, NULL);
-    must_malloc(f, 1);
-    assert_int_equal(stats_of(f).reserved_bytes, 1 * VB_GiB);
-    close_buddy(f);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, NULL);
+    vb_must_malloc(f, 1);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 1 * VB_GiB);
+    vb_fixture_close(f);
 }
 
 /* With 2 MiB arenas, 3 MiB gets an arena of its own power of two, 4 MiB,
@@ -213,12 +156,12 @@ static void test_buddy_default_arena_is_1_gib(void **unused)
 static void test_buddy_large_request_gets_its_own_arena(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, "2");
-    must_malloc(f, 3 * MiB);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, arena_2_mib);
+    vb_must_malloc(f, 3 * MiB);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.reserved_bytes, 4 * MiB);
     assert_int_equal(stats.allocated_bytes, 4 * MiB);
-    close_buddy(f);
+    vb_fixture_close(f);
 }
 
 /* On a 600 MiB sim the 1 GiB arena is refused; the next power of two down,
@@ -226,12 +169,12 @@ static void test_buddy_large_request_gets_its_own_arena(void **unused)
 static void test_buddy_halves_the_arena_when_the_device_refuses(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(600 * MiB, NULL);
-    must_malloc(f, 1);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 600 * MiB, NULL);
+    vb_must_malloc(f, 1);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.driver_alloc_calls, 2);
     assert_int_equal(stats.reserved_bytes, 512 * MiB);
-    close_buddy(f);
+    vb_fixture_close(f);
 }
 
 /* Two 2 MiB arenas (two 2 MiB blocks); freeing the first block and
@@ -239,15 +182,15 @@ static void test_buddy_halves_the_arena_when_the_device_refuses(void **unused)
 static void test_buddy_empty_cache_frees_wholly_free_arenas(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, "2");
-    vb_addr first = must_malloc(f, 2 * MiB);
-    must_malloc(f, 2 * MiB);
-    assert_int_equal(vb_free(f->alloc, first), VB_OK);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, arena_2_mib);
+    vb_addr first = vb_must_malloc(f, 2 * MiB);
+    vb_must_malloc(f, 2 * MiB);
+    vb_must_free(f, first);
     assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
-    vb_alloc_stats stats = stats_of(f);
+    vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.reserved_bytes, 2 * MiB);
     assert_int_equal(stats.driver_free_calls, 1);
-    close_buddy(f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -260,53 +203,44 @@ static void test_buddy_empty_cache_frees_wholly_free_arenas(void **unused)
 static void test_buddy_record_stream_holds_the_block_until_the_work_completes(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, "2");
-    vb_stream stream;
-    assert_int_equal(f->dev->ops->stream_create(f->dev, &stream), VB_OK);
-    vb_addr a = must_malloc(f, 512);
-    assert_int_equal(vb_record_stream(f->alloc, a, stream), VB_OK);
-    assert_int_equal(f->dev->ops->enqueue_busy(f->dev, stream, 1000), VB_OK);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
-    assert_int_equal(must_malloc(f, 512), a + 512);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, arena_2_mib);
+    vb_addr a = vb_must_malloc(f, 512);
+    vb_stream stream = vb_free_while_used_on_busy_stream(f, a, 1000);
+    assert_int_equal(vb_must_malloc(f, 512), a + 512);
     vb_sim_complete_stream(f->dev, stream);
-    assert_int_equal(must_malloc(f, 512), a);
-    close_buddy(f);
+    assert_int_equal(vb_must_malloc(f, 512), a);
+    vb_fixture_close(f);
 }
 
 /* Freeing twice, or a pointer never handed out, is VB_ERR_INVALID. */
 static void test_buddy_rejects_double_and_unknown_free(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, "2");
-    vb_addr a = must_malloc(f, 512);
-    assert_int_equal(vb_free(f->alloc, a), VB_OK);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, arena_2_mib);
+    vb_addr a = vb_must_malloc(f, 512);
+    vb_must_free(f, a);
     assert_int_equal(vb_free(f->alloc, a), VB_ERR_INVALID);
     assert_int_equal(vb_free(f->alloc, a + 512), VB_ERR_INVALID);
-    close_buddy(f);
+    vb_fixture_close(f);
 }
 
 /* Above 2^63 no power of two exists: out of memory, counted, no crash. */
 static void test_buddy_absurd_size_is_out_of_memory(void **unused)
 {
     (void)unused;
-    fixture *f = open_buddy(0, NULL);
+    vb_alloc_fixture *f = vb_fixture_open("buddy", 0, NULL);
     vb_addr addr;
     assert_int_equal(vb_malloc(f->alloc, UINT64_MAX - 10, NULL, &addr), VB_ERR_OOM);
-    assert_int_equal(stats_of(f).ooms, 1);
-    close_buddy(f);
+    assert_int_equal(vb_fixture_stats(f).ooms, 1);
+    vb_fixture_close(f);
 }
 
 /* arena_mb must be a power of two: 3 is refused. */
 static void test_buddy_rejects_arena_that_is_not_a_power_of_two(void **unused)
 {
     (void)unused;
-    vb_device *dev;
-    vb_allocator *alloc;
-    vb_config_entry entry = {"arena_mb", "3"};
-    vb_config config = {&entry, 1};
-    assert_int_equal(vb_sim_open(0, &dev), VB_OK);
-    assert_int_equal(vb_allocator_create("buddy", dev, &config, &alloc), VB_ERR_INVALID);
-    vb_device_close(dev);
+    const char *const settings[] = {"arena_mb=3", NULL};
+    assert_int_equal(vb_fixture_create_status("buddy", 0, settings), VB_ERR_INVALID);
 }
 
 int main(void)
