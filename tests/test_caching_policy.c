@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "../allocators/allocator.h"
+#include "alloc_fixture.h"
 
 #define MiB VB_MiB
 
@@ -38,99 +39,14 @@
 /* Helpers                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* A sim device and an allocator on it, made from "key=value" strings. */
-typedef struct fixture {
-    vb_device *dev;
-    vb_allocator *allocator;
-} fixture;
-
-/* Creates `name` with up to 8 config strings (NULL-terminated) on a sim of
- * `capacity` bytes; returns the status of vb_allocator_create. */
-static vb_status try_open(fixture *f, const char *name, uint64_t capacity, const char *const *settings)
+static vb_alloc_fixture *open_caching(uint64_t capacity, const char *const *settings)
 {
-    static char text[8][128];
-    vb_config_entry entries[8];
-    size_t count = 0;
-    for (; settings && settings[count]; count++) {
-        snprintf(text[count], sizeof text[count], "%s", settings[count]);
-        assert_int_equal(vb_config_entry_parse(text[count], &entries[count]), VB_OK);
-    }
-    vb_config config = {entries, count};
-    f->allocator = NULL;
-    assert_int_equal(vb_sim_open(capacity, &f->dev), VB_OK);
-    return vb_allocator_create(name, f->dev, &config, &f->allocator);
+    return vb_fixture_open("caching", capacity, settings);
 }
 
-/* try_open, which must succeed. */
-static fixture open_allocator(const char *name, uint64_t capacity, const char *const *settings)
+static vb_alloc_fixture *open_expandable(uint64_t capacity)
 {
-    fixture f;
-    assert_int_equal(try_open(&f, name, capacity, settings), VB_OK);
-    return f;
-}
-
-static fixture open_caching(uint64_t capacity, const char *const *settings)
-{
-    return open_allocator("caching", capacity, settings);
-}
-
-static fixture open_expandable(uint64_t capacity)
-{
-    return open_allocator("expandable", capacity, NULL);
-}
-
-static void close_fixture(fixture *f)
-{
-    vb_allocator_destroy(f->allocator);
-    vb_device_close(f->dev);
-}
-
-static vb_alloc_stats stats_of(fixture *f)
-{
-    vb_alloc_stats stats;
-    vb_allocator_stats(f->allocator, &stats);
-    return stats;
-}
-
-static vb_addr must_malloc(fixture *f, uint64_t size, vb_stream stream)
-{
-    vb_addr addr = 0;
-    assert_int_equal(vb_malloc(f->allocator, size, stream, &addr), VB_OK);
-    assert_true(addr != 0);
-    return addr;
-}
-
-static void must_free(fixture *f, vb_addr addr)
-{
-    assert_int_equal(vb_free(f->allocator, addr), VB_OK);
-}
-
-/* The blocks segments() reports, in its order. */
-typedef struct block_list {
-    vb_block_info blocks[64];
-    size_t count;
-} block_list;
-
-static void collect_block(void *context, const vb_block_info *block)
-{
-    block_list *list = context;
-    if (list->count < 64) list->blocks[list->count++] = *block;
-}
-
-static block_list blocks_of(fixture *f)
-{
-    block_list list = {.count = 0};
-    f->allocator->ops->segments(f->allocator->state, collect_block, &list);
-    return list;
-}
-
-/* Number of distinct segments among the blocks. */
-static size_t segment_count(const block_list *list)
-{
-    size_t count = 0;
-    for (size_t i = 0; i < list->count; i++)
-        if (i == 0 || list->blocks[i].segment != list->blocks[i - 1].segment) count++;
-    return count;
+    return vb_fixture_open("expandable", capacity, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -141,14 +57,14 @@ static size_t segment_count(const block_list *list)
 static void test_sizes_round_up_to_512_bytes(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    must_malloc(&f, 1, NULL);
-    must_malloc(&f, 512, NULL);
-    must_malloc(&f, 513, NULL);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_must_malloc(f, 1);
+    vb_must_malloc(f, 512);
+    vb_must_malloc(f, 513);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.requested_bytes, 1 + 512 + 513);
     assert_int_equal(s.allocated_bytes, 512 + 512 + 1024);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* divisions 4: 1 MiB + 1 lies in [1 MiB, 2 MiB), steps of 256 KiB ->
@@ -158,12 +74,12 @@ static void test_roundup_power2_divisions_rounds_to_division_steps(void **state)
 {
     (void)state;
     const char *const settings[] = {"roundup_power2_divisions=4", NULL};
-    fixture f = open_caching(0, settings);
-    must_malloc(&f, MiB + 1, NULL);
-    must_malloc(&f, 5 * MiB + 1, NULL);
-    must_malloc(&f, 8 * MiB, NULL);
-    assert_int_equal(stats_of(&f).allocated_bytes, MiB + MiB / 4 + 6 * MiB + 8 * MiB);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, settings);
+    vb_must_malloc(f, MiB + 1);
+    vb_must_malloc(f, 5 * MiB + 1);
+    vb_must_malloc(f, 8 * MiB);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, MiB + MiB / 4 + 6 * MiB + 8 * MiB);
+    vb_fixture_close(f);
 }
 
 /* divisions 4 applies only above 512 x 4 = 2048 B: 1200 takes plain 512 B
@@ -172,10 +88,10 @@ static void test_roundup_power2_divisions_leaves_sizes_up_to_2048_to_512_roundin
 {
     (void)state;
     const char *const settings[] = {"roundup_power2_divisions=4", NULL};
-    fixture f = open_caching(0, settings);
-    must_malloc(&f, 1200, NULL);
-    assert_int_equal(stats_of(&f).allocated_bytes, 1536);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, settings);
+    vb_must_malloc(f, 1200);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 1536);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -185,10 +101,10 @@ static void test_roundup_power2_divisions_leaves_sizes_up_to_2048_to_512_roundin
 /* Reserved bytes after one malloc of `size` on a fresh allocator. */
 static uint64_t segment_for(uint64_t size)
 {
-    fixture f = open_caching(0, NULL);
-    must_malloc(&f, size, NULL);
-    uint64_t reserved = stats_of(&f).reserved_bytes;
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_must_malloc(f, size);
+    uint64_t reserved = vb_fixture_stats(f).reserved_bytes;
+    vb_fixture_close(f);
     return reserved;
 }
 
@@ -231,12 +147,12 @@ static void test_11mib_gets_12mib_segment(void **state)
 static void test_small_requests_share_one_segment(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    for (int i = 0; i < 20; i++) must_malloc(&f, 64 << 10, NULL);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    for (int i = 0; i < 20; i++) vb_must_malloc(f, 64 << 10);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.reserved_bytes, 2 * MiB);
     assert_int_equal(s.driver_alloc_calls, 1);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -249,14 +165,14 @@ static void test_small_requests_share_one_segment(void **state)
 static void test_small_block_splits_off_a_512_byte_remainder(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    must_malloc(&f, MiB, NULL);
-    must_malloc(&f, MiB - 512, NULL);
-    block_list list = blocks_of(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_must_malloc(f, MiB);
+    vb_must_malloc(f, MiB - 512);
+    vb_block_list list = vb_fixture_blocks(f);
     assert_int_equal(list.count, 3);
     assert_int_equal(list.blocks[2].block_size, 512);
     assert_int_equal(list.blocks[2].allocated, 0);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* 19 MiB -> a 20 MiB segment (>= 10 MiB, rounded to 2 MiB); the remainder
@@ -265,11 +181,11 @@ static void test_small_block_splits_off_a_512_byte_remainder(void **state)
 static void test_large_remainder_of_exactly_1mib_is_not_split(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    must_malloc(&f, 19 * MiB, NULL);
-    assert_int_equal(blocks_of(&f).count, 1);
-    assert_int_equal(stats_of(&f).allocated_bytes, 20 * MiB);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_must_malloc(f, 19 * MiB);
+    assert_int_equal(vb_fixture_blocks(f).count, 1);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 20 * MiB);
+    vb_fixture_close(f);
 }
 
 /* 19 MiB - 512 -> still a 20 MiB segment; remainder 1 MiB + 512 > 1 MiB
@@ -277,13 +193,13 @@ static void test_large_remainder_of_exactly_1mib_is_not_split(void **state)
 static void test_large_remainder_over_1mib_is_split(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    must_malloc(&f, 19 * MiB - 512, NULL);
-    block_list list = blocks_of(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_must_malloc(f, 19 * MiB - 512);
+    vb_block_list list = vb_fixture_blocks(f);
     assert_int_equal(list.count, 2);
     assert_int_equal(list.blocks[1].block_size, MiB + 512);
-    assert_int_equal(stats_of(&f).allocated_bytes, 19 * MiB - 512);
-    close_fixture(&f);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 19 * MiB - 512);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -295,13 +211,13 @@ static void test_large_remainder_over_1mib_is_split(void **state)
 static void test_best_fit_takes_the_smallest_block_that_fits(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    vb_addr big = must_malloc(&f, 14 * MiB, NULL);
-    vb_addr fitting = must_malloc(&f, 12 * MiB, NULL);
-    must_free(&f, big);
-    must_free(&f, fitting);
-    assert_int_equal(must_malloc(&f, 11 * MiB, NULL), fitting);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_addr big = vb_must_malloc(f, 14 * MiB);
+    vb_addr fitting = vb_must_malloc(f, 12 * MiB);
+    vb_must_free(f, big);
+    vb_must_free(f, fitting);
+    assert_int_equal(vb_must_malloc(f, 11 * MiB), fitting);
+    vb_fixture_close(f);
 }
 
 /* A block cached on one stream is not handed to another: the second
@@ -309,13 +225,12 @@ static void test_best_fit_takes_the_smallest_block_that_fits(void **state)
 static void test_cached_block_is_not_used_by_another_stream(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    vb_stream other;
-    assert_int_equal(f.dev->ops->stream_create(f.dev, &other), VB_OK);
-    must_free(&f, must_malloc(&f, 20 * MiB, NULL));
-    must_malloc(&f, 20 * MiB, other);
-    assert_int_equal(stats_of(&f).reserved_bytes, 40 * MiB);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_stream other = vb_fixture_stream(f);
+    vb_must_free(f, vb_must_malloc(f, 20 * MiB));
+    vb_must_malloc_on(f, 20 * MiB, other);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 40 * MiB);
+    vb_fixture_close(f);
 }
 
 /* Three 2 MiB blocks A B C at the front of a 20 MiB segment (14 MiB free
@@ -324,19 +239,19 @@ static void test_cached_block_is_not_used_by_another_stream(void **state)
 static void test_freeing_middle_then_neighbours_coalesces_to_one_block(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    vb_addr a = must_malloc(&f, 2 * MiB, NULL);
-    vb_addr b = must_malloc(&f, 2 * MiB, NULL);
-    vb_addr c = must_malloc(&f, 2 * MiB, NULL);
-    must_free(&f, b);
-    assert_int_equal(blocks_of(&f).count, 4);
-    must_free(&f, a);
-    must_free(&f, c);
-    block_list list = blocks_of(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_addr a = vb_must_malloc(f, 2 * MiB);
+    vb_addr b = vb_must_malloc(f, 2 * MiB);
+    vb_addr c = vb_must_malloc(f, 2 * MiB);
+    vb_must_free(f, b);
+    assert_int_equal(vb_fixture_blocks(f).count, 4);
+    vb_must_free(f, a);
+    vb_must_free(f, c);
+    vb_block_list list = vb_fixture_blocks(f);
     assert_int_equal(list.count, 1);
     assert_int_equal(list.blocks[0].block_size, 20 * MiB);
     assert_int_equal(list.blocks[0].allocated, 0);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* The coalesced 20 MiB segment is unsplit and free: empty_cache returns
@@ -344,16 +259,16 @@ static void test_freeing_middle_then_neighbours_coalesces_to_one_block(void **st
 static void test_empty_cache_releases_a_coalesced_segment(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    vb_addr a = must_malloc(&f, 2 * MiB, NULL);
-    vb_addr b = must_malloc(&f, 2 * MiB, NULL);
-    must_free(&f, b);
-    must_free(&f, a);
-    assert_int_equal(vb_empty_cache(f.allocator), VB_OK);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_addr a = vb_must_malloc(f, 2 * MiB);
+    vb_addr b = vb_must_malloc(f, 2 * MiB);
+    vb_must_free(f, b);
+    vb_must_free(f, a);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.reserved_bytes, 0);
     assert_int_equal(s.driver_free_calls, 1);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* With one 2 MiB block still allocated the 20 MiB segment is split:
@@ -361,12 +276,12 @@ static void test_empty_cache_releases_a_coalesced_segment(void **state)
 static void test_empty_cache_keeps_a_segment_in_use(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    must_malloc(&f, 2 * MiB, NULL);
-    must_free(&f, must_malloc(&f, 2 * MiB, NULL));
-    assert_int_equal(vb_empty_cache(f.allocator), VB_OK);
-    assert_int_equal(stats_of(&f).reserved_bytes, 20 * MiB);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_must_malloc(f, 2 * MiB);
+    vb_must_free(f, vb_must_malloc(f, 2 * MiB));
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 20 * MiB);
+    vb_fixture_close(f);
 }
 
 /* 2 MiB allocated in a 20 MiB segment, 512 B in a 2 MiB small one: cached
@@ -374,32 +289,32 @@ static void test_empty_cache_keeps_a_segment_in_use(void **state)
 static void test_cached_reports_free_bytes_and_largest_block(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    must_malloc(&f, 2 * MiB, NULL);
-    must_malloc(&f, 512, NULL);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_must_malloc(f, 2 * MiB);
+    vb_must_malloc(f, 512);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.free_cached_bytes, 18 * MiB + 2 * MiB - 512);
     assert_int_equal(s.largest_free_block, 18 * MiB);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* segments() lists segments by address, each block inside its segment. */
 static void test_segments_are_listed_in_address_order(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    must_malloc(&f, 30 * MiB, NULL);
-    must_malloc(&f, 512, NULL);
-    must_malloc(&f, 12 * MiB, NULL);
-    block_list list = blocks_of(&f);
-    assert_int_equal(segment_count(&list), 3);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_must_malloc(f, 30 * MiB);
+    vb_must_malloc(f, 512);
+    vb_must_malloc(f, 12 * MiB);
+    vb_block_list list = vb_fixture_blocks(f);
+    assert_int_equal(vb_block_list_segment_count(&list), 3);
     for (size_t i = 1; i < list.count; i++) assert_true(list.blocks[i].block > list.blocks[i - 1].block);
     for (size_t i = 0; i < list.count; i++) {
         assert_true(list.blocks[i].block >= list.blocks[i].segment);
         assert_true(list.blocks[i].block + list.blocks[i].block_size <=
                     list.blocks[i].segment + list.blocks[i].segment_size);
     }
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -413,15 +328,15 @@ static void test_oversize_block_serves_request_within_20mib_unsplit(void **state
 {
     (void)state;
     const char *const settings[] = {"max_split_size_mb=40", NULL};
-    fixture f = open_caching(0, settings);
-    vb_addr block = must_malloc(&f, 50 * MiB, NULL);
-    must_free(&f, block);
-    assert_int_equal(must_malloc(&f, 45 * MiB, NULL), block);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_caching(0, settings);
+    vb_addr block = vb_must_malloc(f, 50 * MiB);
+    vb_must_free(f, block);
+    assert_int_equal(vb_must_malloc(f, 45 * MiB), block);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.allocated_bytes, 50 * MiB);
     assert_int_equal(s.driver_alloc_calls, 1);
-    assert_int_equal(blocks_of(&f).count, 1);
-    close_fixture(&f);
+    assert_int_equal(vb_fixture_blocks(f).count, 1);
+    vb_fixture_close(f);
 }
 
 /* A cached 70 MiB oversize block and a 50 MiB request: 70 - 50 = 20 MiB is
@@ -430,11 +345,11 @@ static void test_oversize_block_refuses_request_20mib_smaller(void **state)
 {
     (void)state;
     const char *const settings[] = {"max_split_size_mb=40", NULL};
-    fixture f = open_caching(0, settings);
-    must_free(&f, must_malloc(&f, 70 * MiB, NULL));
-    must_malloc(&f, 50 * MiB, NULL);
-    assert_int_equal(stats_of(&f).reserved_bytes, 120 * MiB);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, settings);
+    vb_must_free(f, vb_must_malloc(f, 70 * MiB));
+    vb_must_malloc(f, 50 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 120 * MiB);
+    vb_fixture_close(f);
 }
 
 /* A request under max_split_size (30 MiB < 40) never takes an oversize
@@ -443,11 +358,11 @@ static void test_oversize_block_refuses_request_below_max_split_size(void **stat
 {
     (void)state;
     const char *const settings[] = {"max_split_size_mb=40", NULL};
-    fixture f = open_caching(0, settings);
-    must_free(&f, must_malloc(&f, 50 * MiB, NULL));
-    must_malloc(&f, 30 * MiB, NULL);
-    assert_int_equal(stats_of(&f).reserved_bytes, 80 * MiB);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, settings);
+    vb_must_free(f, vb_must_malloc(f, 50 * MiB));
+    vb_must_malloc(f, 30 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 80 * MiB);
+    vb_fixture_close(f);
 }
 
 /* Without the option the same 50 MiB block is split for 30 MiB (remainder
@@ -455,12 +370,12 @@ static void test_oversize_block_refuses_request_below_max_split_size(void **stat
 static void test_without_max_split_size_large_blocks_split(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    must_free(&f, must_malloc(&f, 50 * MiB, NULL));
-    must_malloc(&f, 30 * MiB, NULL);
-    assert_int_equal(stats_of(&f).reserved_bytes, 50 * MiB);
-    assert_int_equal(blocks_of(&f).count, 2);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_must_free(f, vb_must_malloc(f, 50 * MiB));
+    vb_must_malloc(f, 30 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 50 * MiB);
+    assert_int_equal(vb_fixture_blocks(f).count, 2);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -472,60 +387,47 @@ static void test_without_max_split_size_large_blocks_split(void **state)
 static void test_block_not_reused_while_other_stream_work_pending(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    vb_stream side;
-    assert_int_equal(f.dev->ops->stream_create(f.dev, &side), VB_OK);
-    vb_addr block = must_malloc(&f, 20 * MiB, NULL);
-    assert_int_equal(vb_record_stream(f.allocator, block, side), VB_OK);
-    assert_int_equal(f.dev->ops->enqueue_busy(f.dev, side, 1000000), VB_OK);
-    must_free(&f, block);
-    assert_true(must_malloc(&f, 20 * MiB, NULL) != block);
-    assert_int_equal(stats_of(&f).reserved_bytes, 40 * MiB);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_addr block = vb_must_malloc(f, 20 * MiB);
+    vb_free_while_used_on_busy_stream(f, block, 1000000);
+    assert_true(vb_must_malloc(f, 20 * MiB) != block);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 40 * MiB);
+    vb_fixture_close(f);
 }
 
 /* Once the side stream's work completes the block is reused. */
 static void test_block_reused_after_other_stream_completes(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    vb_stream side;
-    assert_int_equal(f.dev->ops->stream_create(f.dev, &side), VB_OK);
-    vb_addr block = must_malloc(&f, 20 * MiB, NULL);
-    assert_int_equal(vb_record_stream(f.allocator, block, side), VB_OK);
-    assert_int_equal(f.dev->ops->enqueue_busy(f.dev, side, 1000000), VB_OK);
-    must_free(&f, block);
-    vb_sim_complete_stream(f.dev, side);
-    assert_int_equal(must_malloc(&f, 20 * MiB, NULL), block);
-    assert_int_equal(stats_of(&f).reserved_bytes, 20 * MiB);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_addr block = vb_must_malloc(f, 20 * MiB);
+    vb_stream side = vb_free_while_used_on_busy_stream(f, block, 1000000);
+    vb_sim_complete_stream(f->dev, side);
+    assert_int_equal(vb_must_malloc(f, 20 * MiB), block);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 20 * MiB);
+    vb_fixture_close(f);
 }
 
 /* empty_cache waits for the pending event, then frees the segment. */
 static void test_empty_cache_waits_for_pending_uses_then_releases(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    vb_stream side;
-    assert_int_equal(f.dev->ops->stream_create(f.dev, &side), VB_OK);
-    vb_addr block = must_malloc(&f, 20 * MiB, NULL);
-    assert_int_equal(vb_record_stream(f.allocator, block, side), VB_OK);
-    assert_int_equal(f.dev->ops->enqueue_busy(f.dev, side, 1000000), VB_OK);
-    must_free(&f, block);
-    assert_int_equal(vb_empty_cache(f.allocator), VB_OK);
-    assert_int_equal(stats_of(&f).reserved_bytes, 0);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_addr block = vb_must_malloc(f, 20 * MiB);
+    vb_free_while_used_on_busy_stream(f, block, 1000000);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 0);
+    vb_fixture_close(f);
 }
 
 /* record_stream of a pointer that is not allocated is an error. */
 static void test_record_stream_of_unknown_pointer_is_invalid(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    vb_stream side;
-    assert_int_equal(f.dev->ops->stream_create(f.dev, &side), VB_OK);
-    assert_int_equal(vb_record_stream(f.allocator, 0x1000, side), VB_ERR_INVALID);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_stream side = vb_fixture_stream(f);
+    assert_int_equal(vb_record_stream(f->alloc, 0x1000, side), VB_ERR_INVALID);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -538,15 +440,15 @@ static void test_record_stream_of_unknown_pointer_is_invalid(void **state)
 static void test_oom_releases_cache_and_retry_is_counted(void **state)
 {
     (void)state;
-    fixture f = open_caching(64 * MiB, NULL);
-    must_free(&f, must_malloc(&f, 40 * MiB, NULL));
-    must_malloc(&f, 50 * MiB, NULL);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_caching(64 * MiB, NULL);
+    vb_must_free(f, vb_must_malloc(f, 40 * MiB));
+    vb_must_malloc(f, 50 * MiB);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.alloc_retries, 1);
     assert_int_equal(s.ooms, 0);
     assert_int_equal(s.driver_free_calls, 1);
     assert_int_equal(s.reserved_bytes, 50 * MiB);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* 100 MiB on a 64 MiB device: the retry happens (counted, as PyTorch does)
@@ -554,13 +456,13 @@ static void test_oom_releases_cache_and_retry_is_counted(void **state)
 static void test_oom_after_failed_retry_is_reported(void **state)
 {
     (void)state;
-    fixture f = open_caching(64 * MiB, NULL);
+    vb_alloc_fixture *f = open_caching(64 * MiB, NULL);
     vb_addr addr = 0;
-    assert_int_equal(vb_malloc(f.allocator, 100 * MiB, NULL, &addr), VB_ERR_OOM);
-    vb_alloc_stats s = stats_of(&f);
+    assert_int_equal(vb_malloc(f->alloc, 100 * MiB, NULL, &addr), VB_ERR_OOM);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.ooms, 1);
     assert_int_equal(s.alloc_retries, 1);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* With max_split_size 20 MiB on a 64 MiB device, cached oversize blocks of
@@ -572,17 +474,17 @@ static void test_oom_frees_oversize_blocks_before_whole_cache(void **state)
 {
     (void)state;
     const char *const settings[] = {"max_split_size_mb=20", NULL};
-    fixture f = open_caching(64 * MiB, settings);
-    vb_addr a = must_malloc(&f, 24 * MiB, NULL);
-    vb_addr b = must_malloc(&f, 30 * MiB, NULL);
-    must_free(&f, a);
-    must_free(&f, b);
-    must_malloc(&f, 40 * MiB, NULL);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_caching(64 * MiB, settings);
+    vb_addr a = vb_must_malloc(f, 24 * MiB);
+    vb_addr b = vb_must_malloc(f, 30 * MiB);
+    vb_must_free(f, a);
+    vb_must_free(f, b);
+    vb_must_malloc(f, 40 * MiB);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.alloc_retries, 0);
     assert_int_equal(s.driver_free_calls, 2);
     assert_int_equal(s.reserved_bytes, 40 * MiB);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* memory_fraction 0.25 of 100 MiB allows 25 MiB: 20 MiB fits, 10 MiB more
@@ -591,12 +493,12 @@ static void test_memory_fraction_caps_reserved_memory(void **state)
 {
     (void)state;
     const char *const settings[] = {"memory_fraction=0.25", NULL};
-    fixture f = open_caching(100 * MiB, settings);
-    must_malloc(&f, 20 * MiB, NULL);
+    vb_alloc_fixture *f = open_caching(100 * MiB, settings);
+    vb_must_malloc(f, 20 * MiB);
     vb_addr addr = 0;
-    assert_int_equal(vb_malloc(f.allocator, 10 * MiB, NULL, &addr), VB_ERR_OOM);
-    assert_int_equal(stats_of(&f).reserved_bytes, 20 * MiB);
-    close_fixture(&f);
+    assert_int_equal(vb_malloc(f->alloc, 10 * MiB, NULL, &addr), VB_ERR_OOM);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 20 * MiB);
+    vb_fixture_close(f);
 }
 
 /* 200 MiB device, memory_fraction 0.5 (100 MiB allowed), threshold 0.3
@@ -611,18 +513,18 @@ static void test_garbage_collection_frees_the_oldest_cached_segments(void **stat
 {
     (void)state;
     const char *const settings[] = {"memory_fraction=0.5", "garbage_collection_threshold=0.3", NULL};
-    fixture f = open_caching(200 * MiB, settings);
-    vb_addr a = must_malloc(&f, 12 * MiB, NULL);
-    vb_addr b = must_malloc(&f, 14 * MiB, NULL);
-    must_free(&f, a);
-    must_free(&f, b);
-    must_free(&f, must_malloc(&f, 16 * MiB, NULL));
-    must_malloc(&f, 18 * MiB, NULL);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_caching(200 * MiB, settings);
+    vb_addr a = vb_must_malloc(f, 12 * MiB);
+    vb_addr b = vb_must_malloc(f, 14 * MiB);
+    vb_must_free(f, a);
+    vb_must_free(f, b);
+    vb_must_free(f, vb_must_malloc(f, 16 * MiB));
+    vb_must_malloc(f, 18 * MiB);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.reserved_bytes, 34 * MiB);
     assert_int_equal(s.free_cached_bytes, 16 * MiB);
     assert_int_equal(s.driver_free_calls, 2);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -633,11 +535,9 @@ static void test_garbage_collection_frees_the_oldest_cached_segments(void **stat
 static void expect_config_refused(const char *setting)
 {
     const char *const settings[] = {setting, NULL};
-    fixture f;
     vb_clear_error();
-    assert_int_equal(try_open(&f, "caching", 0, settings), VB_ERR_INVALID);
+    assert_int_equal(vb_fixture_create_status("caching", 0, settings), VB_ERR_INVALID);
     assert_true(strlen(vb_last_error()) > 0);
-    vb_device_close(f.dev);
 }
 
 static void test_unknown_config_key_is_invalid(void **state)
@@ -682,14 +582,14 @@ static void test_memory_fraction_above_1_is_invalid(void **state)
 static void test_double_free_is_invalid(void **state)
 {
     (void)state;
-    fixture f = open_caching(0, NULL);
-    vb_addr addr = must_malloc(&f, 4096, NULL);
-    must_free(&f, addr);
-    vb_alloc_stats before = stats_of(&f);
-    assert_int_equal(vb_free(f.allocator, addr), VB_ERR_INVALID);
-    vb_alloc_stats after = stats_of(&f);
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_addr addr = vb_must_malloc(f, 4096);
+    vb_must_free(f, addr);
+    vb_alloc_stats before = vb_fixture_stats(f);
+    assert_int_equal(vb_free(f->alloc, addr), VB_ERR_INVALID);
+    vb_alloc_stats after = vb_fixture_stats(f);
     assert_memory_equal(&before, &after, sizeof before);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -700,10 +600,10 @@ static void test_double_free_is_invalid(void **state)
 static void test_expandable_small_pool_maps_2mib_chunks(void **state)
 {
     (void)state;
-    fixture f = open_expandable(0);
-    must_malloc(&f, 512, NULL);
-    assert_int_equal(stats_of(&f).reserved_bytes, 2 * MiB);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_expandable(0);
+    vb_must_malloc(f, 512);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 2 * MiB);
+    vb_fixture_close(f);
 }
 
 /* 30 MiB needs two 20 MiB chunks (40 MiB mapped, two vm_create calls); the
@@ -711,13 +611,13 @@ static void test_expandable_small_pool_maps_2mib_chunks(void **state)
 static void test_expandable_large_pool_maps_20mib_chunks(void **state)
 {
     (void)state;
-    fixture f = open_expandable(0);
-    must_malloc(&f, 30 * MiB, NULL);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_expandable(0);
+    vb_must_malloc(f, 30 * MiB);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.reserved_bytes, 40 * MiB);
     assert_int_equal(s.driver_alloc_calls, 2);
     assert_int_equal(s.allocated_bytes, 30 * MiB);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* 19 MiB in one 20 MiB chunk leaves 1 MiB, >= 512 B: split (caching keeps
@@ -725,11 +625,11 @@ static void test_expandable_large_pool_maps_20mib_chunks(void **state)
 static void test_expandable_splits_a_large_remainder_of_1mib(void **state)
 {
     (void)state;
-    fixture f = open_expandable(0);
-    must_malloc(&f, 19 * MiB, NULL);
-    assert_int_equal(stats_of(&f).allocated_bytes, 19 * MiB);
-    assert_int_equal(blocks_of(&f).count, 2);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_expandable(0);
+    vb_must_malloc(f, 19 * MiB);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 19 * MiB);
+    assert_int_equal(vb_fixture_blocks(f).count, 2);
+    vb_fixture_close(f);
 }
 
 /* Two 30 MiB requests: the first maps chunks 0-1 (40 MiB, 10 free at the
@@ -738,14 +638,14 @@ static void test_expandable_splits_a_large_remainder_of_1mib(void **state)
 static void test_expandable_grows_one_segment_instead_of_adding_segments(void **state)
 {
     (void)state;
-    fixture f = open_expandable(0);
-    vb_addr first = must_malloc(&f, 30 * MiB, NULL);
-    assert_int_equal(must_malloc(&f, 30 * MiB, NULL), first + 30 * MiB);
-    block_list list = blocks_of(&f);
-    assert_int_equal(segment_count(&list), 1);
+    vb_alloc_fixture *f = open_expandable(0);
+    vb_addr first = vb_must_malloc(f, 30 * MiB);
+    assert_int_equal(vb_must_malloc(f, 30 * MiB), first + 30 * MiB);
+    vb_block_list list = vb_fixture_blocks(f);
+    assert_int_equal(vb_block_list_segment_count(&list), 1);
     assert_int_equal(list.blocks[0].segment_size, 60 * MiB);
-    assert_int_equal(stats_of(&f).driver_alloc_calls, 3);
-    close_fixture(&f);
+    assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 3);
+    vb_fixture_close(f);
 }
 
 /* Free blocks: a 10 MiB one between allocated blocks and an 8 MiB one at
@@ -755,13 +655,13 @@ static void test_expandable_grows_one_segment_instead_of_adding_segments(void **
 static void test_expandable_best_fit_prefers_a_block_that_cannot_grow(void **state)
 {
     (void)state;
-    fixture f = open_expandable(0);
-    vb_addr a = must_malloc(&f, 10 * MiB, NULL);
-    must_malloc(&f, 10 * MiB, NULL);
-    must_malloc(&f, 12 * MiB, NULL);
-    must_free(&f, a);
-    assert_int_equal(must_malloc(&f, 8 * MiB, NULL), a);
-    close_fixture(&f);
+    vb_alloc_fixture *f = open_expandable(0);
+    vb_addr a = vb_must_malloc(f, 10 * MiB);
+    vb_must_malloc(f, 10 * MiB);
+    vb_must_malloc(f, 12 * MiB);
+    vb_must_free(f, a);
+    assert_int_equal(vb_must_malloc(f, 8 * MiB), a);
+    vb_fixture_close(f);
 }
 
 /* Freeing everything and empty_cache unmaps and releases all three chunks
@@ -770,17 +670,17 @@ static void test_expandable_best_fit_prefers_a_block_that_cannot_grow(void **sta
 static void test_expandable_empty_cache_unmaps_every_free_chunk(void **state)
 {
     (void)state;
-    fixture f = open_expandable(0);
-    vb_addr a = must_malloc(&f, 30 * MiB, NULL);
-    vb_addr b = must_malloc(&f, 30 * MiB, NULL);
-    must_free(&f, a);
-    must_free(&f, b);
-    assert_int_equal(vb_empty_cache(f.allocator), VB_OK);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_expandable(0);
+    vb_addr a = vb_must_malloc(f, 30 * MiB);
+    vb_addr b = vb_must_malloc(f, 30 * MiB);
+    vb_must_free(f, a);
+    vb_must_free(f, b);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.reserved_bytes, 0);
     assert_int_equal(s.driver_free_calls, 3);
-    assert_int_equal(blocks_of(&f).count, 0);
-    close_fixture(&f);
+    assert_int_equal(vb_fixture_blocks(f).count, 0);
+    vb_fixture_close(f);
 }
 
 /* With a [0,30) still allocated, the free block [30,60) holds only chunk 2
@@ -789,14 +689,14 @@ static void test_expandable_empty_cache_unmaps_every_free_chunk(void **state)
 static void test_expandable_empty_cache_keeps_chunks_in_use(void **state)
 {
     (void)state;
-    fixture f = open_expandable(0);
-    must_malloc(&f, 30 * MiB, NULL);
-    must_free(&f, must_malloc(&f, 30 * MiB, NULL));
-    assert_int_equal(vb_empty_cache(f.allocator), VB_OK);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_expandable(0);
+    vb_must_malloc(f, 30 * MiB);
+    vb_must_free(f, vb_must_malloc(f, 30 * MiB));
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.reserved_bytes, 40 * MiB);
     assert_int_equal(s.free_cached_bytes, 10 * MiB);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* The OOM case of caching above (64 MiB device, 40 MiB cached, 50 MiB
@@ -805,13 +705,13 @@ static void test_expandable_empty_cache_keeps_chunks_in_use(void **state)
 static void test_expandable_grows_into_freed_space_without_a_retry(void **state)
 {
     (void)state;
-    fixture f = open_expandable(64 * MiB);
-    must_free(&f, must_malloc(&f, 40 * MiB, NULL));
-    must_malloc(&f, 50 * MiB, NULL);
-    vb_alloc_stats s = stats_of(&f);
+    vb_alloc_fixture *f = open_expandable(64 * MiB);
+    vb_must_free(f, vb_must_malloc(f, 40 * MiB));
+    vb_must_malloc(f, 50 * MiB);
+    vb_alloc_stats s = vb_fixture_stats(f);
     assert_int_equal(s.alloc_retries, 0);
     assert_int_equal(s.reserved_bytes, 60 * MiB);
-    close_fixture(&f);
+    vb_fixture_close(f);
 }
 
 /* expandable has no max_split_size_mb: the key is refused. */
@@ -819,9 +719,7 @@ static void test_expandable_refuses_caching_only_option(void **state)
 {
     (void)state;
     const char *const settings[] = {"max_split_size_mb=64", NULL};
-    fixture f;
-    assert_int_equal(try_open(&f, "expandable", 0, settings), VB_ERR_INVALID);
-    vb_device_close(f.dev);
+    assert_int_equal(vb_fixture_create_status("expandable", 0, settings), VB_ERR_INVALID);
 }
 
 /* Peak reserved bytes of the issue-4 sequence on `name`:
@@ -835,15 +733,15 @@ static void test_expandable_refuses_caching_only_option(void **state)
  *   [0,20), d [20,52) of the same free block. Peak 60 MiB. */
 static uint64_t stranding_sequence_peak(const char *name)
 {
-    fixture f = open_allocator(name, 0, NULL);
-    vb_addr a = must_malloc(&f, 30 * MiB, NULL);
-    vb_addr b = must_malloc(&f, 30 * MiB, NULL);
-    must_free(&f, a);
-    must_free(&f, b);
-    must_malloc(&f, 20 * MiB, NULL);
-    must_malloc(&f, 32 * MiB, NULL);
-    uint64_t peak = stats_of(&f).reserved_bytes_peak;
-    close_fixture(&f);
+    vb_alloc_fixture *f = vb_fixture_open(name, 0, NULL);
+    vb_addr a = vb_must_malloc(f, 30 * MiB);
+    vb_addr b = vb_must_malloc(f, 30 * MiB);
+    vb_must_free(f, a);
+    vb_must_free(f, b);
+    vb_must_malloc(f, 20 * MiB);
+    vb_must_malloc(f, 32 * MiB);
+    uint64_t peak = vb_fixture_stats(f).reserved_bytes_peak;
+    vb_fixture_close(f);
     return peak;
 }
 
