@@ -67,18 +67,31 @@ static void pool_free(fixture *f, vb_pool pool, vb_addr addr, vb_stream stream)
     assert_int_equal(f->dev->ops->pool_free(f->dev, pool, addr, stream), VB_OK);
 }
 
-static uint64_t reserved_of(fixture *f, vb_pool pool)
+/* What pool_usage reports: bytes the pool holds, and of them in use. */
+typedef struct pool_usage {
+    uint64_t reserved, used;
+} pool_usage;
+
+static pool_usage usage_of(fixture *f, vb_pool pool)
 {
-    uint64_t reserved = 0, used = 0;
-    assert_int_equal(f->dev->ops->pool_usage(f->dev, pool, &reserved, &used), VB_OK);
-    return reserved;
+    pool_usage usage = {0, 0};
+    assert_int_equal(f->dev->ops->pool_usage(f->dev, pool, &usage.reserved, &usage.used), VB_OK);
+    return usage;
 }
 
-static uint64_t used_of(fixture *f, vb_pool pool)
+static uint64_t reserved_of(fixture *f, vb_pool pool)
 {
-    uint64_t reserved = 0, used = 0;
-    assert_int_equal(f->dev->ops->pool_usage(f->dev, pool, &reserved, &used), VB_OK);
-    return used;
+    return usage_of(f, pool).reserved;
+}
+
+/* A block of `size` taken on stream A and freed there behind `busy_ns` of
+ * work on A: the free completes only when that work does. */
+static vb_addr freed_behind_busy_work(fixture *f, vb_pool pool, uint64_t size, uint64_t busy_ns)
+{
+    vb_addr addr = pool_malloc(f, pool, size, f->a);
+    f->dev->ops->enqueue_busy(f->dev, f->a, busy_ns);
+    pool_free(f, pool, addr, f->a);
+    return addr;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -90,9 +103,7 @@ static void test_pool_reuses_block_on_freeing_stream_at_once(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
-    vb_addr p = pool_malloc(f, pool, 2 * MiB, f->a);
-    f->dev->ops->enqueue_busy(f->dev, f->a, 1000);
-    pool_free(f, pool, p, f->a);
+    vb_addr p = freed_behind_busy_work(f, pool, 2 * MiB, 1000);
     assert_int_equal(pool_malloc(f, pool, 2 * MiB, f->a), p);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
@@ -103,9 +114,7 @@ static void test_pool_withholds_block_from_other_stream_until_free_completes(voi
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
-    vb_addr p = pool_malloc(f, pool, 2 * MiB, f->a);
-    f->dev->ops->enqueue_busy(f->dev, f->a, 1000);
-    pool_free(f, pool, p, f->a);
+    vb_addr p = freed_behind_busy_work(f, pool, 2 * MiB, 1000);
     vb_addr q = pool_malloc(f, pool, 2 * MiB, f->b);
     assert_true(q != p);
     assert_int_equal(reserved_of(f, pool), 4 * MiB);
@@ -117,9 +126,7 @@ static void test_pool_hands_block_to_other_stream_after_free_completes(void **st
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
-    vb_addr p = pool_malloc(f, pool, 2 * MiB, f->a);
-    f->dev->ops->enqueue_busy(f->dev, f->a, 1000);
-    pool_free(f, pool, p, f->a);
+    vb_addr p = freed_behind_busy_work(f, pool, 2 * MiB, 1000);
     vb_sim_complete_stream(f->dev, f->a);
     assert_int_equal(pool_malloc(f, pool, 2 * MiB, f->b), p);
     f->dev->ops->pool_destroy(f->dev, pool);
@@ -156,7 +163,7 @@ static void test_pool_rounds_request_to_512_bytes(void **state)
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
     pool_malloc(f, pool, 1, f->a);
-    assert_int_equal(used_of(f, pool), 512);
+    assert_int_equal(usage_of(f, pool).used, 512);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
@@ -257,9 +264,7 @@ static void test_pool_release_waits_for_free_to_complete(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, 0);
-    vb_addr p = pool_malloc(f, pool, 2 * MiB, f->a);
-    f->dev->ops->enqueue_busy(f->dev, f->a, 1000);
-    pool_free(f, pool, p, f->a);
+    freed_behind_busy_work(f, pool, 2 * MiB, 1000);
     f->dev->ops->enqueue_busy(f->dev, f->b, 10);
     f->dev->ops->stream_synchronize(f->dev, f->b);
     assert_int_equal(reserved_of(f, pool), 2 * MiB);
@@ -373,6 +378,14 @@ static vb_status new_async(fixture *f, const char *key, const char *value, vb_al
     return vb_allocator_create("async", f->dev, &config, out);
 }
 
+/* new_async, which must succeed. */
+static vb_allocator *open_async(fixture *f, const char *key, const char *value)
+{
+    vb_allocator *async = NULL;
+    assert_int_equal(new_async(f, key, value, &async), VB_OK);
+    return async;
+}
+
 static vb_addr async_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream)
 {
     vb_addr addr = 0;
@@ -391,8 +404,7 @@ static vb_alloc_stats stats_of(vb_allocator *allocator)
 static void test_async_allocated_is_size_rounded_to_512(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     async_malloc(async, 1, f->a);
     assert_int_equal(stats_of(async).allocated_bytes, 512);
     vb_allocator_destroy(async);
@@ -402,8 +414,7 @@ static void test_async_allocated_is_size_rounded_to_512(void **state)
 static void test_async_reserved_is_pool_reserved(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     async_malloc(async, 1, f->a);
     assert_int_equal(stats_of(async).reserved_bytes, 2 * MiB);
     vb_allocator_destroy(async);
@@ -413,8 +424,7 @@ static void test_async_reserved_is_pool_reserved(void **state)
 static void test_async_default_threshold_keeps_memory_at_synchronize(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     assert_int_equal(vb_free(async, async_malloc(async, 1 * MiB, f->a)), VB_OK);
     f->dev->ops->device_synchronize(f->dev);
     assert_int_equal(stats_of(async).reserved_bytes, 2 * MiB);
@@ -426,8 +436,7 @@ static void test_async_default_threshold_keeps_memory_at_synchronize(void **stat
 static void test_async_threshold_zero_releases_at_synchronize(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, "release_threshold", "0", &async), VB_OK);
+    vb_allocator *async = open_async(f, "release_threshold", "0");
     assert_int_equal(vb_free(async, async_malloc(async, 1 * MiB, f->a)), VB_OK);
     f->dev->ops->device_synchronize(f->dev);
     assert_int_equal(stats_of(async).reserved_bytes, 0);
@@ -438,8 +447,7 @@ static void test_async_threshold_zero_releases_at_synchronize(void **state)
 static void test_async_free_reuses_on_allocating_stream_at_once(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     vb_addr p = async_malloc(async, 2 * MiB, f->a);
     f->dev->ops->enqueue_busy(f->dev, f->a, 1000);
     assert_int_equal(vb_free(async, p), VB_OK);
@@ -452,8 +460,7 @@ static void test_async_free_reuses_on_allocating_stream_at_once(void **state)
 static void test_async_record_stream_withholds_block_until_stream_completes(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     vb_addr p = async_malloc(async, 2 * MiB, f->a);
     assert_int_equal(vb_record_stream(async, p, f->b), VB_OK);
     f->dev->ops->enqueue_busy(f->dev, f->b, 1000);
@@ -466,8 +473,7 @@ static void test_async_record_stream_withholds_block_until_stream_completes(void
 static void test_async_record_stream_block_reused_after_stream_completes(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     vb_addr p = async_malloc(async, 2 * MiB, f->a);
     assert_int_equal(vb_record_stream(async, p, f->b), VB_OK);
     f->dev->ops->enqueue_busy(f->dev, f->b, 1000);
@@ -481,8 +487,7 @@ static void test_async_record_stream_block_reused_after_stream_completes(void **
 static void test_async_empty_cache_leaves_reserved_zero(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     vb_addr p = async_malloc(async, 5 * MiB, f->a);
     vb_addr q = async_malloc(async, 100, f->b);
     f->dev->ops->enqueue_busy(f->dev, f->b, 1000);
@@ -498,8 +503,7 @@ static void test_async_empty_cache_leaves_reserved_zero(void **state)
 static void test_async_counts_pool_calls_and_releasing_trims(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     vb_free(async, async_malloc(async, 1 * MiB, f->a));
     vb_empty_cache(async);
     vb_alloc_stats stats = stats_of(async);
@@ -512,8 +516,7 @@ static void test_async_counts_pool_calls_and_releasing_trims(void **state)
 static void test_async_free_cached_is_reserved_minus_used(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     async_malloc(async, 1 * MiB, f->a);
     assert_int_equal(stats_of(async).free_cached_bytes, 1 * MiB);
     vb_allocator_destroy(async);
@@ -522,8 +525,7 @@ static void test_async_free_cached_is_reserved_minus_used(void **state)
 static void test_async_free_of_unknown_pointer_is_invalid(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     vb_addr p = async_malloc(async, 1 * MiB, f->a);
     assert_int_equal(vb_free(async, p + 256), VB_ERR_INVALID);
     vb_allocator_destroy(async);
@@ -532,8 +534,7 @@ static void test_async_free_of_unknown_pointer_is_invalid(void **state)
 static void test_async_double_free_is_invalid(void **state)
 {
     fixture *f = *state;
-    vb_allocator *async;
-    assert_int_equal(new_async(f, NULL, NULL, &async), VB_OK);
+    vb_allocator *async = open_async(f, NULL, NULL);
     vb_addr p = async_malloc(async, 1 * MiB, f->a);
     assert_int_equal(vb_free(async, p), VB_OK);
     assert_int_equal(vb_free(async, p), VB_ERR_INVALID);
