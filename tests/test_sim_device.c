@@ -62,12 +62,27 @@ static uint64_t used_of(vb_device *dev)
     return total_bytes - free_bytes;
 }
 
+/* A new stream on `dev` (closing the device frees it). */
+static vb_stream new_stream(vb_device *dev)
+{
+    vb_stream stream = NULL;
+    assert_int_equal(dev->ops->stream_create(dev, &stream), VB_OK);
+    return stream;
+}
+
+/* A new event on `dev`, not yet recorded; the test destroys it. */
+static vb_event new_event(vb_device *dev)
+{
+    vb_event event = NULL;
+    assert_int_equal(dev->ops->event_create(dev, &event), VB_OK);
+    return event;
+}
+
 /* A stream with `nanoseconds` of work queued and an event after it. */
 static vb_event busy_event(vb_device *dev, vb_stream stream, uint64_t nanoseconds)
 {
-    vb_event event = NULL;
     assert_int_equal(dev->ops->enqueue_busy(dev, stream, nanoseconds), VB_OK);
-    assert_int_equal(dev->ops->event_create(dev, &event), VB_OK);
+    vb_event event = new_event(dev);
     assert_int_equal(dev->ops->event_record(dev, event, stream), VB_OK);
     return event;
 }
@@ -206,8 +221,7 @@ static size_t run_fixed_sequence(vb_device *dev, uint64_t *trace)
 {
     size_t n = 0;
     vb_addr addrs[16];
-    vb_stream stream = NULL;
-    assert_int_equal(dev->ops->stream_create(dev, &stream), VB_OK);
+    vb_stream stream = new_stream(dev);
     for (int i = 0; i < 16; i++) {
         assert_int_equal(dev->ops->mem_alloc(dev, (uint64_t)(i + 1) * 3 * MiB + 7, &addrs[i]), VB_OK);
         trace[n++] = addrs[i];
@@ -255,8 +269,7 @@ static void same_sequence_gives_same_addresses_and_figures(void **state)
 static void event_completes_when_the_clock_reaches_the_work_end(void **state)
 {
     vb_device *dev = open_sim(state, 0);
-    vb_stream stream = NULL;
-    assert_int_equal(dev->ops->stream_create(dev, &stream), VB_OK);
+    vb_stream stream = new_stream(dev);
     vb_event done = busy_event(dev, stream, 1000);
     assert_false(dev->ops->event_query(dev, done));
     vb_sim_advance(dev, 999);
@@ -273,8 +286,7 @@ static void event_completes_when_the_clock_reaches_the_work_end(void **state)
 static void work_on_one_stream_runs_in_order(void **state)
 {
     vb_device *dev = open_sim(state, 0);
-    vb_stream stream = NULL;
-    assert_int_equal(dev->ops->stream_create(dev, &stream), VB_OK);
+    vb_stream stream = new_stream(dev);
     vb_event first = busy_event(dev, stream, 1000);
     vb_event second = busy_event(dev, stream, 1000);
     vb_sim_advance(dev, 1500);
@@ -292,9 +304,7 @@ static void work_on_one_stream_runs_in_order(void **state)
 static void streams_run_concurrently(void **state)
 {
     vb_device *dev = open_sim(state, 0);
-    vb_stream a = NULL, b = NULL;
-    assert_int_equal(dev->ops->stream_create(dev, &a), VB_OK);
-    assert_int_equal(dev->ops->stream_create(dev, &b), VB_OK);
+    vb_stream a = new_stream(dev), b = new_stream(dev);
     assert_int_equal(dev->ops->enqueue_busy(dev, a, 1000), VB_OK);
     assert_int_equal(dev->ops->enqueue_busy(dev, b, 1000), VB_OK);
     assert_int_equal(dev->ops->device_synchronize(dev), VB_OK);
@@ -306,9 +316,7 @@ static void streams_run_concurrently(void **state)
 static void stream_synchronize_waits_for_that_stream_only(void **state)
 {
     vb_device *dev = open_sim(state, 0);
-    vb_stream a = NULL, b = NULL;
-    assert_int_equal(dev->ops->stream_create(dev, &a), VB_OK);
-    assert_int_equal(dev->ops->stream_create(dev, &b), VB_OK);
+    vb_stream a = new_stream(dev), b = new_stream(dev);
     assert_int_equal(dev->ops->enqueue_busy(dev, a, 1000), VB_OK);
     vb_event b_done = busy_event(dev, b, 5000);
     assert_int_equal(dev->ops->stream_synchronize(dev, a), VB_OK);
@@ -337,10 +345,9 @@ static void default_stream_work_is_synchronized(void **state)
 static void event_without_pending_work_is_complete(void **state)
 {
     vb_device *dev = open_sim(state, 0);
-    vb_event never = NULL, idle = NULL;
-    assert_int_equal(dev->ops->event_create(dev, &never), VB_OK);
+    vb_event never = new_event(dev);
     assert_true(dev->ops->event_query(dev, never));
-    assert_int_equal(dev->ops->event_create(dev, &idle), VB_OK);
+    vb_event idle = new_event(dev);
     assert_int_equal(dev->ops->event_record(dev, idle, NULL), VB_OK);
     assert_true(dev->ops->event_query(dev, idle));
     dev->ops->event_destroy(dev, never);
@@ -352,8 +359,7 @@ static void event_without_pending_work_is_complete(void **state)
 static void work_on_an_idle_stream_starts_now(void **state)
 {
     vb_device *dev = open_sim(state, 0);
-    vb_stream stream = NULL;
-    assert_int_equal(dev->ops->stream_create(dev, &stream), VB_OK);
+    vb_stream stream = new_stream(dev);
     vb_sim_advance(dev, 10000);
     vb_event done = busy_event(dev, stream, 1000);
     assert_int_equal(dev->ops->event_synchronize(dev, done), VB_OK);
@@ -367,10 +373,8 @@ static void work_on_an_idle_stream_starts_now(void **state)
 static void event_elapsed_time_is_logical(void **state)
 {
     vb_device *dev = open_sim(state, 0);
-    vb_stream stream = NULL;
-    vb_event start = NULL;
-    assert_int_equal(dev->ops->stream_create(dev, &stream), VB_OK);
-    assert_int_equal(dev->ops->event_create(dev, &start), VB_OK);
+    vb_stream stream = new_stream(dev);
+    vb_event start = new_event(dev);
     assert_int_equal(dev->ops->event_record(dev, start, stream), VB_OK);
     vb_event end = busy_event(dev, stream, 2000000);
     double ms = -1;
@@ -387,9 +391,8 @@ static void event_elapsed_time_is_logical(void **state)
 static void mem_free_synchronizes_the_device(void **state)
 {
     vb_device *dev = open_sim(state, 0);
-    vb_stream stream = NULL;
+    vb_stream stream = new_stream(dev);
     vb_addr addr = 0;
-    assert_int_equal(dev->ops->stream_create(dev, &stream), VB_OK);
     assert_int_equal(dev->ops->mem_alloc(dev, MiB, &addr), VB_OK);
     vb_event done = busy_event(dev, stream, 5000);
     assert_int_equal(dev->ops->mem_free(dev, addr), VB_OK);
