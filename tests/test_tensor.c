@@ -161,6 +161,14 @@ static int teardown(void **state)
     return 0;
 }
 
+/* A rows x cols fp32 tensor on the run's stream, which must be had. */
+static vb_tensor *new_tensor(fixture *f, int64_t rows, int64_t cols)
+{
+    vb_tensor *tensor = NULL;
+    assert_int_equal(vb_tensor_empty(f->run, rows, cols, vb_run_stream(f->run), &tensor), VB_OK);
+    return tensor;
+}
+
 /* ------------------------------------------------------------------------ */
 /* References                                                                */
 /* ------------------------------------------------------------------------ */
@@ -169,8 +177,7 @@ static int teardown(void **state)
 static void test_view_keeps_storage_alive_after_del_x(void **state)
 {
     fixture *f = *state;
-    vb_tensor *x, *y;
-    assert_int_equal(vb_tensor_empty(f->run, 1000, 1000, vb_run_stream(f->run), &x), VB_OK);
+    vb_tensor *x = new_tensor(f, 1000, 1000), *y;
     assert_int_equal(vb_tensor_view(x, &y), VB_OK);
     assert_int_equal(vb_tensor_release(x), VB_OK);
     assert_int_equal(f->spy.frees, 0);
@@ -183,8 +190,7 @@ static void test_view_keeps_storage_alive_after_del_x(void **state)
 static void test_last_release_frees_the_block(void **state)
 {
     fixture *f = *state;
-    vb_tensor *x, *y;
-    assert_int_equal(vb_tensor_empty(f->run, 1000, 1000, vb_run_stream(f->run), &x), VB_OK);
+    vb_tensor *x = new_tensor(f, 1000, 1000), *y;
     assert_int_equal(vb_tensor_view(x, &y), VB_OK);
     vb_tensor_release(x);
     assert_int_equal(vb_tensor_release(y), VB_OK);
@@ -196,8 +202,7 @@ static void test_last_release_frees_the_block(void **state)
 static void test_drop_clears_the_variable(void **state)
 {
     fixture *f = *state;
-    vb_tensor *x;
-    assert_int_equal(vb_tensor_empty(f->run, 4, 4, vb_run_stream(f->run), &x), VB_OK);
+    vb_tensor *x = new_tensor(f, 4, 4);
     assert_int_equal(vb_tensor_drop(&x), VB_OK);
     assert_null(x);
     assert_int_equal(vb_tensor_drop(&x), VB_OK);
@@ -210,9 +215,8 @@ static void test_record_stream_called_for_a_foreign_stream(void **state)
 {
     fixture *f = *state;
     vb_stream other;
-    vb_tensor *x;
     assert_int_equal(f->dev->ops->stream_create(f->dev, &other), VB_OK);
-    assert_int_equal(vb_tensor_empty(f->run, 10, 10, vb_run_stream(f->run), &x), VB_OK);
+    vb_tensor *x = new_tensor(f, 10, 10);
     assert_int_equal(vb_tensor_fill_random(x, 1, other), VB_OK);
     assert_int_equal(f->spy.record_calls, 1);
     assert_ptr_equal(f->spy.recorded_stream, other);
@@ -225,8 +229,7 @@ static void test_record_stream_called_for_a_foreign_stream(void **state)
 static void test_no_record_stream_on_the_allocation_stream(void **state)
 {
     fixture *f = *state;
-    vb_tensor *x;
-    assert_int_equal(vb_tensor_empty(f->run, 10, 10, vb_run_stream(f->run), &x), VB_OK);
+    vb_tensor *x = new_tensor(f, 10, 10);
     assert_int_equal(vb_tensor_fill_random(x, 1, vb_run_stream(f->run)), VB_OK);
     assert_int_equal(f->spy.record_calls, 0);
     vb_tensor_release(x);
@@ -238,9 +241,8 @@ static void test_record_stream_of_a_row_view_names_the_block(void **state)
 {
     fixture *f = *state;
     vb_stream other;
-    vb_tensor *x, *rows;
     assert_int_equal(f->dev->ops->stream_create(f->dev, &other), VB_OK);
-    assert_int_equal(vb_tensor_empty(f->run, 100, 50, vb_run_stream(f->run), &x), VB_OK);
+    vb_tensor *x = new_tensor(f, 100, 50), *rows;
     assert_int_equal(vb_tensor_view_rows(x, 10, 5, &rows), VB_OK);
     assert_int_equal(vb_tensor_fill_random(rows, 1, other), VB_OK);
     assert_int_equal(f->spy.recorded_addr, vb_tensor_storage_addr(x));
@@ -254,8 +256,7 @@ static void test_record_stream_of_a_row_view_names_the_block(void **state)
 static void test_row_view_is_offset_by_whole_rows(void **state)
 {
     fixture *f = *state;
-    vb_tensor *x, *rows;
-    assert_int_equal(vb_tensor_empty(f->run, 100, 50, vb_run_stream(f->run), &x), VB_OK);
+    vb_tensor *x = new_tensor(f, 100, 50), *rows;
     assert_int_equal(vb_tensor_view_rows(x, 10, 5, &rows), VB_OK);
     assert_int_equal(vb_tensor_addr(rows), vb_tensor_addr(x) + 2000);
     assert_int_equal(vb_tensor_bytes(rows), 1000);
@@ -267,8 +268,7 @@ static void test_row_view_is_offset_by_whole_rows(void **state)
 static void test_row_view_outside_the_tensor_is_invalid(void **state)
 {
     fixture *f = *state;
-    vb_tensor *x, *rows;
-    assert_int_equal(vb_tensor_empty(f->run, 100, 50, vb_run_stream(f->run), &x), VB_OK);
+    vb_tensor *x = new_tensor(f, 100, 50), *rows;
     assert_int_equal(vb_tensor_view_rows(x, 95, 10, &rows), VB_ERR_INVALID);
     assert_null(rows);
     assert_int_equal(vb_tensor_storage_refs(x), 1);
@@ -279,8 +279,7 @@ static void test_row_view_outside_the_tensor_is_invalid(void **state)
 static void test_view_as_with_another_element_count_is_invalid(void **state)
 {
     fixture *f = *state;
-    vb_tensor *x, *v;
-    assert_int_equal(vb_tensor_empty(f->run, 2, 4, vb_run_stream(f->run), &x), VB_OK);
+    vb_tensor *x = new_tensor(f, 2, 4), *v;
     assert_int_equal(vb_tensor_view_as(x, 3, 3, &v), VB_ERR_INVALID);
     assert_null(v);
     vb_tensor_release(x);
@@ -318,10 +317,7 @@ static void test_matmul_maps_a_linear_forward_onto_gemm(void **state)
 {
     fixture *f = *state;
     vb_stream stream = vb_run_stream(f->run);
-    vb_tensor *x, *w, *y;
-    assert_int_equal(vb_tensor_empty(f->run, 8, 3, stream, &x), VB_OK);
-    assert_int_equal(vb_tensor_empty(f->run, 5, 3, stream, &w), VB_OK);
-    assert_int_equal(vb_tensor_empty(f->run, 8, 5, stream, &y), VB_OK);
+    vb_tensor *x = new_tensor(f, 8, 3), *w = new_tensor(f, 5, 3), *y = new_tensor(f, 8, 5);
     assert_int_equal(vb_tensor_matmul(x, 0, w, 1, y, stream), VB_OK);
     assert_int_equal(last_gemm.calls, 1);
     assert_int_equal(last_gemm.transpose_a, 1);
@@ -345,10 +341,7 @@ static void test_matmul_with_mismatched_shapes_is_invalid(void **state)
 {
     fixture *f = *state;
     vb_stream stream = vb_run_stream(f->run);
-    vb_tensor *x, *w, *y;
-    assert_int_equal(vb_tensor_empty(f->run, 8, 3, stream, &x), VB_OK);
-    assert_int_equal(vb_tensor_empty(f->run, 5, 3, stream, &w), VB_OK);
-    assert_int_equal(vb_tensor_empty(f->run, 8, 5, stream, &y), VB_OK);
+    vb_tensor *x = new_tensor(f, 8, 3), *w = new_tensor(f, 5, 3), *y = new_tensor(f, 8, 5);
     assert_int_equal(vb_tensor_matmul(x, 0, w, 0, y, stream), VB_ERR_INVALID);
     assert_int_equal(last_gemm.calls, 0);
     vb_tensor_release(x);
@@ -384,21 +377,23 @@ static void test_empty_on_a_small_device_is_oom_and_holds_nothing(void **state)
 
 int main(void)
 {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_view_keeps_storage_alive_after_del_x, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_last_release_frees_the_block, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_drop_clears_the_variable, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_record_stream_called_for_a_foreign_stream, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_no_record_stream_on_the_allocation_stream, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_record_stream_of_a_row_view_names_the_block, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_row_view_is_offset_by_whole_rows, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_row_view_outside_the_tensor_is_invalid, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_view_as_with_another_element_count_is_invalid, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_negative_shape_is_invalid, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_int64_tensor_has_eight_byte_elements, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_matmul_maps_a_linear_forward_onto_gemm, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_matmul_with_mismatched_shapes_is_invalid, setup, teardown),
+        T(test_view_keeps_storage_alive_after_del_x),
+        T(test_last_release_frees_the_block),
+        T(test_drop_clears_the_variable),
+        T(test_record_stream_called_for_a_foreign_stream),
+        T(test_no_record_stream_on_the_allocation_stream),
+        T(test_record_stream_of_a_row_view_names_the_block),
+        T(test_row_view_is_offset_by_whole_rows),
+        T(test_row_view_outside_the_tensor_is_invalid),
+        T(test_view_as_with_another_element_count_is_invalid),
+        T(test_negative_shape_is_invalid),
+        T(test_int64_tensor_has_eight_byte_elements),
+        T(test_matmul_maps_a_linear_forward_onto_gemm),
+        T(test_matmul_with_mismatched_shapes_is_invalid),
         cmocka_unit_test(test_empty_on_a_small_device_is_oom_and_holds_nothing),
     };
+#undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
