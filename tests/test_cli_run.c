@@ -9,17 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "../harness/cli.h"
+#include "cli_capture.h"
+#include "temp_dir.h"
 
 typedef struct fixture {
-    char dir[64];
-    char out[128];
-    char errors[128];
+    vb_temp_dir dir;
+    const char *out;              /* out.json in dir */
+    const char *temp;             /* its ".tmp" sibling, which the report writes first */
+    const char *errors;           /* captured stderr */
     char error_text[4096];
 } fixture;
 
@@ -27,10 +28,10 @@ static int setup(void **state)
 {
     static fixture f;
     memset(&f, 0, sizeof f);
-    snprintf(f.dir, sizeof f.dir, "/tmp/vb-test-cli-XXXXXX");
-    if (!mkdtemp(f.dir)) return -1;
-    snprintf(f.out, sizeof f.out, "%s/out.json", f.dir);
-    snprintf(f.errors, sizeof f.errors, "%s/stderr.txt", f.dir);
+    if (vb_temp_dir_make(&f.dir, "cli") != 0) return -1;
+    f.out = vb_temp_dir_file(&f.dir, "out.json");
+    f.temp = vb_temp_dir_file(&f.dir, "out.json.tmp");
+    f.errors = vb_temp_dir_file(&f.dir, "stderr.txt");
     *state = &f;
     return 0;
 }
@@ -38,12 +39,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    char temp[160];
-    snprintf(temp, sizeof temp, "%s.tmp", f->out);
-    remove(f->out);
-    remove(temp);
-    remove(f->errors);
-    rmdir(f->dir);
+    vb_temp_dir_remove(&f->dir);
     return 0;
 }
 
@@ -56,21 +52,7 @@ static int run_with(fixture *f, const char *const *extra)
     int argc = 0;
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) argv[argc++] = (char *)base[i];
     for (size_t i = 0; extra[i]; i++) argv[argc++] = (char *)extra[i];
-    fflush(stdout);
-    fflush(stderr);
-    int saved_out = dup(STDOUT_FILENO), saved_err = dup(STDERR_FILENO);
-    FILE *null = fopen("/dev/null", "w"), *errors = fopen(f->errors, "w");
-    dup2(fileno(null), STDOUT_FILENO);
-    dup2(fileno(errors), STDERR_FILENO);
-    int status = vb_cmd_run(argc, argv);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(saved_out, STDOUT_FILENO);
-    dup2(saved_err, STDERR_FILENO);
-    close(saved_out);
-    close(saved_err);
-    fclose(null);
-    fclose(errors);
+    int status = vb_run_quietly(vb_cmd_run, argc, argv, f->errors);
     FILE *text = fopen(f->errors, "r");
     size_t length = fread(f->error_text, 1, sizeof f->error_text - 1, text);
     f->error_text[length] = '\0';
@@ -89,10 +71,7 @@ static int error_lines(const fixture *f)
 /* Neither the output nor its temp file exists. */
 static int no_output(const fixture *f)
 {
-    char temp[160];
-    struct stat info;
-    snprintf(temp, sizeof temp, "%s.tmp", f->out);
-    return stat(f->out, &info) != 0 && stat(temp, &info) != 0;
+    return !vb_path_exists(f->out) && !vb_path_exists(f->temp);
 }
 
 /* Asserts the usage-error contract for `extra`: exit 2, one line naming
@@ -161,12 +140,10 @@ static void test_bad_min_time_is_a_usage_error(void **state)
 static void test_unwritable_out_is_a_usage_error(void **state)
 {
     fixture *f = *state;
-    char missing[200];
-    snprintf(missing, sizeof missing, "%s/missing/out.json", f->dir);
+    const char *missing = vb_temp_dir_file(&f->dir, "missing/out.json");
     const char *extra[] = {"--scenario", "random_mix", "--out", missing, NULL};
     expect_usage_error(f, extra, "cannot write");
-    struct stat info;
-    assert_int_not_equal(stat(missing, &info), 0);
+    assert_false(vb_path_exists(missing));
 }
 
 static void test_unknown_option_is_a_usage_error(void **state)

@@ -14,25 +14,24 @@
 #include "../harness/addr_map.h"
 #include "../harness/cli.h"
 #include "../harness/trace.h"
+#include "temp_dir.h"
 
-static char temp_dir[64];
-static char paths[8][128];
+static vb_temp_dir temp_dir;
+static const char *paths[8];
 
 static int make_temp_dir(void **state)
 {
     (void)state;
-    snprintf(temp_dir, sizeof temp_dir, "/tmp/vb-test-gen-XXXXXX");
-    if (!mkdtemp(temp_dir)) return -1;
+    if (vb_temp_dir_make(&temp_dir, "gen") != 0) return -1;
     const char *names[8] = {"a.trace", "b.trace", "c.trace", "d.trace.gz", "bad.trace", "e.trace", "f.trace", "g.trace"};
-    for (int i = 0; i < 8; i++) snprintf(paths[i], sizeof paths[i], "%s/%s", temp_dir, names[i]);
+    for (int i = 0; i < 8; i++) paths[i] = vb_temp_dir_file(&temp_dir, names[i]);
     return 0;
 }
 
 static int remove_temp_dir(void **state)
 {
     (void)state;
-    for (int i = 0; i < 8; i++) unlink(paths[i]);
-    return rmdir(temp_dir);
+    return vb_temp_dir_remove(&temp_dir);
 }
 
 /* Runs `vrambench gen-trace random` with the given options and `-o out`; returns the exit status. */

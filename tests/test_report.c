@@ -17,6 +17,8 @@
 
 #include "../harness/cli.h"
 #include "../harness/report.h"
+#include "cli_capture.h"
+#include "temp_dir.h"
 
 /* ======================================================================== */
 /* A validator for result documents                                         */
@@ -151,17 +153,20 @@ static int valid_document(const json_t *document)
 
 typedef struct fixture {
     vb_device *device;
-    char dir[64];
-    char path[128];
+    vb_temp_dir dir;
+    const char *path;             /* out.json in dir */
+    const char *temp;             /* its ".tmp" sibling, which report.c writes first */
+    const char *missing;          /* out.json under a directory that does not exist */
 } fixture;
 
 static int setup(void **state)
 {
     static fixture f;
     memset(&f, 0, sizeof f);
-    snprintf(f.dir, sizeof f.dir, "/tmp/vb-test-report-XXXXXX");
-    if (!mkdtemp(f.dir) || vb_sim_open(0, &f.device) != VB_OK) return -1;
-    snprintf(f.path, sizeof f.path, "%s/out.json", f.dir);
+    if (vb_temp_dir_make(&f.dir, "report") != 0 || vb_sim_open(0, &f.device) != VB_OK) return -1;
+    f.path = vb_temp_dir_file(&f.dir, "out.json");
+    f.temp = vb_temp_dir_file(&f.dir, "out.json.tmp");
+    f.missing = vb_temp_dir_file(&f.dir, "missing/out.json");
     *state = &f;
     return 0;
 }
@@ -169,19 +174,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    char temp[160];
-    snprintf(temp, sizeof temp, "%s.tmp", f->path);
-    remove(f->path);
-    remove(temp);
-    rmdir(f->dir);
+    vb_temp_dir_remove(&f->dir);
     vb_device_close(f->device);
     return 0;
-}
-
-static int exists(const char *path)
-{
-    struct stat info;
-    return stat(path, &info) == 0;
 }
 
 /* A hand-made case: three repetitions whose real times are 1, 2 and 6 ns and
@@ -210,6 +205,31 @@ static void make_case(made_case *made, double x_last)
     made->result.repetition_count = 3;
 }
 
+/* The benchmarks array of `made` alone, which must be written. */
+static json_t *benchmarks_of(made_case *made)
+{
+    json_t *benchmarks = json_array();
+    assert_int_equal(vb_report_add_case(benchmarks, &made->result, 0, 0), VB_OK);
+    return benchmarks;
+}
+
+/* A results document with the sim's context and no benchmarks. */
+static json_t *document_without_cases(fixture *f)
+{
+    return vb_report_document(vb_report_context(f->device, "x", NULL, 0));
+}
+
+/* Runs random_mix with `params` on `cuda` through the runner, `repetitions`
+ * times; the caller frees `result` and `spec`. */
+static void run_random_mix_on_cuda(fixture *f, int repetitions, const char *params, vb_allocator_spec *spec,
+                                   vb_case_result *result)
+{
+    assert_int_equal(vb_allocator_spec_parse("cuda", spec), VB_OK);
+    vb_runner_options options = {repetitions, 0.0, 1};
+    vb_case c = {vb_scenario_find("random_mix"), params, spec, NULL};
+    assert_int_equal(vb_runner_run_case(f->device, &c, &options, result), VB_OK);
+}
+
 /* The entry named `name` in `benchmarks`, or NULL. */
 static json_t *entry_named(json_t *benchmarks, const char *name)
 {
@@ -225,16 +245,7 @@ static int run_command(const char *const *args, int count)
 {
     char *argv[32];
     for (int i = 0; i < count; i++) argv[i] = (char *)args[i];
-    fflush(stdout);
-    int saved = dup(STDOUT_FILENO);
-    FILE *null = fopen("/dev/null", "w");
-    dup2(fileno(null), STDOUT_FILENO);
-    int status = vb_cmd_run(count, argv);
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-    fclose(null);
-    return status;
+    return vb_run_quietly(vb_cmd_run, count, argv, NULL);
 }
 
 /* ======================================================================== */
@@ -245,11 +256,8 @@ static void test_document_of_a_run_validates(void **state)
 {
     fixture *f = *state;
     vb_allocator_spec spec;
-    assert_int_equal(vb_allocator_spec_parse("cuda", &spec), VB_OK);
-    vb_runner_options options = {3, 0.0, 1};
-    vb_case c = {vb_scenario_find("random_mix"), "allocations=100", &spec, NULL};
     vb_case_result result;
-    assert_int_equal(vb_runner_run_case(f->device, &c, &options, &result), VB_OK);
+    run_random_mix_on_cuda(f, 3, "allocations=100", &spec, &result);
     json_t *document = vb_report_document(vb_report_context(f->device, NULL, &spec, 1));
     assert_non_null(document);
     assert_int_equal(vb_report_add_case(json_object_get(document, "benchmarks"), &result, 0, 0), VB_OK);
@@ -282,11 +290,8 @@ static void test_validator_catches_a_missing_counter(void **state)
     fixture *f = *state;
     json_t *document = vb_report_document(vb_report_context(f->device, NULL, NULL, 0));
     vb_allocator_spec spec;
-    assert_int_equal(vb_allocator_spec_parse("cuda", &spec), VB_OK);
-    vb_runner_options options = {1, 0.0, 1};
-    vb_case c = {vb_scenario_find("random_mix"), "allocations=10", &spec, NULL};
     vb_case_result result;
-    assert_int_equal(vb_runner_run_case(f->device, &c, &options, &result), VB_OK);
+    run_random_mix_on_cuda(f, 1, "allocations=10", &spec, &result);
     json_t *benchmarks = json_object_get(document, "benchmarks");
     assert_int_equal(vb_report_add_case(benchmarks, &result, 0, 0), VB_OK);
     assert_true(valid_document(document));
@@ -324,8 +329,7 @@ static void test_aggregates_are_google_benchmark_statistics(void **state)
     (void)state;
     made_case made;
     make_case(&made, 1);
-    json_t *benchmarks = json_array();
-    assert_int_equal(vb_report_add_case(benchmarks, &made.result, 0, 0), VB_OK);
+    json_t *benchmarks = benchmarks_of(&made);
     assert_int_equal(json_array_size(benchmarks), 3 + 4);
     /* real times 1, 2, 6: mean 3, median 2, stddev sqrt((4 + 1 + 9) / 2) =
      * sqrt(7), cv sqrt(7) / 3 */
@@ -346,8 +350,7 @@ static void test_aggregates_aggregate_the_counters(void **state)
     (void)state;
     made_case made;
     make_case(&made, 4); /* x = 1, 1, 4: mean 2 */
-    json_t *benchmarks = json_array();
-    assert_int_equal(vb_report_add_case(benchmarks, &made.result, 0, 0), VB_OK);
+    json_t *benchmarks = benchmarks_of(&made);
     assert_true(json_number_value(json_object_get(entry_named(benchmarks, "s/a_mean"), "x")) == 2.0);
     assert_true(json_number_value(json_object_get(entry_named(benchmarks, "s/a_stddev"), "peak_reserved_bytes")) ==
                 0.0);
@@ -360,8 +363,7 @@ static void test_one_repetition_has_no_aggregates(void **state)
     made_case made;
     make_case(&made, 1);
     made.result.repetition_count = 1;
-    json_t *benchmarks = json_array();
-    assert_int_equal(vb_report_add_case(benchmarks, &made.result, 0, 0), VB_OK);
+    json_t *benchmarks = benchmarks_of(&made);
     assert_int_equal(json_array_size(benchmarks), 1);
     json_decref(benchmarks);
 }
@@ -390,7 +392,7 @@ static void test_json_numbers_are_integers_when_whole(void **state)
 static void test_write_then_read_gives_the_document_back(void **state)
 {
     fixture *f = *state;
-    json_t *document = vb_report_document(vb_report_context(f->device, "x", NULL, 0));
+    json_t *document = document_without_cases(f);
     assert_int_equal(vb_report_write(document, f->path), VB_OK);
     json_t *read = json_load_file(f->path, 0, NULL);
     assert_true(json_equal(document, read));
@@ -403,11 +405,9 @@ static void test_a_failed_write_leaves_neither_file_nor_temp(void **state)
     fixture *f = *state;
     /* The target is a directory: the temp file is written, the rename fails. */
     assert_int_equal(mkdir(f->path, 0755), 0);
-    json_t *document = vb_report_document(vb_report_context(f->device, "x", NULL, 0));
+    json_t *document = document_without_cases(f);
     assert_int_equal(vb_report_write(document, f->path), VB_ERR_IO);
-    char temp[160];
-    snprintf(temp, sizeof temp, "%s.tmp", f->path);
-    assert_false(exists(temp));
+    assert_false(vb_path_exists(f->temp));
     json_decref(document);
     rmdir(f->path);
 }
@@ -415,31 +415,25 @@ static void test_a_failed_write_leaves_neither_file_nor_temp(void **state)
 static void test_writing_into_a_missing_directory_fails(void **state)
 {
     fixture *f = *state;
-    char path[200];
-    snprintf(path, sizeof path, "%s/missing/out.json", f->dir);
-    json_t *document = vb_report_document(vb_report_context(f->device, "x", NULL, 0));
-    assert_int_equal(vb_report_write(document, path), VB_ERR_IO);
-    assert_false(exists(path));
+    json_t *document = document_without_cases(f);
+    assert_int_equal(vb_report_write(document, f->missing), VB_ERR_IO);
+    assert_false(vb_path_exists(f->missing));
     json_decref(document);
 }
 
 static void test_writability_check_leaves_nothing_behind(void **state)
 {
     fixture *f = *state;
-    char temp[160];
-    snprintf(temp, sizeof temp, "%s.tmp", f->path);
     assert_int_equal(vb_report_check_writable(f->path), VB_OK);
-    assert_false(exists(f->path));
-    assert_false(exists(temp));
+    assert_false(vb_path_exists(f->path));
+    assert_false(vb_path_exists(f->temp));
 }
 
 static void test_writability_check_rejects_directories_and_missing_ones(void **state)
 {
     fixture *f = *state;
-    char missing[200];
-    snprintf(missing, sizeof missing, "%s/missing/out.json", f->dir);
-    assert_int_equal(vb_report_check_writable(f->dir), VB_ERR_INVALID);
-    assert_int_equal(vb_report_check_writable(missing), VB_ERR_INVALID);
+    assert_int_equal(vb_report_check_writable(f->dir.path), VB_ERR_INVALID);
+    assert_int_equal(vb_report_check_writable(f->missing), VB_ERR_INVALID);
 }
 
 static void test_a_failed_run_writes_no_result_file(void **state)
@@ -449,10 +443,8 @@ static void test_a_failed_run_writes_no_result_file(void **state)
                           "--min-time", "0", "--param", "nonsense=1", "--quiet", "--out", f->path};
     fflush(stderr);
     assert_int_equal(run_command(args, sizeof args / sizeof args[0]), VB_EXIT_FAILURE);
-    char temp[160];
-    snprintf(temp, sizeof temp, "%s.tmp", f->path);
-    assert_false(exists(f->path));
-    assert_false(exists(temp));
+    assert_false(vb_path_exists(f->path));
+    assert_false(vb_path_exists(f->temp));
 }
 
 static void test_device_slug_of_a_gpu_name(void **state)
@@ -488,26 +480,28 @@ static void test_output_pattern_expands_device_and_date(void **state)
 
 int main(void)
 {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_document_of_a_run_validates, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_file_written_by_run_validates, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_validator_catches_a_missing_counter, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_context_marks_the_sim_as_simulated, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_allocator_configs_map_labels_to_their_options, setup, teardown),
+        T(test_document_of_a_run_validates),
+        T(test_file_written_by_run_validates),
+        T(test_validator_catches_a_missing_counter),
+        T(test_context_marks_the_sim_as_simulated),
+        T(test_allocator_configs_map_labels_to_their_options),
         cmocka_unit_test(test_aggregates_are_google_benchmark_statistics),
         cmocka_unit_test(test_aggregates_aggregate_the_counters),
         cmocka_unit_test(test_one_repetition_has_no_aggregates),
         cmocka_unit_test(test_a_non_finite_counter_fails_the_case),
         cmocka_unit_test(test_json_numbers_are_integers_when_whole),
-        cmocka_unit_test_setup_teardown(test_write_then_read_gives_the_document_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_failed_write_leaves_neither_file_nor_temp, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writing_into_a_missing_directory_fails, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writability_check_leaves_nothing_behind, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writability_check_rejects_directories_and_missing_ones, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_failed_run_writes_no_result_file, setup, teardown),
+        T(test_write_then_read_gives_the_document_back),
+        T(test_a_failed_write_leaves_neither_file_nor_temp),
+        T(test_writing_into_a_missing_directory_fails),
+        T(test_writability_check_leaves_nothing_behind),
+        T(test_writability_check_rejects_directories_and_missing_ones),
+        T(test_a_failed_run_writes_no_result_file),
         cmocka_unit_test(test_device_slug_of_a_gpu_name),
-        cmocka_unit_test_setup_teardown(test_device_slug_of_the_sim_is_sim, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_output_pattern_expands_device_and_date, setup, teardown),
+        T(test_device_slug_of_the_sim_is_sim),
+        T(test_output_pattern_expands_device_and_date),
     };
+#undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

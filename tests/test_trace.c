@@ -15,43 +15,30 @@
 #include "../harness/runner.h"
 #include "../harness/trace.h"
 #include "../scenarios/scenario.h"
+#include "temp_dir.h"
 
 /* ------------------------------------------------------------------------ */
 /* Files                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static char temp_dir[64];
-static char *created[64];
-static size_t created_count;
+static vb_temp_dir temp_dir;
 
 static int make_temp_dir(void **state)
 {
     (void)state;
-    snprintf(temp_dir, sizeof temp_dir, "/tmp/vb-test-trace-XXXXXX");
-    return mkdtemp(temp_dir) ? 0 : -1;
+    return vb_temp_dir_make(&temp_dir, "trace");
 }
 
 static int remove_temp_dir(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < created_count; i++) {
-        unlink(created[i]);
-        free(created[i]);
-    }
-    created_count = 0;
-    return rmdir(temp_dir);
+    return vb_temp_dir_remove(&temp_dir);
 }
 
 /* The path of `name` in the test directory (remembered for clean-up). */
 static const char *temp_path(const char *name)
 {
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", temp_dir, name);
-    for (size_t i = 0; i < created_count; i++)
-        if (strcmp(created[i], path) == 0) return created[i];
-    assert_true(created_count < sizeof created / sizeof created[0]);
-    created[created_count] = strdup(path);
-    return created[created_count++];
+    return vb_temp_dir_file(&temp_dir, name);
 }
 
 /* Writes `text` to `name` in the test directory and returns its path. */
@@ -488,7 +475,7 @@ static void test_missing_file_is_io_error_naming_it(void **state)
 static void test_directory_is_io_error(void **state)
 {
     (void)state;
-    assert_int_equal(read_all(temp_dir), VB_ERR_IO);
+    assert_int_equal(read_all(temp_dir.path), VB_ERR_IO);
 }
 
 static void test_truncated_gzip_is_io_error_naming_file(void **state)
