@@ -75,8 +75,9 @@ def note(message):
 # Units
 # --------------------------------------------------------------------------
 
-BYTE_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
-NS_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3))
+# Largest first; the last is the base unit, used below every other.
+BYTE_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+NS_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
 
 
 def short_number(x):
@@ -92,33 +93,40 @@ def short_number(x):
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def unit_for(largest, units):
+    """The first (name, scale) of units (largest first) that largest
+    reaches; the base unit, units' last, when it reaches none."""
+    for name, scale in units:
+        if largest >= scale:
+            return name, scale
+    return units[-1]
+
+
+def in_unit(value, units):
+    """Formats value in the unit of units its own magnitude suits."""
+    name, scale = unit_for(abs(value), units)
+    return f"{short_number(value / scale)} {name}"
+
+
 def byte_unit(max_bytes):
     """The unit (name, scale) a byte axis whose largest value is max_bytes
     reads best in: GiB from 1 GiB, MiB from 1 MiB, KiB, else bytes."""
-    for name, scale in BYTE_UNITS:
-        if max_bytes >= scale:
-            return name, scale
-    return "B", 1
+    return unit_for(max_bytes, BYTE_UNITS)
 
 
 def format_bytes(value):
     """Formats a byte count in the unit its own magnitude suits."""
-    name, scale = byte_unit(abs(value))
-    return f"{short_number(value / scale)} {name}"
+    return in_unit(value, BYTE_UNITS)
 
 
 def ns_unit(max_ns):
     """The unit (name, scale) for a nanosecond axis whose largest value is max_ns."""
-    for name, scale in NS_UNITS:
-        if max_ns >= scale:
-            return name, scale
-    return "ns", 1.0
+    return unit_for(max_ns, NS_UNITS)
 
 
 def format_ns(value):
     """Formats a duration in nanoseconds as ns, µs, ms or s."""
-    name, scale = ns_unit(abs(value))
-    return f"{short_number(value / scale)} {name}"
+    return in_unit(value, NS_UNITS)
 
 
 def escape_text(text):
