@@ -20,7 +20,7 @@ const vb_allocator_ops *vb_allocator_find(const char *name)
 }
 
 /* Lists the registered names, comma-separated, into `out`. */
-static void list_names(char *out, size_t capacity)
+void vb_allocator_names(char *out, size_t capacity)
 {
     size_t used = 0;
     out[0] = '\0';
@@ -37,7 +37,7 @@ vb_status vb_allocator_create(const char *name, vb_device *dev, const vb_config 
     const vb_allocator_ops *ops = vb_allocator_find(name);
     if (!ops) {
         char names[512];
-        list_names(names, sizeof names);
+        vb_allocator_names(names, sizeof names);
         return vb_error(VB_ERR_INVALID, "unknown allocator '%s' (known: %s)", name, names);
     }
     vb_allocator *allocator = calloc(1, sizeof *allocator);

@@ -166,6 +166,10 @@ extern const vb_allocator_ops *const vb_allocator_registry[];
 /* The strategy named `name`, or NULL. */
 const vb_allocator_ops *vb_allocator_find(const char *name);
 
+/* The registered names, comma-separated, into `out` (cut to `capacity`),
+ * for "unknown allocator" messages. */
+void vb_allocator_names(char *out, size_t capacity);
+
 /* ------------------------------------------------------------------------ */
 /* Handles: what the harness, scenarios and tests hold                       */
 /* ------------------------------------------------------------------------ */

@@ -12,16 +12,6 @@
 /* Allocator specs                                                          */
 /* ======================================================================== */
 
-/* Lists the registered allocator names into `out`, comma-separated. */
-static void allocator_names(char *out, size_t capacity)
-{
-    size_t used = 0;
-    out[0] = '\0';
-    for (size_t i = 0; vb_allocator_registry[i] && used < capacity; i++)
-        used += (size_t)snprintf(out + used, capacity - used, "%s%s", i ? ", " : "",
-                                 vb_allocator_registry[i]->name);
-}
-
 /* Keeps a copy of `text` owned by the spec; NULL when out of room or memory. */
 static const char *spec_own(vb_allocator_spec *spec, const char *text)
 {
@@ -86,7 +76,7 @@ vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
     memcpy(out->name, text, name_length);
     if (!vb_allocator_find(out->name)) {
         char names[512];
-        allocator_names(names, sizeof names);
+        vb_allocator_names(names, sizeof names);
         return vb_error(VB_ERR_INVALID, "unknown allocator '%s' (known: %s, or all)", out->name, names);
     }
     vb_status status = spec_relabel(out);
