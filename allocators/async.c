@@ -37,6 +37,7 @@
 #include <stdlib.h>
 
 #include "../harness/addr_map.h"
+#include "stream_list.h"
 
 typedef struct async_settings {
     uint64_t release_threshold;
@@ -52,7 +53,7 @@ typedef struct async_block {
     uint64_t requested;
     vb_stream stream;         /* the stream it was allocated on */
     vb_stream *recorded;      /* other streams it was used on (record_stream) */
-    size_t recorded_count, recorded_capacity;
+    uint32_t recorded_count, recorded_capacity;
 } async_block;
 
 typedef struct async_state {
@@ -243,17 +244,7 @@ static vb_status async_record_stream(void *state, vb_addr addr, vb_stream stream
                         (unsigned long long)addr);
     async_block *block = (async_block *)(uintptr_t)value;
     if (stream == block->stream) return VB_OK;
-    for (size_t i = 0; i < block->recorded_count; i++)
-        if (block->recorded[i] == stream) return VB_OK;
-    if (block->recorded_count == block->recorded_capacity) {
-        size_t capacity = block->recorded_capacity ? block->recorded_capacity * 2 : 2;
-        vb_stream *recorded = realloc(block->recorded, capacity * sizeof *recorded);
-        if (!recorded) return vb_error(VB_ERR_OOM, "out of host memory");
-        block->recorded = recorded;
-        block->recorded_capacity = capacity;
-    }
-    block->recorded[block->recorded_count++] = stream;
-    return VB_OK;
+    return vb_stream_list_add(&block->recorded, &block->recorded_count, &block->recorded_capacity, stream);
 }
 
 /* Waits for every queued free, then releases every unused byte of the pool. */

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stream_list.h"
+
 #define SLAB_ITEMS 64
 
 /* ------------------------------------------------------------------------ */
@@ -130,17 +132,7 @@ void vb_chunk_absorb_next(vb_chunk_store *store, vb_chunk *chunk)
 
 vb_status vb_chunk_record_use(vb_chunk *chunk, vb_stream stream)
 {
-    for (uint32_t i = 0; i < chunk->use_count; i++)
-        if (chunk->uses[i] == stream) return VB_OK;
-    if (chunk->use_count == chunk->use_capacity) {
-        uint32_t capacity = chunk->use_capacity ? chunk->use_capacity * 2 : 2;
-        vb_stream *uses = realloc(chunk->uses, capacity * sizeof *uses);
-        if (!uses) return vb_error(VB_ERR_OOM, "out of host memory");
-        chunk->uses = uses;
-        chunk->use_capacity = capacity;
-    }
-    chunk->uses[chunk->use_count++] = stream;
-    return VB_OK;
+    return vb_stream_list_add(&chunk->uses, &chunk->use_count, &chunk->use_capacity, stream);
 }
 
 int vb_chunk_hold(vb_deferred *deferred, vb_chunk *chunk)

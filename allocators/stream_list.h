@@ -1,0 +1,20 @@
+/* vrambench — the streams a block was used on besides its own.
+ *
+ * record_stream(block, stream) in every strategy that honours it (caching,
+ * expandable, async, and the chunk-based bfc, buddy, binning) remembers the
+ * stream once, in a growable array kept with the block; the array is reused
+ * when the block struct is recycled. */
+#ifndef VB_STREAM_LIST_H
+#define VB_STREAM_LIST_H
+
+#include <stdint.h>
+
+#include "../harness/device.h"
+#include "../harness/status.h"
+
+/* Adds `stream` to streams[0..*count) unless it is there already, doubling
+ * the array (from 2) when it is full. VB_ERR_OOM, with the list unchanged,
+ * when host memory runs out. */
+vb_status vb_stream_list_add(vb_stream **streams, uint32_t *count, uint32_t *capacity, vb_stream stream);
+
+#endif
