@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stream_list.h"
+
 /* ------------------------------------------------------------------------ */
 /* Orders and small helpers                                                   */
 /* ------------------------------------------------------------------------ */
@@ -575,17 +577,7 @@ vb_status vb_cc_record_stream(void *state, vb_addr addr, vb_stream stream)
         return vb_error(VB_ERR_INVALID, "%s: record_stream on 0x%llx, which is not allocated", cc->name,
                         (unsigned long long)addr);
     if (stream == block->stream) return VB_OK;
-    for (uint32_t i = 0; i < block->use_count; i++)
-        if (block->uses[i] == stream) return VB_OK;
-    if (block->use_count == block->use_capacity) {
-        uint32_t capacity = block->use_capacity ? block->use_capacity * 2 : 2;
-        vb_stream *grown = realloc(block->uses, capacity * sizeof *grown);
-        if (!grown) return vb_error(VB_ERR_OOM, "out of host memory");
-        block->uses = grown;
-        block->use_capacity = capacity;
-    }
-    block->uses[block->use_count++] = stream;
-    return VB_OK;
+    return vb_stream_list_add(&block->uses, &block->use_count, &block->use_capacity, stream);
 }
 
 /* empty_cache: release_cached_blocks. */
