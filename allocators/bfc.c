@@ -344,23 +344,16 @@ static vb_status bfc_malloc(void *state, uint64_t size, vb_stream stream, vb_add
 static vb_status bfc_free(void *state, vb_addr addr)
 {
     bfc_state *bfc = state;
-    uint64_t key;
-    if (!vb_addr_map_remove(&bfc->used, addr, &key))
-        return vb_error(VB_ERR_INVALID, "bfc: free of 0x%llx, which is not allocated", (unsigned long long)addr);
-    vb_chunk *chunk = vb_chunk_from_key(key);
-    vb_stats_remove_use(&bfc->stats, chunk->requested, chunk->size);
-    if (!vb_chunk_hold(&bfc->deferred, chunk)) release_chunk(bfc, chunk);
-    return VB_OK;
+    vb_chunk *chunk;
+    vb_status status = vb_chunk_free_used(&bfc->used, &bfc->stats, &bfc->deferred, addr, "bfc", &chunk);
+    if (status == VB_OK && chunk) release_chunk(bfc, chunk);
+    return status;
 }
 
 static vb_status bfc_record_stream(void *state, vb_addr addr, vb_stream stream)
 {
     bfc_state *bfc = state;
-    uint64_t key;
-    if (!vb_addr_map_get(&bfc->used, addr, &key))
-        return vb_error(VB_ERR_INVALID, "bfc: record_stream of 0x%llx, which is not allocated",
-                        (unsigned long long)addr);
-    return vb_chunk_record_use(vb_chunk_from_key(key), stream);
+    return vb_chunk_record_stream(&bfc->used, addr, stream, "bfc");
 }
 
 /* Waits for held chunks, then frees every wholly free region (which real BFC

@@ -440,23 +440,16 @@ static vb_status binning_malloc(void *state, uint64_t size, vb_stream stream, vb
 static vb_status binning_free(void *state, vb_addr addr)
 {
     binning_state *binning = state;
-    uint64_t key;
-    if (!vb_addr_map_remove(&binning->used, addr, &key))
-        return vb_error(VB_ERR_INVALID, "binning: free of 0x%llx, which is not allocated", (unsigned long long)addr);
-    vb_chunk *block = vb_chunk_from_key(key);
-    vb_stats_remove_use(&binning->stats, block->requested, block->size);
-    if (!vb_chunk_hold(&binning->deferred, block)) untake_block(binning, block);
-    return VB_OK;
+    vb_chunk *block;
+    vb_status status = vb_chunk_free_used(&binning->used, &binning->stats, &binning->deferred, addr, "binning", &block);
+    if (status == VB_OK && block) untake_block(binning, block);
+    return status;
 }
 
 static vb_status binning_record_stream(void *state, vb_addr addr, vb_stream stream)
 {
     binning_state *binning = state;
-    uint64_t key;
-    if (!vb_addr_map_get(&binning->used, addr, &key))
-        return vb_error(VB_ERR_INVALID, "binning: record_stream of 0x%llx, which is not allocated",
-                        (unsigned long long)addr);
-    return vb_chunk_record_use(vb_chunk_from_key(key), stream);
+    return vb_chunk_record_stream(&binning->used, addr, stream, "binning");
 }
 
 /* Waits for held blocks, gives wholly free bin chunks back to the pool and

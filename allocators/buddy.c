@@ -269,23 +269,16 @@ static vb_status buddy_malloc(void *state, uint64_t size, vb_stream stream, vb_a
 static vb_status buddy_free(void *state, vb_addr addr)
 {
     buddy_state *buddy = state;
-    uint64_t key;
-    if (!vb_addr_map_remove(&buddy->used, addr, &key))
-        return vb_error(VB_ERR_INVALID, "buddy: free of 0x%llx, which is not allocated", (unsigned long long)addr);
-    vb_chunk *block = vb_chunk_from_key(key);
-    vb_stats_remove_use(&buddy->stats, block->requested, block->size);
-    if (!vb_chunk_hold(&buddy->deferred, block)) release_block(buddy, block);
-    return VB_OK;
+    vb_chunk *block;
+    vb_status status = vb_chunk_free_used(&buddy->used, &buddy->stats, &buddy->deferred, addr, "buddy", &block);
+    if (status == VB_OK && block) release_block(buddy, block);
+    return status;
 }
 
 static vb_status buddy_record_stream(void *state, vb_addr addr, vb_stream stream)
 {
     buddy_state *buddy = state;
-    uint64_t key;
-    if (!vb_addr_map_get(&buddy->used, addr, &key))
-        return vb_error(VB_ERR_INVALID, "buddy: record_stream of 0x%llx, which is not allocated",
-                        (unsigned long long)addr);
-    return vb_chunk_record_use(vb_chunk_from_key(key), stream);
+    return vb_chunk_record_stream(&buddy->used, addr, stream, "buddy");
 }
 
 /* Waits for held blocks, then frees every wholly free arena. */

@@ -146,6 +146,28 @@ int vb_chunk_hold(vb_deferred *deferred, vb_chunk *chunk)
     return 1;
 }
 
+vb_status vb_chunk_record_stream(vb_addr_map *used, vb_addr addr, vb_stream stream, const char *owner)
+{
+    uint64_t key;
+    if (!vb_addr_map_get(used, addr, &key))
+        return vb_error(VB_ERR_INVALID, "%s: record_stream of 0x%llx, which is not allocated", owner,
+                        (unsigned long long)addr);
+    return vb_chunk_record_use(vb_chunk_from_key(key), stream);
+}
+
+vb_status vb_chunk_free_used(vb_addr_map *used, vb_alloc_stats *stats, vb_deferred *deferred, vb_addr addr,
+                             const char *owner, vb_chunk **release_now)
+{
+    uint64_t key;
+    *release_now = NULL;
+    if (!vb_addr_map_remove(used, addr, &key))
+        return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated", owner, (unsigned long long)addr);
+    vb_chunk *chunk = vb_chunk_from_key(key);
+    vb_stats_remove_use(stats, chunk->requested, chunk->size);
+    if (!vb_chunk_hold(deferred, chunk)) *release_now = chunk;
+    return VB_OK;
+}
+
 /* Three-way comparison of two integers. */
 static int compare_u64(uint64_t a, uint64_t b)
 {

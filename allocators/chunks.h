@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../harness/addr_map.h"
 #include "allocator.h"
 #include "deferred.h"
 #include "ordered_set.h"
@@ -144,6 +145,22 @@ static inline vb_chunk *vb_chunk_from_key(uint64_t key)
 {
     return (vb_chunk *)(uintptr_t)key;
 }
+
+/* ---- chunks handed out, in an address map (address -> vb_chunk_key) ---- */
+
+/* record_stream of a strategy that keeps its handed-out chunks in `used`:
+ * the chunk at `addr` is used on `stream` too. VB_ERR_INVALID, naming
+ * `owner`, for an address not handed out; VB_ERR_OOM when host memory runs
+ * out. */
+vb_status vb_chunk_record_stream(vb_addr_map *used, vb_addr addr, vb_stream stream, const char *owner);
+
+/* The bookkeeping half of such a strategy's free: takes the chunk at `addr`
+ * out of `used` and its use out of `stats`, and hands it to `deferred` when
+ * it was recorded on other streams. *release_now is the chunk the owner
+ * frees at once, or NULL when it is held (PENDING) until its events come
+ * back. VB_ERR_INVALID, naming `owner`, for an address not handed out. */
+vb_status vb_chunk_free_used(vb_addr_map *used, vb_alloc_stats *stats, vb_deferred *deferred, vb_addr addr,
+                             const char *owner, vb_chunk **release_now);
 
 /* The smallest power of two >= `size` (size >= 1), or 0 if it overflows. */
 static inline uint64_t vb_next_power_of_two(uint64_t size)
