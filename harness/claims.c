@@ -69,6 +69,15 @@ static double counter(reader *r, const char *name)
     return NAN;
 }
 
+/* The counter `name`, noted under its own name (NAN and a lack when the
+ * measurement has none). */
+static double noted_counter(reader *r, const char *name)
+{
+    double value = counter(r, name);
+    note(r, name, value);
+    return value;
+}
+
 /* Sets the verdict and its reason unless a lack already decided it. */
 static void conclude(reader *r, vb_verdict verdict, const char *format, ...) __attribute__((format(printf, 3, 4)));
 static void conclude(reader *r, vb_verdict verdict, const char *format, ...)
@@ -197,11 +206,11 @@ static void decide_gap_means_leak(reader *r)
 static void decide_empty_cache_avoids_oom(reader *r)
 {
     double with = counter(r, "max_batch_with_empty_cache"), without = counter(r, "max_batch_without_empty_cache");
-    note(r, "cap_bytes", counter(r, "cap_bytes"));
+    noted_counter(r, "cap_bytes");
     note(r, "max_batch_with_empty_cache", with);
     note(r, "max_batch_without_empty_cache", without);
-    note(r, "peak_reserved_with_empty_cache", counter(r, "peak_reserved_with_empty_cache"));
-    note(r, "peak_reserved_without_empty_cache", counter(r, "peak_reserved_without_empty_cache"));
+    noted_counter(r, "peak_reserved_with_empty_cache");
+    noted_counter(r, "peak_reserved_without_empty_cache");
     if (with > without + BATCH_RESOLUTION)
         conclude(r, VB_VERDICT_HOLDS, "empty_cache let a larger batch fit (%.0f vs %.0f rows)", with, without);
     else
@@ -262,7 +271,7 @@ static void decide_synchronize_releases(reader *r)
     double drop = step_value(r, "z = matmul(x, y) (dispatched)", DRIVER_USED) - step_value(r, "synchronize()", DRIVER_USED);
     note(r, "tensor_bytes", tensors);
     note(r, "driver_drop_at_synchronize_bytes", drop);
-    note(r, "kernel_in_flight_at_dispatch", counter(r, "kernel_in_flight_at_dispatch"));
+    noted_counter(r, "kernel_in_flight_at_dispatch");
     if (drop >= 0.9 * tensors)
         conclude(r, VB_VERDICT_HOLDS, "synchronize() gave the driver %.1f MiB back", MiB(drop));
     else
@@ -279,7 +288,7 @@ static void decide_holder_result_keeps_tensor(reader *r)
     double freed = counter(r, "freed_at_holder_none_bytes");
     note(r, "holder_tensor_bytes", HOLDER_TENSOR_BYTES);
     note(r, "freed_at_holder_none_bytes", freed);
-    note(r, "held_by_result_bytes", counter(r, "held_by_result_bytes"));
+    noted_counter(r, "held_by_result_bytes");
     if (freed < 0.5 * HOLDER_TENSOR_BYTES)
         conclude(r, VB_VERDICT_HOLDS, "the holder's tensor stayed allocated while result lived");
     else
@@ -295,15 +304,13 @@ static void decide_holder_result_keeps_tensor(reader *r)
  * most one 2 MiB page. The sim has no context or libraries: undecidable there. */
 static void decide_cleanup_frees_all(reader *r)
 {
-    double residual = counter(r, "residual_driver_bytes"), reserved = counter(r, "residual_reserved_bytes");
-    note(r, "residual_driver_bytes", residual);
-    note(r, "residual_reserved_bytes", reserved);
+    double residual = noted_counter(r, "residual_driver_bytes");
+    double reserved = noted_counter(r, "residual_reserved_bytes");
     if (r->measurement->simulated) {
         conclude(r, VB_VERDICT_UNDECIDABLE, "the simulated device has no CUDA context or library workspaces");
         return;
     }
-    double context = counter(r, "context_bytes");
-    note(r, "context_bytes", context);
+    double context = noted_counter(r, "context_bytes");
     if (residual + context <= CLEANUP_SLACK_BYTES)
         conclude(r, VB_VERDICT_HOLDS, "driver-used memory went back to its level before the first CUDA call");
     else
@@ -316,15 +323,12 @@ static void decide_cleanup_frees_all(reader *r)
  * training step's. */
 static void decide_no_grad_less(reader *r)
 {
-    double no_grad = counter(r, "no_grad_peak_reserved_bytes"), train = counter(r, "train_peak_reserved_bytes");
-    note(r, "no_grad_peak_reserved_bytes", no_grad);
-    note(r, "train_peak_reserved_bytes", train);
-    note(r, "no_grad_extra_peak_bytes", counter(r, "no_grad_extra_peak_bytes"));
-    note(r, "train_extra_peak_bytes", counter(r, "train_extra_peak_bytes"));
-    if (no_grad <= 0.75 * train)
-        conclude(r, VB_VERDICT_HOLDS, "no_grad peaked at %.0f%% of the training step", 100.0 * no_grad / train);
-    else
-        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "no_grad peaked at %.0f%% of the training step", 100.0 * no_grad / train);
+    double no_grad = noted_counter(r, "no_grad_peak_reserved_bytes");
+    double train = noted_counter(r, "train_peak_reserved_bytes");
+    noted_counter(r, "no_grad_extra_peak_bytes");
+    noted_counter(r, "train_extra_peak_bytes");
+    conclude(r, no_grad <= 0.75 * train ? VB_VERDICT_HOLDS : VB_VERDICT_DOES_NOT_HOLD,
+             "no_grad peaked at %.0f%% of the training step", 100.0 * no_grad / train);
 }
 
 /* Holds if peak reserved memory rises with every step of the batch sweep
@@ -354,17 +358,15 @@ static void decide_smaller_batch_less(reader *r)
  * least 10% longer per iteration than without. Sim times are not GPU times. */
 static void decide_empty_cache_costs_time(reader *r)
 {
-    double every = counter(r, "every1_iter_ns"), never = counter(r, "never_iter_ns");
-    note(r, "every1_iter_ns", every);
-    note(r, "never_iter_ns", never);
-    note(r, "every1_driver_calls", counter(r, "every1_driver_calls"));
-    note(r, "never_driver_calls", counter(r, "never_driver_calls"));
+    double every = noted_counter(r, "every1_iter_ns");
+    double never = noted_counter(r, "never_iter_ns");
+    noted_counter(r, "every1_driver_calls");
+    noted_counter(r, "never_driver_calls");
     if (r->measurement->simulated)
         conclude(r, VB_VERDICT_UNDECIDABLE, "times on the simulated device are not GPU times");
-    else if (every >= 1.10 * never)
-        conclude(r, VB_VERDICT_HOLDS, "an iteration took %.2fx as long with empty_cache every time", every / never);
     else
-        conclude(r, VB_VERDICT_DOES_NOT_HOLD, "an iteration took %.2fx as long with empty_cache every time", every / never);
+        conclude(r, every >= 1.10 * never ? VB_VERDICT_HOLDS : VB_VERDICT_DOES_NOT_HOLD,
+                 "an iteration took %.2fx as long with empty_cache every time", every / never);
 }
 
 /* ------------------------------------------------------------------------ */
