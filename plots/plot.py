@@ -513,6 +513,20 @@ def allocator_order(allocators):
     return sorted(set(allocators), key=key)
 
 
+def sort_by_allocator(runs, colors):
+    """Sorts runs in place into allocator_order of the allocators with a
+    colour; runs of others go last."""
+    order = allocator_order(colors)
+    runs.sort(key=lambda run: order.index(run.allocator) if run.allocator in colors else 99)
+
+
+def runs_with_counter(result, scenario, counter_key):
+    """The runs of scenario that have a counter whose name matches the
+    compiled pattern counter_key."""
+    return [run for run in result.runs if run.scenario == scenario
+            and any(counter_key.match(key) for key in run.values)]
+
+
 def allocator_colors(allocators):
     """One colour per allocator, fixed for a whole run of the script."""
     ordered = allocator_order(allocators)
@@ -659,8 +673,7 @@ def plot_timelines(result, out, colors):
         if not runs:
             note(f"{scenario}: no timeline; skipping its timeline plot")
             continue
-        runs.sort(key=lambda run: allocator_order(colors).index(run.allocator)
-                  if run.allocator in colors else 99)
+        sort_by_allocator(runs, colors)
         out.save(timeline_figure(result, scenario, runs, colors),
                  f"timeline-{scenario_slug(scenario)}.png")
 
@@ -915,14 +928,12 @@ def variant_label(variant):
 def plot_empty_cache_loop(result, out, colors):
     """empty_cache_loop.png: per allocator, time per iteration, driver
     calls and (when recorded) peak reserved for each empty_cache variant."""
-    runs = [run for run in result.runs if run.scenario == "empty_cache_loop"
-            and any(VARIANT_KEY.match(key) for key in run.values)]
+    runs = runs_with_counter(result, "empty_cache_loop", VARIANT_KEY)
     if not runs:
         note("no empty_cache_loop entries with every*/never* counters; "
              "skipping empty_cache_loop.png")
         return
-    runs.sort(key=lambda run: allocator_order(colors).index(run.allocator)
-              if run.allocator in colors else 99)
+    sort_by_allocator(runs, colors)
     variants = set()
     metrics = set()
     for run in runs:
@@ -995,14 +1006,12 @@ BATCH_KEY = re.compile(r"^batch(\d+)_peak_(reserved|requested)_bytes$")
 def plot_dataloader(result, out, colors):
     """dataloader_batches.png: peak reserved (solid) and requested (dashed)
     against batch size, one colour per allocator."""
-    runs = [run for run in result.runs if run.scenario == "dataloader_batches"
-            and any(BATCH_KEY.match(key) for key in run.values)]
+    runs = runs_with_counter(result, "dataloader_batches", BATCH_KEY)
     if not runs:
         note("no dataloader_batches entries with batchN_peak_* counters; "
              "skipping dataloader_batches.png")
         return
-    runs.sort(key=lambda run: allocator_order(colors).index(run.allocator)
-              if run.allocator in colors else 99)
+    sort_by_allocator(runs, colors)
     batches = sorted({int(BATCH_KEY.match(key).group(1)) for run in runs
                       for key in run.values if BATCH_KEY.match(key)})
 
