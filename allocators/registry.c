@@ -10,6 +10,7 @@ extern const vb_allocator_ops vb_expandable_allocator;
 extern const vb_allocator_ops vb_bfc_allocator;
 extern const vb_allocator_ops vb_buddy_allocator;
 extern const vb_allocator_ops vb_binning_allocator;
+extern const vb_allocator_ops vb_stitch_allocator;
 
 const vb_allocator_ops *const vb_allocator_registry[] = {
     &vb_cuda_allocator,
@@ -19,5 +20,6 @@ const vb_allocator_ops *const vb_allocator_registry[] = {
     &vb_bfc_allocator,
     &vb_buddy_allocator,
     &vb_binning_allocator,
+    &vb_stitch_allocator,
     NULL,
 };
