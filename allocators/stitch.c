@@ -23,11 +23,14 @@
  *    its tail chunks are unmapped (no new mapping is needed);
  *  - otherwise the largest smaller idle range of the stream whose address
  *    reservation has room is grown in place, or a new range is built. The
- *    chunks they need come from unmapped free chunks, then from the tails of
- *    idle ranges of any stream, least recently freed first (unmapping them),
- *    and only then from the device (vm_create). New reservations are the
- *    request rounded up to a power of two of chunks (capped at the device's
- *    size), so a range can grow in place later; address space costs nothing;
+ *    chunks they need come from unmapped free chunks, then from the excess
+ *    of used ranges (the chunks a range handed out within its reuse slack
+ *    has past its caller's size: unmapped while in use, so slack never costs
+ *    device memory), then from the tails of idle ranges of any stream, least
+ *    recently freed first (unmapping them), and only then from the device
+ *    (vm_create). New reservations are the request rounded up to a power of
+ *    two of chunks (capped at the device's size), so a range can grow in
+ *    place later; address space costs nothing;
  *  - small requests (up to half a chunk) are not stitched: they are rounded
  *    to 512 B and carved, best fit with splitting and coalescing
  *    (allocators/chunks.h), out of one-chunk "small segments" of their
