@@ -117,7 +117,6 @@ typedef struct stitch_range {
     vb_phys *handles;                   /* [capacity]: the chunk mapped at each slot */
     vb_region *region;                  /* the segment while mapped, else NULL */
     struct stitch_range *older, *newer; /* the idle list, while idle */
-    int idle;                           /* nothing of it used or held */
     struct stitch_range *trim_prev, *trim_next; /* the trimmable list, while on it */
     uint64_t excess;                    /* while used: chunks mapped beyond the caller's size */
     vb_oset_node spare_node;            /* in the spare set, by (capacity, base) */
@@ -358,7 +357,6 @@ static void detach_segment(stitch_state *st, stitch_range *range)
 /* Appends a range none of whose memory is used or held to the idle list. */
 static void idle_push(stitch_state *st, stitch_range *range)
 {
-    range->idle = 1;
     range->newer = NULL;
     range->older = st->idle_newest;
     if (st->idle_newest) st->idle_newest->newer = range;
@@ -374,7 +372,6 @@ static void idle_remove(stitch_state *st, stitch_range *range)
     if (range->newer) range->newer->older = range->older;
     else st->idle_newest = range->older;
     range->older = range->newer = NULL;
-    range->idle = 0;
     st->idle_chunks -= range->mapped;
 }
 
