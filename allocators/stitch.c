@@ -95,9 +95,9 @@ static const vb_option stitch_options[] = {
      "physical chunk size in MiB, a multiple of the device's mapping granularity (2 MiB); default 0 = the "
      "granularity"},
     {"reuse_slack_percent", VB_OPTION_U64, offsetof(stitch_settings, reuse_slack_percent), 0, 1000,
-     "a cached range is reused for a request at most this many percent smaller; default 25"},
+     "a cached range serves a request it exceeds by at most this many percent; default 25"},
     {"reuse_slack_mb", VB_OPTION_U64, offsetof(stitch_settings, reuse_slack_mb), 0, 1 << 30,
-     "... and at most this many MiB smaller; default 20"},
+     "... and by at most this many MiB (the tighter bound applies); default 20"},
 };
 
 #define STITCH_OPTION_COUNT (sizeof stitch_options / sizeof stitch_options[0])
