@@ -228,14 +228,27 @@ static uint64_t sim_vm_granularity(vb_device *dev)
     return VB_DRIVER_PAGE;
 }
 
+/* The index of the last reservation starting at or below `addr`, or
+ * reservation_count when there is none (binary search: reservations are
+ * kept sorted by address). */
+static size_t reservation_index(const sim_state *sim, vb_addr addr)
+{
+    size_t low = 0, high = sim->reservation_count;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (sim->reservations[middle].addr <= addr) low = middle + 1;
+        else high = middle;
+    }
+    return low == 0 ? sim->reservation_count : low - 1;
+}
+
 /* The reservation containing [addr, addr+size), or NULL. */
 static sim_reservation *reservation_of(sim_state *sim, vb_addr addr, uint64_t size)
 {
-    for (size_t i = 0; i < sim->reservation_count; i++) {
-        sim_reservation *r = &sim->reservations[i];
-        if (addr >= r->addr && size <= r->size && addr - r->addr <= r->size - size) return r;
-    }
-    return NULL;
+    size_t i = reservation_index(sim, addr);
+    if (i == sim->reservation_count) return NULL;
+    sim_reservation *r = &sim->reservations[i];
+    return size <= r->size && addr - r->addr <= r->size - size ? r : NULL;
 }
 
 /* 1 if `value` is a positive multiple of the granularity. */
@@ -265,20 +278,12 @@ static vb_status sim_vm_reserve(vb_device *dev, uint64_t size, vb_addr *out)
     return VB_OK;
 }
 
-/* Context for checking that no mapping overlaps a range. */
-typedef struct range_probe {
-    const sim_state *sim;
-    vb_addr addr;
-    uint64_t size;
-    int found;
-} range_probe;
-
-static void probe_mapping(void *context, uint64_t mapped_addr, uint64_t handle)
+/* 1 if any 2 MiB page of [addr, addr+size) is mapped. */
+static int range_mapped(const sim_state *sim, vb_addr addr, uint64_t size)
 {
-    range_probe *probe = context;
-    uint64_t mapped_size = 0;
-    vb_addr_map_get(&probe->sim->phys, handle, &mapped_size);
-    if (mapped_addr < probe->addr + probe->size && probe->addr < mapped_addr + mapped_size) probe->found = 1;
+    for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
+        if (vb_addr_map_get(&sim->mapped_pages, page, NULL)) return 1;
+    return 0;
 }
 
 static vb_status sim_vm_free(vb_device *dev, vb_addr addr, uint64_t size)
@@ -286,11 +291,11 @@ static vb_status sim_vm_free(vb_device *dev, vb_addr addr, uint64_t size)
     sim_state *sim = sim_of(dev);
     for (size_t i = 0; i < sim->reservation_count; i++) {
         if (sim->reservations[i].addr != addr || sim->reservations[i].size != size) continue;
-        range_probe probe = {sim, addr, size, 0};
-        vb_addr_map_each(&sim->mappings, probe_mapping, &probe);
-        if (probe.found)
+        if (range_mapped(sim, addr, size))
             return vb_error(VB_ERR_INVALID, "sim: vm_free of a reservation that is still mapped");
-        sim->reservations[i] = sim->reservations[--sim->reservation_count];
+        memmove(&sim->reservations[i], &sim->reservations[i + 1],
+                (sim->reservation_count - i - 1) * sizeof sim->reservations[0]); /* stays sorted */
+        sim->reservation_count--;
         return VB_OK;
     }
     return vb_error(VB_ERR_INVALID, "sim: vm_free of unknown reservation 0x%llx+%llu",
@@ -314,25 +319,11 @@ static vb_status sim_vm_create(vb_device *dev, uint64_t size, vb_phys *out)
     return VB_OK;
 }
 
-/* Context for checking whether a physical handle is mapped. */
-typedef struct handle_probe {
-    vb_phys handle;
-    int found;
-} handle_probe;
-
-static void probe_handle(void *context, uint64_t key, uint64_t value)
-{
-    handle_probe *probe = context;
-    (void)key;
-    if (value == probe->handle) probe->found = 1;
-}
-
 static vb_status sim_vm_release(vb_device *dev, vb_phys handle)
 {
     sim_state *sim = sim_of(dev);
-    handle_probe probe = {handle, 0};
-    vb_addr_map_each(&sim->mappings, probe_handle, &probe);
-    if (probe.found) return vb_error(VB_ERR_INVALID, "sim: vm_release of a handle that is still mapped");
+    if (vb_addr_map_get(&sim->mapped_handles, handle, NULL))
+        return vb_error(VB_ERR_INVALID, "sim: vm_release of a handle that is still mapped");
     uint64_t size;
     if (!vb_addr_map_remove(&sim->phys, handle, &size))
         return vb_error(VB_ERR_INVALID, "sim: vm_release of unknown handle %llu", (unsigned long long)handle);
@@ -349,12 +340,14 @@ static vb_status sim_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys
                         (unsigned long long)handle);
     if (!granular(addr) || !reservation_of(sim, addr, size))
         return vb_error(VB_ERR_INVALID, "sim: vm_map at 0x%llx outside any reservation", (unsigned long long)addr);
-    range_probe probe = {sim, addr, size, 0};
-    vb_addr_map_each(&sim->mappings, probe_mapping, &probe);
-    if (probe.found)
+    if (range_mapped(sim, addr, size))
         return vb_error(VB_ERR_INVALID, "sim: vm_map over an existing mapping at 0x%llx", (unsigned long long)addr);
-    if (vb_addr_map_put(&sim->mappings, addr, handle) != 0) return vb_error(VB_ERR_OOM, "out of host memory");
-    return VB_OK;
+    if (vb_addr_map_get(&sim->mapped_handles, handle, NULL))
+        return vb_error(VB_ERR_INVALID, "sim: vm_map of handle %llu, which is mapped already", (unsigned long long)handle);
+    int failed = vb_addr_map_put(&sim->mappings, addr, handle) | vb_addr_map_put(&sim->mapped_handles, handle, addr);
+    for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
+        failed |= vb_addr_map_put(&sim->mapped_pages, page, addr);
+    return failed ? vb_error(VB_ERR_OOM, "out of host memory") : VB_OK;
 }
 
 static vb_status sim_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
@@ -367,6 +360,9 @@ static vb_status sim_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
                         (unsigned long long)addr, (unsigned long long)size);
     sim_device_synchronize(dev); /* cuMemUnmap waits for work using the range */
     vb_addr_map_remove(&sim->mappings, addr, NULL);
+    vb_addr_map_remove(&sim->mapped_handles, handle, NULL);
+    for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
+        vb_addr_map_remove(&sim->mapped_pages, page, NULL);
     return VB_OK;
 }
 
@@ -483,6 +479,8 @@ static void sim_close(vb_device *dev)
     vb_addr_map_clear(&sim->live);
     vb_addr_map_clear(&sim->phys);
     vb_addr_map_clear(&sim->mappings);
+    vb_addr_map_clear(&sim->mapped_pages);
+    vb_addr_map_clear(&sim->mapped_handles);
     free(sim);
     free(dev);
 }

@@ -31,7 +31,9 @@ typedef struct sim_state {
     vb_addr_map live;           /* mem_alloc address -> size */
     vb_addr_map phys;           /* physical handle -> size */
     vb_addr_map mappings;       /* mapped address -> physical handle */
-    sim_reservation *reservations;
+    vb_addr_map mapped_pages;   /* page number (address / 2 MiB) -> the address of its mapping */
+    vb_addr_map mapped_handles; /* physical handle -> the address it is mapped at */
+    sim_reservation *reservations; /* sorted by address (vm_reserve hands out rising ones) */
     size_t reservation_count, reservation_capacity;
     struct vb_stream_s default_stream;
     struct vb_stream_s **streams; /* created streams, for device_synchronize */
