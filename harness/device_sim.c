@@ -342,9 +342,10 @@ static vb_status sim_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys
         return vb_error(VB_ERR_INVALID, "sim: vm_map at 0x%llx outside any reservation", (unsigned long long)addr);
     if (range_mapped(sim, addr, size))
         return vb_error(VB_ERR_INVALID, "sim: vm_map over an existing mapping at 0x%llx", (unsigned long long)addr);
-    if (vb_addr_map_get(&sim->mapped_handles, handle, NULL))
-        return vb_error(VB_ERR_INVALID, "sim: vm_map of handle %llu, which is mapped already", (unsigned long long)handle);
-    int failed = vb_addr_map_put(&sim->mappings, addr, handle) | vb_addr_map_put(&sim->mapped_handles, handle, addr);
+    uint64_t mapped_count = 0;
+    vb_addr_map_get(&sim->mapped_handles, handle, &mapped_count);
+    int failed = vb_addr_map_put(&sim->mappings, addr, handle) |
+                 vb_addr_map_put(&sim->mapped_handles, handle, mapped_count + 1);
     for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
         failed |= vb_addr_map_put(&sim->mapped_pages, page, addr);
     return failed ? vb_error(VB_ERR_OOM, "out of host memory") : VB_OK;
@@ -360,7 +361,10 @@ static vb_status sim_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
                         (unsigned long long)addr, (unsigned long long)size);
     sim_device_synchronize(dev); /* cuMemUnmap waits for work using the range */
     vb_addr_map_remove(&sim->mappings, addr, NULL);
-    vb_addr_map_remove(&sim->mapped_handles, handle, NULL);
+    uint64_t mapped_count = 0;
+    vb_addr_map_get(&sim->mapped_handles, handle, &mapped_count);
+    if (mapped_count > 1) vb_addr_map_put(&sim->mapped_handles, handle, mapped_count - 1); /* replaces: no growth */
+    else vb_addr_map_remove(&sim->mapped_handles, handle, NULL);
     for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
         vb_addr_map_remove(&sim->mapped_pages, page, NULL);
     return VB_OK;

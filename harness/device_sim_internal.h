@@ -32,7 +32,7 @@ typedef struct sim_state {
     vb_addr_map phys;           /* physical handle -> size */
     vb_addr_map mappings;       /* mapped address -> physical handle */
     vb_addr_map mapped_pages;   /* page number (address / 2 MiB) -> the address of its mapping */
-    vb_addr_map mapped_handles; /* physical handle -> the address it is mapped at */
+    vb_addr_map mapped_handles; /* physical handle -> how many mappings it has (CUDA allows several) */
     sim_reservation *reservations; /* sorted by address (vm_reserve hands out rising ones) */
     size_t reservation_count, reservation_capacity;
     struct vb_stream_s default_stream;
