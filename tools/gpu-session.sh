@@ -22,10 +22,9 @@ for stage in "$@"; do
     case "$stage" in
     check)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
-        make test-gpu > "$OUT/test-gpu.txt" 2>&1 && echo "test-gpu: passed" || echo "test-gpu: FAILED"
-        grep -E "PASSED|FAILED|SKIPPED|^\[  ERROR" "$OUT/test-gpu.txt" | tail -30
-        ./build/vrambench microbench --device cuda --out "$OUT/microbench.json" || echo "microbench: FAILED"
-        cp "$OUT/microbench.json" "$KEEP/" 2>/dev/null
+        make test-gpu > "$OUT/test-gpu-$day.txt" 2>&1 && echo "test-gpu: passed" || echo "test-gpu: FAILED"
+        grep -E "conformance/|PASSED|FAILED|^\[  ERROR" "$OUT/test-gpu-$day.txt" | tail -40
+        ./build/vrambench microbench --device cuda --out "$OUT/microbench-{device}-{date}.json" || echo "microbench: FAILED"
         ;;
     torch)
         PYTHONUNBUFFERED=1 python3 tools/pytorch_claims.py "$KEEP/pytorch-claims.json" && cp "$KEEP/pytorch-claims.json" "$OUT/" \
@@ -36,8 +35,10 @@ for stage in "$@"; do
     bench)
         make bench BENCH_OUT="results/{device}-{date}.json" || echo "bench: FAILED"
         cp results/*-"$day".json "$OUT/" 2>/dev/null
+        # PyTorch's column: this session's measurements, else the newest committed ones.
         pytorch=()
-        [ -f "$KEEP/pytorch-claims.json" ] && pytorch=(--pytorch "$KEEP/pytorch-claims.json")
+        recorded=$(ls -t "$KEEP"/pytorch-claims.json results/pytorch-claims-*.json 2>/dev/null | head -1)
+        [ -n "$recorded" ] && pytorch=(--pytorch "$recorded")
         ./build/vrambench claims --device cuda "${pytorch[@]}" --out "$OUT/claims-{device}-{date}.json" || echo "claims: FAILED"
         for trace in tests/fixtures/traces/*.trace.gz; do
             name=$(basename "$trace" .trace.gz)
