@@ -43,31 +43,10 @@ static int compare_segments(const vb_oset_node *a, const vb_oset_node *b)
     return compare_u64(VB_OSET_ENTRY(a, vb_cc_segment, node)->base, VB_OSET_ENTRY(b, vb_cc_segment, node)->base);
 }
 
-/* The last node that sorts before `probe` (probe need not be in the set),
- * or NULL: the predecessor walk ordered_set.h does not offer. */
-static vb_oset_node *last_before(const vb_ordered_set *set, const vb_oset_node *probe)
-{
-    vb_oset_node *best = NULL, *at = set->root;
-    while (at) {
-        if (set->compare(at, probe) < 0) {
-            best = at;
-            at = at->right;
-        } else {
-            at = at->left;
-        }
-    }
-    return best;
-}
-
 /* A search key for the free set (PyTorch's AllocParams::search_key). */
 static vb_cc_block probe_block(vb_stream stream, uint64_t size, vb_addr addr)
 {
-    vb_cc_block probe;
-    memset(&probe, 0, sizeof probe);
-    probe.stream = stream;
-    probe.size = size;
-    probe.addr = addr;
-    return probe;
+    return (vb_cc_block){.stream = stream, .size = size, .addr = addr};
 }
 
 /* A block's age in get_free_block calls of its pool (PyTorch's gc_count). */
@@ -114,7 +93,7 @@ void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block)
 void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 {
     block->gc_count_base = pool->get_free_blocks_call_count;
-    vb_oset_insert(&pool->blocks, &block->node);
+    vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
 }
 
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
@@ -364,7 +343,7 @@ static vb_cc_block *get_free_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_str
 {
     if (cc->set_fraction && cc->gc_threshold > 0.0) pool->get_free_blocks_call_count++;
     vb_cc_block probe = probe_block(stream, size, 0);
-    vb_cc_block *block = block_of(vb_oset_lower_bound(&pool->blocks, &probe.node));
+    vb_cc_block *block = block_of(vb_oset_lower_bound_by(&pool->blocks, &probe.node, compare_by_size));
     if (!block || block->stream != stream) return NULL;
     if (cc->source->expandable) {
         /* Prefer a block that cannot grow to the one at a segment's end, so
@@ -445,10 +424,10 @@ static int release_available_cached_blocks(vb_cc_allocator *cc, vb_cc_pool *pool
         cc->source->release_block(cc, block);
         return 1;
     }
-    block = block_of(last_before(&pool->blocks, &probe.node));
+    block = block_of(vb_oset_last_before(&pool->blocks, &probe.node));
     uint64_t released = 0;
     while (block && released < key_size && block->size >= cc->max_split_size && block->stream == stream) {
-        vb_cc_block *before = block_of(last_before(&pool->blocks, &block->node));
+        vb_cc_block *before = block_of(vb_oset_prev(&pool->blocks, &block->node));
         released += block->size;
         cc->source->release_block(cc, block);
         block = before;
@@ -602,7 +581,7 @@ static uint64_t largest_in(const vb_ordered_set *set)
     vb_cc_block *first = block_of(vb_oset_first(set));
     while (first) {
         vb_cc_block probe = probe_block(first->stream, UINT64_MAX, UINT64_MAX);
-        vb_cc_block *last = block_of(last_before(set, &probe.node));
+        vb_cc_block *last = block_of(vb_oset_last_before(set, &probe.node));
         if (last && last->size > largest) largest = last->size;
         first = block_of(vb_oset_lower_bound(set, &probe.node));
     }
