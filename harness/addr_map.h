@@ -8,15 +8,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A key and its value side by side: a lookup touches one cache line. */
+typedef struct vb_addr_map_entry {
+    uint64_t key;       /* 0 marks an empty slot, so key 0 cannot be stored */
+    uint64_t value;
+} vb_addr_map_entry;
+
 typedef struct vb_addr_map {
-    uint64_t *keys;     /* 0 marks an empty slot, so key 0 cannot be stored */
-    uint64_t *values;
+    vb_addr_map_entry *entries;
     size_t capacity;    /* a power of two, or 0 before the first insert */
     size_t count;
 } vb_addr_map;
 
 /* An empty map needs no set-up beyond zero-initialisation. */
-#define VB_ADDR_MAP_INIT {NULL, NULL, 0, 0}
+#define VB_ADDR_MAP_INIT {NULL, 0, 0}
 
 /* Inserts or replaces; returns 0, or -1 when host memory runs out or `key` is 0. */
 int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value);
