@@ -30,19 +30,32 @@ static int grow(vb_addr_map *map)
     return 0;
 }
 
-/* Inserts or replaces. The table stays at most half full. Key 0 marks an
+/* Finds or inserts. The table stays at most half full. Key 0 marks an
  * empty slot, so storing it would count an entry no lookup can find. */
-int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value)
+uint64_t *vb_addr_map_slot(vb_addr_map *map, uint64_t key, int *added)
 {
-    if (key == 0) return -1;
-    if ((map->count + 1) * 2 > map->capacity && grow(map) != 0) return -1;
+    if (key == 0) return NULL;
+    if ((map->count + 1) * 2 > map->capacity && grow(map) != 0) return NULL;
     size_t mask = map->capacity - 1;
     size_t slot = slot_of(key, map->capacity);
     vb_addr_map_entry *entries = map->entries;
     while (entries[slot].key && entries[slot].key != key) slot = (slot + 1) & mask;
-    if (!entries[slot].key) map->count++;
-    entries[slot].key = key;
-    entries[slot].value = value;
+    int is_new = entries[slot].key == 0;
+    if (is_new) {
+        map->count++;
+        entries[slot].key = key;
+        entries[slot].value = 0;
+    }
+    if (added) *added = is_new;
+    return &entries[slot].value;
+}
+
+/* Inserts or replaces. */
+int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value)
+{
+    uint64_t *slot = vb_addr_map_slot(map, key, NULL);
+    if (!slot) return -1;
+    *slot = value;
     return 0;
 }
 

@@ -26,6 +26,12 @@ typedef struct vb_addr_map {
 /* Inserts or replaces; returns 0, or -1 when host memory runs out or `key` is 0. */
 int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value);
 
+/* Finds `key`, or inserts it with value 0, and returns where its value is
+ * kept (valid until the map next changes), so a caller can read and set it
+ * with one probe; *added (may be NULL) says whether it was inserted. NULL
+ * when host memory runs out or `key` is 0. */
+uint64_t *vb_addr_map_slot(vb_addr_map *map, uint64_t key, int *added);
+
 /* 1 and the value in *value (may be NULL) if `key` is present, else 0. */
 int vb_addr_map_get(const vb_addr_map *map, uint64_t key, uint64_t *value);
 

@@ -59,6 +59,27 @@ static void put_existing_key_replaces_value(void **state)
     vb_addr_map_clear(&map);
 }
 
+/* slot inserts a new key with value 0 and says so; for a present key it
+ * says not added and points at the stored value, which a write through it
+ * changes. */
+static void slot_finds_or_inserts_and_says_which(void **state)
+{
+    (void)state;
+    vb_addr_map map = VB_ADDR_MAP_INIT;
+    int added = -1;
+    uint64_t *slot = vb_addr_map_slot(&map, key_of(3), &added);
+    assert_non_null(slot);
+    assert_int_equal(added, 1);
+    assert_int_equal(*slot, 0);
+    *slot = 33;
+    slot = vb_addr_map_slot(&map, key_of(3), &added);
+    assert_int_equal(added, 0);
+    assert_int_equal(*slot, 33);
+    assert_int_equal(map.count, 1);
+    assert_null(vb_addr_map_slot(&map, 0, &added));
+    vb_addr_map_clear(&map);
+}
+
 /* Remove hands back the value, forgets the key, and reports a missing key. */
 static void remove_returns_value_and_forgets_key(void **state)
 {
@@ -237,6 +258,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(put_then_get_returns_the_value),
         cmocka_unit_test(put_existing_key_replaces_value),
+        cmocka_unit_test(slot_finds_or_inserts_and_says_which),
         cmocka_unit_test(remove_returns_value_and_forgets_key),
         cmocka_unit_test(key_zero_is_refused),
         cmocka_unit_test(growth_keeps_every_entry),
