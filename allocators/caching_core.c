@@ -11,6 +11,13 @@
 /* Orders and small helpers                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Block structs start on a cache line (see vb_cc_block); aligned_alloc
+ * wants a size that is a multiple of the alignment. */
+#define VB_CC_BLOCK_ALIGNMENT 64
+#define BLOCK_BYTES ((sizeof(vb_cc_block) + VB_CC_BLOCK_ALIGNMENT - 1) / VB_CC_BLOCK_ALIGNMENT * VB_CC_BLOCK_ALIGNMENT)
+_Static_assert(offsetof(vb_cc_block, addr) + sizeof(vb_addr) <= VB_CC_BLOCK_ALIGNMENT,
+               "a block's node and order key share its first cache line");
+
 static vb_cc_block *block_of(const vb_oset_node *node)
 {
     return node ? VB_OSET_ENTRY(node, vb_cc_block, node) : NULL;
@@ -66,8 +73,9 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     if (block) {
         cc->spare_blocks = block->next;
     } else {
-        block = calloc(1, sizeof *block);
+        block = aligned_alloc(VB_CC_BLOCK_ALIGNMENT, BLOCK_BYTES);
         if (!block) return NULL;
+        memset(block, 0, sizeof *block);
     }
     /* The uses array survives recycling so record_stream allocates only once. */
     vb_stream *uses = block->uses;

@@ -43,11 +43,14 @@ typedef struct vb_cc_allocator vb_cc_allocator;
 /* A block: a piece of a segment, handed out or free. Block structs are
  * recycled through the allocator's spare list, never freed on the hot path. */
 typedef struct vb_cc_block {
+    /* The node and the fields the free sets order by come first: block
+     * structs are 64-byte aligned, so a step of a best-fit walk reads one
+     * cache line. */
     vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
-    vb_addr addr;
-    uint64_t size;
-    uint64_t requested;           /* what the caller asked for, while allocated */
     vb_stream stream;             /* the allocation stream: only it reuses the block */
+    uint64_t size;
+    vb_addr addr;
+    uint64_t requested;           /* what the caller asked for, while allocated */
     vb_cc_pool *pool;
     vb_cc_segment *segment;
     struct vb_cc_block *prev, *next; /* address neighbours in the segment (spare list: next) */

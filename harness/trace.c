@@ -16,6 +16,9 @@
 
 /* The one buffer a trace holds: a line may be at most this long. */
 #define TRACE_BUFFER_BYTES (64 * 1024)
+/* Bytes allocated after it: the sentinel (or a final NUL), and room for
+ * the number parser's eight-byte reads that start at the sentinel. */
+#define TRACE_BUFFER_SLACK 16
 /* zlib's own input buffer (bigger than its 8 KiB default: fewer read calls). */
 #define TRACE_ZLIB_BUFFER_BYTES (128 * 1024)
 
@@ -33,8 +36,8 @@ struct vb_trace {
     gzFile file;
     char *path;
     vb_trace_format format;
-    char *buffer;              /* TRACE_BUFFER_BYTES + 1: room for a final NUL, or
-                                * the '\n' sentinel kept at buffer[end] */
+    char *buffer;              /* TRACE_BUFFER_BYTES + TRACE_BUFFER_SLACK: room for a final
+                                * NUL, or the '\n' sentinel kept at buffer[end] */
     size_t start, end;         /* unread bytes are buffer[start, end) */
     int at_eof;                /* the file has no more bytes to give */
     uint64_t line;             /* lines handed out so far */
@@ -331,20 +334,53 @@ static vb_status vbtrace_mark(vb_trace *trace, char *rest, vb_trace_event *event
     return VB_OK;
 }
 
+/* The eight bytes at `at` as a little-endian word (the first byte lowest). */
+static uint64_t load_word(const char *at)
+{
+    uint64_t word;
+    memcpy(&word, at, sizeof word);
+    return word;
+}
+
+/* The number written by eight digit values 0..9 packed in a word, the most
+ * significant first (in the lowest byte): pairs, then quads, then all
+ * eight are combined with one multiply each (the "SWAR" method Daniel
+ * Lemire describes for simdjson's parse_eight_digits_unrolled). */
+static uint64_t eight_digits_value(uint64_t digits)
+{
+    digits = (digits * 10 + (digits >> 8)) & 0x00FF00FF00FF00FFULL;
+    digits = (digits * 100 + (digits >> 16)) & 0x0000FFFF0000FFFFULL;
+    return (digits * 10000 + (digits >> 32)) & 0xFFFFFFFFULL;
+}
+
 /* Reads a run of 1..19 decimal digits at *cursor (19 digits cannot
- * overflow 64 bits) and moves past it; 0 when there is none or it is longer. */
+ * overflow 64 bits) and moves past it; 0 when there is none or it is longer.
+ * It looks at eight bytes at a time, so the buffer has TRACE_BUFFER_SLACK
+ * readable bytes after the sentinel. */
 static int fast_decimal(const char **cursor, uint64_t *out)
 {
+    static const uint64_t powers_of_ten[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
     const char *at = *cursor;
     uint64_t value = 0;
-    int digits = 0;
-    while ((unsigned char)(at[digits] - '0') < 10) {
-        if (digits == 19) return 0;
-        value = value * 10 + (uint64_t)(at[digits] - '0');
-        digits++;
+    int total = 0;
+    for (;;) {
+        /* Each byte minus '0' is 0..9 for a digit. Bytes past the first
+         * non-digit may be garbled by borrows and carries; they are never used. */
+        uint64_t digits = load_word(at) - 0x3030303030303030ULL;
+        uint64_t non_digits = (digits | (digits + 0x7676767676767676ULL)) & 0x8080808080808080ULL;
+        int count = non_digits ? __builtin_ctzll(non_digits) / 8 : 8;
+        total += count;
+        if (total > 19) return 0;
+        if (count > 0) {
+            /* Shifted up, the digits are preceded by zero digits (shifted-in zero bytes). */
+            uint64_t packed = count == 8 ? digits : digits << (8 * (8 - count));
+            value = value * powers_of_ten[count] + eight_digits_value(packed);
+        }
+        at += count;
+        if (count < 8) break;
     }
-    if (digits == 0) return 0;
-    *cursor = at + digits;
+    if (total == 0) return 0;
+    *cursor = at;
     *out = value;
     return 1;
 }
@@ -592,7 +628,7 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
     vb_trace *trace = calloc(1, sizeof *trace);
     if (trace) {
         trace->path = strdup(path);
-        trace->buffer = malloc(TRACE_BUFFER_BYTES + 1);
+        trace->buffer = calloc(1, TRACE_BUFFER_BYTES + TRACE_BUFFER_SLACK);
         if (trace->buffer) trace->buffer[0] = '\n'; /* the sentinel at buffer[end], end = 0 */
     }
     if (!trace || !trace->path || !trace->buffer) {

@@ -245,6 +245,34 @@ static void test_vbtrace_lines_across_buffer_refills_read_in_order(void **state)
     vb_trace_close(trace);
 }
 
+/* Sizes of every length from 1 to 20 digits are read exactly: the prefixes
+ * of 98765432109876543210 up to 19 digits, then 18446744073709551615
+ * (UINT64_MAX, 20 digits), and 000123 (leading zeros, 123). */
+static void test_vbtrace_sizes_of_every_length_read_exactly(void **state)
+{
+    (void)state;
+    const char *digits = "98765432109876543210";
+    char text[2048] = "vbtrace 1\n";
+    uint64_t expected[21];
+    for (int length = 1; length <= 19; length++) {
+        char line[64], size[32];
+        snprintf(size, sizeof size, "%.*s", length, digits);
+        snprintf(line, sizeof line, "a %d %s\n", length, size);
+        strcat(text, line);
+        expected[length - 1] = strtoull(size, NULL, 10);
+    }
+    strcat(text, "a 20 18446744073709551615\na 21 000123\n");
+    expected[19] = UINT64_MAX;
+    expected[20] = 123;
+    vb_trace *trace = open_ok(write_file("lengths.trace", text));
+    for (int i = 0; i < 21; i++) {
+        vb_trace_event event = next_ok(trace);
+        assert_int_equal(event.id, i + 1);
+        assert_int_equal(event.size, expected[i]);
+    }
+    vb_trace_close(trace);
+}
+
 static void test_vbtrace_tag_comes_back_with_the_free(void **state)
 {
     (void)state;
@@ -910,6 +938,7 @@ int main(void)
         cmocka_unit_test(test_vbtrace_id_may_be_reused_after_free),
         cmocka_unit_test(test_vbtrace_blanks_between_fields_read_like_single_spaces),
         cmocka_unit_test(test_vbtrace_lines_across_buffer_refills_read_in_order),
+        cmocka_unit_test(test_vbtrace_sizes_of_every_length_read_exactly),
         cmocka_unit_test(test_vbtrace_tag_comes_back_with_the_free),
         cmocka_unit_test(test_each_live_visits_live_allocations_with_their_tags),
         cmocka_unit_test(test_gzip_trace_reads_like_plain),
