@@ -109,7 +109,7 @@ static void key_zero_is_refused(void **state)
     vb_addr_map_clear(&map);
 }
 
-/* Growing past the first table (64 slots, at most half full) and several
+/* Growing past the first table (64 slots, at most a quarter full) and several
  * doublings keeps every entry: 10,000 keys in, all found with their values. */
 static void growth_keeps_every_entry(void **state)
 {
@@ -235,14 +235,14 @@ static void random_ops_against_reference(size_t universe, size_t operations, siz
     free(keys);
 }
 
-/* Backward-shift deletion keeps every remaining key reachable: 32 keys in
- * the first table of 64 slots (it grows only when a 33rd key arrives), kept
- * near half full by putting twice as often as removing, so probe runs are
- * long and wrap around the end; 200,000 operations, every key checked every 50. */
+/* Backward-shift deletion keeps every remaining key reachable: 16 keys in
+ * the first table of 64 slots (it grows only when a 17th key arrives), kept
+ * near its fullest by putting twice as often as removing, so probe runs
+ * form and wrap around the end; 200,000 operations, every key checked every 50. */
 static void backward_shift_keeps_keys_reachable_in_a_crowded_table(void **state)
 {
     (void)state;
-    random_ops_against_reference(32, 200000, 50, 60, 1);
+    random_ops_against_reference(16, 200000, 50, 60, 1);
 }
 
 /* The same over 5,000 keys, across growth, every key checked every 10,000. */
