@@ -61,12 +61,18 @@ vb_oset_node *vb_oset_last(const vb_ordered_set *set);
  * by the set's order found) and restores the heap order by priority. */
 void vb_oset_attach(vb_ordered_set *set, vb_oset_node *node, vb_oset_node *parent, vb_oset_node **link);
 
+/* The inline walks prefetch both children of each node they pass: a
+ * comparison's outcome is a coin toss the branch predictor often gets
+ * wrong, and then the other child is already on its way from the cache. */
+
 /* vb_oset_insert with the comparison inlined. */
 static inline void vb_oset_insert_by(vb_ordered_set *set, vb_oset_node *node, vb_oset_compare compare)
 {
     vb_oset_node *parent = NULL, **link = &set->root;
     while (*link) {
         parent = *link;
+        __builtin_prefetch(parent->left);
+        __builtin_prefetch(parent->right);
         link = compare(node, parent) < 0 ? &parent->left : &parent->right;
     }
     vb_oset_attach(set, node, parent, link);
@@ -78,6 +84,8 @@ static inline vb_oset_node *vb_oset_lower_bound_by(const vb_ordered_set *set, co
 {
     vb_oset_node *best = NULL, *at = set->root;
     while (at) {
+        __builtin_prefetch(at->left);
+        __builtin_prefetch(at->right);
         if (compare(at, probe) < 0) {
             at = at->right;
         } else {
