@@ -31,11 +31,12 @@
 /* Regular samples per trace (besides markers and the final one). */
 #define INTERVAL_SAMPLES 200
 /* Latency of about one malloc/free in this many is recorded (at least); a
- * replay is mostly allocator calls, and two clock reads per call would take a
- * third of its time. Long traces sample more sparsely so that each latency
- * list stays under about 4 M entries (32 MB). */
-#define LATENCY_SAMPLE_EVERY 8
-#define LATENCY_SAMPLES_MAX (4u << 20)
+ * replay is mostly allocator calls, and two clock reads cost about as much
+ * as a whole cached malloc (tens of ns each under a hypervisor), so one in
+ * 16 keeps them to a few percent of the replay. Long traces sample more
+ * sparsely, about 64 K latencies per list, plenty for a p99. */
+#define LATENCY_SAMPLE_EVERY 16
+#define LATENCY_SAMPLES_WANTED (64u << 10)
 /* Bytes per event of a compact trace line ("a 123456 4096\n"), to guess the
  * number of events from the file's size. */
 #define BYTES_PER_EVENT_GUESS 16
@@ -214,7 +215,7 @@ static vb_status replay_run(vb_run *run)
     vb_status status = vb_trace_open(path, &state->trace);
     if (status == VB_OK) {
         uint64_t events_guess = vb_trace_total_bytes(state->trace) / BYTES_PER_EVENT_GUESS;
-        uint64_t every = events_guess / LATENCY_SAMPLES_MAX + 1;
+        uint64_t every = events_guess / LATENCY_SAMPLES_WANTED;
         vb_run_set_latency_sampling(run, (uint32_t)(every > LATENCY_SAMPLE_EVERY ? every : LATENCY_SAMPLE_EVERY));
         state->next_sample_bytes = sample_mark(state, 1);
         status = vb_run_step(run, "start of trace");
