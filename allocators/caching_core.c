@@ -15,8 +15,9 @@
  * wants a size that is a multiple of the alignment. */
 #define VB_CC_BLOCK_ALIGNMENT 64
 #define BLOCK_BYTES ((sizeof(vb_cc_block) + VB_CC_BLOCK_ALIGNMENT - 1) / VB_CC_BLOCK_ALIGNMENT * VB_CC_BLOCK_ALIGNMENT)
-_Static_assert(offsetof(vb_cc_block, addr) + sizeof(vb_addr) <= VB_CC_BLOCK_ALIGNMENT,
-               "a block's node and order key share its first cache line");
+_Static_assert(offsetof(vb_cc_block, class_node) == 0 &&
+                   offsetof(vb_cc_block, addr) + sizeof(vb_addr) <= VB_CC_BLOCK_ALIGNMENT,
+               "a block's size-class node and order key share its first cache line");
 
 static vb_cc_block *block_of(const vb_oset_node *node)
 {
@@ -33,6 +34,21 @@ static int compare_by_size(const vb_oset_node *a, const vb_oset_node *b)
 {
     const vb_cc_block *x = block_of(a), *y = block_of(b);
     if (x->stream != y->stream) return compare_u64((uintptr_t)x->stream, (uintptr_t)y->stream);
+    if (x->size != y->size) return compare_u64(x->size, y->size);
+    return compare_u64(x->addr, y->addr);
+}
+
+/* The block whose class_node this is. */
+static vb_cc_block *block_of_class(const vb_oset_node *node)
+{
+    return node ? VB_OSET_ENTRY(node, vb_cc_block, class_node) : NULL;
+}
+
+/* The order inside one size class of one stream: (size, address), the
+ * rest of BlockComparatorSize. */
+static int compare_in_class(const vb_oset_node *a, const vb_oset_node *b)
+{
+    const vb_cc_block *x = block_of_class(a), *y = block_of_class(b);
     if (x->size != y->size) return compare_u64(x->size, y->size);
     return compare_u64(x->addr, y->addr);
 }
@@ -60,6 +76,193 @@ static vb_cc_block probe_block(vb_stream stream, uint64_t size, vb_addr addr)
 static uint64_t block_age(const vb_cc_block *block)
 {
     return block->pool->get_free_blocks_call_count - block->gc_count_base;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Size indexes: best fit without walking down the free set                   */
+/* ------------------------------------------------------------------------ */
+
+/* A pool's free blocks of one stream are also kept by size class: 512-byte
+ * granules, exact below 16 of them, else 16 classes per power of two (as
+ * TLSF does), each class a small ordered set, with a bitmap of the classes
+ * that hold blocks. The best fit is the lower bound in the request's own
+ * class or else the first block of the next class that holds any: a short
+ * walk and a bit scan instead of a walk down the whole free set. The block
+ * next to a new free block in the order, found the same way, puts it into
+ * pool->blocks without a walk (vb_oset_insert_after / _before). The order,
+ * and so every choice the policy makes, is the same. */
+#define SIZE_CLASSES 832 /* granule counts below 2^55, i.e. every 64-bit size */
+#define CLASS_WORDS (SIZE_CLASSES / 64)
+
+struct vb_cc_size_index {
+    vb_stream stream;
+    uint64_t word_in_use;                /* bit w: class_in_use[w] != 0 */
+    uint64_t class_in_use[CLASS_WORDS];  /* bit c % 64 of word c / 64: classes[c] holds blocks */
+    vb_ordered_set classes[SIZE_CLASSES];
+};
+
+/* The class of `size`: monotone in size, so classes partition the order. */
+static uint32_t size_class(uint64_t size)
+{
+    uint64_t granules = size / VB_CC_MIN_BLOCK_SIZE;
+    if (granules < 16) return (uint32_t)granules;
+    uint32_t power = 63 - (uint32_t)__builtin_clzll(granules);
+    return 16 + (power - 4) * 16 + (uint32_t)((granules >> (power - 4)) & 15);
+}
+
+/* The first class after `c` that holds blocks, or -1. */
+static int next_class_in_use(const vb_cc_size_index *index, uint32_t c)
+{
+    uint32_t word = c / 64, bit = c % 64;
+    uint64_t later = bit == 63 ? 0 : index->class_in_use[word] & (~0ULL << (bit + 1));
+    if (later) return (int)(word * 64 + (uint32_t)__builtin_ctzll(later));
+    uint64_t words = index->word_in_use & (~0ULL << (word + 1));
+    if (!words) return -1;
+    word = (uint32_t)__builtin_ctzll(words);
+    return (int)(word * 64 + (uint32_t)__builtin_ctzll(index->class_in_use[word]));
+}
+
+/* The last class that holds blocks, or -1. */
+static int last_class_in_use(const vb_cc_size_index *index)
+{
+    if (!index->word_in_use) return -1;
+    uint32_t word = 63 - (uint32_t)__builtin_clzll(index->word_in_use);
+    return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(index->class_in_use[word]));
+}
+
+/* Calls `visit` for every indexed free block of the pool. */
+static void each_indexed(vb_cc_pool *pool, void (*visit)(vb_cc_pool *pool, vb_cc_block *block))
+{
+    for (size_t i = 0; i < pool->index_count; i++) {
+        vb_cc_size_index *index = pool->indexes[i];
+        for (size_t c = 0; c < SIZE_CLASSES; c++)
+            for (vb_oset_node *node = vb_oset_first(&index->classes[c]); node;
+                 node = vb_oset_next(&index->classes[c], node))
+                visit(pool, block_of_class(node));
+    }
+}
+
+/* each_indexed's visit for complete_blocks. */
+static void add_to_blocks(vb_cc_pool *pool, vb_cc_block *block)
+{
+    vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
+}
+
+/* pool->blocks holds the pool's free blocks in PyTorch's best-fit order
+ * only while it is complete: the size indexes serve best fit and merging,
+ * so the hot path never maintains it. It is filled from the indexes when
+ * something walks it in order (releasing cached blocks, garbage
+ * collection, the oversize release before an OOM, a segment source's
+ * release_pool), and emptied again afterwards. Calls nest. */
+static void complete_blocks(vb_cc_pool *pool)
+{
+    if (pool->blocks_complete++ == 0) each_indexed(pool, add_to_blocks);
+}
+
+/* Ends a complete_blocks (a pool that stopped indexing stays complete). */
+static void forget_blocks(vb_cc_pool *pool)
+{
+    if (--pool->blocks_complete == 0) vb_oset_init(&pool->blocks, compare_by_size);
+}
+
+/* Host memory ran out for an index (or a test asks): from now on
+ * pool->blocks is kept complete for good and best fit walks it. */
+static void stop_indexing(vb_cc_pool *pool)
+{
+    if (pool->unindexed) return;
+    pool->unindexed = 1;
+    complete_blocks(pool);
+}
+
+void vb_cc_pool_stop_indexing(vb_cc_pool *pool)
+{
+    stop_indexing(pool);
+}
+
+/* The pool's index for `stream`: made on first use when `create`; NULL
+ * when there is none, or when host memory ran out for it (the pool then
+ * stops using indexes for good, see unindexed). */
+static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create)
+{
+    for (size_t i = 0; i < pool->index_count; i++)
+        if (pool->indexes[i]->stream == stream) return pool->indexes[i];
+    if (!create) return NULL;
+    if (pool->index_count == pool->index_capacity) {
+        size_t capacity = pool->index_capacity ? pool->index_capacity * 2 : 2;
+        vb_cc_size_index **grown = realloc(pool->indexes, capacity * sizeof *grown);
+        if (!grown) {
+            stop_indexing(pool);
+            return NULL;
+        }
+        pool->indexes = grown;
+        pool->index_capacity = capacity;
+    }
+    vb_cc_size_index *index = calloc(1, sizeof *index);
+    if (!index) {
+        stop_indexing(pool);
+        return NULL;
+    }
+    index->stream = stream;
+    for (size_t c = 0; c < SIZE_CLASSES; c++) vb_oset_init(&index->classes[c], compare_in_class);
+    pool->indexes[pool->index_count++] = index;
+    return index;
+}
+
+/* Frees a pool's indexes. */
+static void free_indexes(vb_cc_pool *pool)
+{
+    for (size_t i = 0; i < pool->index_count; i++) free(pool->indexes[i]);
+    free(pool->indexes);
+    pool->indexes = NULL;
+    pool->index_count = pool->index_capacity = 0;
+}
+
+/* Adds a free block to its class. */
+static void index_add(vb_cc_size_index *index, vb_cc_block *block)
+{
+    uint32_t c = size_class(block->size);
+    vb_oset_insert_by(&index->classes[c], &block->class_node, compare_in_class);
+    index->class_in_use[c / 64] |= 1ULL << (c % 64);
+    index->word_in_use |= 1ULL << (c / 64);
+    block->size_index = index;
+    block->size_class = c;
+}
+
+/* Takes a block out of its class (by where it was put, whatever its size
+ * is now). */
+static void index_remove(vb_cc_block *block)
+{
+    vb_cc_size_index *index = block->size_index;
+    uint32_t c = block->size_class;
+    vb_oset_remove(&index->classes[c], &block->class_node);
+    if (index->classes[c].count == 0) {
+        index->class_in_use[c / 64] &= ~(1ULL << (c % 64));
+        if (!index->class_in_use[c / 64]) index->word_in_use &= ~(1ULL << (c / 64));
+    }
+    block->size_index = NULL;
+}
+
+/* The first block of (size, address) >= (size, 0) in the index: PyTorch's
+ * lower_bound on the free set, within one stream. NULL when none. */
+static vb_cc_block *index_lower_bound(const vb_cc_size_index *index, uint64_t size)
+{
+    uint32_t c = size_class(size);
+    vb_cc_block probe = {.size = size, .addr = 0};
+    vb_oset_node *found = vb_oset_lower_bound_by(&index->classes[c], &probe.class_node, compare_in_class);
+    if (found) return block_of_class(found);
+    int next = next_class_in_use(index, c);
+    return next < 0 ? NULL : block_of_class(vb_oset_first(&index->classes[next]));
+}
+
+/* The indexed block just after `block` (indexed) in its stream's order,
+ * or NULL. */
+static vb_cc_block *index_after(const vb_cc_block *block)
+{
+    const vb_cc_size_index *index = block->size_index;
+    vb_oset_node *node = vb_oset_next(&index->classes[block->size_class], &block->class_node);
+    if (node) return block_of_class(node);
+    int c = next_class_in_use(index, block->size_class);
+    return c < 0 ? NULL : block_of_class(vb_oset_first(&index->classes[c]));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -98,15 +301,20 @@ void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block)
     cc->spare_blocks = block;
 }
 
+/* Into the stream's size index; into pool->blocks only while that is
+ * complete (see complete_blocks), or for good once the pool is unindexed. */
 void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 {
     block->gc_count_base = pool->get_free_blocks_call_count;
-    vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
+    vb_cc_size_index *index = pool->unindexed ? NULL : index_of(pool, block->stream, 1);
+    if (index) index_add(index, block);
+    if (pool->blocks_complete) vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
 }
 
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
 {
-    vb_oset_remove(&pool->blocks, &block->node);
+    if (pool->blocks_complete) vb_oset_remove(&pool->blocks, &block->node);
+    if (block->size_index) index_remove(block);
 }
 
 void vb_cc_splice(vb_cc_block *block, vb_cc_block *before, vb_cc_block *after)
@@ -131,7 +339,7 @@ uint64_t vb_cc_try_merge(vb_cc_allocator *cc, vb_cc_block *dst, vb_cc_block *src
         if (dst->next) dst->next->prev = dst;
     }
     dst->size += src->size;
-    if (src->mapped) vb_oset_remove(&src->pool->blocks, &src->node);
+    if (src->mapped) vb_cc_pool_erase(src->pool, src);
     else vb_oset_remove(&src->pool->unmapped, &src->node);
     uint64_t absorbed = src->size;
     vb_cc_block_recycle(cc, src);
@@ -343,6 +551,14 @@ static uint64_t expandable_size(const vb_cc_block *block)
     return block->size + (block->next && !block->next->mapped ? block->next->size : 0);
 }
 
+/* The free block after `block` in best-fit order (from its index, or from
+ * pool->blocks when the pool is unindexed), or NULL. */
+static vb_cc_block *following_free_block(vb_cc_pool *pool, const vb_cc_block *block)
+{
+    if (!pool->unindexed) return index_after(block);
+    return block_of(vb_oset_next(&pool->blocks, &block->node));
+}
+
 /* get_free_block: the best fit on the request's stream, within the
  * oversize rules: a request under max_split_size never takes a block of
  * max_split_size or more, and an oversize request only takes one less than
@@ -350,16 +566,22 @@ static uint64_t expandable_size(const vb_cc_block *block)
 static vb_cc_block *get_free_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size)
 {
     if (cc->set_fraction && cc->gc_threshold > 0.0) pool->get_free_blocks_call_count++;
-    vb_cc_block probe = probe_block(stream, size, 0);
-    vb_cc_block *block = block_of(vb_oset_lower_bound_by(&pool->blocks, &probe.node, compare_by_size));
+    vb_cc_block *block;
+    if (!pool->unindexed) {
+        vb_cc_size_index *index = index_of(pool, stream, 0);
+        block = index ? index_lower_bound(index, size) : NULL;
+    } else {
+        vb_cc_block probe = probe_block(stream, size, 0);
+        block = block_of(vb_oset_lower_bound_by(&pool->blocks, &probe.node, compare_by_size));
+    }
     if (!block || block->stream != stream) return NULL;
     if (cc->source->expandable) {
         /* Prefer a block that cannot grow to the one at a segment's end, so
          * the end stays free to grow into. */
-        vb_cc_block *next = block_of(vb_oset_next(&pool->blocks, &block->node));
+        vb_cc_block *next = following_free_block(pool, block);
         while (next && next->stream == stream && expandable_size(next) < expandable_size(block)) {
             block = next;
-            next = block_of(vb_oset_next(&pool->blocks, &block->node));
+            next = following_free_block(pool, block);
         }
     }
     if (size < cc->max_split_size && block->size >= cc->max_split_size) return NULL;
@@ -380,6 +602,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
     if (cc->stats.reserved_bytes <= threshold) return;
     uint64_t target = cc->stats.reserved_bytes - threshold, reclaimed = 0, total_age = 0;
     size_t freeable = 0;
+    complete_blocks(&cc->large_pool);
     vb_ordered_set *blocks = &cc->large_pool.blocks;
     for (vb_cc_block *b = block_of(vb_oset_first(blocks)); b; b = block_of(vb_oset_next(blocks, &b->node)))
         if (!vb_cc_block_is_split(b)) {
@@ -403,6 +626,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
             b = next;
         }
     }
+    forget_blocks(&cc->large_pool);
 }
 
 /* alloc_block: new memory from the source, unless memory_fraction forbids
@@ -427,20 +651,25 @@ static int release_available_cached_blocks(vb_cc_allocator *cc, vb_cc_pool *pool
     if (cc->max_split_size == UINT64_MAX || !cc->source->release_block) return 0;
     uint64_t key_size = size < cc->max_split_size ? cc->max_split_size : size;
     vb_cc_block probe = probe_block(stream, key_size, 0);
+    complete_blocks(pool);
     vb_cc_block *block = block_of(vb_oset_lower_bound(&pool->blocks, &probe.node));
+    int freed_enough;
     if (block && block->stream == stream) {
         cc->source->release_block(cc, block);
-        return 1;
+        freed_enough = 1;
+    } else {
+        block = block_of(vb_oset_last_before(&pool->blocks, &probe.node));
+        uint64_t released = 0;
+        while (block && released < key_size && block->size >= cc->max_split_size && block->stream == stream) {
+            vb_cc_block *before = block_of(vb_oset_prev(&pool->blocks, &block->node));
+            released += block->size;
+            cc->source->release_block(cc, block);
+            block = before;
+        }
+        freed_enough = released >= key_size;
     }
-    block = block_of(vb_oset_last_before(&pool->blocks, &probe.node));
-    uint64_t released = 0;
-    while (block && released < key_size && block->size >= cc->max_split_size && block->stream == stream) {
-        vb_cc_block *before = block_of(vb_oset_prev(&pool->blocks, &block->node));
-        released += block->size;
-        cc->source->release_block(cc, block);
-        block = before;
-    }
-    return released >= key_size;
+    forget_blocks(pool);
+    return freed_enough;
 }
 
 /* release_cached_blocks (empty_cache, and the last resort before OOM): waits
@@ -448,8 +677,12 @@ static int release_available_cached_blocks(vb_cc_allocator *cc, vb_cc_pool *pool
 static void release_cached_blocks(vb_cc_allocator *cc)
 {
     synchronize_and_free_events(cc);
+    complete_blocks(&cc->large_pool);
+    complete_blocks(&cc->small_pool);
     cc->source->release_pool(cc, &cc->large_pool);
     cc->source->release_pool(cc, &cc->small_pool);
+    forget_blocks(&cc->small_pool);
+    forget_blocks(&cc->large_pool);
 }
 
 /* alloc_found_block: hands `block` out for `size` (rounded) bytes, splitting
@@ -582,16 +815,28 @@ vb_status vb_cc_empty_cache(void *state)
     return VB_OK;
 }
 
-/* The largest free block of a free set: the last block of each stream. */
-static uint64_t largest_in(const vb_ordered_set *set)
+/* The largest free block of a pool: the last block of each stream, from
+ * the indexes (or from pool->blocks when the pool is unindexed). */
+static uint64_t largest_in(const vb_cc_pool *pool)
 {
     uint64_t largest = 0;
-    vb_cc_block *first = block_of(vb_oset_first(set));
-    while (first) {
-        vb_cc_block probe = probe_block(first->stream, UINT64_MAX, UINT64_MAX);
-        vb_cc_block *last = block_of(vb_oset_last_before(set, &probe.node));
-        if (last && last->size > largest) largest = last->size;
-        first = block_of(vb_oset_lower_bound(set, &probe.node));
+    if (pool->unindexed) {
+        const vb_ordered_set *set = &pool->blocks;
+        vb_cc_block *first = block_of(vb_oset_first(set));
+        while (first) {
+            vb_cc_block probe = probe_block(first->stream, UINT64_MAX, UINT64_MAX);
+            vb_cc_block *last = block_of(vb_oset_last_before(set, &probe.node));
+            if (last && last->size > largest) largest = last->size;
+            first = block_of(vb_oset_lower_bound(set, &probe.node));
+        }
+        return largest;
+    }
+    for (size_t i = 0; i < pool->index_count; i++) {
+        const vb_cc_size_index *index = pool->indexes[i];
+        int c = last_class_in_use(index);
+        if (c < 0) continue;
+        vb_cc_block *last = block_of_class(vb_oset_last(&index->classes[c]));
+        if (last->size > largest) largest = last->size;
     }
     return largest;
 }
@@ -603,7 +848,7 @@ void vb_cc_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_fr
 {
     vb_cc_allocator *cc = state;
     *free_cached_bytes = cc->stats.reserved_bytes - cc->stats.allocated_bytes;
-    uint64_t small = largest_in(&cc->small_pool.blocks), large = largest_in(&cc->large_pool.blocks);
+    uint64_t small = largest_in(&cc->small_pool), large = largest_in(&cc->large_pool);
     *largest_free_block = small > large ? small : large;
 }
 
@@ -722,6 +967,8 @@ void vb_cc_destroy(void *state)
     free(cc->spare_events);
     for (size_t i = 0; i < cc->event_stream_count; i++) free(cc->event_streams[i].ring);
     free(cc->event_streams);
+    free_indexes(&cc->small_pool);
+    free_indexes(&cc->large_pool);
     vb_addr_map_clear(&cc->allocated_blocks);
     free(cc);
 }
