@@ -87,10 +87,10 @@ static uint64_t block_age(const vb_cc_block *block)
  * TLSF does), each class a small ordered set, with a bitmap of the classes
  * that hold blocks. The best fit is the lower bound in the request's own
  * class or else the first block of the next class that holds any: a short
- * walk and a bit scan instead of a walk down the whole free set. The block
- * next to a new free block in the order, found the same way, puts it into
- * pool->blocks without a walk (vb_oset_insert_after / _before). The order,
- * and so every choice the policy makes, is the same. */
+ * walk and a bit scan instead of a walk down the whole free set. The order,
+ * and so every choice the policy makes, is the same; pool->blocks, the
+ * whole free set in that order, is only built when something walks it (see
+ * complete_blocks). */
 #define SIZE_CLASSES 832 /* granule counts below 2^55, i.e. every 64-bit size */
 #define CLASS_WORDS (SIZE_CLASSES / 64)
 
@@ -122,6 +122,18 @@ static int next_class_in_use(const vb_cc_size_index *index, uint32_t c)
     return (int)(word * 64 + (uint32_t)__builtin_ctzll(index->class_in_use[word]));
 }
 
+/* The last class before `c` that holds blocks, or -1. */
+static int prev_class_in_use(const vb_cc_size_index *index, uint32_t c)
+{
+    uint32_t word = c / 64, bit = c % 64;
+    uint64_t earlier = index->class_in_use[word] & ((1ULL << bit) - 1);
+    if (earlier) return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(earlier));
+    uint64_t words = index->word_in_use & ((1ULL << word) - 1);
+    if (!words) return -1;
+    word = 63 - (uint32_t)__builtin_clzll(words);
+    return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(index->class_in_use[word]));
+}
+
 /* The last class that holds blocks, or -1. */
 static int last_class_in_use(const vb_cc_size_index *index)
 {
@@ -130,48 +142,76 @@ static int last_class_in_use(const vb_cc_size_index *index)
     return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(index->class_in_use[word]));
 }
 
-/* Calls `visit` for every indexed free block of the pool. */
-static void each_indexed(vb_cc_pool *pool, void (*visit)(vb_cc_pool *pool, vb_cc_block *block))
+/* Fills pool->blocks, empty, with every indexed free block: the indexes
+ * (sorted by stream), their classes and each class's set, in order, make
+ * up the whole order, so each block is appended after the one before. */
+static void fill_blocks(vb_cc_pool *pool)
 {
+    vb_cc_block *last = NULL;
     for (size_t i = 0; i < pool->index_count; i++) {
         vb_cc_size_index *index = pool->indexes[i];
-        for (size_t c = 0; c < SIZE_CLASSES; c++)
+        int first = index->class_in_use[0] & 1 ? 0 : next_class_in_use(index, 0);
+        for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c))
             for (vb_oset_node *node = vb_oset_first(&index->classes[c]); node;
-                 node = vb_oset_next(&index->classes[c], node))
-                visit(pool, block_of_class(node));
+                 node = vb_oset_next(&index->classes[c], node)) {
+                vb_cc_block *block = block_of_class(node);
+                if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
+                else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
+                last = block;
+            }
     }
 }
 
-/* each_indexed's visit for complete_blocks. */
-static void add_to_blocks(vb_cc_pool *pool, vb_cc_block *block)
-{
-    vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
-}
-
 /* pool->blocks holds the pool's free blocks in PyTorch's best-fit order
- * only while it is complete: the size indexes serve best fit and merging,
- * so the hot path never maintains it. It is filled from the indexes when
- * something walks it in order (releasing cached blocks, garbage
- * collection, the oversize release before an OOM, a segment source's
- * release_pool), and emptied again afterwards. Calls nest. */
+ * only while it is kept: the size indexes answer every query of the hot
+ * path, which so need not maintain it. It is filled from the indexes (in
+ * O(n)) when something walks all of it in order (releasing the cache,
+ * garbage collection, a segment source's release_pool), then kept up to
+ * date until KEEP_FACTOR times as many inserts and erases as it holds
+ * blocks have passed with no further walk, and then dropped: a program
+ * that runs out of memory over and over (each time releasing the cache)
+ * pays O(log n) per operation, as PyTorch does, not O(n) per release. */
+#define KEEP_FACTOR 4
+#define KEEP_MINIMUM 64
+
+/* Makes pool->blocks complete for a walk over it; calls nest. */
 static void complete_blocks(vb_cc_pool *pool)
 {
-    if (pool->blocks_complete++ == 0) each_indexed(pool, add_to_blocks);
+    if (!pool->blocks_kept) {
+        fill_blocks(pool);
+        pool->blocks_kept = 1;
+    }
+    pool->blocks_walks++;
+    pool->updates_since_walk = 0;
 }
 
-/* Ends a complete_blocks (a pool that stopped indexing stays complete). */
+/* Ends a complete_blocks. */
 static void forget_blocks(vb_cc_pool *pool)
 {
-    if (--pool->blocks_complete == 0) vb_oset_init(&pool->blocks, compare_by_size);
+    pool->blocks_walks--;
+    pool->updates_since_walk = 0;
+}
+
+/* Counts an insert or erase while pool->blocks is kept, and drops it once
+ * it has gone long enough without a walk (not while one is on, and never
+ * for an unindexed pool, which needs it). */
+static void count_update(vb_cc_pool *pool)
+{
+    if (pool->blocks_walks || pool->unindexed) return;
+    if (++pool->updates_since_walk <= KEEP_FACTOR * (pool->blocks.count + KEEP_MINIMUM)) return;
+    vb_oset_init(&pool->blocks, compare_by_size);
+    pool->blocks_kept = 0;
 }
 
 /* Host memory ran out for an index (or a test asks): from now on
  * pool->blocks is kept complete for good and best fit walks it. */
 static void stop_indexing(vb_cc_pool *pool)
 {
-    if (pool->unindexed) return;
+    if (!pool->blocks_kept) {
+        fill_blocks(pool);
+        pool->blocks_kept = 1;
+    }
     pool->unindexed = 1;
-    complete_blocks(pool);
 }
 
 void vb_cc_pool_stop_indexing(vb_cc_pool *pool)
@@ -204,7 +244,14 @@ static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create
     }
     index->stream = stream;
     for (size_t c = 0; c < SIZE_CLASSES; c++) vb_oset_init(&index->classes[c], compare_in_class);
-    pool->indexes[pool->index_count++] = index;
+    /* Kept sorted by stream, as the free set orders streams (fill_blocks). */
+    size_t at = pool->index_count;
+    while (at > 0 && (uintptr_t)pool->indexes[at - 1]->stream > (uintptr_t)stream) {
+        pool->indexes[at] = pool->indexes[at - 1];
+        at--;
+    }
+    pool->indexes[at] = index;
+    pool->index_count++;
     return index;
 }
 
@@ -252,6 +299,28 @@ static vb_cc_block *index_lower_bound(const vb_cc_size_index *index, uint64_t si
     if (found) return block_of_class(found);
     int next = next_class_in_use(index, c);
     return next < 0 ? NULL : block_of_class(vb_oset_first(&index->classes[next]));
+}
+
+/* The last block of (size, address) < (size, 0) in the index, or NULL. */
+static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t size)
+{
+    uint32_t c = size_class(size);
+    vb_cc_block probe = {.size = size, .addr = 0};
+    vb_oset_node *found = vb_oset_last_before(&index->classes[c], &probe.class_node);
+    if (found) return block_of_class(found);
+    int before = prev_class_in_use(index, c);
+    return before < 0 ? NULL : block_of_class(vb_oset_last(&index->classes[before]));
+}
+
+/* The indexed block just before `block` (indexed) in its stream's order,
+ * or NULL. */
+static vb_cc_block *index_before(const vb_cc_block *block)
+{
+    const vb_cc_size_index *index = block->size_index;
+    vb_oset_node *node = vb_oset_prev(&index->classes[block->size_class], &block->class_node);
+    if (node) return block_of_class(node);
+    int c = prev_class_in_use(index, block->size_class);
+    return c < 0 ? NULL : block_of_class(vb_oset_last(&index->classes[c]));
 }
 
 /* The indexed block just after `block` (indexed) in its stream's order,
@@ -302,19 +371,25 @@ void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block)
 }
 
 /* Into the stream's size index; into pool->blocks only while that is
- * complete (see complete_blocks), or for good once the pool is unindexed. */
+ * kept (see complete_blocks). */
 void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 {
     block->gc_count_base = pool->get_free_blocks_call_count;
     vb_cc_size_index *index = pool->unindexed ? NULL : index_of(pool, block->stream, 1);
     if (index) index_add(index, block);
-    if (pool->blocks_complete) vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
+    if (pool->blocks_kept) {
+        vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
+        count_update(pool);
+    }
 }
 
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
 {
-    if (pool->blocks_complete) vb_oset_remove(&pool->blocks, &block->node);
     if (block->size_index) index_remove(block);
+    if (pool->blocks_kept) {
+        vb_oset_remove(&pool->blocks, &block->node);
+        count_update(pool);
+    }
 }
 
 void vb_cc_splice(vb_cc_block *block, vb_cc_block *before, vb_cc_block *after)
@@ -551,12 +626,47 @@ static uint64_t expandable_size(const vb_cc_block *block)
     return block->size + (block->next && !block->next->mapped ? block->next->size : 0);
 }
 
-/* The free block after `block` in best-fit order (from its index, or from
- * pool->blocks when the pool is unindexed), or NULL. */
-static vb_cc_block *following_free_block(vb_cc_pool *pool, const vb_cc_block *block)
+/* Queries on the free set of one stream, in best-fit order: from the
+ * stream's size index, or by walking pool->blocks once the pool is
+ * unindexed. */
+
+/* The first free block of `stream` not before (size, 0), or NULL. */
+static vb_cc_block *free_lower_bound(vb_cc_pool *pool, vb_stream stream, uint64_t size)
+{
+    if (pool->unindexed) {
+        vb_cc_block probe = probe_block(stream, size, 0);
+        vb_cc_block *block = block_of(vb_oset_lower_bound_by(&pool->blocks, &probe.node, compare_by_size));
+        return block && block->stream == stream ? block : NULL;
+    }
+    vb_cc_size_index *index = index_of(pool, stream, 0);
+    return index ? index_lower_bound(index, size) : NULL;
+}
+
+/* The last free block of `stream` before (size, 0), or NULL. */
+static vb_cc_block *free_last_before(vb_cc_pool *pool, vb_stream stream, uint64_t size)
+{
+    if (pool->unindexed) {
+        vb_cc_block probe = probe_block(stream, size, 0);
+        vb_cc_block *block = block_of(vb_oset_last_before(&pool->blocks, &probe.node));
+        return block && block->stream == stream ? block : NULL;
+    }
+    vb_cc_size_index *index = index_of(pool, stream, 0);
+    return index ? index_last_before(index, size) : NULL;
+}
+
+/* The free block after / before `block` (free) in its stream, or NULL. */
+static vb_cc_block *free_after(vb_cc_pool *pool, const vb_cc_block *block)
 {
     if (!pool->unindexed) return index_after(block);
-    return block_of(vb_oset_next(&pool->blocks, &block->node));
+    vb_cc_block *next = block_of(vb_oset_next(&pool->blocks, &block->node));
+    return next && next->stream == block->stream ? next : NULL;
+}
+
+static vb_cc_block *free_before(vb_cc_pool *pool, const vb_cc_block *block)
+{
+    if (!pool->unindexed) return index_before(block);
+    vb_cc_block *before = block_of(vb_oset_prev(&pool->blocks, &block->node));
+    return before && before->stream == block->stream ? before : NULL;
 }
 
 /* get_free_block: the best fit on the request's stream, within the
@@ -566,22 +676,15 @@ static vb_cc_block *following_free_block(vb_cc_pool *pool, const vb_cc_block *bl
 static vb_cc_block *get_free_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size)
 {
     if (cc->set_fraction && cc->gc_threshold > 0.0) pool->get_free_blocks_call_count++;
-    vb_cc_block *block;
-    if (!pool->unindexed) {
-        vb_cc_size_index *index = index_of(pool, stream, 0);
-        block = index ? index_lower_bound(index, size) : NULL;
-    } else {
-        vb_cc_block probe = probe_block(stream, size, 0);
-        block = block_of(vb_oset_lower_bound_by(&pool->blocks, &probe.node, compare_by_size));
-    }
-    if (!block || block->stream != stream) return NULL;
+    vb_cc_block *block = free_lower_bound(pool, stream, size);
+    if (!block) return NULL;
     if (cc->source->expandable) {
         /* Prefer a block that cannot grow to the one at a segment's end, so
          * the end stays free to grow into. */
-        vb_cc_block *next = following_free_block(pool, block);
-        while (next && next->stream == stream && expandable_size(next) < expandable_size(block)) {
+        vb_cc_block *next = free_after(pool, block);
+        while (next && expandable_size(next) < expandable_size(block)) {
             block = next;
-            next = following_free_block(pool, block);
+            next = free_after(pool, block);
         }
     }
     if (size < cc->max_split_size && block->size >= cc->max_split_size) return NULL;
@@ -650,26 +753,20 @@ static int release_available_cached_blocks(vb_cc_allocator *cc, vb_cc_pool *pool
 {
     if (cc->max_split_size == UINT64_MAX || !cc->source->release_block) return 0;
     uint64_t key_size = size < cc->max_split_size ? cc->max_split_size : size;
-    vb_cc_block probe = probe_block(stream, key_size, 0);
-    complete_blocks(pool);
-    vb_cc_block *block = block_of(vb_oset_lower_bound(&pool->blocks, &probe.node));
-    int freed_enough;
-    if (block && block->stream == stream) {
+    vb_cc_block *block = free_lower_bound(pool, stream, key_size);
+    if (block) {
         cc->source->release_block(cc, block);
-        freed_enough = 1;
-    } else {
-        block = block_of(vb_oset_last_before(&pool->blocks, &probe.node));
-        uint64_t released = 0;
-        while (block && released < key_size && block->size >= cc->max_split_size && block->stream == stream) {
-            vb_cc_block *before = block_of(vb_oset_prev(&pool->blocks, &block->node));
-            released += block->size;
-            cc->source->release_block(cc, block);
-            block = before;
-        }
-        freed_enough = released >= key_size;
+        return 1;
     }
-    forget_blocks(pool);
-    return freed_enough;
+    block = free_last_before(pool, stream, key_size);
+    uint64_t released = 0;
+    while (block && released < key_size && block->size >= cc->max_split_size) {
+        vb_cc_block *before = free_before(pool, block);
+        released += block->size;
+        cc->source->release_block(cc, block);
+        block = before;
+    }
+    return released >= key_size;
 }
 
 /* release_cached_blocks (empty_cache, and the last resort before OOM): waits
@@ -929,6 +1026,7 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
     vb_oset_init(&cc->large_pool.blocks, compare_by_size);
     vb_oset_init(&cc->large_pool.unmapped, compare_by_address);
     vb_oset_init(&cc->segments, compare_segments);
+    cc->allocated_blocks.sparse = 1; /* a lookup on every free */
     return VB_OK;
 }
 

@@ -69,20 +69,22 @@ typedef struct vb_cc_block {
 
 /* One of the two pools: free blocks of <= 1 MiB requests, or larger. The
  * free mapped blocks are kept in size indexes, one per stream
- * (caching_core.c), which find best fits. `blocks` holds them all in
- * PyTorch's best-fit order only while it is complete: during a segment
- * source's release_pool and release_block calls (the core completes it
- * around them), or for good once the pool is unindexed. Code outside
- * caching_core.c must not walk it at other times. */
+ * (caching_core.c), which answer best fit. `blocks`, all of them in
+ * PyTorch's best-fit order, is complete whenever the core lets a segment
+ * source walk it (release_pool), and otherwise only at times (see
+ * complete_blocks): code outside caching_core.c must not walk it anywhere
+ * else; vb_cc_pool_insert / vb_cc_pool_erase keep both right. */
 struct vb_cc_pool {
-    vb_ordered_set blocks;        /* free mapped blocks by (stream, size, address), when complete */
-    int blocks_complete;          /* > 0: `blocks` holds every free mapped block (nesting count) */
+    vb_ordered_set blocks;        /* free mapped blocks by (stream, size, address), while kept */
+    int blocks_kept;              /* `blocks` holds every free mapped block */
+    int blocks_walks;             /* walks over `blocks` going on (they nest) */
+    uint64_t updates_since_walk;  /* inserts and erases since the last walk, while kept */
     vb_ordered_set unmapped;      /* unmapped ranges by (stream, address); expandable only */
     int is_small;
     uint64_t get_free_blocks_call_count; /* block age clock for garbage collection */
-    vb_cc_size_index **indexes;   /* one per stream that has had free blocks here */
+    vb_cc_size_index **indexes;   /* one per stream that has had free blocks here, by stream */
     size_t index_count, index_capacity;
-    int unindexed;                /* host memory ran out for an index: best fit walks `blocks` */
+    int unindexed;                /* host memory ran out for an index: `blocks` is kept for good */
 };
 
 /* A segment: one driver allocation (caching) or one reserved range

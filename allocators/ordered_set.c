@@ -65,6 +65,23 @@ void vb_oset_insert(vb_ordered_set *set, vb_oset_node *node)
     vb_oset_insert_by(set, node, set->compare);
 }
 
+/* The new node goes where a walk down would have put it: as the right
+ * child of its predecessor if that has none, else as the left child of its
+ * successor, the leftmost node of that right subtree. When appending, the
+ * predecessor is the last node and has no right child; the rotations that
+ * follow only ever lift nodes off the right spine, so a run of appends
+ * costs O(1) amortized each. */
+void vb_oset_insert_after(vb_ordered_set *set, vb_oset_node *node, vb_oset_node *before)
+{
+    if (!before->right) {
+        vb_oset_attach(set, node, before, &before->right);
+        return;
+    }
+    vb_oset_node *after = before->right;
+    while (after->left) after = after->left;
+    vb_oset_attach(set, node, after, &after->left);
+}
+
 /* Joins two treaps, every node of `left` before every node of `right`, into
  * *link under `parent`: walks down the facing spines only (expected O(1)
  * nodes in a treap). */

@@ -55,6 +55,12 @@ vb_oset_node *vb_oset_last(const vb_ordered_set *set);
 /* The struct that embeds `node` as `member`. */
 #define VB_OSET_ENTRY(node, type, member) ((type *)((char *)(node) - offsetof(type, member)))
 
+/* Inserts `node` right after `before`, a node of the set that is the
+ * last one sorting before it (the caller vouches for that), without a
+ * comparison. Appending a sorted run this way (each node after the one
+ * before) builds the set in O(1) amortized per node. */
+void vb_oset_insert_after(vb_ordered_set *set, vb_oset_node *node, vb_oset_node *before);
+
 /* ---- inline walks for hot callers (compare must be the set's order) ---- */
 
 /* Links `node` as a new leaf at *link under `parent` (the place a walk down

@@ -30,14 +30,13 @@ static int grow(vb_addr_map *map)
     return 0;
 }
 
-/* Finds or inserts. The table stays at most a quarter full: short probe
- * runs, so lookups and removals rarely mispredict where a run ends, for
- * twice the memory of half full (16 bytes a slot). Key 0 marks an
- * empty slot, so storing it would count an entry no lookup can find. */
+/* Finds or inserts. The table stays at most half full, a sparse one a
+ * quarter. Key 0 marks an empty slot, so storing it would count an entry
+ * no lookup can find. */
 uint64_t *vb_addr_map_slot(vb_addr_map *map, uint64_t key, int *added)
 {
     if (key == 0) return NULL;
-    if ((map->count + 1) * 4 > map->capacity && grow(map) != 0) return NULL;
+    if ((map->count + 1) * (map->sparse ? 4 : 2) > map->capacity && grow(map) != 0) return NULL;
     size_t mask = map->capacity - 1;
     size_t slot = slot_of(key, map->capacity);
     vb_addr_map_entry *entries = map->entries;

@@ -604,6 +604,7 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
         vb_trace_close(trace);
         return vb_error(VB_ERR_OOM, "out of host memory");
     }
+    trace->live.sparse = 1; /* a lookup on every allocation and free */
     trace->total_bytes = uncompressed_size(fd, &info);
     trace->file = gzdopen(fd, "rb");
     if (!trace->file) {

@@ -109,7 +109,7 @@ static void key_zero_is_refused(void **state)
     vb_addr_map_clear(&map);
 }
 
-/* Growing past the first table (64 slots, at most a quarter full) and several
+/* Growing past the first table (64 slots, at most half full) and several
  * doublings keeps every entry: 10,000 keys in, all found with their values. */
 static void growth_keeps_every_entry(void **state)
 {
@@ -235,14 +235,36 @@ static void random_ops_against_reference(size_t universe, size_t operations, siz
     free(keys);
 }
 
-/* Backward-shift deletion keeps every remaining key reachable: 16 keys in
- * the first table of 64 slots (it grows only when a 17th key arrives), kept
- * near its fullest by putting twice as often as removing, so probe runs
- * form and wrap around the end; 200,000 operations, every key checked every 50. */
+/* Backward-shift deletion keeps every remaining key reachable: 32 keys in
+ * the first table of 64 slots (it grows only when a 33rd key arrives), kept
+ * near half full by putting twice as often as removing, so probe runs are
+ * long and wrap around the end; 200,000 operations, every key checked every 50. */
 static void backward_shift_keeps_keys_reachable_in_a_crowded_table(void **state)
 {
     (void)state;
-    random_ops_against_reference(16, 200000, 50, 60, 1);
+    random_ops_against_reference(32, 200000, 50, 60, 1);
+}
+
+/* The first table has 64 slots: a map grows to 128 at its 33rd key (half
+ * full), a sparse one at its 17th (a quarter). */
+static void sparse_map_grows_at_a_quarter_full(void **state)
+{
+    (void)state;
+    vb_addr_map plain = VB_ADDR_MAP_INIT, sparse = VB_ADDR_MAP_SPARSE_INIT;
+    for (size_t i = 1; i <= 16; i++) {
+        vb_addr_map_put(&plain, key_of(i), i);
+        vb_addr_map_put(&sparse, key_of(i), i);
+    }
+    assert_int_equal(plain.capacity, 64);
+    assert_int_equal(sparse.capacity, 64);
+    vb_addr_map_put(&sparse, key_of(17), 17);
+    assert_int_equal(sparse.capacity, 128);
+    for (size_t i = 17; i <= 32; i++) vb_addr_map_put(&plain, key_of(i), i);
+    assert_int_equal(plain.capacity, 64);
+    vb_addr_map_put(&plain, key_of(33), 33);
+    assert_int_equal(plain.capacity, 128);
+    vb_addr_map_clear(&plain);
+    vb_addr_map_clear(&sparse);
 }
 
 /* The same over 5,000 keys, across growth, every key checked every 10,000. */
@@ -266,6 +288,7 @@ int main(void)
         cmocka_unit_test(clear_leaves_an_empty_usable_map),
         cmocka_unit_test(backward_shift_keeps_keys_reachable_in_a_crowded_table),
         cmocka_unit_test(random_ops_match_reference_across_growth),
+        cmocka_unit_test(sparse_map_grows_at_a_quarter_full),
     };
     return cmocka_run_group_tests_name("addr_map", tests, NULL, NULL);
 }
