@@ -334,6 +334,42 @@ static void links_and_heap_order_hold_after_random_ops(void **state)
     free(items);
 }
 
+/* Appending 10,000 items in order with insert_after (each after the one
+ * before), then putting 1,000 more each right after a random present item
+ * it follows, keeps the order, the links and the heap order. */
+static void insert_after_keeps_order_and_links(void **state)
+{
+    (void)state;
+    enum { COUNT = 10000, MORE = 1000 };
+    item *items = calloc(COUNT + MORE, sizeof *items);
+    item **sorted = calloc(COUNT + MORE, sizeof *sorted);
+    assert_non_null(items);
+    assert_non_null(sorted);
+    reference ref = {sorted, 0};
+    vb_ordered_set set;
+    vb_oset_init(&set, compare_items);
+    for (size_t i = 0; i < COUNT; i++) {
+        items[i] = (item){.size = i * 2, .address = 0};
+        if (i == 0) vb_oset_insert(&set, &items[i].node);
+        else vb_oset_insert_after(&set, &items[i].node, &items[i - 1].node);
+        reference_insert(&ref, &items[i]);
+    }
+    uint64_t rng = 5;
+    for (size_t i = COUNT; i < COUNT + MORE; i++) {
+        /* size 2k + 1 sorts right after item k (size 2k), or after an odd
+         * item already put there with a lower address: after the last of them */
+        size_t k = (size_t)(next_random(&rng) % COUNT);
+        items[i] = (item){.size = k * 2 + 1, .address = i};
+        size_t at = reference_lower_bound(&ref, &items[i]);
+        vb_oset_insert_after(&set, &items[i].node, &ref.items[at - 1]->node);
+        reference_insert(&ref, &items[i]);
+    }
+    assert_same_order(&set, &ref);
+    assert_int_equal(check_links(set.root, NULL), set.count);
+    free(items);
+    free(sorted);
+}
+
 /* The height of the tree under `node`, counting no deeper than `limit`
  * (so a degenerate tree cannot exhaust the stack). */
 static size_t height_capped(const vb_oset_node *node, size_t limit)
@@ -379,6 +415,7 @@ int main(void)
         cmocka_unit_test(remove_keeps_the_rest_in_order),
         cmocka_unit_test(random_ops_match_sorted_reference),
         cmocka_unit_test(links_and_heap_order_hold_after_random_ops),
+        cmocka_unit_test(insert_after_keeps_order_and_links),
         cmocka_unit_test(depth_stays_logarithmic_for_sorted_inserts),
     };
     return cmocka_run_group_tests_name("ordered_set", tests, NULL, NULL);
