@@ -13,6 +13,14 @@
 /* Orders and small helpers                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Block structs start on a cache line (see vb_cc_block); aligned_alloc
+ * wants a size that is a multiple of the alignment. */
+#define VB_CC_BLOCK_ALIGNMENT 64
+#define BLOCK_BYTES ((sizeof(vb_cc_block) + VB_CC_BLOCK_ALIGNMENT - 1) / VB_CC_BLOCK_ALIGNMENT * VB_CC_BLOCK_ALIGNMENT)
+_Static_assert(offsetof(vb_cc_block, class_node) == 0 &&
+                   offsetof(vb_cc_block, addr) + sizeof(vb_addr) <= VB_CC_BLOCK_ALIGNMENT,
+               "a block's size-class node and order key share its first cache line");
+
 static vb_cc_block *block_of(const vb_oset_node *node)
 {
     return node ? VB_OSET_ENTRY(node, vb_cc_block, node) : NULL;
@@ -32,6 +40,21 @@ static int compare_by_size(const vb_oset_node *a, const vb_oset_node *b)
     return compare_u64(x->addr, y->addr);
 }
 
+/* The block whose class_node this is. */
+static vb_cc_block *block_of_class(const vb_oset_node *node)
+{
+    return node ? VB_OSET_ENTRY(node, vb_cc_block, class_node) : NULL;
+}
+
+/* The order inside one size class of one stream: (size, address), the
+ * rest of BlockComparatorSize. */
+static int compare_in_class(const vb_oset_node *a, const vb_oset_node *b)
+{
+    const vb_cc_block *x = block_of_class(a), *y = block_of_class(b);
+    if (x->size != y->size) return compare_u64(x->size, y->size);
+    return compare_u64(x->addr, y->addr);
+}
+
 /* PyTorch's BlockComparatorAddress: (stream, address), for unmapped ranges. */
 static int compare_by_address(const vb_oset_node *a, const vb_oset_node *b)
 {
@@ -45,37 +68,272 @@ static int compare_segments(const vb_oset_node *a, const vb_oset_node *b)
     return compare_u64(VB_OSET_ENTRY(a, vb_cc_segment, node)->base, VB_OSET_ENTRY(b, vb_cc_segment, node)->base);
 }
 
-/* The last node that sorts before `probe` (probe need not be in the set),
- * or NULL: the predecessor walk ordered_set.h does not offer. */
-static vb_oset_node *last_before(const vb_ordered_set *set, const vb_oset_node *probe)
-{
-    vb_oset_node *best = NULL, *at = set->root;
-    while (at) {
-        if (set->compare(at, probe) < 0) {
-            best = at;
-            at = at->right;
-        } else {
-            at = at->left;
-        }
-    }
-    return best;
-}
-
 /* A search key for the free set (PyTorch's AllocParams::search_key). */
 static vb_cc_block probe_block(vb_stream stream, uint64_t size, vb_addr addr)
 {
-    vb_cc_block probe;
-    memset(&probe, 0, sizeof probe);
-    probe.stream = stream;
-    probe.size = size;
-    probe.addr = addr;
-    return probe;
+    return (vb_cc_block){.stream = stream, .size = size, .addr = addr};
 }
 
 /* A block's age in get_free_block calls of its pool (PyTorch's gc_count). */
 static uint64_t block_age(const vb_cc_block *block)
 {
     return block->pool->get_free_blocks_call_count - block->gc_count_base;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Size indexes: best fit without walking down the free set                   */
+/* ------------------------------------------------------------------------ */
+
+/* A pool's free blocks of one stream are also kept by size class: 512-byte
+ * granules, exact below 16 of them, else 16 classes per power of two (as
+ * TLSF does), each class a small ordered set, with a bitmap of the classes
+ * that hold blocks. The best fit is the lower bound in the request's own
+ * class or else the first block of the next class that holds any: a short
+ * walk and a bit scan instead of a walk down the whole free set. The order,
+ * and so every choice the policy makes, is the same; pool->blocks, the
+ * whole free set in that order, is only built when something walks it (see
+ * complete_blocks). */
+#define SIZE_CLASSES 832 /* granule counts below 2^55, i.e. every 64-bit size */
+#define CLASS_WORDS (SIZE_CLASSES / 64)
+
+struct vb_cc_size_index {
+    vb_stream stream;
+    uint64_t word_in_use;                /* bit w: class_in_use[w] != 0 */
+    uint64_t class_in_use[CLASS_WORDS];  /* bit c % 64 of word c / 64: classes[c] holds blocks */
+    vb_ordered_set classes[SIZE_CLASSES];
+};
+
+/* The class of `size`: monotone in size, so classes partition the order. */
+static uint32_t size_class(uint64_t size)
+{
+    uint64_t granules = size / VB_CC_MIN_BLOCK_SIZE;
+    if (granules < 16) return (uint32_t)granules;
+    uint32_t power = 63 - (uint32_t)__builtin_clzll(granules);
+    return 16 + (power - 4) * 16 + (uint32_t)((granules >> (power - 4)) & 15);
+}
+
+/* The first class after `c` that holds blocks, or -1. */
+static int next_class_in_use(const vb_cc_size_index *index, uint32_t c)
+{
+    uint32_t word = c / 64, bit = c % 64;
+    uint64_t later = bit == 63 ? 0 : index->class_in_use[word] & (~0ULL << (bit + 1));
+    if (later) return (int)(word * 64 + (uint32_t)__builtin_ctzll(later));
+    uint64_t words = index->word_in_use & (~0ULL << (word + 1));
+    if (!words) return -1;
+    word = (uint32_t)__builtin_ctzll(words);
+    return (int)(word * 64 + (uint32_t)__builtin_ctzll(index->class_in_use[word]));
+}
+
+/* The last class before `c` that holds blocks, or -1. */
+static int prev_class_in_use(const vb_cc_size_index *index, uint32_t c)
+{
+    uint32_t word = c / 64, bit = c % 64;
+    uint64_t earlier = index->class_in_use[word] & ((1ULL << bit) - 1);
+    if (earlier) return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(earlier));
+    uint64_t words = index->word_in_use & ((1ULL << word) - 1);
+    if (!words) return -1;
+    word = 63 - (uint32_t)__builtin_clzll(words);
+    return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(index->class_in_use[word]));
+}
+
+/* The last class that holds blocks, or -1. */
+static int last_class_in_use(const vb_cc_size_index *index)
+{
+    if (!index->word_in_use) return -1;
+    uint32_t word = 63 - (uint32_t)__builtin_clzll(index->word_in_use);
+    return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(index->class_in_use[word]));
+}
+
+/* Fills pool->blocks, empty, with every indexed free block: the indexes
+ * (sorted by stream), their classes and each class's set, in order, make
+ * up the whole order, so each block is appended after the one before. */
+static void fill_blocks(vb_cc_pool *pool)
+{
+    vb_cc_block *last = NULL;
+    for (size_t i = 0; i < pool->index_count; i++) {
+        vb_cc_size_index *index = pool->indexes[i];
+        int first = index->class_in_use[0] & 1 ? 0 : next_class_in_use(index, 0);
+        for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c))
+            for (vb_oset_node *node = vb_oset_first(&index->classes[c]); node;
+                 node = vb_oset_next(&index->classes[c], node)) {
+                vb_cc_block *block = block_of_class(node);
+                if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
+                else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
+                last = block;
+            }
+    }
+}
+
+/* pool->blocks holds the pool's free blocks in PyTorch's best-fit order
+ * only while it is kept: the size indexes answer every query of the hot
+ * path, which so need not maintain it. It is filled from the indexes (in
+ * O(n)) when something walks all of it in order (releasing the cache,
+ * garbage collection, a segment source's release_pool), then kept up to
+ * date until KEEP_FACTOR times as many inserts and erases as it holds
+ * blocks have passed with no further walk, and then dropped: a program
+ * that runs out of memory over and over (each time releasing the cache)
+ * pays O(log n) per operation, as PyTorch does, not O(n) per release. */
+#define KEEP_FACTOR 4
+#define KEEP_MINIMUM 64
+
+/* Makes pool->blocks complete for a walk over it; calls nest. */
+static void complete_blocks(vb_cc_pool *pool)
+{
+    if (!pool->blocks_kept) {
+        fill_blocks(pool);
+        pool->blocks_kept = 1;
+    }
+    pool->blocks_walks++;
+    pool->updates_since_walk = 0;
+}
+
+/* Ends a complete_blocks. */
+static void forget_blocks(vb_cc_pool *pool)
+{
+    pool->blocks_walks--;
+    pool->updates_since_walk = 0;
+}
+
+/* Counts an insert or erase while pool->blocks is kept, and drops it once
+ * it has gone long enough without a walk (not while one is on, and never
+ * for an unindexed pool, which needs it). */
+static void count_update(vb_cc_pool *pool)
+{
+    if (pool->blocks_walks || pool->unindexed) return;
+    if (++pool->updates_since_walk <= KEEP_FACTOR * (pool->blocks.count + KEEP_MINIMUM)) return;
+    vb_oset_init(&pool->blocks, compare_by_size);
+    pool->blocks_kept = 0;
+}
+
+/* Host memory ran out for an index (or a test asks): from now on
+ * pool->blocks is kept complete for good and best fit walks it. */
+static void stop_indexing(vb_cc_pool *pool)
+{
+    if (!pool->blocks_kept) {
+        fill_blocks(pool);
+        pool->blocks_kept = 1;
+    }
+    pool->unindexed = 1;
+}
+
+void vb_cc_pool_stop_indexing(vb_cc_pool *pool)
+{
+    stop_indexing(pool);
+}
+
+/* The pool's index for `stream`: made on first use when `create`; NULL
+ * when there is none, or when host memory ran out for it (the pool then
+ * stops using indexes for good, see unindexed). */
+static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create)
+{
+    for (size_t i = 0; i < pool->index_count; i++)
+        if (pool->indexes[i]->stream == stream) return pool->indexes[i];
+    if (!create) return NULL;
+    if (pool->index_count == pool->index_capacity) {
+        size_t capacity = pool->index_capacity ? pool->index_capacity * 2 : 2;
+        vb_cc_size_index **grown = realloc(pool->indexes, capacity * sizeof *grown);
+        if (!grown) {
+            stop_indexing(pool);
+            return NULL;
+        }
+        pool->indexes = grown;
+        pool->index_capacity = capacity;
+    }
+    vb_cc_size_index *index = calloc(1, sizeof *index);
+    if (!index) {
+        stop_indexing(pool);
+        return NULL;
+    }
+    index->stream = stream;
+    for (size_t c = 0; c < SIZE_CLASSES; c++) vb_oset_init(&index->classes[c], compare_in_class);
+    /* Kept sorted by stream, as the free set orders streams (fill_blocks). */
+    size_t at = pool->index_count;
+    while (at > 0 && (uintptr_t)pool->indexes[at - 1]->stream > (uintptr_t)stream) {
+        pool->indexes[at] = pool->indexes[at - 1];
+        at--;
+    }
+    pool->indexes[at] = index;
+    pool->index_count++;
+    return index;
+}
+
+/* Frees a pool's indexes. */
+static void free_indexes(vb_cc_pool *pool)
+{
+    for (size_t i = 0; i < pool->index_count; i++) free(pool->indexes[i]);
+    free(pool->indexes);
+    pool->indexes = NULL;
+    pool->index_count = pool->index_capacity = 0;
+}
+
+/* Adds a free block to its class. */
+static void index_add(vb_cc_size_index *index, vb_cc_block *block)
+{
+    uint32_t c = size_class(block->size);
+    vb_oset_insert_by(&index->classes[c], &block->class_node, compare_in_class);
+    index->class_in_use[c / 64] |= 1ULL << (c % 64);
+    index->word_in_use |= 1ULL << (c / 64);
+    block->size_index = index;
+    block->size_class = c;
+}
+
+/* Takes a block out of its class (by where it was put, whatever its size
+ * is now). */
+static void index_remove(vb_cc_block *block)
+{
+    vb_cc_size_index *index = block->size_index;
+    uint32_t c = block->size_class;
+    vb_oset_remove(&index->classes[c], &block->class_node);
+    if (index->classes[c].count == 0) {
+        index->class_in_use[c / 64] &= ~(1ULL << (c % 64));
+        if (!index->class_in_use[c / 64]) index->word_in_use &= ~(1ULL << (c / 64));
+    }
+    block->size_index = NULL;
+}
+
+/* The first block of (size, address) >= (size, 0) in the index: PyTorch's
+ * lower_bound on the free set, within one stream. NULL when none. */
+static vb_cc_block *index_lower_bound(const vb_cc_size_index *index, uint64_t size)
+{
+    uint32_t c = size_class(size);
+    vb_cc_block probe = {.size = size, .addr = 0};
+    vb_oset_node *found = vb_oset_lower_bound_by(&index->classes[c], &probe.class_node, compare_in_class);
+    if (found) return block_of_class(found);
+    int next = next_class_in_use(index, c);
+    return next < 0 ? NULL : block_of_class(vb_oset_first(&index->classes[next]));
+}
+
+/* The last block of (size, address) < (size, 0) in the index, or NULL. */
+static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t size)
+{
+    uint32_t c = size_class(size);
+    vb_cc_block probe = {.size = size, .addr = 0};
+    vb_oset_node *found = vb_oset_last_before(&index->classes[c], &probe.class_node);
+    if (found) return block_of_class(found);
+    int before = prev_class_in_use(index, c);
+    return before < 0 ? NULL : block_of_class(vb_oset_last(&index->classes[before]));
+}
+
+/* The indexed block just before `block` (indexed) in its stream's order,
+ * or NULL. */
+static vb_cc_block *index_before(const vb_cc_block *block)
+{
+    const vb_cc_size_index *index = block->size_index;
+    vb_oset_node *node = vb_oset_prev(&index->classes[block->size_class], &block->class_node);
+    if (node) return block_of_class(node);
+    int c = prev_class_in_use(index, block->size_class);
+    return c < 0 ? NULL : block_of_class(vb_oset_last(&index->classes[c]));
+}
+
+/* The indexed block just after `block` (indexed) in its stream's order,
+ * or NULL. */
+static vb_cc_block *index_after(const vb_cc_block *block)
+{
+    const vb_cc_size_index *index = block->size_index;
+    vb_oset_node *node = vb_oset_next(&index->classes[block->size_class], &block->class_node);
+    if (node) return block_of_class(node);
+    int c = next_class_in_use(index, block->size_class);
+    return c < 0 ? NULL : block_of_class(vb_oset_first(&index->classes[c]));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -89,8 +347,9 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     if (block) {
         cc->spare_blocks = block->next;
     } else {
-        block = calloc(1, sizeof *block);
+        block = aligned_alloc(VB_CC_BLOCK_ALIGNMENT, BLOCK_BYTES);
         if (!block) return NULL;
+        memset(block, 0, sizeof *block);
     }
     /* The uses array survives recycling so record_stream allocates only once. */
     vb_stream *uses = block->uses;
@@ -113,15 +372,26 @@ void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block)
     cc->spare_blocks = block;
 }
 
+/* Into the stream's size index; into pool->blocks only while that is
+ * kept (see complete_blocks). */
 void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 {
     block->gc_count_base = pool->get_free_blocks_call_count;
-    vb_oset_insert(&pool->blocks, &block->node);
+    vb_cc_size_index *index = pool->unindexed ? NULL : index_of(pool, block->stream, 1);
+    if (index) index_add(index, block);
+    if (pool->blocks_kept) {
+        vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
+        count_update(pool);
+    }
 }
 
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
 {
-    vb_oset_remove(&pool->blocks, &block->node);
+    if (block->size_index) index_remove(block);
+    if (pool->blocks_kept) {
+        vb_oset_remove(&pool->blocks, &block->node);
+        count_update(pool);
+    }
 }
 
 void vb_cc_splice(vb_cc_block *block, vb_cc_block *before, vb_cc_block *after)
@@ -146,7 +416,7 @@ uint64_t vb_cc_try_merge(vb_cc_allocator *cc, vb_cc_block *dst, vb_cc_block *src
         if (dst->next) dst->next->prev = dst;
     }
     dst->size += src->size;
-    if (src->mapped) vb_oset_remove(&src->pool->blocks, &src->node);
+    if (src->mapped) vb_cc_pool_erase(src->pool, src);
     else vb_oset_remove(&src->pool->unmapped, &src->node);
     uint64_t absorbed = src->size;
     vb_cc_block_recycle(cc, src);
@@ -358,6 +628,49 @@ static uint64_t expandable_size(const vb_cc_block *block)
     return block->size + (block->next && !block->next->mapped ? block->next->size : 0);
 }
 
+/* Queries on the free set of one stream, in best-fit order: from the
+ * stream's size index, or by walking pool->blocks once the pool is
+ * unindexed. */
+
+/* The first free block of `stream` not before (size, 0), or NULL. */
+static vb_cc_block *free_lower_bound(vb_cc_pool *pool, vb_stream stream, uint64_t size)
+{
+    if (pool->unindexed) {
+        vb_cc_block probe = probe_block(stream, size, 0);
+        vb_cc_block *block = block_of(vb_oset_lower_bound_by(&pool->blocks, &probe.node, compare_by_size));
+        return block && block->stream == stream ? block : NULL;
+    }
+    vb_cc_size_index *index = index_of(pool, stream, 0);
+    return index ? index_lower_bound(index, size) : NULL;
+}
+
+/* The last free block of `stream` before (size, 0), or NULL. */
+static vb_cc_block *free_last_before(vb_cc_pool *pool, vb_stream stream, uint64_t size)
+{
+    if (pool->unindexed) {
+        vb_cc_block probe = probe_block(stream, size, 0);
+        vb_cc_block *block = block_of(vb_oset_last_before(&pool->blocks, &probe.node));
+        return block && block->stream == stream ? block : NULL;
+    }
+    vb_cc_size_index *index = index_of(pool, stream, 0);
+    return index ? index_last_before(index, size) : NULL;
+}
+
+/* The free block after / before `block` (free) in its stream, or NULL. */
+static vb_cc_block *free_after(vb_cc_pool *pool, const vb_cc_block *block)
+{
+    if (!pool->unindexed) return index_after(block);
+    vb_cc_block *next = block_of(vb_oset_next(&pool->blocks, &block->node));
+    return next && next->stream == block->stream ? next : NULL;
+}
+
+static vb_cc_block *free_before(vb_cc_pool *pool, const vb_cc_block *block)
+{
+    if (!pool->unindexed) return index_before(block);
+    vb_cc_block *before = block_of(vb_oset_prev(&pool->blocks, &block->node));
+    return before && before->stream == block->stream ? before : NULL;
+}
+
 /* get_free_block: the best fit on the request's stream, within the
  * oversize rules: a request under max_split_size never takes a block of
  * max_split_size or more, and an oversize request only takes one less than
@@ -365,16 +678,15 @@ static uint64_t expandable_size(const vb_cc_block *block)
 static vb_cc_block *get_free_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size)
 {
     if (cc->set_fraction && cc->gc_threshold > 0.0) pool->get_free_blocks_call_count++;
-    vb_cc_block probe = probe_block(stream, size, 0);
-    vb_cc_block *block = block_of(vb_oset_lower_bound(&pool->blocks, &probe.node));
-    if (!block || block->stream != stream) return NULL;
+    vb_cc_block *block = free_lower_bound(pool, stream, size);
+    if (!block) return NULL;
     if (cc->source->expandable) {
         /* Prefer a block that cannot grow to the one at a segment's end, so
          * the end stays free to grow into. */
-        vb_cc_block *next = block_of(vb_oset_next(&pool->blocks, &block->node));
-        while (next && next->stream == stream && expandable_size(next) < expandable_size(block)) {
+        vb_cc_block *next = free_after(pool, block);
+        while (next && expandable_size(next) < expandable_size(block)) {
             block = next;
-            next = block_of(vb_oset_next(&pool->blocks, &block->node));
+            next = free_after(pool, block);
         }
     }
     if (size < cc->max_split_size && block->size >= cc->max_split_size) return NULL;
@@ -395,6 +707,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
     if (cc->stats.reserved_bytes <= threshold) return;
     uint64_t target = cc->stats.reserved_bytes - threshold, reclaimed = 0, total_age = 0;
     size_t freeable = 0;
+    complete_blocks(&cc->large_pool);
     vb_ordered_set *blocks = &cc->large_pool.blocks;
     for (vb_cc_block *b = block_of(vb_oset_first(blocks)); b; b = block_of(vb_oset_next(blocks, &b->node)))
         if (!vb_cc_block_is_split(b)) {
@@ -418,6 +731,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
             b = next;
         }
     }
+    forget_blocks(&cc->large_pool);
 }
 
 /* alloc_block: new memory from the source, unless memory_fraction forbids
@@ -441,16 +755,15 @@ static int release_available_cached_blocks(vb_cc_allocator *cc, vb_cc_pool *pool
 {
     if (cc->max_split_size == UINT64_MAX || !cc->source->release_block) return 0;
     uint64_t key_size = size < cc->max_split_size ? cc->max_split_size : size;
-    vb_cc_block probe = probe_block(stream, key_size, 0);
-    vb_cc_block *block = block_of(vb_oset_lower_bound(&pool->blocks, &probe.node));
-    if (block && block->stream == stream) {
+    vb_cc_block *block = free_lower_bound(pool, stream, key_size);
+    if (block) {
         cc->source->release_block(cc, block);
         return 1;
     }
-    block = block_of(last_before(&pool->blocks, &probe.node));
+    block = free_last_before(pool, stream, key_size);
     uint64_t released = 0;
-    while (block && released < key_size && block->size >= cc->max_split_size && block->stream == stream) {
-        vb_cc_block *before = block_of(last_before(&pool->blocks, &block->node));
+    while (block && released < key_size && block->size >= cc->max_split_size) {
+        vb_cc_block *before = free_before(pool, block);
         released += block->size;
         cc->source->release_block(cc, block);
         block = before;
@@ -463,8 +776,12 @@ static int release_available_cached_blocks(vb_cc_allocator *cc, vb_cc_pool *pool
 static void release_cached_blocks(vb_cc_allocator *cc)
 {
     synchronize_and_free_events(cc);
+    complete_blocks(&cc->large_pool);
+    complete_blocks(&cc->small_pool);
     cc->source->release_pool(cc, &cc->large_pool);
     cc->source->release_pool(cc, &cc->small_pool);
+    forget_blocks(&cc->small_pool);
+    forget_blocks(&cc->large_pool);
 }
 
 /* alloc_found_block: hands `block` out for `size` (rounded) bytes, splitting
@@ -587,16 +904,28 @@ vb_status vb_cc_empty_cache(void *state)
     return VB_OK;
 }
 
-/* The largest free block of a free set: the last block of each stream. */
-static uint64_t largest_in(const vb_ordered_set *set)
+/* The largest free block of a pool: the last block of each stream, from
+ * the indexes (or from pool->blocks when the pool is unindexed). */
+static uint64_t largest_in(const vb_cc_pool *pool)
 {
     uint64_t largest = 0;
-    vb_cc_block *first = block_of(vb_oset_first(set));
-    while (first) {
-        vb_cc_block probe = probe_block(first->stream, UINT64_MAX, UINT64_MAX);
-        vb_cc_block *last = block_of(last_before(set, &probe.node));
-        if (last && last->size > largest) largest = last->size;
-        first = block_of(vb_oset_lower_bound(set, &probe.node));
+    if (pool->unindexed) {
+        const vb_ordered_set *set = &pool->blocks;
+        vb_cc_block *first = block_of(vb_oset_first(set));
+        while (first) {
+            vb_cc_block probe = probe_block(first->stream, UINT64_MAX, UINT64_MAX);
+            vb_cc_block *last = block_of(vb_oset_last_before(set, &probe.node));
+            if (last && last->size > largest) largest = last->size;
+            first = block_of(vb_oset_lower_bound(set, &probe.node));
+        }
+        return largest;
+    }
+    for (size_t i = 0; i < pool->index_count; i++) {
+        const vb_cc_size_index *index = pool->indexes[i];
+        int c = last_class_in_use(index);
+        if (c < 0) continue;
+        vb_cc_block *last = block_of_class(vb_oset_last(&index->classes[c]));
+        if (last->size > largest) largest = last->size;
     }
     return largest;
 }
@@ -608,7 +937,7 @@ void vb_cc_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_fr
 {
     vb_cc_allocator *cc = state;
     *free_cached_bytes = cc->stats.reserved_bytes - cc->stats.allocated_bytes;
-    uint64_t small = largest_in(&cc->small_pool.blocks), large = largest_in(&cc->large_pool.blocks);
+    uint64_t small = largest_in(&cc->small_pool), large = largest_in(&cc->large_pool);
     *largest_free_block = small > large ? small : large;
 }
 
@@ -689,6 +1018,7 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
     vb_oset_init(&cc->large_pool.blocks, compare_by_size);
     vb_oset_init(&cc->large_pool.unmapped, compare_by_address);
     vb_oset_init(&cc->segments, compare_segments);
+    cc->allocated_blocks.sparse = 1; /* a lookup on every free */
     return VB_OK;
 }
 
@@ -745,6 +1075,8 @@ void vb_cc_destroy(void *state)
     free(cc->spare_events);
     for (size_t i = 0; i < cc->event_stream_count; i++) free(cc->event_streams[i].ring);
     free(cc->event_streams);
+    free_indexes(&cc->small_pool);
+    free_indexes(&cc->large_pool);
     vb_addr_map_clear(&cc->allocated_blocks);
     free(cc);
 }

@@ -42,15 +42,23 @@ typedef struct vb_cc_allocator vb_cc_allocator;
 
 /* A block: a piece of a segment, handed out or free. Block structs are
  * recycled through the allocator's spare list, never freed on the hot path. */
+typedef struct vb_cc_size_index vb_cc_size_index;
+
 typedef struct vb_cc_block {
-    vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
-    vb_addr addr;
-    uint64_t size;
-    uint64_t requested;           /* what the caller asked for, while allocated */
+    /* The size-class node and the fields the free sets order by come
+     * first: block structs are 64-byte aligned, so a step of a best-fit
+     * walk reads one cache line. */
+    vb_oset_node class_node;      /* in its size class's set (free, mapped, indexed) */
     vb_stream stream;             /* the allocation stream: only it reuses the block */
+    uint64_t size;
+    vb_addr addr;
+    vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
+    uint64_t requested;           /* what the caller asked for, while allocated */
     vb_cc_pool *pool;
     vb_cc_segment *segment;
     struct vb_cc_block *prev, *next; /* address neighbours in the segment (spare list: next) */
+    vb_cc_size_index *size_index; /* where class_node is (NULL: not indexed) */
+    uint32_t size_class;
     int allocated;
     int mapped;                   /* 0 only for unmapped address space of an expandable segment */
     int event_count;              /* outstanding events of other streams' uses */
@@ -59,12 +67,24 @@ typedef struct vb_cc_block {
     uint32_t use_count, use_capacity; /* the array is kept when the struct is recycled */
 } vb_cc_block;
 
-/* One of the two pools: free blocks of <= 1 MiB requests, or larger. */
+/* One of the two pools: free blocks of <= 1 MiB requests, or larger. The
+ * free mapped blocks are kept in size indexes, one per stream
+ * (caching_core.c), which answer best fit. `blocks`, all of them in
+ * PyTorch's best-fit order, is complete whenever the core lets a segment
+ * source walk it (release_pool), and otherwise only at times (see
+ * complete_blocks): code outside caching_core.c must not walk it anywhere
+ * else; vb_cc_pool_insert / vb_cc_pool_erase keep both right. */
 struct vb_cc_pool {
-    vb_ordered_set blocks;        /* free mapped blocks by (stream, size, address) */
+    vb_ordered_set blocks;        /* free mapped blocks by (stream, size, address), while kept */
+    int blocks_kept;              /* `blocks` holds every free mapped block */
+    int blocks_walks;             /* walks over `blocks` going on (they nest) */
+    uint64_t updates_since_walk;  /* inserts and erases since the last walk, while kept */
     vb_ordered_set unmapped;      /* unmapped ranges by (stream, address); expandable only */
     int is_small;
     uint64_t get_free_blocks_call_count; /* block age clock for garbage collection */
+    vb_cc_size_index **indexes;   /* one per stream that has had free blocks here, by stream */
+    size_t index_count, index_capacity;
+    int unindexed;                /* host memory ran out for an index: `blocks` is kept for good */
 };
 
 /* A segment: one driver allocation (caching) or one reserved range
@@ -186,6 +206,11 @@ uint64_t vb_cc_round_size(const vb_cc_allocator *cc, uint64_t size);
 
 /* get_allocation_size: the segment a plain (driver) pool takes for `size`. */
 uint64_t vb_cc_allocation_size(uint64_t size);
+
+/* Stops using size indexes in `pool`, as happens when host memory runs
+ * out for one: pool->blocks is kept complete from then on and best fit
+ * walks it, PyTorch's way. Exposed for tests: both ways must agree. */
+void vb_cc_pool_stop_indexing(vb_cc_pool *pool);
 
 /* ---- helpers for segment sources ---- */
 

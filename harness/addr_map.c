@@ -16,39 +16,47 @@ static size_t slot_of(uint64_t key, size_t capacity)
 static int grow(vb_addr_map *map)
 {
     size_t capacity = map->capacity ? map->capacity * 2 : 64;
-    uint64_t *keys = calloc(capacity, sizeof *keys);
-    uint64_t *values = calloc(capacity, sizeof *values);
-    if (!keys || !values) {
-        free(keys);
-        free(values);
-        return -1;
-    }
+    vb_addr_map_entry *entries = calloc(capacity, sizeof *entries);
+    if (!entries) return -1;
     for (size_t i = 0; i < map->capacity; i++) {
-        if (!map->keys[i]) continue;
-        size_t slot = slot_of(map->keys[i], capacity);
-        while (keys[slot]) slot = (slot + 1) & (capacity - 1);
-        keys[slot] = map->keys[i];
-        values[slot] = map->values[i];
+        if (!map->entries[i].key) continue;
+        size_t slot = slot_of(map->entries[i].key, capacity);
+        while (entries[slot].key) slot = (slot + 1) & (capacity - 1);
+        entries[slot] = map->entries[i];
     }
-    free(map->keys);
-    free(map->values);
-    map->keys = keys;
-    map->values = values;
+    free(map->entries);
+    map->entries = entries;
     map->capacity = capacity;
     return 0;
 }
 
-/* Inserts or replaces. The table stays at most half full. Key 0 marks an
- * empty slot, so storing it would count an entry no lookup can find. */
+/* Finds or inserts. The table stays at most half full, a sparse one a
+ * quarter. Key 0 marks an empty slot, so storing it would count an entry
+ * no lookup can find. */
+uint64_t *vb_addr_map_slot(vb_addr_map *map, uint64_t key, int *added)
+{
+    if (key == 0) return NULL;
+    if ((map->count + 1) * (map->sparse ? 4 : 2) > map->capacity && grow(map) != 0) return NULL;
+    size_t mask = map->capacity - 1;
+    size_t slot = slot_of(key, map->capacity);
+    vb_addr_map_entry *entries = map->entries;
+    while (entries[slot].key && entries[slot].key != key) slot = (slot + 1) & mask;
+    int is_new = entries[slot].key == 0;
+    if (is_new) {
+        map->count++;
+        entries[slot].key = key;
+        entries[slot].value = 0;
+    }
+    if (added) *added = is_new;
+    return &entries[slot].value;
+}
+
+/* Inserts or replaces. */
 int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value)
 {
-    if (key == 0) return -1;
-    if ((map->count + 1) * 2 > map->capacity && grow(map) != 0) return -1;
-    size_t slot = slot_of(key, map->capacity);
-    while (map->keys[slot] && map->keys[slot] != key) slot = (slot + 1) & (map->capacity - 1);
-    if (!map->keys[slot]) map->count++;
-    map->keys[slot] = key;
-    map->values[slot] = value;
+    uint64_t *slot = vb_addr_map_slot(map, key, NULL);
+    if (!slot) return -1;
+    *slot = value;
     return 0;
 }
 
@@ -56,10 +64,12 @@ int vb_addr_map_put(vb_addr_map *map, uint64_t key, uint64_t value)
 static size_t find_slot(const vb_addr_map *map, uint64_t key)
 {
     if (map->capacity == 0 || key == 0) return map->capacity;
+    size_t mask = map->capacity - 1;
     size_t slot = slot_of(key, map->capacity);
-    while (map->keys[slot]) {
-        if (map->keys[slot] == key) return slot;
-        slot = (slot + 1) & (map->capacity - 1);
+    const vb_addr_map_entry *entries = map->entries;
+    while (entries[slot].key) {
+        if (entries[slot].key == key) return slot;
+        slot = (slot + 1) & mask;
     }
     return map->capacity;
 }
@@ -69,7 +79,7 @@ int vb_addr_map_get(const vb_addr_map *map, uint64_t key, uint64_t *value)
 {
     size_t slot = find_slot(map, key);
     if (slot == map->capacity) return 0;
-    if (value) *value = map->values[slot];
+    if (value) *value = map->entries[slot].value;
     return 1;
 }
 
@@ -79,20 +89,20 @@ int vb_addr_map_remove(vb_addr_map *map, uint64_t key, uint64_t *value)
 {
     size_t hole = find_slot(map, key);
     if (hole == map->capacity) return 0;
-    if (value) *value = map->values[hole];
+    vb_addr_map_entry *entries = map->entries;
+    if (value) *value = entries[hole].value;
     size_t mask = map->capacity - 1;
     size_t next = (hole + 1) & mask;
-    while (map->keys[next]) {
-        size_t home = slot_of(map->keys[next], map->capacity);
+    while (entries[next].key) {
+        size_t home = slot_of(entries[next].key, map->capacity);
         /* Move the entry back if its home is not in (hole, next]. */
         if (((next - home) & mask) >= ((next - hole) & mask)) {
-            map->keys[hole] = map->keys[next];
-            map->values[hole] = map->values[next];
+            entries[hole] = entries[next];
             hole = next;
         }
         next = (next + 1) & mask;
     }
-    map->keys[hole] = 0;
+    entries[hole].key = 0;
     map->count--;
     return 1;
 }
@@ -102,14 +112,13 @@ void vb_addr_map_each(const vb_addr_map *map, void (*visit)(void *context, uint6
                       void *context)
 {
     for (size_t i = 0; i < map->capacity; i++)
-        if (map->keys[i]) visit(context, map->keys[i], map->values[i]);
+        if (map->entries[i].key) visit(context, map->entries[i].key, map->entries[i].value);
 }
 
 /* Frees the table. */
 void vb_addr_map_clear(vb_addr_map *map)
 {
-    free(map->keys);
-    free(map->values);
-    map->keys = map->values = NULL;
+    free(map->entries);
+    map->entries = NULL;
     map->capacity = map->count = 0;
 }

@@ -49,6 +49,7 @@ typedef struct vb_trace_event {
     uint64_t size;     /* ALLOC, FAILED_ALLOC: bytes asked for */
     uint32_t stream;   /* ALLOC, FREE, FAILED_ALLOC: 0 .. VB_TRACE_MAX_STREAMS-1 */
     const char *name;  /* MARK: NUL-terminated, valid until the next vb_trace_next */
+    uint64_t tag;      /* FREE: what vb_trace_tag attached to the allocation (0: nothing) */
 } vb_trace_event;
 
 typedef struct vb_trace vb_trace;
@@ -65,6 +66,17 @@ void vb_trace_close(vb_trace *trace);
  * error with "PATH:LINE: ..." as its message. After an error the trace is
  * finished: further calls return the same status. */
 vb_status vb_trace_next(vb_trace *trace, vb_trace_event *event);
+
+/* Attaches `tag` to the allocation the last vb_trace_next returned (no-op
+ * when that was not an ALLOC): its FREE event carries it back. The reader
+ * keeps it with the live id it already tracks, so a replay needs no map of
+ * its own from ids to addresses. */
+void vb_trace_tag(vb_trace *trace, uint64_t tag);
+
+/* Calls `visit` for every allocation still live, with its id and tag, in
+ * no particular order. The trace must not be read meanwhile. */
+void vb_trace_each_live(const vb_trace *trace, void (*visit)(void *context, uint64_t id, uint64_t tag),
+                        void *context);
 
 vb_trace_format vb_trace_get_format(const vb_trace *trace);
 const char *vb_trace_path(const vb_trace *trace);

@@ -25,18 +25,18 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../harness/addr_map.h"
 #include "../harness/trace.h"
 #include "scenario.h"
 
 /* Regular samples per trace (besides markers and the final one). */
 #define INTERVAL_SAMPLES 200
 /* Latency of about one malloc/free in this many is recorded (at least); a
- * replay is mostly allocator calls, and two clock reads per call would take a
- * third of its time. Long traces sample more sparsely so that each latency
- * list stays under about 4 M entries (32 MB). */
-#define LATENCY_SAMPLE_EVERY 8
-#define LATENCY_SAMPLES_MAX (4u << 20)
+ * replay is mostly allocator calls, and two clock reads cost about as much
+ * as a whole cached malloc (tens of ns each under a hypervisor), so one in
+ * 16 keeps them to a few percent of the replay. Long traces sample more
+ * sparsely, about 64 K latencies per list, plenty for a p99. */
+#define LATENCY_SAMPLE_EVERY 16
+#define LATENCY_SAMPLES_WANTED (64u << 10)
 /* Bytes per event of a compact trace line ("a 123456 4096\n"), to guess the
  * number of events from the file's size. */
 #define BYTES_PER_EVENT_GUESS 16
@@ -46,7 +46,6 @@
 typedef struct replay {
     vb_run *run;
     vb_trace *trace;
-    vb_addr_map addresses;   /* trace id + 1 -> device address; 0: it got no memory */
     vb_stream streams[VB_TRACE_MAX_STREAMS]; /* the run's streams, fetched on first use */
     uint64_t events;
     uint64_t recorded_failures;
@@ -109,19 +108,16 @@ static vb_status replay_alloc(replay *state, const vb_trace_event *event)
     /* vb_malloc keeps seen_reserved_peak: one comparison per allocation. */
     const vb_allocator *allocator = vb_run_allocator(state->run);
     if (allocator->seen_reserved_peak > state->peak_reserved) capture_peak(state, allocator);
-    if (vb_addr_map_put(&state->addresses, event->id + 1, addr) != 0) {
-        vb_free(vb_run_allocator(state->run), addr);
-        return vb_error(VB_ERR_OOM, "out of host memory");
-    }
+    /* The reader keeps the address with the live id (0: it got no memory). */
+    vb_trace_tag(state->trace, addr);
     return VB_OK;
 }
 
-/* Replays one free; a free of an allocation that got no memory is skipped.
- * The reader has checked that the id is live, so it is in the map. */
+/* Replays one free (its address is the tag its allocation left with the
+ * reader); a free of an allocation that got no memory is skipped. */
 static vb_status replay_free(replay *state, const vb_trace_event *event)
 {
-    vb_addr addr = 0;
-    vb_addr_map_remove(&state->addresses, event->id + 1, &addr);
+    vb_addr addr = event->tag;
     if (addr == 0) return VB_OK;
     vb_status status = vb_run_free(state->run, addr);
     if (status != VB_OK)
@@ -184,10 +180,10 @@ static vb_status replay_events(replay *state)
     }
 }
 
-/* Frees one allocation the trace left live. */
-static void free_leftover(void *context, uint64_t key, uint64_t addr)
+/* Frees one allocation the trace left live (its tag is its address). */
+static void free_leftover(void *context, uint64_t id, uint64_t addr)
 {
-    (void)key;
+    (void)id;
     if (addr) vb_free(vb_run_allocator(context), addr);
 }
 
@@ -202,8 +198,7 @@ static vb_status finish(replay *state, vb_status status)
         status = vb_run_set_counter(state->run, "live_at_end", (double)vb_trace_live_count(state->trace));
     if (status == VB_OK)
         status = vb_run_set_counter(state->run, "recorded_failures", (double)state->recorded_failures);
-    vb_addr_map_each(&state->addresses, free_leftover, state->run);
-    vb_addr_map_clear(&state->addresses);
+    vb_trace_each_live(state->trace, free_leftover, state->run);
     if (state->progress_shown) fputs("\r\033[K", stderr);
     return status;
 }
@@ -220,7 +215,7 @@ static vb_status replay_run(vb_run *run)
     vb_status status = vb_trace_open(path, &state->trace);
     if (status == VB_OK) {
         uint64_t events_guess = vb_trace_total_bytes(state->trace) / BYTES_PER_EVENT_GUESS;
-        uint64_t every = events_guess / LATENCY_SAMPLES_MAX + 1;
+        uint64_t every = events_guess / LATENCY_SAMPLES_WANTED;
         vb_run_set_latency_sampling(run, (uint32_t)(every > LATENCY_SAMPLE_EVERY ? every : LATENCY_SAMPLE_EVERY));
         state->next_sample_bytes = sample_mark(state, 1);
         status = vb_run_step(run, "start of trace");

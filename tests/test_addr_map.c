@@ -59,6 +59,27 @@ static void put_existing_key_replaces_value(void **state)
     vb_addr_map_clear(&map);
 }
 
+/* slot inserts a new key with value 0 and says so; for a present key it
+ * says not added and points at the stored value, which a write through it
+ * changes. */
+static void slot_finds_or_inserts_and_says_which(void **state)
+{
+    (void)state;
+    vb_addr_map map = VB_ADDR_MAP_INIT;
+    int added = -1;
+    uint64_t *slot = vb_addr_map_slot(&map, key_of(3), &added);
+    assert_non_null(slot);
+    assert_int_equal(added, 1);
+    assert_int_equal(*slot, 0);
+    *slot = 33;
+    slot = vb_addr_map_slot(&map, key_of(3), &added);
+    assert_int_equal(added, 0);
+    assert_int_equal(*slot, 33);
+    assert_int_equal(map.count, 1);
+    assert_null(vb_addr_map_slot(&map, 0, &added));
+    vb_addr_map_clear(&map);
+}
+
 /* Remove hands back the value, forgets the key, and reports a missing key. */
 static void remove_returns_value_and_forgets_key(void **state)
 {
@@ -224,6 +245,28 @@ static void backward_shift_keeps_keys_reachable_in_a_crowded_table(void **state)
     random_ops_against_reference(32, 200000, 50, 60, 1);
 }
 
+/* The first table has 64 slots: a map grows to 128 at its 33rd key (half
+ * full), a sparse one at its 17th (a quarter). */
+static void sparse_map_grows_at_a_quarter_full(void **state)
+{
+    (void)state;
+    vb_addr_map plain = VB_ADDR_MAP_INIT, sparse = VB_ADDR_MAP_SPARSE_INIT;
+    for (size_t i = 1; i <= 16; i++) {
+        vb_addr_map_put(&plain, key_of(i), i);
+        vb_addr_map_put(&sparse, key_of(i), i);
+    }
+    assert_int_equal(plain.capacity, 64);
+    assert_int_equal(sparse.capacity, 64);
+    vb_addr_map_put(&sparse, key_of(17), 17);
+    assert_int_equal(sparse.capacity, 128);
+    for (size_t i = 17; i <= 32; i++) vb_addr_map_put(&plain, key_of(i), i);
+    assert_int_equal(plain.capacity, 64);
+    vb_addr_map_put(&plain, key_of(33), 33);
+    assert_int_equal(plain.capacity, 128);
+    vb_addr_map_clear(&plain);
+    vb_addr_map_clear(&sparse);
+}
+
 /* The same over 5,000 keys, across growth, every key checked every 10,000. */
 static void random_ops_match_reference_across_growth(void **state)
 {
@@ -237,6 +280,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(put_then_get_returns_the_value),
         cmocka_unit_test(put_existing_key_replaces_value),
+        cmocka_unit_test(slot_finds_or_inserts_and_says_which),
         cmocka_unit_test(remove_returns_value_and_forgets_key),
         cmocka_unit_test(key_zero_is_refused),
         cmocka_unit_test(growth_keeps_every_entry),
@@ -244,6 +288,7 @@ int main(void)
         cmocka_unit_test(clear_leaves_an_empty_usable_map),
         cmocka_unit_test(backward_shift_keeps_keys_reachable_in_a_crowded_table),
         cmocka_unit_test(random_ops_match_reference_across_growth),
+        cmocka_unit_test(sparse_map_grows_at_a_quarter_full),
     };
     return cmocka_run_group_tests_name("addr_map", tests, NULL, NULL);
 }

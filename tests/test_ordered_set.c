@@ -93,6 +93,17 @@ static void assert_same_order(const vb_ordered_set *set, const reference *ref)
     assert_null(node);
 }
 
+/* Walking last -> prev visits exactly the reference, backwards. */
+static void assert_same_order_backwards(const vb_ordered_set *set, const reference *ref)
+{
+    vb_oset_node *node = vb_oset_last(set);
+    for (size_t i = ref->count; i-- > 0;) {
+        assert_ptr_equal(item_of(node), ref->items[i]);
+        node = vb_oset_prev(set, node);
+    }
+    assert_null(node);
+}
+
 /* An empty set has no first, last or lower bound. */
 static void empty_set_has_no_nodes(void **state)
 {
@@ -175,6 +186,37 @@ static void next_steps_to_the_successor(void **state)
     assert_null(vb_oset_next(&set, &items[2].node));
 }
 
+/* prev of the first item is NULL; prev of a middle item is its predecessor. */
+static void prev_steps_to_the_predecessor(void **state)
+{
+    (void)state;
+    item items[3] = {{.size = 1, .address = 1}, {.size = 2, .address = 1}, {.size = 3, .address = 1}};
+    vb_ordered_set set;
+    vb_oset_init(&set, compare_items);
+    for (size_t i = 0; i < 3; i++) vb_oset_insert(&set, &items[i].node);
+    assert_ptr_equal(item_of(vb_oset_prev(&set, &items[2].node)), &items[1]);
+    assert_ptr_equal(item_of(vb_oset_prev(&set, &items[1].node)), &items[0]);
+    assert_null(vb_oset_prev(&set, &items[0].node));
+}
+
+/* last_before finds the last item before a probe that is not in the set:
+ * sizes 1024, 2048, 4096 (address 0); probe (2048, 1) -> 2048; probe
+ * (2048, 0) is the 2048 item itself, so -> 1024; probe (1024, 0) -> none. */
+static void last_before_finds_last_before_probe(void **state)
+{
+    (void)state;
+    item items[3] = {{.size = 1024}, {.size = 2048}, {.size = 4096}};
+    vb_ordered_set set;
+    vb_oset_init(&set, compare_items);
+    for (size_t i = 0; i < 3; i++) vb_oset_insert(&set, &items[i].node);
+    item probe = {.size = 2048, .address = 1};
+    assert_ptr_equal(item_of(vb_oset_last_before(&set, &probe.node)), &items[1]);
+    probe = (item){.size = 2048, .address = 0};
+    assert_ptr_equal(item_of(vb_oset_last_before(&set, &probe.node)), &items[0]);
+    probe = (item){.size = 1024, .address = 0};
+    assert_null(vb_oset_last_before(&set, &probe.node));
+}
+
 /* Removing the root, a leaf and the extremes leaves the rest in order. */
 static void remove_keeps_the_rest_in_order(void **state)
 {
@@ -227,7 +269,9 @@ static void random_ops_match_sorted_reference(void **state)
         } else {
             it->size = (next_random(&rng) % 64) * 512; /* many equal sizes */
             it->address = (uint64_t)(it - items) * 256;
-            vb_oset_insert(&set, &it->node);
+            /* Half the inserts take the inline walk hot callers use. */
+            if (op % 2) vb_oset_insert(&set, &it->node);
+            else vb_oset_insert_by(&set, &it->node, compare_items);
             reference_insert(&ref, it);
             it->in_set = 1;
         }
@@ -236,12 +280,92 @@ static void random_ops_match_sorted_reference(void **state)
         assert_ptr_equal(item_of(vb_oset_last(&set)), ref.count ? ref.items[ref.count - 1] : NULL);
         if (op % 1000 != 0) continue;
         assert_same_order(&set, &ref);
+        assert_same_order_backwards(&set, &ref);
         for (int probe_index = 0; probe_index < 100; probe_index++) {
             item probe = {.size = next_random(&rng) % (65 * 512), .address = next_random(&rng) % (COUNT * 256)};
             size_t at = reference_lower_bound(&ref, &probe);
             assert_ptr_equal(item_of(vb_oset_lower_bound(&set, &probe.node)), at < ref.count ? ref.items[at] : NULL);
+            assert_ptr_equal(item_of(vb_oset_lower_bound_by(&set, &probe.node, compare_items)),
+                             at < ref.count ? ref.items[at] : NULL);
+            assert_ptr_equal(item_of(vb_oset_last_before(&set, &probe.node)), at > 0 ? ref.items[at - 1] : NULL);
         }
     }
+    free(items);
+    free(sorted);
+}
+
+/* Checks the subtree under `node` (whose parent is `parent`): every child
+ * links back to its parent and no child outranks it by priority. Returns
+ * the number of nodes. */
+static size_t check_links(const vb_oset_node *node, const vb_oset_node *parent)
+{
+    if (!node) return 0;
+    assert_ptr_equal(node->parent, parent);
+    if (parent) assert_true(node->priority <= parent->priority);
+    return 1 + check_links(node->left, node) + check_links(node->right, node);
+}
+
+/* After 20,000 random inserts and removes of 500 items, parent links and
+ * the heap order by priority hold everywhere (removal and stepping rely on
+ * the links), and the tree holds exactly `count` nodes. */
+static void links_and_heap_order_hold_after_random_ops(void **state)
+{
+    (void)state;
+    enum { COUNT = 500 };
+    item *items = calloc(COUNT, sizeof *items);
+    assert_non_null(items);
+    vb_ordered_set set;
+    vb_oset_init(&set, compare_items);
+    uint64_t rng = 11;
+    for (size_t op = 0; op < 20000; op++) {
+        item *it = &items[next_random(&rng) % COUNT];
+        if (it->in_set) {
+            vb_oset_remove(&set, &it->node);
+            it->in_set = 0;
+        } else {
+            it->size = (next_random(&rng) % 16) * 512;
+            it->address = (uint64_t)(it - items) * 256;
+            vb_oset_insert(&set, &it->node);
+            it->in_set = 1;
+        }
+        if (op % 500 == 0) assert_int_equal(check_links(set.root, NULL), set.count);
+    }
+    assert_int_equal(check_links(set.root, NULL), set.count);
+    free(items);
+}
+
+/* Appending 10,000 items in order with insert_after (each after the one
+ * before), then putting 1,000 more each right after a random present item
+ * it follows, keeps the order, the links and the heap order. */
+static void insert_after_keeps_order_and_links(void **state)
+{
+    (void)state;
+    enum { COUNT = 10000, MORE = 1000 };
+    item *items = calloc(COUNT + MORE, sizeof *items);
+    item **sorted = calloc(COUNT + MORE, sizeof *sorted);
+    assert_non_null(items);
+    assert_non_null(sorted);
+    reference ref = {sorted, 0};
+    vb_ordered_set set;
+    vb_oset_init(&set, compare_items);
+    for (size_t i = 0; i < COUNT; i++) {
+        items[i] = (item){.size = i * 2, .address = 0};
+        if (i == 0) vb_oset_insert(&set, &items[i].node);
+        else vb_oset_insert_after(&set, &items[i].node, &items[i - 1].node);
+        reference_insert(&ref, &items[i]);
+    }
+    uint64_t rng = 5;
+    for (size_t i = COUNT; i < COUNT + MORE; i++) {
+        /* size 2k + 1 sorts right after item k (size 2k), or after an odd
+         * item already put there with a lower address: after the last of them */
+        size_t k = (size_t)(next_random(&rng) % COUNT);
+        items[i] = (item){.size = k * 2 + 1, .address = i};
+        size_t at = reference_lower_bound(&ref, &items[i]);
+        vb_oset_insert_after(&set, &items[i].node, &ref.items[at - 1]->node);
+        reference_insert(&ref, &items[i]);
+    }
+    assert_same_order(&set, &ref);
+    assert_int_equal(check_links(set.root, NULL), set.count);
     free(items);
     free(sorted);
 }
@@ -286,8 +410,12 @@ int main(void)
         cmocka_unit_test(first_and_last_are_the_extremes),
         cmocka_unit_test(lower_bound_finds_first_not_before_probe),
         cmocka_unit_test(next_steps_to_the_successor),
+        cmocka_unit_test(prev_steps_to_the_predecessor),
+        cmocka_unit_test(last_before_finds_last_before_probe),
         cmocka_unit_test(remove_keeps_the_rest_in_order),
         cmocka_unit_test(random_ops_match_sorted_reference),
+        cmocka_unit_test(links_and_heap_order_hold_after_random_ops),
+        cmocka_unit_test(insert_after_keeps_order_and_links),
         cmocka_unit_test(depth_stays_logarithmic_for_sorted_inserts),
     };
     return cmocka_run_group_tests_name("ordered_set", tests, NULL, NULL);

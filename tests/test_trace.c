@@ -186,6 +186,123 @@ static void test_vbtrace_id_may_be_reused_after_free(void **state)
     assert_int_equal(read_all(write_file("reuse.trace", "vbtrace 1\na 1 5\nf 1\na 1 6\nf 1\n")), VB_OK);
 }
 
+static void test_vbtrace_blanks_between_fields_read_like_single_spaces(void **state)
+{
+    (void)state;
+    /* The single-space lines take the fast path, these the general one. */
+    vb_trace *trace = open_ok(write_file("blanks.trace", "vbtrace 1\na  7\t4096 2 \n f 7\n"));
+    vb_trace_event event = next_ok(trace);
+    assert_int_equal(event.kind, VB_TRACE_ALLOC);
+    assert_int_equal(event.id, 7);
+    assert_int_equal(event.size, 4096);
+    assert_int_equal(event.stream, 2);
+    event = next_ok(trace);
+    assert_int_equal(event.kind, VB_TRACE_FREE);
+    assert_int_equal(event.id, 7);
+    vb_trace_close(trace);
+}
+
+/* Lines cross the reader's 64 KiB buffer many times: 20,000 allocations
+ * "a I I*512" (about 240 KiB) then their frees, each read back in order. */
+static void test_vbtrace_lines_across_buffer_refills_read_in_order(void **state)
+{
+    (void)state;
+    enum { COUNT = 20000 };
+    size_t capacity = (size_t)COUNT * 40 + 16, used = 0;
+    char *text = malloc(capacity);
+    assert_non_null(text);
+    used += (size_t)snprintf(text + used, capacity - used, "vbtrace 1\n");
+    for (int i = 0; i < COUNT; i++) used += (size_t)snprintf(text + used, capacity - used, "a %d %d\n", i, i * 512);
+    for (int i = 0; i < COUNT; i++) used += (size_t)snprintf(text + used, capacity - used, "f %d 0\n", i);
+    vb_trace *trace = open_ok(write_file("long.trace", text));
+    free(text);
+    for (uint64_t i = 0; i < COUNT; i++) {
+        vb_trace_event event = next_ok(trace);
+        assert_int_equal(event.kind, VB_TRACE_ALLOC);
+        assert_int_equal(event.id, i);
+        assert_int_equal(event.size, i * 512);
+    }
+    for (uint64_t i = 0; i < COUNT; i++) {
+        vb_trace_event event = next_ok(trace);
+        assert_int_equal(event.kind, VB_TRACE_FREE);
+        assert_int_equal(event.id, i);
+    }
+    assert_int_equal(next_ok(trace).kind, VB_TRACE_END);
+    assert_int_equal(vb_trace_line(trace), 1 + 2 * COUNT);
+    vb_trace_close(trace);
+}
+
+/* Sizes of every length from 1 to 20 digits are read exactly: the prefixes
+ * of 98765432109876543210 up to 19 digits, then 18446744073709551615
+ * (UINT64_MAX, 20 digits), and 000123 (leading zeros, 123). */
+static void test_vbtrace_sizes_of_every_length_read_exactly(void **state)
+{
+    (void)state;
+    const char *digits = "98765432109876543210";
+    char text[2048] = "vbtrace 1\n";
+    uint64_t expected[21];
+    for (int length = 1; length <= 19; length++) {
+        char line[64], size[32];
+        snprintf(size, sizeof size, "%.*s", length, digits);
+        snprintf(line, sizeof line, "a %d %s\n", length, size);
+        strcat(text, line);
+        expected[length - 1] = strtoull(size, NULL, 10);
+    }
+    strcat(text, "a 20 18446744073709551615\na 21 000123\n");
+    expected[19] = UINT64_MAX;
+    expected[20] = 123;
+    vb_trace *trace = open_ok(write_file("lengths.trace", text));
+    for (int i = 0; i < 21; i++) {
+        vb_trace_event event = next_ok(trace);
+        assert_int_equal(event.id, i + 1);
+        assert_int_equal(event.size, expected[i]);
+    }
+    vb_trace_close(trace);
+}
+
+static void test_vbtrace_tag_comes_back_with_the_free(void **state)
+{
+    (void)state;
+    vb_trace *trace = open_ok(write_file("tag.trace", "vbtrace 1\na 1 5\na 2 5\nf 1\nf 2\n"));
+    next_ok(trace);
+    vb_trace_tag(trace, 0x1000);
+    next_ok(trace); /* id 2 is left untagged */
+    assert_int_equal(next_ok(trace).tag, 0x1000);
+    assert_int_equal(next_ok(trace).tag, 0);
+    vb_trace_close(trace);
+}
+
+/* Tallies vb_trace_each_live's visits: ids and tags summed. */
+typedef struct live_tally {
+    uint64_t visits, id_sum, tag_sum;
+} live_tally;
+
+static void tally_live(void *context, uint64_t id, uint64_t tag)
+{
+    live_tally *tally = context;
+    tally->visits++;
+    tally->id_sum += id;
+    tally->tag_sum += tag;
+}
+
+static void test_each_live_visits_live_allocations_with_their_tags(void **state)
+{
+    (void)state;
+    /* ids 3 (tag 30) and 4 (tag 40) stay live, 5 is freed: 2 visits, ids 7, tags 70 */
+    vb_trace *trace = open_ok(write_file("each.trace", "vbtrace 1\na 3 5\na 4 5\na 5 5\nf 5\n"));
+    for (uint64_t id = 3; id <= 5; id++) {
+        next_ok(trace);
+        vb_trace_tag(trace, id * 10);
+    }
+    next_ok(trace);
+    live_tally tally = {0};
+    vb_trace_each_live(trace, tally_live, &tally);
+    assert_int_equal(tally.visits, 2);
+    assert_int_equal(tally.id_sum, 7);
+    assert_int_equal(tally.tag_sum, 70);
+    vb_trace_close(trace);
+}
+
 static void test_gzip_trace_reads_like_plain(void **state)
 {
     (void)state;
@@ -260,6 +377,47 @@ static void test_rmm_pointer_reused_after_free_is_a_new_id(void **state)
     uint64_t first = next_ok(trace).id;
     next_ok(trace);
     assert_int_not_equal(next_ok(trace).id, first);
+    vb_trace_close(trace);
+}
+
+static void test_rmm_tag_comes_back_with_the_free(void **state)
+{
+    (void)state;
+    vb_trace *trace = open_ok(write_file("tag.csv", RMM_HEADER_LINE
+                                         "1,t,allocate,0x1000,16,0x0\n"
+                                         "1,t,allocate,0x2000,16,0x0\n"
+                                         "1,t,free,0x2000,16,0x0\n"
+                                         "1,t,free,0x1000,16,0x0\n"));
+    next_ok(trace);
+    vb_trace_tag(trace, 11);
+    next_ok(trace);
+    vb_trace_tag(trace, 22);
+    assert_int_equal(next_ok(trace).tag, 22);
+    assert_int_equal(next_ok(trace).tag, 11);
+    vb_trace_close(trace);
+}
+
+static void test_rmm_each_live_gives_ids_and_tags(void **state)
+{
+    (void)state;
+    /* ids 0 (tag 5) and 2 (tag 7) stay live; id 1 was freed and its record reused by id 2 */
+    vb_trace *trace = open_ok(write_file("each.csv", RMM_HEADER_LINE
+                                         "1,t,allocate,0x1000,16,0x0\n"
+                                         "1,t,allocate,0x2000,16,0x0\n"
+                                         "1,t,free,0x2000,16,0x0\n"
+                                         "1,t,allocate,0x3000,16,0x0\n"));
+    next_ok(trace);
+    vb_trace_tag(trace, 5);
+    next_ok(trace);
+    vb_trace_tag(trace, 6);
+    next_ok(trace);
+    next_ok(trace);
+    vb_trace_tag(trace, 7);
+    live_tally tally = {0};
+    vb_trace_each_live(trace, tally_live, &tally);
+    assert_int_equal(tally.visits, 2);
+    assert_int_equal(tally.id_sum, 2);
+    assert_int_equal(tally.tag_sum, 12);
     vb_trace_close(trace);
 }
 
@@ -765,12 +923,19 @@ int main(void)
         cmocka_unit_test(test_vbtrace_crlf_line_endings_are_accepted),
         cmocka_unit_test(test_vbtrace_end_comes_after_last_event),
         cmocka_unit_test(test_vbtrace_id_may_be_reused_after_free),
+        cmocka_unit_test(test_vbtrace_blanks_between_fields_read_like_single_spaces),
+        cmocka_unit_test(test_vbtrace_lines_across_buffer_refills_read_in_order),
+        cmocka_unit_test(test_vbtrace_sizes_of_every_length_read_exactly),
+        cmocka_unit_test(test_vbtrace_tag_comes_back_with_the_free),
+        cmocka_unit_test(test_each_live_visits_live_allocations_with_their_tags),
         cmocka_unit_test(test_gzip_trace_reads_like_plain),
         cmocka_unit_test(test_gzip_total_bytes_is_uncompressed_size),
         cmocka_unit_test(test_live_count_follows_allocations_and_frees),
         cmocka_unit_test(test_rmm_format_is_detected_from_header),
         cmocka_unit_test(test_rmm_free_gets_the_id_of_its_allocation),
         cmocka_unit_test(test_rmm_pointer_reused_after_free_is_a_new_id),
+        cmocka_unit_test(test_rmm_tag_comes_back_with_the_free),
+        cmocka_unit_test(test_rmm_each_live_gives_ids_and_tags),
         cmocka_unit_test(test_rmm_hex_without_prefix_is_accepted),
         cmocka_unit_test(test_rmm_default_stream_is_zero_others_numbered_in_order),
         cmocka_unit_test(test_rmm_allocate_failure_is_a_failed_allocation),

@@ -1,0 +1,178 @@
+/* vrambench — the caching core's size indexes (allocators/caching_core.c)
+ * must give exactly the answers of walking the whole free set in PyTorch's
+ * best-fit order, which is what a pool falls back to when host memory runs
+ * out for an index. Each test drives two allocators on two identical sim
+ * devices through the same seeded random sequence (two streams, small and
+ * large sizes, many repeated sizes, frees in random order, now and then
+ * empty_cache, a device small enough to hit out-of-memory and its retries)
+ * — one indexed, one with indexing stopped — and requires every address,
+ * every status and the final statistics to be identical. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../allocators/caching_core.h"
+
+#define OPERATIONS 20000
+#define LIVE_SLOTS 512
+#define CAPACITY (4 * VB_GiB)
+
+/* One allocator on its own sim device, with one extra stream. */
+typedef struct twin {
+    vb_device *dev;
+    vb_allocator *allocator;
+    vb_stream streams[2];
+    vb_addr live[LIVE_SLOTS];
+} twin;
+
+/* Opens `name` with up to 4 "key=value" settings (NULL-terminated). */
+static void twin_open(twin *t, const char *name, const char *const *settings)
+{
+    static char text[4][64];
+    vb_config_entry entries[4];
+    size_t count = 0;
+    for (; settings && settings[count]; count++) {
+        snprintf(text[count], sizeof text[count], "%s", settings[count]);
+        assert_int_equal(vb_config_entry_parse(text[count], &entries[count]), VB_OK);
+    }
+    vb_config config = {entries, count};
+    memset(t, 0, sizeof *t);
+    assert_int_equal(vb_sim_open(CAPACITY, &t->dev), VB_OK);
+    assert_int_equal(vb_allocator_create(name, t->dev, &config, &t->allocator), VB_OK);
+    t->streams[0] = NULL;
+    assert_int_equal(t->dev->ops->stream_create(t->dev, &t->streams[1]), VB_OK);
+}
+
+/* Both pools of `t` stop indexing (caching and expandable keep a
+ * vb_cc_allocator as their state). */
+static void twin_stop_indexing(twin *t)
+{
+    vb_cc_allocator *cc = t->allocator->state;
+    vb_cc_pool_stop_indexing(&cc->small_pool);
+    vb_cc_pool_stop_indexing(&cc->large_pool);
+}
+
+static void twin_close(twin *t)
+{
+    vb_allocator_destroy(t->allocator);
+    t->dev->ops->stream_destroy(t->dev, t->streams[1]);
+    vb_device_close(t->dev);
+}
+
+/* splitmix64, for the seeded sequence. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* A request size: half from a few repeated sizes (ties broken by address),
+ * the rest uniform, small (<= 1 MiB) or large (<= 96 MiB). */
+static uint64_t random_size(uint64_t *rng)
+{
+    static const uint64_t repeated[] = {512, 4096, 1 << 20, 3 << 20, 12 << 20, 40 << 20};
+    uint64_t pick = next_random(rng);
+    if (pick % 2 == 0) return repeated[(pick >> 8) % (sizeof repeated / sizeof repeated[0])];
+    if (pick % 4 == 1) return 1 + next_random(rng) % VB_MiB;
+    return 1 + next_random(rng) % (96 * VB_MiB);
+}
+
+/* Runs the sequence on the indexed allocator `a` and `b`; `b` stops
+ * indexing before operation `stop_at` (0: from the start). */
+static void run_twins(const char *name, const char *const *settings, uint64_t seed, size_t stop_at)
+{
+    twin a, b;
+    twin_open(&a, name, settings);
+    twin_open(&b, name, settings);
+    uint64_t rng = seed;
+    for (size_t op = 0; op < OPERATIONS; op++) {
+        if (op == stop_at) twin_stop_indexing(&b);
+        uint64_t choice = next_random(&rng);
+        size_t slot = (size_t)(choice >> 16) % LIVE_SLOTS;
+        if (choice % 1000 == 0) {
+            assert_int_equal(vb_empty_cache(a.allocator), vb_empty_cache(b.allocator));
+        } else if (a.live[slot]) {
+            assert_int_equal(vb_free(a.allocator, a.live[slot]), VB_OK);
+            assert_int_equal(vb_free(b.allocator, b.live[slot]), VB_OK);
+            a.live[slot] = b.live[slot] = 0;
+        } else {
+            uint64_t size = random_size(&rng);
+            int stream = (int)((choice >> 8) % 4 == 0);
+            vb_status status_a = vb_malloc(a.allocator, size, a.streams[stream], &a.live[slot]);
+            vb_status status_b = vb_malloc(b.allocator, size, b.streams[stream], &b.live[slot]);
+            assert_int_equal(status_a, status_b);
+            if (status_a != VB_OK) a.live[slot] = b.live[slot] = 0;
+            assert_int_equal(a.live[slot], b.live[slot]);
+        }
+    }
+    vb_alloc_stats stats_a, stats_b;
+    vb_allocator_stats(a.allocator, &stats_a);
+    vb_allocator_stats(b.allocator, &stats_b);
+    assert_memory_equal(&stats_a, &stats_b, sizeof stats_a);
+    twin_close(&a);
+    twin_close(&b);
+}
+
+static void caching_index_matches_walking_the_free_set(void **state)
+{
+    (void)state;
+    run_twins("caching", NULL, 1, 0);
+}
+
+static void caching_index_matches_with_oversize_blocks(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"max_split_size_mb=32", NULL};
+    run_twins("caching", settings, 2, 0);
+}
+
+static void caching_index_matches_with_garbage_collection(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"garbage_collection_threshold=0.5", "memory_fraction=0.6", NULL};
+    run_twins("caching", settings, 3, 0);
+}
+
+static void caching_index_matches_with_power2_rounding(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"roundup_power2_divisions=4", NULL};
+    run_twins("caching", settings, 4, 0);
+}
+
+static void expandable_index_matches_walking_the_free_set(void **state)
+{
+    (void)state;
+    run_twins("expandable", NULL, 5, 0);
+}
+
+/* Stopping halfway (free blocks already indexed, as when host memory runs
+ * out later in a run) changes no answer either. */
+static void stopping_indexing_midway_changes_nothing(void **state)
+{
+    (void)state;
+    run_twins("caching", NULL, 6, OPERATIONS / 2);
+    run_twins("expandable", NULL, 7, OPERATIONS / 2);
+}
+
+/* Runs every caching index test. */
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(caching_index_matches_walking_the_free_set),
+        cmocka_unit_test(caching_index_matches_with_oversize_blocks),
+        cmocka_unit_test(caching_index_matches_with_garbage_collection),
+        cmocka_unit_test(caching_index_matches_with_power2_rounding),
+        cmocka_unit_test(expandable_index_matches_walking_the_free_set),
+        cmocka_unit_test(stopping_indexing_midway_changes_nothing),
+    };
+    return cmocka_run_group_tests_name("caching_index", tests, NULL, NULL);
+}
