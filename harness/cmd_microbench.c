@@ -126,7 +126,7 @@ done:
 }
 
 /* Appends the cell as a Google Benchmark entry "microbench/ALLOCATOR/BYTES"
- * (real_time and cpu_time: the pair's p50; the counters as json-schema.md
+ * (real_time and cpu_time: the pair's p50; the counters as docs/results-json.md
  * names them); 0 on success. */
 static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, const cell_result *cell)
 {

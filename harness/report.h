@@ -1,4 +1,4 @@
-/* vrambench — results JSON (/work/notes/json-schema.md) and the summary
+/* vrambench — results JSON (docs/results-json.md) and the summary
  * table. The one place that writes result files: `run`, replay, microbench
  * and claims build their documents from these pieces.
  *

@@ -5,7 +5,7 @@
             [--segments SCENARIO/ALLOCATOR] [--microbench MICRO.json]
     plot.py --latest results [--out-dir plots]
 
-Reads results JSON as described in notes/json-schema.md (Google Benchmark's
+Reads results JSON as described in docs/results-json.md (Google Benchmark's
 schema plus vrambench's counters, "timeline" and "segments_at_peak") and
 writes PNGs into --out-dir:
 

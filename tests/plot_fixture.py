@@ -1,4 +1,4 @@
-"""Synthetic vrambench results for the plot tests (notes/json-schema.md).
+"""Synthetic vrambench results for the plot tests (docs/results-json.md).
 
 sim_result() stands in for a `vrambench run` output on the simulated device
 until the runner exists; replace its use in tests/test_plots.py by a real
@@ -115,7 +115,7 @@ class ToyAllocator:
                          if any(b["owner"] is not None for b in s["blocks"])]
 
     def segment_map(self):
-        """The segments as json-schema.md's "segments_at_peak" lists them."""
+        """The segments as docs/results-json.md's "segments_at_peak" lists them."""
         return [{"address": s["address"], "size": s["size"], "stream": 0,
                  "blocks": [{"address": s["address"] + b["offset"], "size": b["size"],
                              "allocated": b["owner"] is not None} for b in s["blocks"]]}
@@ -215,7 +215,7 @@ def base_counters(allocator, peak_requested, peak_reserved, segments):
 
 def entry(name, scenario, allocator, counters, timeline, segments, repetitions=1,
           repetition_index=0, real_time=50.0):
-    """One run_type "iteration" entry as json-schema.md describes it."""
+    """One run_type "iteration" entry as docs/results-json.md describes it."""
     record = {"name": name, "family_index": 0, "per_family_instance_index": 0,
               "run_name": name, "run_type": "iteration", "repetitions": repetitions,
               "repetition_index": repetition_index, "threads": 1, "iterations": 1,

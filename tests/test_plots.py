@@ -3,7 +3,7 @@
 Run by `make test` with a python that has matplotlib:
     /usr/bin/python3 -m unittest discover -s tests -p 'test_*.py'
 The input is a synthetic sim result (tests/plot_fixture.py) that follows
-notes/json-schema.md; write_results() is the one place to swap it for a real
+docs/results-json.md; write_results() is the one place to swap it for a real
 `vrambench run` output.
 """
 

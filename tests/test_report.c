@@ -1,5 +1,5 @@
 /* Tests of harness/report.c: result documents validate against
- * /work/notes/json-schema.md (required keys, types, finite numbers), the
+ * docs/results-json.md (required keys, types, finite numbers), the
  * aggregates follow Google Benchmark, and a failure never leaves a partial
  * or temporary file behind. */
 #include <math.h>
