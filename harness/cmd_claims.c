@@ -373,9 +373,8 @@ static int run_claims(claims_state *state, const claims_args *args)
     vb_device_info info;
     state->device->ops->info(state->device, &info);
     if (args->out) {
-        vb_status status = vb_report_expand_path(args->out, &info, out_path, sizeof out_path);
-        if (status == VB_OK) status = vb_report_check_writable(out_path);
-        if (status != VB_OK) return vb_cli_status_error(VB_ERR_INVALID);
+        vb_status status = vb_report_output_path(args->out, &info, out_path, sizeof out_path);
+        if (status != VB_OK) return vb_cli_status_error(status);
     }
     int exit_status = VB_EXIT_OK;
     if (args->pytorch) { /* checked first: a bad file should not cost a run */

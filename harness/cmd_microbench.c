@@ -88,8 +88,8 @@ static void take_quantiles(vb_samples *samples, double *p50, double *p99)
 static vb_status measure_cell(vb_allocator *allocator, uint64_t size, cell_result *out)
 {
     vb_samples pairs = {0}, mallocs = {0}, frees = {0};
-    vb_status status = vb_error(VB_ERR_DEVICE, "%s failed at %llu bytes: %s", allocator->ops->name,
-                                (unsigned long long)size, "allocation failed");
+    vb_status status = VB_ERR_DEVICE; /* a failing malloc/free leaves its own message */
+    vb_clear_error();
     uint64_t depth_limit = DEPTH_BYTES_LIMIT / size;
     out->depth = depth_limit < 1 ? 1 : depth_limit > MAX_DEPTH ? MAX_DEPTH : (unsigned)depth_limit;
     double malloc_ns, free_ns;
@@ -169,7 +169,9 @@ static int run_cell(vb_device *dev, const char *name, uint64_t size, json_t *doc
     cell_result cell = {0};
     status = measure_cell(allocator, size, &cell);
     vb_allocator_destroy(allocator);
-    if (status != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s", vb_last_error());
+    if (status != VB_OK)
+        return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
+                            vb_last_error()[0] ? vb_last_error() : "out of host memory");
     printf("%-12s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
            cell.pair_p50, cell.pair_p99, cell.malloc_p50, cell.malloc_p99, cell.free_p50, cell.free_p99, cell.depth,
            cell.driver_allocs_per_pair);
@@ -201,8 +203,7 @@ int vb_cmd_microbench(int argc, char **argv)
     char out_path[4096] = "";
     json_t *document = NULL;
     if (out) {
-        status = vb_report_expand_path(out, &info, out_path, sizeof out_path);
-        if (status == VB_OK) status = vb_report_check_writable(out_path);
+        status = vb_report_output_path(out, &info, out_path, sizeof out_path);
         if (status == VB_OK) document = vb_report_document(vb_report_context(dev, NULL, NULL, 0));
         if (status != VB_OK || !document) {
             vb_device_close(dev);

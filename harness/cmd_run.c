@@ -333,8 +333,7 @@ int vb_cmd_run(int argc, char **argv)
     if (exit_status != VB_EXIT_OK) goto done;
     char out_path[4096] = "";
     if (args.out) {
-        status = vb_report_expand_path(args.out, &info, out_path, sizeof out_path);
-        if (status == VB_OK) status = vb_report_check_writable(out_path);
+        status = vb_report_output_path(args.out, &info, out_path, sizeof out_path);
         if (status != VB_OK) {
             exit_status = vb_cli_status_error(VB_ERR_INVALID);
             goto done;

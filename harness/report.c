@@ -532,3 +532,10 @@ void vb_report_print_summary(FILE *out, const vb_device_info *info, const vb_cas
     fprintf(out, "  peaks over a repetition (from a fresh allocator); driver calls summed over its iterations;\n"
                  "  overhead = peak reserved / peak requested (1.0 ideal); means over repetitions.\n");
 }
+
+/* Expands and checks an output path before any work. */
+vb_status vb_report_output_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity)
+{
+    vb_status status = vb_report_expand_path(pattern, info, out, capacity);
+    return status == VB_OK ? vb_report_check_writable(out) : status;
+}

@@ -58,6 +58,11 @@ void vb_report_device_slug(const vb_device_info *info, char *out, size_t capacit
  * "{date}" with today's local date as yyyymmdd. VB_ERR_INVALID if too long. */
 vb_status vb_report_expand_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity);
 
+/* The output file of a command: `pattern` expanded (vb_report_expand_path)
+ * and checked writable (vb_report_check_writable), before any work is done.
+ * VB_ERR_INVALID with a message naming the path when it cannot be used. */
+vb_status vb_report_output_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity);
+
 /* Prints the summary table in the manner of PyTorch's memory_summary: per
  * case, peak requested and reserved MiB, overhead ratio, driver alloc/free
  * calls and time per iteration (means over repetitions). */
