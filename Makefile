@@ -25,7 +25,7 @@ CUDA_HOME ?= /usr/local/cuda
 
 BUILD ?= build$(if $(SANITIZER),/$(SANITIZER))
 
-CPPFLAGS += -D_GNU_SOURCE -MMD -MP
+CPPFLAGS += -D_GNU_SOURCE -MMD -MP -I.
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -Wall -Wextra -Werror
 LDLIBS += -ljansson -lz -lm
@@ -53,7 +53,7 @@ ifeq ($(CUDA),auto)
 ifneq ($(SANITIZER),)
 HAVE_CUDA := no
 else
-HAVE_CUDA := $(if $(and $(NVCC),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h),$(wildcard harness/device_cuda.c)),yes,no)
+HAVE_CUDA := $(if $(and $(NVCC),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h),$(wildcard base/device_cuda.c)),yes,no)
 endif
 else
 HAVE_CUDA := $(CUDA)
@@ -71,9 +71,12 @@ BUILD_KIND := sim backend only ($(if $(filter auto,$(CUDA)),$(NO_CUDA_REASON),CU
 endif
 
 # ---- sources ----
-LIB_SRC := $(filter-out harness/main.c $(if $(filter yes,$(HAVE_CUDA)),,harness/device_cuda.c), \
-             $(wildcard harness/*.c allocators/*.c scenarios/*.c))
-CU_SRC := $(if $(filter yes,$(HAVE_CUDA)),$(wildcard harness/*.cu))
+# The rooms, ground floor first (docs/design.md, "Layers"); a file includes
+# only from its own room or one listed before it (tools/check-layers.sh).
+ROOMS := base allocators runtime scenarios app
+LIB_SRC := $(filter-out app/main.c $(if $(filter yes,$(HAVE_CUDA)),,base/device_cuda.c), \
+             $(foreach room,$(ROOMS),$(wildcard $(room)/*.c)))
+CU_SRC := $(if $(filter yes,$(HAVE_CUDA)),$(wildcard base/*.cu))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -107,7 +110,7 @@ $(BUILD)/libvrambench.a: $(LIB_OBJ)
 	@rm -f $@
 	@ar rcs $@ $^
 
-$(BUILD)/vrambench: $(BUILD)/obj/harness/main.o $(BUILD)/libvrambench.a
+$(BUILD)/vrambench: $(BUILD)/obj/app/main.o $(BUILD)/libvrambench.a
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -119,6 +122,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvramben
 # Every test binary runs on the simulated device; VB_TEST_DEVICE=cuda moves
 # the conformance suite onto the GPU (make test-gpu).
 test: deps
+	@tools/check-layers.sh $(ROOMS)
 	@$(MAKE) --no-print-directory all $(TEST_BIN)
 	@tools/run-tests.sh $(TEST_BIN)
 	@VRAMBENCH=$(BUILD)/vrambench $(PLOT_PYTHON) -m unittest discover -s tests -p 'test_*.py'

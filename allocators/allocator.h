@@ -2,7 +2,7 @@
  *
  * One struct of function pointers per strategy (cf. sqlite3_mem_methods),
  * one file per strategy, registered by name in allocators/registry.c. An
- * allocator knows only the device layer (harness/device.h), never the
+ * allocator knows only the device layer (base/device.h), never the
  * harness: it gets memory from the device and keeps the shared statistics.
  *
  * Callers use the vb_allocator_* / vb_malloc / vb_free wrappers below, which
@@ -15,10 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../harness/device.h"
+#include "base/device.h"
 
 /* ------------------------------------------------------------------------ */
-/* Statistics every allocator keeps (DESIGN.md, "the stats everyone shares")  */
+/* Statistics every allocator keeps (docs/design.md, "Statistics")  */
 /* ------------------------------------------------------------------------ */
 
 typedef struct vb_alloc_stats {

@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "../harness/addr_map.h"
+#include "base/addr_map.h"
 #include "stream_list.h"
 
 typedef struct async_settings {

@@ -42,7 +42,7 @@
 
 #include <stdlib.h>
 
-#include "../harness/addr_map.h"
+#include "base/addr_map.h"
 #include "chunks.h"
 
 #define BFC_MIN_ALLOCATION 256          /* kMinAllocationSize */

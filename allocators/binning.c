@@ -40,7 +40,7 @@
 
 #include <stdlib.h>
 
-#include "../harness/addr_map.h"
+#include "base/addr_map.h"
 #include "chunks.h"
 
 #define BINNING_ALIGNMENT 256              /* rmm::CUDA_ALLOCATION_ALIGNMENT */

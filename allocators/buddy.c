@@ -27,7 +27,7 @@
 
 #include <stdlib.h>
 
-#include "../harness/addr_map.h"
+#include "base/addr_map.h"
 #include "chunks.h"
 
 #define BUDDY_MIN_BLOCK 512

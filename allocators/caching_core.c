@@ -869,7 +869,7 @@ static vb_cc_block *allocated_block(vb_cc_allocator *cc, vb_addr addr, int remov
  * streams, once the work they had queued at this moment has completed.
  * allocated_bytes drops now, as in PyTorch; requested_bytes drops now too
  * (PyTorch waits for the events), so requested <= allocated always holds
- * and requested means what DESIGN.md says: asked for and not yet freed. */
+ * and requested means what docs/design.md says: asked for and not yet freed. */
 vb_status vb_cc_free(void *state, vb_addr addr)
 {
     vb_cc_allocator *cc = state;

@@ -23,9 +23,9 @@
 
 #include <stdint.h>
 
-#include "../harness/addr_map.h"
+#include "base/addr_map.h"
 #include "allocator.h"
-#include "ordered_set.h"
+#include "base/ordered_set.h"
 
 /* PyTorch's constants (CUDACachingAllocator.cpp). */
 #define VB_CC_MIN_BLOCK_SIZE 512                    /* kMinBlockSize: every size rounds to this */

@@ -17,10 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../harness/addr_map.h"
+#include "base/addr_map.h"
 #include "allocator.h"
 #include "deferred.h"
-#include "ordered_set.h"
+#include "base/ordered_set.h"
 
 typedef enum vb_chunk_state {
     VB_CHUNK_FREE = 0,  /* in its owner's free index */

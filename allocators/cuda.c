@@ -7,7 +7,7 @@
 
 #include <stdlib.h>
 
-#include "../harness/addr_map.h"
+#include "base/addr_map.h"
 
 typedef struct cuda_state {
     vb_alloc_stats stats;       /* first member: see allocator.h */

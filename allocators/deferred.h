@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../harness/device.h"
+#include "base/device.h"
 
 typedef struct vb_deferred_entry {
     vb_event event;

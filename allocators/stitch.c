@@ -71,7 +71,7 @@
 
 #include <stdlib.h>
 
-#include "../harness/addr_map.h"
+#include "base/addr_map.h"
 #include "chunks.h"
 
 #define STITCH_SMALL_ROUNDING 512      /* small requests round to this (PyTorch's kMinBlockSize) */

@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "../harness/device.h"
-#include "../harness/status.h"
+#include "base/device.h"
+#include "base/status.h"
 
 /* Adds `stream` to streams[0..*count) unless it is there already, doubling
  * the array (from 2) when it is full. VB_ERR_OOM, with the list unchanged,

@@ -48,7 +48,7 @@ mticker = None
 Line2D = None
 Patch = None
 
-# The order users see allocators in (DESIGN.md's table); also fixes colours.
+# The order users see allocators in (docs/design.md's allocator table); also fixes colours.
 KNOWN_ALLOCATORS = ["cuda", "caching", "async", "expandable", "bfc", "buddy",
                     "binning", "stitch"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*"]
@@ -504,7 +504,7 @@ def load_matplotlib():
 
 
 def allocator_order(allocators):
-    """Allocators in the order of DESIGN.md's table, unknown ones after,
+    """Allocators in the order of docs/design.md's allocator table, unknown ones after,
     each base name's configured variants after the plain one."""
     def key(name):
         base = name.split("[", 1)[0]

@@ -1,4 +1,4 @@
-/* vrambench — `async_matmul`: document 001 (shared/seeds/001_a3444f4fb611b201.txt),
+/* vrambench — `async_matmul`: document 001 (docs/sources.md),
  * the second example, async_gpu_example():
  *
  *     x = torch.randn(10000, 10000, device=device)

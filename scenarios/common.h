@@ -4,7 +4,7 @@
 #ifndef VB_SCENARIO_COMMON_H
 #define VB_SCENARIO_COMMON_H
 
-#include "../harness/tensor.h"
+#include "runtime/tensor.h"
 #include "scenario.h"
 
 /* The counter every scenario sets: 1 when it stopped at an out-of-memory. */

@@ -1,4 +1,4 @@
-/* vrambench — `dataloader_batches`: document 003 (shared/seeds/003_00e9f1305a87f6e1.txt),
+/* vrambench — `dataloader_batches`: document 003 (docs/sources.md),
  * Example 3, "Optimized Data Loading and Batching":
  *
  *     data = torch.randn(10000, 100)
@@ -13,7 +13,7 @@
  *             del target
  *             torch.cuda.empty_cache()
  *
- * with document 004 (shared/seeds/004_733836308ea11bb9.txt) Example 2's
+ * with document 004 (docs/sources.md) Example 2's
  * training_step as the training step. The document says a smaller batch
  * size consumes less memory; this sweeps batch_size over 32, 256, 2048 and
  * 8192 and reports each one's peaks (batchN_peak_requested_bytes,

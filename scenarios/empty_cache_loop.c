@@ -1,7 +1,7 @@
 /* vrambench — `empty_cache_loop`: calling torch.cuda.empty_cache() inside a
  * loop, every iteration, every 10 iterations, or never.
  *
- * Document 004 (shared/seeds/004_733836308ea11bb9.txt), Example 3:
+ * Document 004 (docs/sources.md), Example 3:
  *
  *     def perform_multiple_ops(iterations):
  *       results = []
@@ -12,7 +12,7 @@
  *         torch.cuda.empty_cache()
  *       return results
  *
- * and document 003 (shared/seeds/003_00e9f1305a87f6e1.txt), Example 3's
+ * and document 003 (docs/sources.md), Example 3's
  * training loop (data 10000 x 100 in pinned host memory, batch_size=32,
  * `data, target = data.cuda(), target.cuda()`, a training step, `del data`,
  * `del target`, `torch.cuda.empty_cache()`), with document 004 Example 2's

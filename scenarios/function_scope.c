@@ -1,6 +1,6 @@
 /* vrambench — `function_scope`: tensors that live in a function's scope.
  *
- * Document 000 (shared/seeds/000_b3e539dc4ae02b6a.txt), Example 3:
+ * Document 000 (docs/sources.md), Example 3:
  *
  *     def process_data(data):
  *         tensor = torch.tensor(data, device=device)
@@ -11,7 +11,7 @@
  *     data = [1,2,3,4,5]
  *     result = process_data(data)
  *
- * then document 004 (shared/seeds/004_733836308ea11bb9.txt), Example 1:
+ * then document 004 (docs/sources.md), Example 1:
  *
  *     def process_data():
  *         a = torch.randn(1000, 1000, device='cuda')

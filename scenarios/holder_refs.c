@@ -1,4 +1,4 @@
-/* vrambench — `holder_refs`: document 001 (shared/seeds/001_a3444f4fb611b201.txt),
+/* vrambench — `holder_refs`: document 001 (docs/sources.md),
  * the third example:
  *
  *     class TensorHolder:

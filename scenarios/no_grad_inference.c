@@ -1,4 +1,4 @@
-/* vrambench — `no_grad_inference`: document 003 (shared/seeds/003_00e9f1305a87f6e1.txt),
+/* vrambench — `no_grad_inference`: document 003 (docs/sources.md),
  * Example 2, "Utilizing torch.no_grad()":
  *
  *     model = torch.nn.Linear(1000, 10).cuda()

@@ -1,6 +1,8 @@
 /* vrambench — the registered scenarios, in the order users see them.
  * To add one: write scenarios/NAME.c defining `const vb_scenario
  * vb_NAME_scenario`, declare it here and put it in the table. */
+#include <string.h>
+
 #include "scenario.h"
 
 extern const vb_scenario vb_views_scenario;
@@ -33,3 +35,10 @@ const vb_scenario *const vb_scenario_registry[] = {
     &vb_random_mix_scenario,
     NULL,
 };
+
+const vb_scenario *vb_scenario_find(const char *name)
+{
+    for (size_t i = 0; vb_scenario_registry[i]; i++)
+        if (strcmp(vb_scenario_registry[i]->name, name) == 0) return vb_scenario_registry[i];
+    return NULL;
+}

@@ -1,4 +1,4 @@
-/* vrambench — `training_cleanup`: document 002 (shared/seeds/002_206f137158aa7234.txt),
+/* vrambench — `training_cleanup`: document 002 (docs/sources.md),
  * "How to completely free GPU memory after PyTorch model training?",
  * Examples 1 and 2 in order after "# ... model training code ...":
  *

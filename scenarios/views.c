@@ -1,4 +1,4 @@
-/* vrambench — `views`: document 000 (shared/seeds/000_b3e539dc4ae02b6a.txt),
+/* vrambench — `views`: document 000 (docs/sources.md),
  * Example 2, "Dealing with Views":
  *
  *     x = torch.randn(1000, 1000, device=device)

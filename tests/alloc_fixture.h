@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../allocators/allocator.h"
+#include "allocators/allocator.h"
 
 #define VB_FIXTURE_MAX_SETTINGS 8
 #define VB_BLOCK_LIST_CAPACITY 64

@@ -3,7 +3,7 @@
 #ifndef VB_TEST_CLI_CAPTURE_H
 #define VB_TEST_CLI_CAPTURE_H
 
-/* A subcommand entry point, as harness/cli.h declares them. */
+/* A subcommand entry point, as app/cli.h declares them. */
 typedef int (*vb_cli_command)(int argc, char **argv);
 
 /* Runs `command` with stdout sent to /dev/null and, when `stderr_path` is

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "../harness/device.h"
+#include "base/device.h"
 
 typedef struct vb_counting_device {
     vb_device device;          /* what the allocator is given: proxy ops, state = this struct */

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../allocators/allocator.h"
+#include "allocators/allocator.h"
 
 #define VB_LEDGER_MAX_USES 4
 

@@ -1,4 +1,4 @@
-/* vrambench — unit tests of harness/addr_map (uint64 -> uint64 hash map
+/* vrambench — unit tests of base/addr_map (uint64 -> uint64 hash map
  * with linear probing and backward-shift deletion). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/addr_map.h"
+#include "base/addr_map.h"
 
 /* splitmix64, for seeded random operations. */
 static uint64_t next_random(uint64_t *state)

@@ -1,4 +1,4 @@
-/* vrambench — the sim's stream-ordered pool (harness/device_sim_pool.c) and
+/* vrambench — the sim's stream-ordered pool (base/device_sim_pool.c) and
  * the `async` allocator on top of it (allocators/async.c).
  *
  * Rules the expected numbers come from: requests round up to 512 B
@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "../allocators/allocator.h"
-#include "../harness/device.h"
+#include "allocators/allocator.h"
+#include "base/device.h"
 
 #define KiB ((uint64_t)1 << 10)
 #define MiB VB_MiB

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../allocators/allocator.h"
+#include "allocators/allocator.h"
 #include "alloc_fixture.h"
 
 #define KiB ((uint64_t)1 << 10)

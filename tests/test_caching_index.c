@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "../allocators/caching_core.h"
+#include "allocators/caching_core.h"
 
 #define OPERATIONS 20000
 #define LIVE_SLOTS 512

@@ -8,8 +8,8 @@
 
 #include <string.h>
 
-#include "../harness/claims.h"
-#include "../harness/runner.h"
+#include "app/claims.h"
+#include "app/runner.h"
 
 /* ------------------------------------------------------------------------ */
 /* Recorded measurements                                                     */

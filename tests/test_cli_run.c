@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "../harness/cli.h"
+#include "app/cli.h"
 #include "cli_capture.h"
 #include "temp_dir.h"
 

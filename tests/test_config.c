@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "../allocators/allocator.h"
+#include "allocators/allocator.h"
 
 /* Settings of a made-up allocator "demo", with its defaults. */
 typedef struct demo_settings {

@@ -1,5 +1,5 @@
 /* vrambench — the conformance suite every allocator must pass
- * (DESIGN.md, "Conformance contract").
+ * (docs/design.md, "Conformance contract").
  *
  * One suite, run once per entry of vb_allocator_registry at run time, so an
  * allocator added to the registry is covered without touching this file.
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../allocators/allocator.h"
+#include "allocators/allocator.h"
 #include "counting_device.h"
 #include "ledger.h"
 
@@ -35,7 +35,7 @@
 
 #define KiB ((uint64_t)1024)
 
-/* The randomized sequence: at least 10,000 operations (DESIGN.md asks for
+/* The randomized sequence: at least 10,000 operations (docs/design.md asks for
  * thousands), with the program's live requested bytes kept under a cap that
  * fits any GPU we run on. */
 #define RANDOM_OPS 20000

@@ -17,7 +17,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "../harness/runner.h"
+#include "app/replay.h"
+#include "app/runner.h"
 
 #define FIXTURES "tests/fixtures/traces/"
 

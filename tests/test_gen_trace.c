@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../harness/addr_map.h"
-#include "../harness/cli.h"
-#include "../harness/trace.h"
+#include "base/addr_map.h"
+#include "app/cli.h"
+#include "app/trace.h"
 #include "temp_dir.h"
 
 static vb_temp_dir temp_dir;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../allocators/ordered_set.h"
+#include "base/ordered_set.h"
 
 /* A block as allocators embed the node: ordered by (size, address), the
  * address breaking ties as the set requires. */

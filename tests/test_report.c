@@ -1,4 +1,4 @@
-/* Tests of harness/report.c: result documents validate against
+/* Tests of app/report.c: result documents validate against
  * docs/results-json.md (required keys, types, finite numbers), the
  * aggregates follow Google Benchmark, and a failure never leaves a partial
  * or temporary file behind. */
@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "../harness/cli.h"
-#include "../harness/report.h"
+#include "app/cli.h"
+#include "app/report.h"
 #include "cli_capture.h"
 #include "temp_dir.h"
 

@@ -1,5 +1,5 @@
 /* vrambench — tests of the run's latency sampling, of putting an earlier
- * sample into its timeline and of its extra streams (harness/run.c). */
+ * sample into its timeline and of its extra streams (runtime/run.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "../scenarios/scenario.h"
+#include "scenarios/scenario.h"
 
 typedef struct fixture {
     vb_device *dev;

@@ -1,4 +1,4 @@
-/* Tests of harness/runner.c: allocator specs, Google Benchmark's statistics,
+/* Tests of app/runner.c: allocator specs, Google Benchmark's statistics,
  * and the runner's rules (fresh allocator per repetition, iteration 1's
  * timeline and counters, iteration counts, segment map at peak, failures). */
 #include <math.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../harness/runner.h"
+#include "app/runner.h"
 
 /* ======================================================================== */
 /* A small deterministic scenario for the runner                            */

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../scenarios/scenario.h"
+#include "scenarios/scenario.h"
 
 /* A scenario run on one allocator, kept open so its results can be read. */
 typedef struct scenario_run {

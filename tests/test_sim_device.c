@@ -1,7 +1,7 @@
-/* vrambench — unit tests of the simulated device (harness/device_sim.c):
+/* vrambench — unit tests of the simulated device (base/device_sim.c):
  * driver rounding, capacity and out-of-memory, determinism, streams and
  * events on the logical clock, and the virtual-memory rules. Expected
- * figures follow from DESIGN.md's description of the sim. */
+ * figures follow from docs/design.md's description of the sim. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../harness/device.h"
+#include "base/device.h"
 
 #define MiB VB_MiB
 #define GiB VB_GiB

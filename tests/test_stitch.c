@@ -26,7 +26,7 @@
 
 #include <cmocka.h>
 
-#include "../allocators/allocator.h"
+#include "allocators/allocator.h"
 #include "alloc_fixture.h"
 
 #define MiB VB_MiB

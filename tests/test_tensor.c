@@ -1,4 +1,4 @@
-/* vrambench — tests of the tensor layer (harness/tensor.h) on the sim.
+/* vrambench — tests of the tensor layer (runtime/tensor.h) on the sim.
  *
  * Most tests run over a spy allocator that hands out addresses from a
  * counter and records frees and record_stream calls, so what the tensor
@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "../harness/addr_map.h"
-#include "../harness/tensor.h"
+#include "base/addr_map.h"
+#include "runtime/tensor.h"
 
 /* ------------------------------------------------------------------------ */
 /* A spy allocator                                                           */

@@ -12,9 +12,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../harness/runner.h"
-#include "../harness/trace.h"
-#include "../scenarios/scenario.h"
+#include "app/runner.h"
+#include "app/trace.h"
+#include "app/replay.h"
 #include "temp_dir.h"
 
 /* ------------------------------------------------------------------------ */

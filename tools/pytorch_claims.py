@@ -12,7 +12,7 @@ plus the scenario's counters. The output is a measurements file:
   {"context": {...}, "measurements": [{"scenario", "allocator": "pytorch",
    "timeline": [...], "counters": {...}}]}
 which `vrambench claims --pytorch FILE` decides with the same criteria as
-every other allocator (harness/claims.c), so no criterion is written twice.
+every other allocator (app/claims.c), so no criterion is written twice.
 
 Usage (on a GPU machine with PyTorch):  python3 tools/pytorch_claims.py OUT.json
 """

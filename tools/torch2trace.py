@@ -45,8 +45,8 @@ import sys
 
 FREE_AT_CHOICES = ("free_completed", "free_requested")
 SEGMENT_ACTIONS = ("segment_alloc", "segment_free", "segment_map", "segment_unmap")
-MAX_STREAMS = 1024  # harness/trace.h VB_TRACE_MAX_STREAMS
-MAX_MARKER_BYTES = 63  # harness/trace.h VB_TRACE_MAX_NAME
+MAX_STREAMS = 1024  # app/trace.h VB_TRACE_MAX_STREAMS
+MAX_MARKER_BYTES = 63  # app/trace.h VB_TRACE_MAX_NAME
 RECORD_HINT = (
     "record with torch.cuda.memory._record_memory_history(max_entries=N) before the "
     "workload and save with torch.cuda.memory._dump_snapshot(PATH) before turning it off"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #ifdef VB_HAVE_CUDA
-/* harness/device_cuda.c */
+/* base/device_cuda.c */
 vb_status vb_cuda_open(vb_device **out);
 int vb_cuda_device_count(void);
 const char *vb_cuda_unavailable_reason(void); /* why the last count was 0 */

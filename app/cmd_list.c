@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../allocators/allocator.h"
-#include "../scenarios/scenario.h"
+#include "allocators/allocator.h"
+#include "scenarios/scenario.h"
 #include "cli.h"
 
 /* Prints each allocator with its description and options. */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "measure.h"
+#include "base/measure.h"
 
 /* ======================================================================== */
 /* Allocator specs                                                          */

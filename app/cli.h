@@ -1,12 +1,12 @@
 /* vrambench — the command-line subcommands. Each lives in its own
- * harness/cmd_NAME.c and is listed in main.c's table.
+ * app/cmd_NAME.c and is listed in main.c's table.
  *
  * A subcommand returns the process exit status: 0 success, 1 runtime
  * failure, 2 bad usage or bad input. Errors are printed with vb_cli_error. */
 #ifndef VB_CLI_H
 #define VB_CLI_H
 
-#include "status.h"
+#include "base/status.h"
 
 #define VB_EXIT_OK 0
 #define VB_EXIT_FAILURE 1

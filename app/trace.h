@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "status.h"
+#include "base/status.h"
 
 /* Stream ids are small: 0 is the replaying run's own stream, the others are
  * streams the replay creates on demand. */

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "measure.h"
+#include "base/measure.h"
 
 #define VB_VERSION "0.1"
 

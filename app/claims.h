@@ -8,7 +8,7 @@
 #ifndef VB_CLAIMS_H
 #define VB_CLAIMS_H
 
-#include "../scenarios/scenario.h"
+#include "scenarios/scenario.h"
 
 typedef enum vb_verdict {
     VB_VERDICT_HOLDS,

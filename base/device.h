@@ -6,10 +6,10 @@
  * memory pools, and the little compute the scenarios need.
  *
  * Two backends implement it:
- *   sim   a simulated device (harness/device_sim.c): exact memory accounting,
+ *   sim   a simulated device (base/device_sim.c): exact memory accounting,
  *         driver allocations rounded to 2 MiB, out-of-memory past its
  *         capacity, streams on a logical clock that tests control.
- *   cuda  the real device (harness/device_cuda.c): CUDA runtime, driver API
+ *   cuda  the real device (base/device_cuda.c): CUDA runtime, driver API
  *         for virtual memory (resolved at run time, so a build with CUDA still
  *         starts on a machine without a driver), cuBLAS for matrix products.
  *

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "addr_map.h"
+#include "base/addr_map.h"
 
 /* The one buffer a trace holds: a line may be at most this long. */
 #define TRACE_BUFFER_BYTES (64 * 1024)

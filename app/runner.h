@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../allocators/allocator.h"
-#include "../scenarios/scenario.h"
+#include "allocators/allocator.h"
+#include "scenarios/scenario.h"
 
 /* ------------------------------------------------------------------------ */
 /* Allocator specs: "caching" or "caching[max_split_size_mb=256,...]"         */

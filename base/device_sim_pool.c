@@ -44,7 +44,7 @@
 
 #include <stdlib.h>
 
-#include "../allocators/ordered_set.h"
+#include "ordered_set.h"
 
 /* ------------------------------------------------------------------------ */
 /* Data                                                                      */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../allocators/allocator.h"
+#include "allocators/allocator.h"
 #include "cli.h"
 
 int vb_cli_error(int exit_status, const char *format, ...)

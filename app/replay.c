@@ -2,7 +2,7 @@
  * into the allocator.
  *
  * The run's parameter is the trace's path (vrambench's own format or an RMM
- * log, plain or gzip; harness/trace.h, docs/trace-format.md). The trace is
+ * log, plain or gzip; app/trace.h, docs/trace-format.md). The trace is
  * streamed, never loaded whole, so traces of any length replay in constant
  * memory beyond the live allocations.
  *
@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../harness/trace.h"
-#include "scenario.h"
+#include "trace.h"
+#include "replay.h"
 
 /* Regular samples per trace (besides markers and the final one). */
 #define INTERVAL_SAMPLES 200

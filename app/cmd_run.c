@@ -13,9 +13,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "measure.h"
+#include "base/measure.h"
 #include "report.h"
 #include "runner.h"
+#include "replay.h"
 #include "trace.h"
 
 #define RUN_USAGE                                                                                             \

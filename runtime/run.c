@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../scenarios/scenario.h"
+#include "run.h"
 
 struct vb_run {
     vb_device *device;
@@ -32,13 +32,6 @@ struct vb_run {
     vb_stream *extra_streams;          /* vb_run_extra_stream's, by index - 1; NULL until made */
     size_t extra_stream_count;
 };
-
-const vb_scenario *vb_scenario_find(const char *name)
-{
-    for (size_t i = 0; vb_scenario_registry[i]; i++)
-        if (strcmp(vb_scenario_registry[i]->name, name) == 0) return vb_scenario_registry[i];
-    return NULL;
-}
 
 vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *parameter, vb_run **out)
 {

@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../allocators/allocator.h"
+#include "allocators/allocator.h"
 #include "cli.h"
-#include "measure.h"
+#include "base/measure.h"
 #include "report.h"
 
 static const uint64_t sizes[] = {512, 64 << 10, 2 << 20, 20 << 20, 256 << 20};

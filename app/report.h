@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "device.h"
+#include "base/device.h"
 #include "runner.h"
 
 /* The "context" object: Google Benchmark's keys (date, host_name, executable,

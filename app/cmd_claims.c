@@ -1,5 +1,5 @@
 /* vrambench — `vrambench claims`: every claim of the catalogue
- * (harness/claims.c) decided for every allocator, and for PyTorch's own
+ * (app/claims.c) decided for every allocator, and for PyTorch's own
  * allocator from measurements tools/pytorch_claims.py recorded on a GPU.
  *
  * Each claim's scenario runs once per allocator (one iteration on a fresh
@@ -16,7 +16,7 @@
 
 #include "claims.h"
 #include "cli.h"
-#include "measure.h"
+#include "base/measure.h"
 #include "report.h"
 #include "runner.h"
 

@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#include "../scenarios/scenario.h"
+#include "run.h"
 
 typedef enum vb_dtype {
     VB_DTYPE_F32 = 0, /* torch.float32 */

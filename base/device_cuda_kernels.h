@@ -1,5 +1,5 @@
-/* vrambench — the cuda backend's kernels (harness/device_cuda_kernels.cu),
- * behind C launchers for harness/device_cuda.c. Each launcher queues its
+/* vrambench — the cuda backend's kernels (base/device_cuda_kernels.cu),
+ * behind C launchers for base/device_cuda.c. Each launcher queues its
  * kernel(s) on `stream` and returns the launch's error (cudaGetLastError),
  * cudaSuccess when nothing had to be launched (a count of 0). */
 #ifndef VB_DEVICE_CUDA_KERNELS_H

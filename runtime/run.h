@@ -1,0 +1,123 @@
+/* vrambench — a run: the context one scenario executes in, on one device
+ * with one allocator (runtime/run.c). A scenario allocates through its run
+ * (so latencies are recorded) and marks named steps (so memory is sampled);
+ * the application's runner makes runs and reads them.
+ */
+#ifndef VB_RUN_H
+#define VB_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocators/allocator.h"
+#include "base/measure.h"
+
+typedef struct vb_run vb_run;
+
+/* One point of a run's memory timeline, taken at a named step. */
+typedef struct vb_timeline_sample {
+    char step[64];
+    uint64_t requested;
+    uint64_t allocated;
+    uint64_t reserved;
+    uint64_t driver_used;    /* device memory in use as the driver reports it */
+} vb_timeline_sample;
+
+/* A named extra figure a scenario reports (it lands among the counters). */
+typedef struct vb_run_counter {
+    char name[64];
+    double value;
+} vb_run_counter;
+
+/* ---- for the runner and tests: making and reading runs ---- */
+
+/* A run on `dev` with `allocator`; it creates its own compute stream.
+ * `parameter` is the scenario's optional argument (a trace path, ...) or NULL. */
+vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *parameter, vb_run **out);
+void vb_run_destroy(vb_run *run);
+
+/* Forgets the timeline, counters, latencies and segment snapshot. */
+void vb_run_reset(vb_run *run);
+
+/* Turns timeline sampling on or off (on by default). */
+void vb_run_set_sampling(vb_run *run, int enabled);
+
+const vb_timeline_sample *vb_run_timeline(const vb_run *run, size_t *count);
+const vb_run_counter *vb_run_counters(const vb_run *run, size_t *count);
+/* Per-call latencies in ns of the vb_run_malloc / vb_run_free calls so far
+ * (all of them, or the sampled ones). */
+vb_samples *vb_run_malloc_ns(vb_run *run);
+vb_samples *vb_run_free_ns(vb_run *run);
+
+/* Segment capture (off by default): while on, each vb_run_malloc that raises
+ * the allocator's reserved peak snapshots the allocator's segments(), so the
+ * last snapshot is the segment map at the moment reserved memory peaked. */
+void vb_run_set_segment_capture(vb_run *run, int enabled);
+/* The blocks of the last snapshot in address order (NULL and 0 when none was
+ * taken or the allocator cannot list its segments). */
+const vb_block_info *vb_run_segments_at_peak(const vb_run *run, size_t *count);
+/* 1 when the allocator can list its segments (ops->segments is set). */
+int vb_run_segments_supported(const vb_run *run);
+/* Host nanoseconds the run spent measuring (step samples and segment
+ * snapshots) since it was created, so timings can leave them out. */
+uint64_t vb_run_overhead_ns(const vb_run *run);
+/* The peaks of a whole run: the maxima of the allocator's peaks across every
+ * vb_run_reset_peaks a scenario made (the runner reports these, not the
+ * allocator's, whose peaks only cover the window since the last reset). */
+typedef struct vb_run_peaks {
+    uint64_t requested, allocated, reserved;
+    double external_frag_at_peak;  /* taken when the highest reserved peak was */
+} vb_run_peaks;
+
+/* The run's peaks so far, the current window included. vb_run_reset forgets
+ * the windows already closed. */
+void vb_run_get_peaks(vb_run *run, vb_run_peaks *out);
+
+/* ---- for scenarios ---- */
+
+vb_device *vb_run_device(vb_run *run);
+vb_allocator *vb_run_allocator(vb_run *run);
+/* The run's compute stream (not the default stream). */
+vb_stream vb_run_stream(vb_run *run);
+/* Stream `index` of the run: 0 is vb_run_stream, 1, 2, ... are more streams,
+ * each created on first use and kept until the run is destroyed (so a stream
+ * stays the same stream across a scenario's iterations, as the blocks an
+ * allocator caches per stream expect). */
+vb_status vb_run_extra_stream(vb_run *run, size_t index, vb_stream *out);
+/* 1 on the simulated device (times are modelled, memory holds no data). */
+int vb_run_is_sim(vb_run *run);
+/* The scenario's argument, or NULL. */
+const char *vb_run_parameter(vb_run *run);
+
+/* Allocates through the allocator and records the call's latency. */
+vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out);
+/* Frees through the allocator and records the call's latency. */
+vb_status vb_run_free(vb_run *run, vb_addr addr);
+/* empty_cache through the allocator. */
+vb_status vb_run_empty_cache(vb_run *run);
+
+/* Samples the allocator's stats and the driver's used memory under `name`.
+ * Free when sampling is off. */
+vb_status vb_run_step(vb_run *run, const char *name);
+
+/* Restarts the allocator's peaks (vb_allocator_reset_peaks) so a scenario can
+ * measure the peak of one phase, keeping the run's overall peaks. */
+void vb_run_reset_peaks(vb_run *run);
+
+/* Puts a sample taken earlier into the timeline at `position` (0 .. the
+ * current count; later samples move up one), for a scenario that knows only
+ * afterwards which moment mattered (replay: when reserved memory peaked).
+ * Free when sampling is off. */
+vb_status vb_run_insert_sample(vb_run *run, size_t position, const vb_timeline_sample *sample);
+
+/* Reports a named figure (replaces an earlier one of the same name). */
+vb_status vb_run_set_counter(vb_run *run, const char *name, double value);
+
+/* Records the latency of about one vb_run_malloc / vb_run_free call in
+ * `every` (1 = every call, the default; 0 = none). Calls are picked at a
+ * jittered stride so that a periodic workload is not aliased. High-volume
+ * scenarios (replay) use it: two clock reads per call would otherwise be a
+ * third of a replay's time, and the samples would grow with the trace. */
+void vb_run_set_latency_sampling(vb_run *run, uint32_t every);
+
+#endif
