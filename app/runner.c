@@ -367,37 +367,85 @@ static double latency_quantile(vb_samples *samples, double p)
     return vb_quantile(samples->values, samples->count, p);
 }
 
-/* Fills `result` from a finished repetition: the schema's counters in its
- * order, gpu_time_ns, then the scenario's counters. */
-static vb_status repetition_finish(repetition_state *rep, vb_repetition_result *result)
+/* The memory figures of a case, from its memory pass: the schema's memory
+ * counters (peak_requested_bytes ... ooms), then the scenario's counters of
+ * iteration 1, and iteration 1's timeline. */
+typedef struct memory_pass_result {
+    counter_list counters;          /* peak_requested_bytes ... ooms */
+    counter_list scenario_counters; /* the scenario's, of iteration 1 */
+    vb_timeline_sample *timeline;
+    size_t timeline_count;
+} memory_pass_result;
+
+static void memory_pass_free(memory_pass_result *memory)
+{
+    free(memory->counters.items);
+    free(memory->scenario_counters.items);
+    free(memory->timeline);
+    memset(memory, 0, sizeof *memory);
+}
+
+/* Copies a counter list (the memory pass's into a repetition's). */
+static int counters_append(counter_list *to, const counter_list *from)
+{
+    int failed = 0;
+    for (size_t i = 0; i < from->count; i++) failed |= counter_set(to, from->items[i].name, from->items[i].value);
+    return failed;
+}
+
+/* Collects the memory counters of a finished memory pass. */
+static vb_status memory_pass_finish(repetition_state *rep, memory_pass_result *memory)
 {
     vb_alloc_stats stats;
     vb_run_peaks peaks; /* the run's, across any peak resets the scenario made */
     vb_allocator_stats(rep->allocator, &stats);
     vb_run_get_peaks(rep->run, &peaks);
+    counter_list *counters = &memory->counters;
+    int failed = 0;
+    failed |= counter_set(counters, "peak_requested_bytes", (double)peaks.requested);
+    failed |= counter_set(counters, "peak_allocated_bytes", (double)peaks.allocated);
+    failed |= counter_set(counters, "peak_reserved_bytes", (double)peaks.reserved);
+    failed |= counter_set(counters, "overhead_ratio",
+                          peaks.requested ? (double)peaks.reserved / (double)peaks.requested : 0.0);
+    failed |= counter_set(counters, "external_frag_at_peak", peaks.external_frag_at_peak);
+    failed |= counter_set(counters, "driver_alloc_calls", (double)stats.driver_alloc_calls);
+    failed |= counter_set(counters, "driver_free_calls", (double)stats.driver_free_calls);
+    failed |= counter_set(counters, "alloc_retries", (double)stats.alloc_retries);
+    failed |= counter_set(counters, "ooms", (double)stats.ooms);
+    failed |= counters_append(&memory->scenario_counters, &rep->scenario_counters);
+    if (failed) return vb_error(VB_ERR_OOM, "out of host memory");
+    memory->timeline = rep->kept.timeline;
+    memory->timeline_count = rep->kept.timeline_count;
+    rep->kept.timeline = NULL;
+    return VB_OK;
+}
+
+/* Fills `result` from a finished timed repetition: the memory pass's memory
+ * counters, then the repetition's latencies and gpu_time_ns, then the
+ * scenario's counters (all in the schema's order), and a copy of the memory
+ * pass's timeline. */
+static vb_status repetition_finish(repetition_state *rep, const memory_pass_result *memory,
+                                   vb_repetition_result *result)
+{
     vb_samples *malloc_ns = vb_run_malloc_ns(rep->run), *free_ns = vb_run_free_ns(rep->run);
     vb_sort_doubles(malloc_ns->values, malloc_ns->count);
     vb_sort_doubles(free_ns->values, free_ns->count);
     double iterations = (double)rep->iterations;
     counter_list counters = {0};
     int failed = 0;
-    failed |= counter_set(&counters, "peak_requested_bytes", (double)peaks.requested);
-    failed |= counter_set(&counters, "peak_allocated_bytes", (double)peaks.allocated);
-    failed |= counter_set(&counters, "peak_reserved_bytes", (double)peaks.reserved);
-    failed |= counter_set(&counters, "overhead_ratio",
-                          peaks.requested ? (double)peaks.reserved / (double)peaks.requested : 0.0);
-    failed |= counter_set(&counters, "external_frag_at_peak", peaks.external_frag_at_peak);
-    failed |= counter_set(&counters, "driver_alloc_calls", (double)stats.driver_alloc_calls);
-    failed |= counter_set(&counters, "driver_free_calls", (double)stats.driver_free_calls);
-    failed |= counter_set(&counters, "alloc_retries", (double)stats.alloc_retries);
-    failed |= counter_set(&counters, "ooms", (double)stats.ooms);
+    failed |= counters_append(&counters, &memory->counters);
     failed |= counter_set(&counters, "malloc_ns_p50", latency_quantile(malloc_ns, 0.50));
     failed |= counter_set(&counters, "malloc_ns_p99", latency_quantile(malloc_ns, 0.99));
     failed |= counter_set(&counters, "free_ns_p50", latency_quantile(free_ns, 0.50));
     failed |= counter_set(&counters, "free_ns_p99", latency_quantile(free_ns, 0.99));
     failed |= counter_set(&counters, "gpu_time_ns", rep->gpu_ns / iterations);
-    for (size_t i = 0; i < rep->scenario_counters.count; i++)
-        failed |= counter_set(&counters, rep->scenario_counters.items[i].name, rep->scenario_counters.items[i].value);
+    failed |= counters_append(&counters, &memory->scenario_counters);
+    vb_timeline_sample *timeline = NULL;
+    if (!failed && memory->timeline_count) {
+        timeline = malloc(memory->timeline_count * sizeof *timeline);
+        if (timeline) memcpy(timeline, memory->timeline, memory->timeline_count * sizeof *timeline);
+        else failed = 1;
+    }
     if (failed) {
         free(counters.items);
         return vb_error(VB_ERR_OOM, "out of host memory");
@@ -406,27 +454,26 @@ static vb_status repetition_finish(repetition_state *rep, vb_repetition_result *
         if (!isfinite(counters.items[i].value)) {
             vb_status status = vb_error(VB_ERR_INVALID, "counter %s is not a finite number", counters.items[i].name);
             free(counters.items);
+            free(timeline);
             return status;
         }
     *result = (vb_repetition_result){rep->iterations, rep->real_ns / iterations, rep->cpu_ns / iterations,
                                      rep->gpu_ns / iterations, counters.items, counters.count,
-                                     rep->kept.timeline, rep->kept.timeline_count};
-    rep->kept.timeline = NULL;
+                                     timeline, timeline ? memory->timeline_count : 0};
     return VB_OK;
 }
 
-/* Runs one repetition: `fixed_iterations` of them, or (when 0) as many as
- * reach the minimum time. The first repetition (index 0) also keeps the
- * timeline and the segment map. With `result` NULL it is the warm-up. */
-static vb_status run_repetition(vb_device *dev, const vb_case *c, const vb_runner_options *options, size_t index,
-                                uint64_t fixed_iterations, vb_case_result *out, vb_repetition_result *result)
+/* The memory pass (runner.h): VB_MEMORY_PASS_ITERATIONS iterations on a
+ * fresh allocator and run, iteration 1 sampling the timeline, with segment
+ * capture on; fills `memory` and the case's segment map. It also warms the
+ * code and the device up for the timed repetitions, as Google Benchmark's
+ * warm-up would. */
+static vb_status memory_pass(vb_device *dev, const vb_case *c, vb_case_result *out, memory_pass_result *memory)
 {
     repetition_state rep;
     vb_status status = repetition_open(dev, c, &rep);
-    int first = result && index == 0;
-    if (status == VB_OK) vb_run_set_segment_capture(rep.run, first);
-    double min_time_ns = options->min_time_s * 1e9;
-    while (status == VB_OK) {
+    if (status == VB_OK) vb_run_set_segment_capture(rep.run, 1);
+    while (status == VB_OK && rep.iterations < VB_MEMORY_PASS_ITERATIONS) {
         vb_run_set_sampling(rep.run, rep.iterations == 0);
         status = time_iteration(dev, c->scenario, &rep);
         if (status != VB_OK) break;
@@ -436,15 +483,34 @@ static vb_status run_repetition(vb_device *dev, const vb_case *c, const vb_runne
             for (size_t i = 0; i < count && status == VB_OK; i++)
                 if (counter_set(&rep.scenario_counters, counters[i].name, counters[i].value) != 0)
                     status = vb_error(VB_ERR_OOM, "out of host memory");
-            if (result && status == VB_OK) status = keep_timeline(rep.run, &rep.kept);
+            if (status == VB_OK) status = keep_timeline(rep.run, &rep.kept);
         }
-        if (!result) break;
+    }
+    if (status == VB_OK) status = keep_segments(rep.run, out);
+    if (status == VB_OK) status = memory_pass_finish(&rep, memory);
+    repetition_close(dev, &rep);
+    return status;
+}
+
+/* Runs one timed repetition on a fresh allocator: `fixed_iterations` of
+ * them, or (when 0) as many as reach the minimum time. No timeline, no
+ * segment capture: its memory figures are the memory pass's. */
+static vb_status run_repetition(vb_device *dev, const vb_case *c, const vb_runner_options *options,
+                                uint64_t fixed_iterations, const memory_pass_result *memory,
+                                vb_repetition_result *result)
+{
+    repetition_state rep;
+    vb_status status = repetition_open(dev, c, &rep);
+    if (status == VB_OK) vb_run_set_sampling(rep.run, 0);
+    double min_time_ns = options->min_time_s * 1e9;
+    while (status == VB_OK) {
+        status = time_iteration(dev, c->scenario, &rep);
+        if (status != VB_OK) break;
         if (fixed_iterations ? rep.iterations >= fixed_iterations
                              : rep.real_ns >= min_time_ns || rep.iterations >= options->max_iterations)
             break;
     }
-    if (status == VB_OK && first) status = keep_segments(rep.run, out);
-    if (status == VB_OK && result) status = repetition_finish(&rep, result);
+    if (status == VB_OK) status = repetition_finish(&rep, memory, result);
     repetition_close(dev, &rep);
     return status;
 }
@@ -476,12 +542,14 @@ vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_o
 
     out->repetitions = calloc(options->repetitions, sizeof *out->repetitions);
     if (!out->repetitions) return vb_error(VB_ERR_OOM, "out of host memory");
-    status = run_repetition(dev, c, options, 0, 1, out, NULL); /* warm-up */
+    memory_pass_result memory = {0};
+    status = memory_pass(dev, c, out, &memory);
     for (size_t i = 0; i < options->repetitions && status == VB_OK; i++) {
         uint64_t fixed = i == 0 ? 0 : out->repetitions[0].iterations;
-        status = run_repetition(dev, c, options, i, fixed, out, &out->repetitions[i]);
+        status = run_repetition(dev, c, options, fixed, &memory, &out->repetitions[i]);
         if (status == VB_OK) out->repetition_count++;
     }
+    memory_pass_free(&memory);
     if (status != VB_OK) {
         char message[512];
         snprintf(message, sizeof message, "%s", vb_last_error()[0] ? vb_last_error() : vb_status_name(status));

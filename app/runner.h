@@ -1,18 +1,25 @@
 /* vrambench — the runner: runs (scenario [+ parameter], allocator spec) cases
  * on one device in Google Benchmark's manner.
  *
- * Per case: one warm-up run of the scenario on a throwaway allocator, then
- * `repetitions` repetitions, each on a FRESH allocator and run. Iteration 1
- * of a repetition records the step timeline; later iterations run with
- * sampling off. The first repetition runs iterations until their total real
- * time reaches `min_time_s` (or `max_iterations`); later repetitions run the
- * same count, as Google Benchmark does, so their aggregates compare like with
+ * Per case, first a MEMORY PASS: VB_MEMORY_PASS_ITERATIONS iterations of the
+ * scenario on a fresh allocator and run. Iteration 1 records the step
+ * timeline; the segment map is taken at the pass's peak reserved. Every
+ * memory figure of the case comes from this pass: peaks over its iterations,
+ * driver calls, retries and OOMs summed over them, the scenario's counters of
+ * iteration 1. Its iteration count is fixed, so the memory figures do not
+ * depend on --min-time, --max-iterations, the clock or the GPU's speed. The
+ * pass also serves as Google Benchmark's warm-up.
+ *
+ * Then `repetitions` timed repetitions, each on a FRESH allocator and run,
+ * with no sampling. The first runs iterations until their total real time
+ * reaches `min_time_s` (or `max_iterations`); later repetitions run the same
+ * count, as Google Benchmark does, so their aggregates compare like with
  * like. Each iteration is timed on the host monotonic clock between two
  * device synchronizations (real time), with the process CPU clock (cpu time)
  * and with device events on the run's stream (GPU time; on sim the logical
- * clock); the run's own measuring (step samples, segment snapshots) is left
- * out of the host times. Memory counters come from the allocator's stats at the end of the
- * repetition: peaks over the whole repetition, call counts summed over it.
+ * clock); the run's own measuring is left out of the host times. A timed
+ * repetition reports its times and latencies (malloc_ns_*, free_ns_*,
+ * gpu_time_ns) with the memory pass's memory counters and timeline.
  */
 #ifndef VB_RUNNER_H
 #define VB_RUNNER_H
@@ -63,6 +70,11 @@ void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count);
 /* Running cases                                                             */
 /* ------------------------------------------------------------------------ */
 
+/* Iterations of the memory pass: iteration 2 runs on what iteration 1 left
+ * cached, which is what a steady state carries over (a third would find the
+ * same cache as the second). */
+#define VB_MEMORY_PASS_ITERATIONS 2
+
 typedef struct vb_runner_options {
     unsigned repetitions;     /* >= 1 */
     double min_time_s;        /* real time the first repetition's iterations reach */
@@ -90,9 +102,10 @@ typedef struct vb_peak_block {
 
 /* What one repetition measured. Times are per iteration, in nanoseconds.
  * `counters` holds the schema's counters in its order (peak_requested_bytes
- * ... free_ns_p99), then gpu_time_ns, then the scenario's own counters
- * (those of iteration 1, the run the timeline shows). The segment map is
- * taken in the first repetition only. */
+ * ... free_ns_p99), then gpu_time_ns, then the scenario's own counters. The
+ * memory counters, the scenario's counters and the timeline are the memory
+ * pass's (the same in every repetition); times and latencies are the
+ * repetition's own. */
 typedef struct vb_repetition_result {
     uint64_t iterations;
     double real_time_ns, cpu_time_ns, gpu_time_ns;
@@ -109,7 +122,7 @@ typedef struct vb_case_result {
     vb_repetition_result *repetitions;
     size_t repetition_count;
     int has_segments;                 /* 0 when the allocator cannot list them */
-    vb_peak_block *segments_at_peak;  /* repetition 1's map at peak reserved */
+    vb_peak_block *segments_at_peak;  /* the memory pass's map at peak reserved */
     size_t segment_block_count;
 } vb_case_result;
 
