@@ -26,11 +26,15 @@
  *    that reserved bytes are what the driver really holds.
  *  - BFC returns regions only at destruction (or in garbage collection on
  *    OOM); our empty_cache contract asks for every unused byte back, so
- *    empty_cache frees every wholly free region. When that leaves no region,
- *    curr_region_allocation_bytes starts again from its first value: BFC
- *    never gets empty, and letting the doubling run on across empty_caches
- *    would make each fresh region twice the last (80 GiB regions for a 4 MB
- *    tensor after a thousand loop iterations).
+ *    empty_cache frees every wholly free region. In BFC, which never frees,
+ *    the doubling keeps curr_region_allocation_bytes at about the pool's
+ *    total: regions of 2, 4, 8 MiB leave it at 16 MiB = 14 + 2. After an
+ *    empty_cache released regions we set it to what BFC would have for the
+ *    regions kept: the first power-of-two multiple of 2 MiB above their
+ *    total (2 MiB when none is kept). Letting the doubling run on across
+ *    empty_caches instead would make every fresh region twice the last
+ *    (regions of the whole device for a 4 MB tensor after a few dozen
+ *    empty_cache cycles).
  *  - Streams are ignored, as in TF (one compute stream): a freed chunk is
  *    reused by any stream. record_stream holds a chunk back until the work of
  *    the recorded streams has completed (deferred.h); unlike PyTorch, even a
@@ -356,6 +360,20 @@ static vb_status bfc_record_stream(void *state, vb_addr addr, vb_stream stream)
     return vb_chunk_record_stream(&bfc->used, addr, stream, "bfc");
 }
 
+/* curr_region_allocation_bytes for the regions still held, as BFC's
+ * doubling would have left it had the pool only ever grown to them (the
+ * header says why): the first region size doubled until it exceeds their
+ * total. */
+static uint64_t region_bytes_after_release(const bfc_state *bfc)
+{
+    uint64_t kept = 0;
+    for (vb_oset_node *node = vb_oset_first(&bfc->regions); node; node = vb_oset_next(&bfc->regions, node))
+        kept += VB_REGION_OF(node)->size;
+    uint64_t bytes = first_region_bytes(bfc);
+    while (bytes <= kept && bytes <= UINT64_MAX / 2) bytes *= 2;
+    return bytes;
+}
+
 /* Waits for held chunks, then frees every wholly free region (which real BFC
  * keeps until it is destroyed). */
 static vb_status bfc_empty_cache(void *state)
@@ -364,7 +382,7 @@ static vb_status bfc_empty_cache(void *state)
     vb_deferred_drain(&bfc->deferred, event_done, bfc);
     int released = release_free_regions(bfc);
     if (released < 0) return (vb_status)released;
-    if (bfc->regions.count == 0) bfc->curr_region_allocation_bytes = first_region_bytes(bfc);
+    if (released > 0) bfc->curr_region_allocation_bytes = region_bytes_after_release(bfc);
     return VB_OK;
 }
 

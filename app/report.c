@@ -532,8 +532,7 @@ void vb_report_print_summary(FILE *out, const vb_device_info *info, const vb_cas
     fprintf(out, "  memory figures from the memory pass (%d iterations on a fresh allocator, whatever the timing);\n"
                  "  driver calls summed over its iterations;\n",
             VB_MEMORY_PASS_ITERATIONS);
-    fprintf(out, 
-                 "  overhead = peak reserved / peak requested (1.0 ideal); means over repetitions.\n");
+    fprintf(out, "  overhead = peak reserved / peak requested (1.0 ideal); means over repetitions.\n");
 }
 
 /* Expands and checks an output path before any work. */

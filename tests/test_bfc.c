@@ -261,6 +261,49 @@ static void test_bfc_empty_cache_frees_wholly_free_regions(void **unused)
     vb_fixture_close(f);
 }
 
+/* A 256 B chunk keeps the first region (2 MiB) busy; each cycle allocates
+ * 4 MiB, frees it and calls empty_cache. Cycle 1: curr is 4 MiB after the
+ * first region, so a 4 MiB region (reserved 6 MiB); empty_cache frees it and
+ * sets curr for the 2 MiB kept: 4 MiB again. So every one of 64 cycles
+ * reserves 6 MiB at its peak, one driver allocation each. Were the doubling
+ * to run on across empty_caches (BFC's rule without its never-free pool),
+ * cycle k would take a 2^(k+1) MiB region and reach the whole device. */
+static void test_bfc_empty_cache_cycles_do_not_grow_regions(void **unused)
+{
+    (void)unused;
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_must_malloc(f, 256);
+    for (int cycle = 0; cycle < 64; cycle++) {
+        vb_addr tensor = vb_must_malloc(f, 4 * MiB);
+        assert_int_equal(vb_fixture_stats(f).reserved_bytes, 6 * MiB);
+        vb_must_free(f, tensor);
+        assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+        assert_int_equal(vb_fixture_stats(f).reserved_bytes, 2 * MiB);
+    }
+    assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 1 + 64);
+    vb_fixture_close(f);
+}
+
+/* After empty_cache keeps regions of 2 + 4 + 8 = 14 MiB (one used chunk in
+ * each), curr is what BFC has for a 14 MiB pool: 16 MiB, the next region
+ * (not the 32 MiB the doubling had reached before the 16 MiB region went). */
+static void test_bfc_region_size_after_empty_cache_follows_the_kept_regions(void **unused)
+{
+    (void)unused;
+    vb_alloc_fixture *f = vb_fixture_open("bfc", 0, NULL);
+    vb_must_malloc(f, 256);
+    vb_must_malloc(f, 2 * MiB);
+    vb_must_malloc(f, 4 * MiB);
+    vb_addr spare = vb_must_malloc(f, 16 * MiB); /* a 16 MiB region, freed by empty_cache */
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 30 * MiB);
+    vb_must_free(f, spare);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 14 * MiB);
+    vb_must_malloc(f, 5 * MiB); /* over every free leftover (2, 2, 4 MiB) */
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 30 * MiB);
+    vb_fixture_close(f);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Fragmentation                                                             */
 /* ------------------------------------------------------------------------ */
@@ -377,6 +420,8 @@ int main(void)
         cmocka_unit_test(test_bfc_region_doubles_until_it_holds_the_request),
         cmocka_unit_test(test_bfc_backs_off_by_0_9_when_the_device_refuses),
         cmocka_unit_test(test_bfc_empty_cache_frees_wholly_free_regions),
+        cmocka_unit_test(test_bfc_empty_cache_cycles_do_not_grow_regions),
+        cmocka_unit_test(test_bfc_region_size_after_empty_cache_follows_the_kept_regions),
         cmocka_unit_test(test_bfc_fragmentation_of_a_known_layout),
         cmocka_unit_test(test_bfc_record_stream_holds_the_chunk_until_the_work_completes),
         cmocka_unit_test(test_bfc_rejects_double_and_unknown_free),

@@ -1,6 +1,7 @@
 /* Tests of app/runner.c: allocator specs, Google Benchmark's statistics,
- * and the runner's rules (fresh allocator per repetition, iteration 1's
- * timeline and counters, iteration counts, segment map at peak, failures). */
+ * and the runner's rules (the memory pass: memory figures, timeline and
+ * counters that do not depend on the timed iterations; fresh allocator per
+ * repetition, iteration counts, segment map at peak, failures). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -200,11 +201,52 @@ static void test_each_repetition_has_a_fresh_allocator(void **state)
     fixture *f = *state;
     assert_int_equal(run_two_blocks(f, 3, 1000.0, 5), VB_OK);
     for (size_t i = 0; i < 3; i++) {
-        /* 2 driver allocations per iteration, 5 iterations: counts that a
-         * shared allocator would carry over into 20 and 30. */
-        assert_true(vb_repetition_counter(&f->result.repetitions[i], "driver_alloc_calls", -1) == 10.0);
-        assert_true(vb_repetition_counter(&f->result.repetitions[i], "driver_free_calls", -1) == 10.0);
+        /* The memory pass: 2 driver allocations per iteration, 2 iterations
+         * on a fresh allocator. Counting the timed iterations (5 each) or a
+         * shared allocator would give 10, 20, 30. */
+        assert_true(vb_repetition_counter(&f->result.repetitions[i], "driver_alloc_calls", -1) ==
+                    2.0 * VB_MEMORY_PASS_ITERATIONS);
+        assert_true(vb_repetition_counter(&f->result.repetitions[i], "driver_free_calls", -1) ==
+                    2.0 * VB_MEMORY_PASS_ITERATIONS);
     }
+}
+
+/* The memory figures and the timeline are the memory pass's: the same at 1
+ * timed iteration and at 40 (an iteration count --min-time could give), for
+ * empty_cache_loop on bfc, whose driver calls grow with every iteration run
+ * (counted over the timed iterations they would differ 40-fold). */
+static void test_memory_figures_do_not_depend_on_the_timed_iterations(void **state)
+{
+    fixture *f = *state;
+    vb_allocator_spec_free(&f->spec);
+    assert_int_equal(vb_allocator_spec_parse("bfc", &f->spec), VB_OK);
+    vb_case c = {vb_scenario_find("empty_cache_loop"), NULL, &f->spec, NULL};
+    vb_case_result few, many;
+    vb_runner_options options = {1, 1000.0, 1};
+    assert_int_equal(vb_runner_run_case(f->device, &c, &options, &few), VB_OK);
+    options.max_iterations = 40;
+    assert_int_equal(vb_runner_run_case(f->device, &c, &options, &many), VB_OK);
+    assert_int_equal(few.repetitions[0].iterations, 1);
+    assert_int_equal(many.repetitions[0].iterations, 40);
+    static const char *const memory_counters[] = {"peak_requested_bytes", "peak_allocated_bytes",
+                                                  "peak_reserved_bytes", "driver_alloc_calls",
+                                                  "driver_free_calls", "alloc_retries", "ooms"};
+    for (size_t i = 0; i < sizeof memory_counters / sizeof *memory_counters; i++)
+        assert_true(vb_repetition_counter(&few.repetitions[0], memory_counters[i], -1) ==
+                    vb_repetition_counter(&many.repetitions[0], memory_counters[i], -2));
+    assert_true(vb_repetition_counter(&few.repetitions[0], "peak_reserved_bytes", 0) > 0);
+    assert_int_equal(few.repetitions[0].timeline_count, many.repetitions[0].timeline_count);
+    assert_true(few.repetitions[0].timeline_count > 0);
+    for (size_t i = 0; i < few.repetitions[0].timeline_count; i++) {
+        const vb_timeline_sample *a = &few.repetitions[0].timeline[i], *b = &many.repetitions[0].timeline[i];
+        assert_string_equal(a->step, b->step);
+        assert_int_equal(a->requested, b->requested);
+        assert_int_equal(a->allocated, b->allocated);
+        assert_int_equal(a->reserved, b->reserved);
+    }
+    assert_int_equal(few.segment_block_count, many.segment_block_count);
+    vb_case_result_free(&few);
+    vb_case_result_free(&many);
 }
 
 static void test_later_repetitions_reuse_the_first_iteration_count(void **state)
@@ -237,16 +279,16 @@ static void test_memory_counters_follow_the_allocator_stats(void **state)
 static void test_scenario_counters_come_from_iteration_one(void **state)
 {
     fixture *f = *state;
-    /* Calls: 1 warm-up, then iterations 1..3 are calls 2..4. */
+    /* Calls: the memory pass's iterations 1 and 2, then the timed ones. */
     assert_int_equal(run_two_blocks(f, 1, 1000.0, 3), VB_OK);
-    assert_true(vb_repetition_counter(&f->result.repetitions[0], "call", -1) == 2.0);
+    assert_true(vb_repetition_counter(&f->result.repetitions[0], "call", -1) == 1.0);
 }
 
-static void test_warm_up_runs_once_before_the_repetitions(void **state)
+static void test_memory_pass_runs_once_before_the_repetitions(void **state)
 {
     fixture *f = *state;
     assert_int_equal(run_two_blocks(f, 2, 1000.0, 3), VB_OK);
-    assert_int_equal(scenario_calls, 1 + 2 * 3);
+    assert_int_equal(scenario_calls, VB_MEMORY_PASS_ITERATIONS + 2 * 3);
 }
 
 static void test_gpu_time_is_the_sim_clock_of_the_run_stream(void **state)
@@ -285,7 +327,7 @@ static void test_names_carry_scenario_parameter_and_allocator_label(void **state
 static void test_a_failing_scenario_fails_the_case_with_its_name(void **state)
 {
     fixture *f = *state;
-    fail_on_call = 3; /* warm-up, iteration 1, then iteration 2 fails */
+    fail_on_call = 4; /* the memory pass's 2, timed iteration 1, then timed iteration 2 fails */
     assert_int_equal(run_two_blocks(f, 1, 1000.0, 5), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), "two_blocks/cuda: planned failure"));
     assert_int_equal(f->result.repetition_count, 0);
@@ -350,7 +392,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zero_min_time_runs_one_iteration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_counters_follow_the_allocator_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scenario_counters_come_from_iteration_one, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_warm_up_runs_once_before_the_repetitions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory_pass_runs_once_before_the_repetitions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory_figures_do_not_depend_on_the_timed_iterations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_time_is_the_sim_clock_of_the_run_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_segments_at_peak_are_the_map_when_reserved_peaked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_names_carry_scenario_parameter_and_allocator_label, setup, teardown),
