@@ -251,6 +251,7 @@ static int counter_set(counter_list *list, const char *name, double value)
 
 /* What one repetition keeps while it runs. */
 typedef struct repetition_state {
+    vb_device *capped;                 /* the scenario's capped device, or NULL */
     vb_allocator *allocator;
     vb_run *run;
     vb_event start, end;
@@ -292,13 +293,17 @@ static vb_status time_iteration(vb_device *dev, const vb_scenario *scenario, rep
     return VB_OK;
 }
 
-/* Creates the repetition's fresh allocator, run and events. */
+/* Creates the repetition's fresh allocator, run and events, on a capped
+ * device when the scenario asks for one. */
 static vb_status repetition_open(vb_device *dev, const vb_case *c, repetition_state *rep)
 {
     memset(rep, 0, sizeof *rep);
     vb_config config = vb_allocator_spec_config(c->allocator);
-    vb_status status = vb_allocator_create(c->allocator->name, dev, &config, &rep->allocator);
-    if (status == VB_OK) status = vb_run_create(dev, rep->allocator, c->parameter, &rep->run);
+    vb_status status = VB_OK;
+    if (c->scenario->device_cap_bytes) status = vb_device_cap_open(dev, c->scenario->device_cap_bytes, &rep->capped);
+    vb_device *run_device = rep->capped ? rep->capped : dev;
+    if (status == VB_OK) status = vb_allocator_create(c->allocator->name, run_device, &config, &rep->allocator);
+    if (status == VB_OK) status = vb_run_create(run_device, rep->allocator, c->parameter, &rep->run);
     if (status == VB_OK) status = dev->ops->event_create(dev, &rep->start);
     if (status == VB_OK) status = dev->ops->event_create(dev, &rep->end);
     return status;
@@ -311,6 +316,7 @@ static void repetition_close(vb_device *dev, repetition_state *rep)
     if (rep->end) dev->ops->event_destroy(dev, rep->end);
     vb_run_destroy(rep->run);
     vb_allocator_destroy(rep->allocator);
+    vb_device_close(rep->capped);
     free(rep->scenario_counters.items);
     free(rep->kept.timeline);
     memset(rep, 0, sizeof *rep);

@@ -200,12 +200,25 @@ int vb_device_cuda_available(void);
 /* Bytes the driver reports as in use (total - free from mem_info). */
 uint64_t vb_device_used_bytes(vb_device *dev);
 
+/* ---- a capped device (base/device_cap.c) ---- */
+
+/* Opens a device that is `inner` with a capacity of `cap_bytes`: mem_alloc,
+ * vm_create and pool_malloc through it are VB_ERR_OOM once this device's
+ * allocations would pass the cap, whatever the GPU has free; mem_info and
+ * info report the cap as the total. As PyTorch's
+ * set_per_process_memory_fraction, it makes a memory limit the same on every
+ * GPU and on sim. Closing it leaves `inner` open. */
+vb_status vb_device_cap_open(vb_device *inner, uint64_t cap_bytes, vb_device **out);
+
+/* The device under any caps (`dev` itself when it is not capped). */
+vb_device *vb_device_uncapped(vb_device *dev);
+
 /* ---- the simulated device's own controls (tests and modelled work) ---- */
 
 /* Opens a sim device of the given capacity (0 = 80 GiB). */
 vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out);
 
-/* 1 if `dev` is a sim device. */
+/* 1 if `dev` is a sim device (or a capped one on a sim device). */
 int vb_device_is_sim(vb_device *dev);
 
 /* Moves the sim's logical clock forward: queued work whose end falls inside

@@ -553,7 +553,7 @@ vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out)
 
 int vb_device_is_sim(vb_device *dev)
 {
-    return dev->ops == &sim_ops;
+    return vb_device_uncapped(dev)->ops == &sim_ops;
 }
 
 void vb_sim_advance(vb_device *dev, uint64_t nanoseconds)

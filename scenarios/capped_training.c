@@ -3,8 +3,10 @@
  *
  * Documents 003 ("incorporating it strategically into training loops can help
  * avoid OOM errors") and 004 (Example 2 calls empty_cache after every batch).
- * The device is capped at CAP_BYTES of free memory (a ballast allocation
- * takes the rest), a small MLP's parameters, gradients and Adam moments are
+ * The scenario runs on a device capped at CAP_BYTES (device_cap_bytes: the
+ * runner gives it vb_device_cap_open's device, which counts this process's
+ * allocations, as PyTorch's set_per_process_memory_fraction does), so the
+ * cap is the same on every GPU and on sim. A small MLP's parameters, gradients and Adam moments are
  * allocated, and training steps with batches of varying size run with
  * empty_cache after every step and without. The largest batch that trains
  * without an out-of-memory is searched for each way; peak reserved memory is
@@ -139,26 +141,14 @@ static vb_status measure(vb_run *run)
     return status;
 }
 
-/* Caps the device with a ballast, measures, removes the ballast. */
+/* Measures under the cap the runner gives the scenario. */
 static vb_status capped_training_run(vb_run *run)
 {
-    vb_device *dev = vb_run_device(run);
-    uint64_t free_bytes, total_bytes;
-    vb_addr ballast = 0;
-    VB_TRY(vb_run_empty_cache(run));
-    VB_TRY(dev->ops->mem_info(dev, &free_bytes, &total_bytes));
-    if (free_bytes > CAP_BYTES + VB_DRIVER_PAGE)
-        VB_TRY(dev->ops->mem_alloc(dev, (free_bytes - CAP_BYTES) & ~(VB_DRIVER_PAGE - 1), &ballast));
     VB_TRY(vb_run_set_counter(run, "cap_bytes", (double)CAP_BYTES));
-    vb_status status = vb_run_step(run, "ballast: 1 GiB left free");
-    if (status == VB_OK) status = measure(run);
-    if (status == VB_OK) status = vb_run_empty_cache(run);
-    if (ballast) {
-        vb_status freed = dev->ops->mem_free(dev, ballast);
-        if (status == VB_OK) status = freed;
-    }
-    if (status == VB_OK) status = vb_run_step(run, "ballast freed");
-    return status;
+    VB_TRY(vb_run_step(run, "device capped at 1 GiB"));
+    VB_TRY(measure(run));
+    VB_TRY(vb_run_empty_cache(run));
+    return vb_run_step(run, "all freed");
 }
 
 const vb_scenario vb_capped_training_scenario = {
@@ -166,4 +156,5 @@ const vb_scenario vb_capped_training_scenario = {
     .documents = "003, 004",
     .description = "largest batch that trains under a 1 GiB cap, with and without empty_cache every step",
     .run = capped_training_run,
+    .device_cap_bytes = CAP_BYTES,
 };

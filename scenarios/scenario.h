@@ -18,6 +18,10 @@ typedef struct vb_scenario {
     /* Runs the scenario once. Returns VB_OK, or the first error (with a
      * message); an out-of-memory the scenario expects is not an error. */
     vb_status (*run)(vb_run *run);
+    /* 0, or the capacity the scenario runs under: the runner gives it a
+     * device capped at this many bytes (vb_device_cap_open), the same on
+     * every GPU and on sim. */
+    uint64_t device_cap_bytes;
 } vb_scenario;
 
 /* The registered scenarios (scenarios/registry.c), NULL-terminated. */
