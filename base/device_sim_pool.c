@@ -2,10 +2,6 @@
  * (cudaMemPoolCreate / cudaMallocFromPoolAsync / cudaFreeAsync).
  *
  * What CUDA documents, and this model follows:
- *  - A block freed on stream S is reusable at once by allocations on S
- *    (they are ordered after the free), and by other streams once the free
- *    has completed, i.e. once the work queued on S before the free is done
- *    (the pool's opportunistic reuse). A free's logical time is S's tail.
  *  - cudaMemPoolAttrReleaseThreshold: "when more than the release threshold
  *    bytes of memory are held by the memory pool, the allocator will try to
  *    release memory back to the OS on the next call to stream, event or
@@ -14,30 +10,62 @@
  *    bytes stay reserved "or there is no more memory that the allocator can
  *    safely release": memory behind live allocations, or behind frees whose
  *    completion the host has not seen, stays.
+ *  - A pool's default attributes allow reuse across streams by inserting a
+ *    dependency on the freeing stream (cudaMemPoolReuseAllowInternalDependencies).
  *  - Reserved and used bytes are cudaMemPoolAttrReservedMemCurrent and
  *    cudaMemPoolAttrUsedMemCurrent.
  *
- * What CUDA leaves undocumented, and this model chooses:
- *  - Chunks. The pool backs its allocations with physical memory mapped at
- *    the driver's granularity (2 MiB, cuMemGetAllocationGranularity on
- *    current GPUs); how it groups that memory is internal. Here a pool that
- *    has no usable free range grows by one chunk of the request rounded up
- *    to 2 MiB, and gives memory back a whole chunk at a time, when no byte
- *    of the chunk is in use or waiting for a free to complete. A 1-byte
- *    allocation on an empty pool thus reserves 2 MiB, as it does on a GPU.
- *  - Rounding. Requests are rounded up to VB_POOL_ROUNDING (512 B, what was
- *    observed of cudaMallocAsync) and carved from free ranges by best fit
- *    (smallest usable range, then lowest address), the rest of the range
- *    staying free. Free neighbours inside a chunk coalesce when the result
- *    keeps the same reuse rule: both frees completed, or both on one stream.
- *  - Not modelled: reuse after the allocating stream waited on an event that
- *    follows the free (cudaMemPoolReuseFollowEventDependencies) and reuse by
- *    inserting a dependency on the freeing stream (...AllowInternalDependencies).
- *    Both only let CUDA reuse sooner, so the sim's reserved figures are an
- *    upper bound for multi-stream programs.
- *  - Releases at synchronization go newest chunk first; the sim counts every
- *    move of its clock (a test advancing it included) as a synchronization.
- *  - Destroying a pool gives all of its chunks back at once, live blocks
+ * What was measured of the driver's pool (a pool from cudaMemPoolCreate,
+ * pinned device memory, release threshold UINT64_MAX unless said; NVIDIA
+ * H100 80GB HBM3, driver 580.159.04, CUDA 13.0, 2026-11-22; the program is
+ * tools/probe_driver.c, its output results/probe-driver-nvidia-h100-20261122.txt):
+ *  - F1 Reservation granularity 32 MiB: a 1 B, 512 B, 1 MiB, 2 MiB + 1 B or
+ *    20 MiB block reserves 32 MiB (driver used memory +32 MiB); 32 MiB + 1 B
+ *    reserves 64 MiB, 100 MiB reserves 128 MiB.
+ *  - F2 UsedMemCurrent counts the requested bytes, unrounded (1 B: 1 B).
+ *  - F3 Packing: 1000 x 1 KiB blocks reserve 32 MiB, block i at +1024 i.
+ *  - F4 Reuse across sizes: 64 MiB freed (same stream, no synchronize), then
+ *    2 x 32 MiB: served from the freed range at +0 and +32 MiB, reserved stays
+ *    64 MiB; then 8 x 8 MiB: reserved stays 64 MiB.
+ *  - F5 No remapping of freed pieces: 4 x 8 MiB freed, not adjacent, then
+ *    32 MiB: reserved grew 64 -> 96 MiB, the block at +64 MiB (a new granule
+ *    after the pool's end). A request needs a contiguous free range.
+ *  - F6 Then 3 MiB and 5 MiB: both in the most recently freed 8 MiB hole (of
+ *    four freed in address order), the 5 MiB right after the 3 MiB.
+ *  - F7 Blocks span granules: at release threshold 0, 2 x 40 MiB reserve
+ *    96 MiB, the second block right after the first (across granules).
+ *  - F8 Trim releases whole free 32 MiB granules only: blocks live in every
+ *    granule, trim to 0 releases nothing; all freed, trim to 0 releases all;
+ *    1 MiB live + 1 MiB freed in one granule, trim to 0 keeps 32 MiB.
+ *  - F9 Threshold 0: freeing the first 40 MiB of F7 keeps 96 MiB reserved
+ *    until cudaStreamSynchronize, then 64 MiB (the wholly free granule went
+ *    back, the partly used one stayed).
+ *  - F10 Across streams: 16 MiB freed on s1 (no synchronize), then 16 MiB
+ *    allocated on s2: the same address, reserved unchanged (the driver makes
+ *    s2 wait for s1's free).
+ *
+ * What the driver's behaviour leaves open, and this model chooses:
+ *  - The pool's address space is one range (as large as the device) whose
+ *    32 MiB granules are mapped (reserved) or not. Blocks live in mapped
+ *    granules and may span granules (F7).
+ *  - Requests are placed at VB_POOL_ROUNDING (512 B) multiples (F3 packs
+ *    1 KiB blocks at 1 KiB; a 512-B placement is what cudaMallocAsync was
+ *    observed to do, rapidsai/cudf issue 10384), carved from the start of a
+ *    free range (F4, F6). Used bytes are the requested bytes (F2).
+ *  - Which free range: the smallest that holds the request, ties to the most
+ *    recently freed (F6), any stream's (F10). Taking a range whose free has
+ *    not completed on another stream makes the allocating stream wait for it
+ *    (F10: the driver's internal dependency). Free neighbours always merge;
+ *    the merged range completes when its later free does.
+ *  - With no free range big enough the pool maps granules (F1, F5): at the
+ *    lowest run of unmapped granules that, with the free range right before
+ *    it (if any), holds the request; the request starts at that free range
+ *    (F7). So a pool trimmed to nothing starts again at its first address.
+ *  - Releases (trim, threshold at synchronization) give back wholly free
+ *    granules whose frees completed (F8, F9), highest address first; the sim
+ *    counts every move of its clock (a test advancing it included) as a
+ *    synchronization.
+ *  - Destroying a pool gives all of its granules back at once, live blocks
  *    included (CUDA defers that until the blocks are freed).
  */
 #include "device_sim_internal.h"
@@ -46,57 +74,56 @@
 
 #include "ordered_set.h"
 
+/* F1: what the pool maps at a time. */
+#define POOL_GRANULE (32 * VB_MiB)
+
 /* ------------------------------------------------------------------------ */
 /* Data                                                                      */
 /* ------------------------------------------------------------------------ */
 
-typedef struct pool_chunk pool_chunk;
-
-/* A range of a chunk: handed out (live) or free. */
+/* A range of mapped pool memory: handed out (live) or free. */
 typedef struct pool_block {
+    vb_oset_node by_addr;          /* in the pool's block set, always */
     vb_oset_node by_size;          /* in the pool's free set while free */
     vb_addr addr;
-    uint64_t size;
-    pool_chunk *chunk;
-    struct pool_block *prev, *next; /* neighbours in the chunk, by address */
+    uint64_t size;                 /* placed bytes (VB_POOL_ROUNDING multiple) */
+    uint64_t requested;            /* the caller's bytes while live */
     int free;
-    /* For a free block: the stream whose free it was (NULL when any stream
-     * may take it) and the logical time that free completes. */
-    const struct vb_stream_s *freed_on;
-    uint64_t ready_ns;
+    uint64_t ready_ns;             /* free: when its (latest) free completes */
+    uint64_t freed_seq;            /* free: order of its (latest) free, for ties */
 } pool_block;
-
-/* Memory the pool took from the device in one piece. */
-struct pool_chunk {
-    vb_addr addr;
-    uint64_t size;
-    uint64_t used_bytes;           /* bytes of live blocks in it */
-    uint64_t last_free_ns;         /* when the latest free inside it completes */
-    pool_block *first;             /* its blocks, in address order */
-    pool_chunk *older, *newer;     /* the pool's chunks, in creation order */
-};
 
 struct vb_pool_s {
     uint64_t release_threshold;
-    uint64_t reserved_bytes;       /* sum of chunk sizes */
-    uint64_t used_bytes;           /* sum of live block sizes */
-    vb_ordered_set free_blocks;    /* by (size, address) */
+    vb_addr base;                  /* the pool's address range */
+    size_t granule_count;
+    unsigned char *mapped;         /* per granule: 1 when reserved */
+    uint64_t *live_bytes;          /* per granule: bytes of live blocks in it */
+    uint64_t *last_free_ns;        /* per granule: when the latest free in it completes */
+    uint64_t reserved_bytes;       /* mapped granules x POOL_GRANULE */
+    uint64_t used_bytes;           /* requested bytes of live blocks (F2) */
+    uint64_t free_count;           /* frees so far (freed_seq) */
+    vb_ordered_set blocks;         /* all blocks, by address */
+    vb_ordered_set free_blocks;    /* free blocks, by (size, latest free first) */
     vb_addr_map live;              /* address -> pool_block* of live blocks */
-    pool_chunk *oldest, *newest;
-    /* The latest completion time of any free, and the clock at the last
-     * coalescing pass: a pass finds nothing new unless a free was still
-     * pending then (the first exceeds the second). */
-    uint64_t latest_ready_ns, coalesced_at_ns;
 };
 
-#define POOL_CHUNK_GRANULARITY VB_DRIVER_PAGE
+/* Orders blocks by address. */
+static int compare_addr(const vb_oset_node *a, const vb_oset_node *b)
+{
+    const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_addr);
+    const pool_block *y = VB_OSET_ENTRY(b, pool_block, by_addr);
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
 
-/* Orders free blocks by size, then address (addresses are unique). */
-static int compare_size_addr(const vb_oset_node *a, const vb_oset_node *b)
+/* Orders free blocks by size, then the most recently freed first, then
+ * address (so no two compare equal). */
+static int compare_size_recency(const vb_oset_node *a, const vb_oset_node *b)
 {
     const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_size);
     const pool_block *y = VB_OSET_ENTRY(b, pool_block, by_size);
     if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    if (x->freed_seq != y->freed_seq) return x->freed_seq > y->freed_seq ? -1 : 1;
     return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
@@ -108,142 +135,186 @@ static uint64_t round_up(uint64_t size, uint64_t multiple)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Reuse rule and coalescing                                                 */
+/* Blocks                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* 1 if a free block may serve an allocation on stream `s` now. */
-static int usable_by(const pool_block *block, const struct vb_stream_s *s, uint64_t now_ns)
+/* The block that holds `addr`, or NULL (unmapped, or outside the pool). */
+static pool_block *block_at(vb_pool pool, vb_addr addr)
 {
-    return block->ready_ns <= now_ns || block->freed_on == s;
+    pool_block probe = {.addr = addr + 1};
+    vb_oset_node *node = vb_oset_last_before(&pool->blocks, &probe.by_addr);
+    if (!node) return NULL;
+    pool_block *block = VB_OSET_ENTRY(node, pool_block, by_addr);
+    return addr < block->addr + block->size ? block : NULL;
 }
 
-/* 1 if two adjacent free blocks can become one block with one reuse rule:
- * both frees completed (any stream may take it), or both on one stream. */
-static int mergeable(const pool_block *a, const pool_block *b, uint64_t now_ns)
+/* The block right after `block` in the address space, if adjacent. */
+static pool_block *next_adjacent(vb_pool pool, pool_block *block)
 {
-    return (a->ready_ns <= now_ns && b->ready_ns <= now_ns) || a->freed_on == b->freed_on;
+    vb_oset_node *node = vb_oset_next(&pool->blocks, &block->by_addr);
+    pool_block *next = node ? VB_OSET_ENTRY(node, pool_block, by_addr) : NULL;
+    return next && next->addr == block->addr + block->size ? next : NULL;
 }
 
-/* Folds free block `right` (the next one after `left`) into `left`. Both
- * are in the free set; `left` stays in it with its new size. */
-static void merge_into(vb_pool pool, pool_block *left, pool_block *right, uint64_t now_ns)
+/* The block right before `block` in the address space, if adjacent. */
+static pool_block *prev_adjacent(vb_pool pool, pool_block *block)
+{
+    vb_oset_node *node = vb_oset_prev(&pool->blocks, &block->by_addr);
+    pool_block *prev = node ? VB_OSET_ENTRY(node, pool_block, by_addr) : NULL;
+    return prev && prev->addr + prev->size == block->addr ? prev : NULL;
+}
+
+/* A new free block over [addr, addr+size), in both sets. */
+static pool_block *new_free_block(vb_pool pool, vb_addr addr, uint64_t size, uint64_t ready_ns, uint64_t seq)
+{
+    pool_block *block = calloc(1, sizeof *block);
+    if (!block) return NULL;
+    *block = (pool_block){.addr = addr, .size = size, .free = 1, .ready_ns = ready_ns, .freed_seq = seq};
+    vb_oset_insert(&pool->blocks, &block->by_addr);
+    vb_oset_insert(&pool->free_blocks, &block->by_size);
+    return block;
+}
+
+/* Folds free block `right` (adjacent after `left`) into free `left`. */
+static void merge_into(vb_pool pool, pool_block *left, pool_block *right)
 {
     vb_oset_remove(&pool->free_blocks, &left->by_size);
     vb_oset_remove(&pool->free_blocks, &right->by_size);
-    int both_done = left->ready_ns <= now_ns && right->ready_ns <= now_ns;
+    vb_oset_remove(&pool->blocks, &right->by_addr);
     left->size += right->size;
     if (right->ready_ns > left->ready_ns) left->ready_ns = right->ready_ns;
-    if (both_done) left->freed_on = NULL;
-    left->next = right->next;
-    if (right->next) right->next->prev = left;
+    if (right->freed_seq > left->freed_seq) left->freed_seq = right->freed_seq;
     free(right);
     vb_oset_insert(&pool->free_blocks, &left->by_size);
 }
 
-/* Coalesces a free block with its free neighbours where the rule allows;
- * returns the block that now holds it. */
-static pool_block *coalesce(vb_pool pool, pool_block *block, uint64_t now_ns)
+/* Merges a free block with its free neighbours; returns the block holding it. */
+static pool_block *coalesce(vb_pool pool, pool_block *block)
 {
-    if (block->next && block->next->free && mergeable(block, block->next, now_ns))
-        merge_into(pool, block, block->next, now_ns);
-    if (block->prev && block->prev->free && mergeable(block->prev, block, now_ns)) {
-        pool_block *prev = block->prev;
-        merge_into(pool, prev, block, now_ns);
+    pool_block *next = next_adjacent(pool, block);
+    if (next && next->free) merge_into(pool, block, next);
+    pool_block *prev = prev_adjacent(pool, block);
+    if (prev && prev->free) {
+        merge_into(pool, prev, block);
         block = prev;
     }
     return block;
 }
 
-/* After the clock moved: frees that completed let more neighbours merge. */
-static void coalesce_completed(vb_pool pool, uint64_t now_ns)
+/* Adds `delta` (+1 or -1) x the bytes of [addr, addr+size) to the live
+ * bytes of the granules it overlaps; a free (delta -1) also moves their
+ * last free time to `ready_ns`. */
+static void account(vb_pool pool, vb_addr addr, uint64_t size, int delta, uint64_t ready_ns)
 {
-    if (pool->latest_ready_ns <= pool->coalesced_at_ns) return;
-    pool->coalesced_at_ns = now_ns;
-    for (pool_chunk *chunk = pool->oldest; chunk; chunk = chunk->newer)
-        for (pool_block *block = chunk->first; block; block = block->next)
-            while (block->free && block->next && block->next->free && mergeable(block, block->next, now_ns))
-                merge_into(pool, block, block->next, now_ns);
+    uint64_t offset = addr - pool->base, end = offset + size;
+    for (size_t g = offset / POOL_GRANULE; g < pool->granule_count && (uint64_t)g * POOL_GRANULE < end; g++) {
+        uint64_t start = (uint64_t)g * POOL_GRANULE > offset ? (uint64_t)g * POOL_GRANULE : offset;
+        uint64_t stop = (uint64_t)(g + 1) * POOL_GRANULE < end ? (uint64_t)(g + 1) * POOL_GRANULE : end;
+        if (delta > 0) pool->live_bytes[g] += stop - start;
+        else {
+            pool->live_bytes[g] -= stop - start;
+            if (ready_ns > pool->last_free_ns[g]) pool->last_free_ns[g] = ready_ns;
+        }
+    }
 }
 
 /* ------------------------------------------------------------------------ */
-/* Chunks                                                                    */
+/* Granules                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Takes a chunk of `size` bytes (a multiple of 2 MiB) from the device, as
- * one free block any stream may use. */
-static vb_status grow(vb_device *dev, vb_pool pool, uint64_t size, pool_block **out)
+/* The address of granule `g`. */
+static vb_addr granule_addr(vb_pool pool, size_t g)
 {
-    pool_chunk *chunk = calloc(1, sizeof *chunk);
-    pool_block *block = calloc(1, sizeof *block);
-    if (!chunk || !block) {
-        free(chunk);
-        free(block);
+    return pool->base + (uint64_t)g * POOL_GRANULE;
+}
+
+/* Maps granules [first, first+count) as one free range, merged with free
+ * neighbours; returns that range. NULL and VB_ERR_OOM when the device or the
+ * host refuses. */
+static vb_status map_granules(vb_device *dev, vb_pool pool, size_t first, size_t count, pool_block **out)
+{
+    VB_TRY(sim_take(dev, (uint64_t)count * POOL_GRANULE));
+    pool_block *block = new_free_block(pool, granule_addr(pool, first), (uint64_t)count * POOL_GRANULE, 0, 0);
+    if (!block) {
+        sim_give(dev, (uint64_t)count * POOL_GRANULE);
         return vb_error(VB_ERR_OOM, "out of host memory");
     }
-    vb_status status = sim_take(dev, size);
-    if (status != VB_OK) {
-        free(chunk);
-        free(block);
-        return status;
+    for (size_t g = first; g < first + count; g++) {
+        pool->mapped[g] = 1;
+        pool->last_free_ns[g] = 0;
     }
-    chunk->addr = sim_next_address(dev, size);
-    chunk->size = size;
-    chunk->first = block;
-    chunk->older = pool->newest;
-    if (pool->newest) pool->newest->newer = chunk;
-    else pool->oldest = chunk;
-    pool->newest = chunk;
-    pool->reserved_bytes += size;
-    block->addr = chunk->addr;
-    block->size = size;
-    block->chunk = chunk;
-    block->free = 1;
-    vb_oset_insert(&pool->free_blocks, &block->by_size);
-    *out = block;
+    pool->reserved_bytes += (uint64_t)count * POOL_GRANULE;
+    *out = coalesce(pool, block);
     return VB_OK;
 }
 
-/* 1 if the chunk holds no live block and every free inside it completed. */
-static int releasable(const pool_chunk *chunk, uint64_t now_ns)
+/* Unmaps granule `g`, which holds no live byte: the free ranges over it are
+ * cut at its edges. VB_ERR_OOM when the host cannot hold a cut piece. */
+static vb_status unmap_granule(vb_device *dev, vb_pool pool, size_t g)
 {
-    return chunk->used_bytes == 0 && chunk->last_free_ns <= now_ns;
-}
-
-/* Gives a chunk back to the device with all of its blocks. */
-static void release_chunk(vb_device *dev, vb_pool pool, pool_chunk *chunk)
-{
-    for (pool_block *block = chunk->first, *next; block; block = next) {
-        next = block->next;
-        if (block->free) vb_oset_remove(&pool->free_blocks, &block->by_size);
-        else vb_addr_map_remove(&pool->live, block->addr, NULL);
-        free(block);
+    vb_addr start = granule_addr(pool, g), end = start + POOL_GRANULE;
+    for (vb_addr at = start; at < end;) {
+        pool_block *block = block_at(pool, at);
+        vb_addr block_end = block->addr + block->size;
+        vb_oset_remove(&pool->free_blocks, &block->by_size);
+        if (block_end > end) { /* keep the part after the granule */
+            pool_block *right = new_free_block(pool, end, block_end - end, block->ready_ns, block->freed_seq);
+            if (!right) {
+                vb_oset_insert(&pool->free_blocks, &block->by_size);
+                return vb_error(VB_ERR_OOM, "out of host memory");
+            }
+        }
+        if (block->addr < start) { /* keep the part before it */
+            block->size = start - block->addr;
+            vb_oset_insert(&pool->free_blocks, &block->by_size);
+        } else {
+            vb_oset_remove(&pool->blocks, &block->by_addr);
+            free(block);
+        }
+        at = block_end;
     }
-    if (chunk->older) chunk->older->newer = chunk->newer;
-    else pool->oldest = chunk->newer;
-    if (chunk->newer) chunk->newer->older = chunk->older;
-    else pool->newest = chunk->older;
-    pool->reserved_bytes -= chunk->size;
-    pool->used_bytes -= chunk->used_bytes;
-    sim_give(dev, chunk->size);
-    free(chunk);
+    pool->mapped[g] = 0;
+    pool->reserved_bytes -= POOL_GRANULE;
+    sim_give(dev, POOL_GRANULE);
+    return VB_OK;
 }
 
-/* Releases releasable chunks, newest first, while more than `keep_bytes`
- * stay reserved. */
-static void release_down_to(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
+/* Releases wholly free granules whose frees completed, highest address
+ * first, while more than `keep_bytes` stay reserved. */
+static vb_status release_down_to(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
 {
     uint64_t now_ns = sim_of(dev)->now_ns;
-    for (pool_chunk *chunk = pool->newest, *older; chunk && pool->reserved_bytes > keep_bytes; chunk = older) {
-        older = chunk->older;
-        if (releasable(chunk, now_ns)) release_chunk(dev, pool, chunk);
+    for (size_t g = pool->granule_count; g-- > 0 && pool->reserved_bytes > keep_bytes;)
+        if (pool->mapped[g] && pool->live_bytes[g] == 0 && pool->last_free_ns[g] <= now_ns)
+            VB_TRY(unmap_granule(dev, pool, g));
+    return VB_OK;
+}
+
+/* Grows the pool for `rounded` bytes: the lowest run of unmapped granules
+ * that, with the free range ending where it starts, holds them. Returns the
+ * free range that now holds them. */
+static vb_status grow(vb_device *dev, vb_pool pool, uint64_t rounded, pool_block **out)
+{
+    for (size_t g = 0; g < pool->granule_count; g++) {
+        if (pool->mapped[g] || (g > 0 && !pool->mapped[g - 1])) continue; /* a run starts here */
+        pool_block *before = g > 0 ? block_at(pool, granule_addr(pool, g) - 1) : NULL;
+        uint64_t have = before && before->free ? before->size : 0;
+        uint64_t need = rounded > have ? round_up(rounded - have, POOL_GRANULE) / POOL_GRANULE : 0;
+        size_t run = 0;
+        while (g + run < pool->granule_count && !pool->mapped[g + run] && run < need) run++;
+        if (run < need) continue;
+        return map_granules(dev, pool, g, need, out);
     }
+    return vb_error(VB_ERR_OOM, "sim: out of memory: %llu bytes asked of a pool (its address range is full)",
+                    (unsigned long long)rounded);
 }
 
 /* ------------------------------------------------------------------------ */
 /* The pool ops                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Creates an empty pool and puts it on the sim's list. */
+/* Creates an empty pool with an address range as large as the device, and
+ * puts it on the sim's list. */
 vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *out)
 {
     sim_state *sim = sim_of(dev);
@@ -256,48 +327,62 @@ vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *o
     }
     vb_pool pool = calloc(1, sizeof *pool);
     if (!pool) return vb_error(VB_ERR_OOM, "out of host memory");
+    pool->granule_count = (size_t)(round_up(sim->capacity, POOL_GRANULE) / POOL_GRANULE);
+    pool->mapped = calloc(pool->granule_count, 1);
+    pool->live_bytes = calloc(pool->granule_count, sizeof *pool->live_bytes);
+    pool->last_free_ns = calloc(pool->granule_count, sizeof *pool->last_free_ns);
+    if (!pool->mapped || !pool->live_bytes || !pool->last_free_ns) {
+        free(pool->mapped);
+        free(pool->live_bytes);
+        free(pool->last_free_ns);
+        free(pool);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
     pool->release_threshold = release_threshold;
-    vb_oset_init(&pool->free_blocks, compare_size_addr);
+    pool->base = sim_next_address(dev, (uint64_t)pool->granule_count * POOL_GRANULE);
+    vb_oset_init(&pool->blocks, compare_addr);
+    vb_oset_init(&pool->free_blocks, compare_size_recency);
     sim->pools[sim->pool_count++] = pool;
     *out = pool;
     return VB_OK;
 }
 
-/* Gives every chunk back (live blocks too) and forgets the pool. */
+/* Gives every granule back (live blocks too) and forgets the pool. */
 void sim_pool_destroy(vb_device *dev, vb_pool pool)
 {
     sim_state *sim = sim_of(dev);
     if (!pool) return;
-    while (pool->newest) release_chunk(dev, pool, pool->newest);
+    for (vb_oset_node *node; (node = vb_oset_first(&pool->blocks));) {
+        vb_oset_remove(&pool->blocks, node);
+        free(VB_OSET_ENTRY(node, pool_block, by_addr));
+    }
+    sim_give(dev, pool->reserved_bytes);
     vb_addr_map_clear(&pool->live);
     for (size_t i = 0; i < sim->pool_count; i++) {
         if (sim->pools[i] != pool) continue;
         sim->pools[i] = sim->pools[--sim->pool_count];
         break;
     }
+    free(pool->mapped);
+    free(pool->live_bytes);
+    free(pool->last_free_ns);
     free(pool);
 }
 
-/* Best fit over the free blocks `stream` may use now, else a new chunk. */
+/* The smallest free range that holds the request (latest freed on ties), or
+ * a grown one; the request is carved from its start. */
 vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out)
 {
-    uint64_t now_ns = sim_of(dev)->now_ns;
-    const struct vb_stream_s *s = sim_stream(dev, stream);
+    struct vb_stream_s *s = sim_stream(dev, stream);
     if (size == 0) return vb_error(VB_ERR_INVALID, "sim: pool_malloc of 0 bytes");
     uint64_t rounded = round_up(size, VB_POOL_ROUNDING);
-    uint64_t chunk_size = round_up(rounded, POOL_CHUNK_GRANULARITY);
-    if (rounded == 0 || chunk_size == 0)
+    if (rounded == 0 || rounded > (uint64_t)pool->granule_count * POOL_GRANULE)
         return vb_error(VB_ERR_OOM, "sim: out of memory: %llu bytes asked of a pool", (unsigned long long)size);
 
-    pool_block probe = {.size = rounded, .addr = 0};
+    pool_block probe = {.size = rounded, .freed_seq = UINT64_MAX, .addr = 0};
     vb_oset_node *node = vb_oset_lower_bound(&pool->free_blocks, &probe.by_size);
-    while (node && !usable_by(VB_OSET_ENTRY(node, pool_block, by_size), s, now_ns))
-        node = vb_oset_next(&pool->free_blocks, node);
     pool_block *block = node ? VB_OSET_ENTRY(node, pool_block, by_size) : NULL;
-    if (!block) {
-        vb_status status = grow(dev, pool, chunk_size, &block);
-        if (status != VB_OK) return status;
-    }
+    if (!block) VB_TRY(grow(dev, pool, rounded, &block));
     if (vb_addr_map_put(&pool->live, block->addr, (uint64_t)(uintptr_t)block) != 0)
         return vb_error(VB_ERR_OOM, "out of host memory");
 
@@ -309,29 +394,26 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
             vb_oset_insert(&pool->free_blocks, &block->by_size);
             return vb_error(VB_ERR_OOM, "out of host memory");
         }
-        *rest = *block; /* same chunk, same reuse rule */
-        rest->addr = block->addr + rounded;
-        rest->size = block->size - rounded;
-        rest->prev = block;
-        if (block->next) block->next->prev = rest;
-        block->next = rest;
+        *rest = (pool_block){.addr = block->addr + rounded, .size = block->size - rounded, .free = 1,
+                             .ready_ns = block->ready_ns, .freed_seq = block->freed_seq};
         block->size = rounded;
+        vb_oset_insert(&pool->blocks, &rest->by_addr);
         vb_oset_insert(&pool->free_blocks, &rest->by_size);
     }
+    /* F10: a free not yet complete on another stream: this stream waits for it. */
+    if (block->ready_ns > s->tail_ns) s->tail_ns = block->ready_ns;
     block->free = 0;
-    block->freed_on = NULL;
-    block->ready_ns = 0;
-    block->chunk->used_bytes += rounded;
-    pool->used_bytes += rounded;
+    block->requested = size;
+    account(pool, block->addr, block->size, +1, 0);
+    pool->used_bytes += size;
     *out = block->addr;
     return VB_OK;
 }
 
-/* Frees in stream order: reusable on `stream` at once, elsewhere once the
- * work queued on `stream` so far has completed. */
+/* Frees in stream order: the range completes when the work queued on
+ * `stream` so far has. */
 vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream)
 {
-    uint64_t now_ns = sim_of(dev)->now_ns;
     const struct vb_stream_s *s = sim_stream(dev, stream);
     uint64_t value;
     if (!vb_addr_map_remove(&pool->live, addr, &value))
@@ -339,25 +421,23 @@ vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream st
                         (unsigned long long)addr);
     pool_block *block = (pool_block *)(uintptr_t)value;
     block->free = 1;
-    block->freed_on = s;
     block->ready_ns = s->tail_ns;
-    block->chunk->used_bytes -= block->size;
-    if (block->ready_ns > block->chunk->last_free_ns) block->chunk->last_free_ns = block->ready_ns;
-    if (block->ready_ns > pool->latest_ready_ns) pool->latest_ready_ns = block->ready_ns;
-    pool->used_bytes -= block->size;
+    block->freed_seq = ++pool->free_count;
+    account(pool, block->addr, block->size, -1, block->ready_ns);
+    pool->used_bytes -= block->requested;
+    block->requested = 0;
     vb_oset_insert(&pool->free_blocks, &block->by_size);
-    coalesce(pool, block, now_ns);
+    coalesce(pool, block);
     return VB_OK;
 }
 
-/* Releases unused chunks until at most `keep_bytes` stay reserved. */
+/* Releases wholly free granules until at most `keep_bytes` stay reserved. */
 vb_status sim_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
 {
-    release_down_to(dev, pool, keep_bytes);
-    return VB_OK;
+    return release_down_to(dev, pool, keep_bytes);
 }
 
-/* Reserved = the chunks' bytes, used = the live blocks' rounded bytes. */
+/* Reserved = the mapped granules, used = the live blocks' requested bytes. */
 vb_status sim_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes)
 {
     (void)dev;
@@ -366,13 +446,11 @@ vb_status sim_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes,
     return VB_OK;
 }
 
-/* Every synchronization: completed frees coalesce, then each pool gives back
- * unused chunks while it holds more than its release threshold. */
+/* Every synchronization: each pool gives back wholly free granules while it
+ * holds more than its release threshold. */
 void sim_pools_on_synchronize(vb_device *dev)
 {
     sim_state *sim = sim_of(dev);
-    for (size_t i = 0; i < sim->pool_count; i++) {
-        coalesce_completed(sim->pools[i], sim->now_ns);
-        release_down_to(dev, sim->pools[i], sim->pools[i]->release_threshold);
-    }
+    for (size_t i = 0; i < sim->pool_count; i++)
+        (void)release_down_to(dev, sim->pools[i], sim->pools[i]->release_threshold);
 }

@@ -58,10 +58,35 @@ static void describe_overlap(vb_ledger *ledger, vb_addr addr, uint64_t size, con
              other->size);
 }
 
-/* Inserts a handed-out block in address order, refusing an overlap. */
+static int uses_complete(vb_ledger *ledger, const vb_ledger_block *block);
+static void remove_at(vb_ledger *ledger, size_t at);
+
+/* A new block on `stream` overlaps the pending block at `at`. That is safe
+ * only when `stream` was made to wait for the pending block's uses (a
+ * stream-ordered pool does so by default: cudaMemPoolReuseAllowInternalDependencies).
+ * Synchronizing `stream` then completes them too: 1 (and the pending block
+ * is gone) if so, 0 if a use still runs (the memory was handed out early). */
+static int reuse_is_ordered(vb_ledger *ledger, vb_stream stream, size_t at)
+{
+    if (!ledger->blocks[at].pending) return 0;
+    if (ledger->device->ops->stream_synchronize(ledger->device, stream) != VB_OK) return 0;
+    if (!uses_complete(ledger, &ledger->blocks[at])) return 0;
+    remove_at(ledger, at);
+    return 1;
+}
+
+/* Inserts a handed-out block in address order, refusing an overlap (a
+ * pending block's memory may be handed out to a stream ordered after its
+ * uses). */
 int vb_ledger_add(vb_ledger *ledger, vb_addr addr, uint64_t size, vb_stream stream, uint64_t tag)
 {
     size_t at = position_of(ledger, addr);
+    while (at > 0 && ranges_overlap(addr, size, ledger->blocks[at - 1].addr, ledger->blocks[at - 1].size) &&
+           reuse_is_ordered(ledger, stream, at - 1))
+        at--;
+    while (at < ledger->count && ranges_overlap(addr, size, ledger->blocks[at].addr, ledger->blocks[at].size) &&
+           reuse_is_ordered(ledger, stream, at))
+        ;
     /* The array never overlaps itself, so only the neighbours can touch the new range. */
     if (at > 0 && ranges_overlap(addr, size, ledger->blocks[at - 1].addr, ledger->blocks[at - 1].size)) {
         describe_overlap(ledger, addr, size, &ledger->blocks[at - 1]);

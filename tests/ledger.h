@@ -6,7 +6,8 @@
  * neighbours. A freed block that is still in use on another stream
  * (record_stream with work queued there) stays in the array, marked
  * pending, until every event the test recorded for that work has completed:
- * an allocator that hands its memory out earlier shows up as an overlap.
+ * an allocator that hands its memory out earlier, to a stream not made to
+ * wait for that work, shows up as an overlap.
  *
  * It also sums the requested bytes of live blocks itself, with their peak,
  * and the maxima of allocated and reserved bytes the test observed, so the

@@ -1,13 +1,16 @@
 /* vrambench — the sim's stream-ordered pool (base/device_sim_pool.c) and
  * the `async` allocator on top of it (allocators/async.c).
  *
- * Rules the expected numbers come from: requests round up to 512 B
- * (VB_POOL_ROUNDING); a pool with no usable free range grows by one chunk of
- * the rounded request rounded up to 2 MiB; a block freed on stream S is
- * reusable on S at once and on other streams once S's work queued before
- * the free has completed; at a synchronization the pool releases unused
- * chunks, newest first, while it holds more than its release threshold;
- * trim does the same down to its keep_bytes. */
+ * Rules the expected numbers come from: the facts measured of the driver's
+ * pool, F1..F10 in base/device_sim_pool.c's header (NVIDIA H100, driver
+ * 580.159.04; tests named after a fact reproduce that measurement), and the
+ * model's choices listed there: the pool maps 32 MiB granules; requests are
+ * placed at 512 B multiples from the start of the smallest free range (the
+ * latest freed on ties), any stream's, the allocating stream waiting for a
+ * free not yet complete; with no range big enough, granules are mapped after
+ * the free range at the lowest unmapped run; at a synchronization and at
+ * trim, wholly free granules whose frees completed go back, highest address
+ * first, while more than the threshold (keep_bytes) is reserved. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -108,16 +111,24 @@ static void test_pool_reuses_block_on_freeing_stream_at_once(void **state)
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* The same block asked for on B before A's work completed: B gets a new
- * 2 MiB chunk (the only chunk is exactly p), so 4 MiB are reserved. */
-static void test_pool_withholds_block_from_other_stream_until_free_completes(void **state)
+/* F10: 16 MiB freed on A behind 1000 ns of work (not complete), then 16 MiB
+ * on B: the same address, reserved unchanged (32 MiB), and B now waits for
+ * A's free: work queued on B ends after 1000 ns. */
+static void test_pool_f10_other_stream_reuses_a_pending_free_and_waits_for_it(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
-    vb_addr p = freed_behind_busy_work(f, pool, 2 * MiB, 1000);
-    vb_addr q = pool_malloc(f, pool, 2 * MiB, f->b);
-    assert_true(q != p);
-    assert_int_equal(reserved_of(f, pool), 4 * MiB);
+    vb_addr p = freed_behind_busy_work(f, pool, 16 * MiB, 1000);
+    assert_int_equal(pool_malloc(f, pool, 16 * MiB, f->b), p);
+    assert_int_equal(reserved_of(f, pool), 32 * MiB);
+    vb_event after;
+    assert_int_equal(f->dev->ops->event_create(f->dev, &after), VB_OK);
+    f->dev->ops->event_record(f->dev, after, f->b);
+    vb_sim_advance(f->dev, 999);
+    assert_false(f->dev->ops->event_query(f->dev, after));
+    vb_sim_advance(f->dev, 1);
+    assert_true(f->dev->ops->event_query(f->dev, after));
+    f->dev->ops->event_destroy(f->dev, after);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
@@ -133,7 +144,7 @@ static void test_pool_hands_block_to_other_stream_after_free_completes(void **st
 }
 
 /* stream_wait_event: B waits for A's event, so B's tail moves to A's (1000
- * ns), and a block freed on B is withheld from A's peer stream until then. */
+ * ns). */
 static void test_stream_wait_event_orders_later_work_after_event(void **state)
 {
     fixture *f = *state;
@@ -154,32 +165,90 @@ static void test_stream_wait_event_orders_later_work_after_event(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Sizes, best fit, coalescing                                               */
+/* Granules, placement, coalescing                                           */
 /* ------------------------------------------------------------------------ */
 
-/* 1 byte: the pool counts 512 bytes used (its rounding). */
-static void test_pool_rounds_request_to_512_bytes(void **state)
+/* F1: 1 B, 512 B, 1 MiB, 2 MiB + 1, 20 MiB each reserve 32 MiB on an empty
+ * pool; 32 MiB + 1 B reserves 64 MiB; 100 MiB reserves 128 MiB. */
+static void test_pool_f1_reserves_32_mib_granules(void **state)
+{
+    fixture *f = *state;
+    static const uint64_t sizes[] = {1, 512, 1 * MiB, 2 * MiB + 1, 20 * MiB, 32 * MiB + 1, 100 * MiB};
+    static const uint64_t reserved[] = {32 * MiB, 32 * MiB, 32 * MiB, 32 * MiB, 32 * MiB, 64 * MiB, 128 * MiB};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        vb_pool pool = new_pool(f, UINT64_MAX);
+        pool_malloc(f, pool, sizes[i], f->a);
+        assert_int_equal(reserved_of(f, pool), reserved[i]);
+        assert_int_equal(vb_sim_used_bytes(f->dev), reserved[i]);
+        f->dev->ops->pool_destroy(f->dev, pool);
+    }
+}
+
+/* F2: used bytes are the requested bytes, unrounded. */
+static void test_pool_f2_counts_requested_bytes_used(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
     pool_malloc(f, pool, 1, f->a);
-    assert_int_equal(usage_of(f, pool).used, 512);
+    assert_int_equal(usage_of(f, pool).used, 1);
+    pool_malloc(f, pool, 512, f->a);
+    assert_int_equal(usage_of(f, pool).used, 513);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* 3 MiB + 1 byte rounds to 3 MiB + 512, and the chunk to 4 MiB. */
-static void test_pool_grows_by_request_rounded_to_2mib(void **state)
+/* F3: 1000 x 1 KiB: block i at +1024 i, all in one 32 MiB granule. A 1 B
+ * request takes 512 B of address space (the model's placement rounding). */
+static void test_pool_f3_packs_small_blocks(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
-    pool_malloc(f, pool, 3 * MiB + 1, f->a);
-    assert_int_equal(reserved_of(f, pool), 4 * MiB);
+    vb_addr first = pool_malloc(f, pool, 1 * KiB, f->a);
+    for (uint64_t i = 1; i < 1000; i++) assert_int_equal(pool_malloc(f, pool, 1 * KiB, f->a), first + 1024 * i);
+    assert_int_equal(pool_malloc(f, pool, 1, f->a), first + 1000 * KiB);
+    assert_int_equal(pool_malloc(f, pool, 1, f->a), first + 1000 * KiB + 512);
+    assert_int_equal(reserved_of(f, pool), 32 * MiB);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* In one 2 MiB chunk: a 256K | b 64K | c 512K | d 64K | 1152K free. Freeing a
- * and c leaves free ranges of 256K, 512K and 1152K; 300K best-fits c's. */
-static void test_pool_best_fit_takes_smallest_usable_range(void **state)
+/* F4: 64 MiB freed (no synchronize), then 2 x 32 MiB at +0 and +32 MiB,
+ * then (those freed) 8 x 8 MiB: reserved stays 64 MiB throughout. */
+static void test_pool_f4_reuses_a_freed_range_for_other_sizes(void **state)
+{
+    fixture *f = *state;
+    vb_pool pool = new_pool(f, UINT64_MAX);
+    vb_addr big = pool_malloc(f, pool, 64 * MiB, f->a);
+    pool_free(f, pool, big, f->a);
+    vb_addr halves[2] = {pool_malloc(f, pool, 32 * MiB, f->a), pool_malloc(f, pool, 32 * MiB, f->a)};
+    assert_int_equal(halves[0], big);
+    assert_int_equal(halves[1], big + 32 * MiB);
+    pool_free(f, pool, halves[0], f->a);
+    pool_free(f, pool, halves[1], f->a);
+    for (int i = 0; i < 8; i++) pool_malloc(f, pool, 8 * MiB, f->a);
+    assert_int_equal(reserved_of(f, pool), 64 * MiB);
+    f->dev->ops->pool_destroy(f->dev, pool);
+}
+
+/* F5 and F6: 8 x 8 MiB (64 MiB), every other one freed in address order
+ * (0, 2, 4, 6). 32 MiB does not fit a hole: a new granule after the pool's
+ * end, at +64 MiB, reserved 96 MiB. Then 3 MiB and 5 MiB both go into the
+ * most recently freed hole, block 6's (+48 MiB, +51 MiB). */
+static void test_pool_f5_f6_no_remapping_and_latest_hole_first(void **state)
+{
+    fixture *f = *state;
+    vb_pool pool = new_pool(f, UINT64_MAX);
+    vb_addr blocks[8];
+    for (int i = 0; i < 8; i++) blocks[i] = pool_malloc(f, pool, 8 * MiB, f->a);
+    for (int i = 0; i < 8; i += 2) pool_free(f, pool, blocks[i], f->a);
+    assert_int_equal(pool_malloc(f, pool, 32 * MiB, f->a), blocks[0] + 64 * MiB);
+    assert_int_equal(reserved_of(f, pool), 96 * MiB);
+    assert_int_equal(pool_malloc(f, pool, 3 * MiB, f->a), blocks[0] + 48 * MiB);
+    assert_int_equal(pool_malloc(f, pool, 5 * MiB, f->a), blocks[0] + 51 * MiB);
+    f->dev->ops->pool_destroy(f->dev, pool);
+}
+
+/* In one granule: a 256K | b 64K | c 512K | d 64K | rest free. Freeing a
+ * and c leaves free ranges of 256K, 512K and the rest; 300K best-fits c's. */
+static void test_pool_best_fit_takes_smallest_range(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
@@ -193,18 +262,31 @@ static void test_pool_best_fit_takes_smallest_usable_range(void **state)
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* Two 1 MiB blocks fill a 2 MiB chunk; freed, they merge, and a 2 MiB
- * request is served from them at x without growing (reserved stays 2 MiB). */
+/* Two 16 MiB blocks fill a granule; freed, they merge, and a 32 MiB request
+ * is served from them at x without growing (reserved stays 32 MiB). */
 static void test_pool_coalesces_free_neighbours(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
-    vb_addr x = pool_malloc(f, pool, 1 * MiB, f->a);
-    vb_addr y = pool_malloc(f, pool, 1 * MiB, f->a);
+    vb_addr x = pool_malloc(f, pool, 16 * MiB, f->a);
+    vb_addr y = pool_malloc(f, pool, 16 * MiB, f->b);
     pool_free(f, pool, x, f->a);
-    pool_free(f, pool, y, f->a);
-    assert_int_equal(pool_malloc(f, pool, 2 * MiB, f->a), x);
-    assert_int_equal(reserved_of(f, pool), 2 * MiB);
+    pool_free(f, pool, y, f->b);
+    assert_int_equal(pool_malloc(f, pool, 32 * MiB, f->a), x);
+    assert_int_equal(reserved_of(f, pool), 32 * MiB);
+    f->dev->ops->pool_destroy(f->dev, pool);
+}
+
+/* F7: threshold 0, 2 x 40 MiB: the second right after the first, across
+ * granules; reserved 96 MiB, used 80 MiB. */
+static void test_pool_f7_blocks_span_granules(void **state)
+{
+    fixture *f = *state;
+    vb_pool pool = new_pool(f, 0);
+    vb_addr first = pool_malloc(f, pool, 40 * MiB, f->a);
+    assert_int_equal(pool_malloc(f, pool, 40 * MiB, f->a), first + 40 * MiB);
+    assert_int_equal(reserved_of(f, pool), 96 * MiB);
+    assert_int_equal(usage_of(f, pool).used, 80 * MiB);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
@@ -212,49 +294,47 @@ static void test_pool_coalesces_free_neighbours(void **state)
 /* Release threshold and trim                                                */
 /* ------------------------------------------------------------------------ */
 
-/* A free is not a synchronization: with threshold 0 the chunk stays. */
-static void test_pool_free_alone_releases_nothing(void **state)
+/* F9: threshold 0, 2 x 40 MiB, the first freed: 96 MiB stay until the
+ * synchronize, then 64 MiB (the wholly free first granule went back, the
+ * partly used second stayed). */
+static void test_pool_f9_threshold_zero_releases_free_granules_at_synchronize(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, 0);
-    pool_free(f, pool, pool_malloc(f, pool, 4 * MiB, f->a), f->a);
-    assert_int_equal(reserved_of(f, pool), 4 * MiB);
-    f->dev->ops->pool_destroy(f->dev, pool);
-}
-
-/* Threshold 0: the device synchronize releases the freed 4 MiB chunk. */
-static void test_pool_threshold_zero_releases_free_chunks_at_synchronize(void **state)
-{
-    fixture *f = *state;
-    vb_pool pool = new_pool(f, 0);
-    pool_free(f, pool, pool_malloc(f, pool, 4 * MiB, f->a), f->a);
-    f->dev->ops->device_synchronize(f->dev);
+    vb_addr first = pool_malloc(f, pool, 40 * MiB, f->a);
+    vb_addr second = pool_malloc(f, pool, 40 * MiB, f->a);
+    pool_free(f, pool, first, f->a);
+    assert_int_equal(reserved_of(f, pool), 96 * MiB);
+    f->dev->ops->stream_synchronize(f->dev, f->a);
+    assert_int_equal(reserved_of(f, pool), 64 * MiB);
+    pool_free(f, pool, second, f->a);
+    f->dev->ops->stream_synchronize(f->dev, f->a);
     assert_int_equal(reserved_of(f, pool), 0);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* Threshold 4 MiB, three free 4 MiB chunks: 12 > 4 releases one (8), 8 > 4
- * another (4), 4 is not above 4: 4 MiB stay. */
+/* Threshold 32 MiB, three free granules: 96 > 32 releases one (64), 64 > 32
+ * another (32), 32 is not above 32: 32 MiB stay. */
 static void test_pool_threshold_keeps_up_to_threshold(void **state)
 {
     fixture *f = *state;
-    vb_pool pool = new_pool(f, 4 * MiB);
+    vb_pool pool = new_pool(f, 32 * MiB);
     vb_addr p[3];
-    for (int i = 0; i < 3; i++) p[i] = pool_malloc(f, pool, 4 * MiB, f->a);
+    for (int i = 0; i < 3; i++) p[i] = pool_malloc(f, pool, 32 * MiB, f->a);
     for (int i = 0; i < 3; i++) pool_free(f, pool, p[i], f->a);
     f->dev->ops->device_synchronize(f->dev);
-    assert_int_equal(reserved_of(f, pool), 4 * MiB);
+    assert_int_equal(reserved_of(f, pool), 32 * MiB);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* Default-like threshold UINT64_MAX: nothing is released at synchronize. */
+/* Threshold UINT64_MAX: nothing is released at synchronize. */
 static void test_pool_max_threshold_keeps_everything_at_synchronize(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
     pool_free(f, pool, pool_malloc(f, pool, 4 * MiB, f->a), f->a);
     f->dev->ops->device_synchronize(f->dev);
-    assert_int_equal(reserved_of(f, pool), 4 * MiB);
+    assert_int_equal(reserved_of(f, pool), 32 * MiB);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
@@ -267,45 +347,53 @@ static void test_pool_release_waits_for_free_to_complete(void **state)
     freed_behind_busy_work(f, pool, 2 * MiB, 1000);
     f->dev->ops->enqueue_busy(f->dev, f->b, 10);
     f->dev->ops->stream_synchronize(f->dev, f->b);
-    assert_int_equal(reserved_of(f, pool), 2 * MiB);
+    assert_int_equal(reserved_of(f, pool), 32 * MiB);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* Trim to 0 after everything was freed and completed: reserved 0. */
-static void test_pool_trim_to_zero_leaves_reserved_zero(void **state)
+/* F8: all freed and completed, trim to 0: reserved 0 (the next block starts
+ * at the pool's first address again). */
+static void test_pool_f8_trim_to_zero_releases_every_free_granule(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
-    pool_free(f, pool, pool_malloc(f, pool, 3 * MiB, f->a), f->a);
+    vb_addr first = pool_malloc(f, pool, 3 * MiB, f->a);
+    pool_free(f, pool, first, f->a);
     pool_free(f, pool, pool_malloc(f, pool, 64 * MiB, f->b), f->b);
     f->dev->ops->device_synchronize(f->dev);
     assert_int_equal(f->dev->ops->pool_trim(f->dev, pool, 0), VB_OK);
     assert_int_equal(reserved_of(f, pool), 0);
+    assert_int_equal(pool_malloc(f, pool, 1 * MiB, f->a), first);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* A live 2 MiB block keeps its chunk: trim(0) leaves 2 of 6 MiB. */
-static void test_pool_trim_keeps_chunks_with_live_blocks(void **state)
+/* F8: a live block keeps its granule: 1 MiB live + 1 MiB freed in one
+ * granule, trim to 0 keeps 32 MiB; with a live block in every granule trim
+ * releases nothing. */
+static void test_pool_f8_trim_keeps_granules_with_live_blocks(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
-    pool_malloc(f, pool, 2 * MiB, f->a);
-    pool_free(f, pool, pool_malloc(f, pool, 4 * MiB, f->a), f->a);
+    pool_malloc(f, pool, 1 * MiB, f->a);
+    pool_free(f, pool, pool_malloc(f, pool, 1 * MiB, f->a), f->a);
     f->dev->ops->pool_trim(f->dev, pool, 0);
-    assert_int_equal(reserved_of(f, pool), 2 * MiB);
+    assert_int_equal(reserved_of(f, pool), 32 * MiB);
+    pool_malloc(f, pool, 40 * MiB, f->a); /* the 31 MiB free tail + a granule (F7) */
+    f->dev->ops->pool_trim(f->dev, pool, 0);
+    assert_int_equal(reserved_of(f, pool), 64 * MiB);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* Three free 4 MiB chunks, trim to keep 5 MiB: 12 > 5 -> 8 > 5 -> 4: 4 MiB stay. */
+/* Three free granules, trim to keep 40 MiB: 96 > 40 -> 64 > 40 -> 32: 32 MiB stay. */
 static void test_pool_trim_stops_at_keep_bytes(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
     vb_addr p[3];
-    for (int i = 0; i < 3; i++) p[i] = pool_malloc(f, pool, 4 * MiB, f->a);
+    for (int i = 0; i < 3; i++) p[i] = pool_malloc(f, pool, 32 * MiB, f->a);
     for (int i = 0; i < 3; i++) pool_free(f, pool, p[i], f->a);
-    f->dev->ops->pool_trim(f->dev, pool, 5 * MiB);
-    assert_int_equal(reserved_of(f, pool), 4 * MiB);
+    f->dev->ops->pool_trim(f->dev, pool, 40 * MiB);
+    assert_int_equal(reserved_of(f, pool), 32 * MiB);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
@@ -410,28 +498,28 @@ static void test_async_allocated_is_size_rounded_to_512(void **state)
     vb_allocator_destroy(async);
 }
 
-/* 1 byte reserves the pool's first 2 MiB chunk. */
+/* 1 byte reserves the pool's first 32 MiB granule (F1). */
 static void test_async_reserved_is_pool_reserved(void **state)
 {
     fixture *f = *state;
     vb_allocator *async = open_async(f, NULL, NULL);
     async_malloc(async, 1, f->a);
-    assert_int_equal(stats_of(async).reserved_bytes, 2 * MiB);
+    assert_int_equal(stats_of(async).reserved_bytes, 32 * MiB);
     vb_allocator_destroy(async);
 }
 
-/* Default threshold (max): free + synchronize keeps the 2 MiB. */
+/* Default threshold (max): free + synchronize keeps the 32 MiB granule. */
 static void test_async_default_threshold_keeps_memory_at_synchronize(void **state)
 {
     fixture *f = *state;
     vb_allocator *async = open_async(f, NULL, NULL);
     assert_int_equal(vb_free(async, async_malloc(async, 1 * MiB, f->a)), VB_OK);
     f->dev->ops->device_synchronize(f->dev);
-    assert_int_equal(stats_of(async).reserved_bytes, 2 * MiB);
+    assert_int_equal(stats_of(async).reserved_bytes, 32 * MiB);
     vb_allocator_destroy(async);
 }
 
-/* release_threshold=0: free + synchronize gives the 2 MiB back, and the
+/* release_threshold=0: free + synchronize gives the granule back, and the
  * stats read afterwards show it. */
 static void test_async_threshold_zero_releases_at_synchronize(void **state)
 {
@@ -455,9 +543,10 @@ static void test_async_free_reuses_on_allocating_stream_at_once(void **state)
     vb_allocator_destroy(async);
 }
 
-/* Used on B (record_stream) with B busy for 1000 ns: after the free, A's
- * next 2 MiB request must not get the block (B has not completed). */
-static void test_async_record_stream_withholds_block_until_stream_completes(void **state)
+/* Used on B (record_stream) with B busy for 1000 ns: the free waits for B
+ * (on the unifying stream). A's next 2 MiB request gets the block at once,
+ * as the driver's pool allows (F10), and A's later work waits for B's. */
+static void test_async_record_stream_orders_reuse_after_the_recorded_stream(void **state)
 {
     fixture *f = *state;
     vb_allocator *async = open_async(f, NULL, NULL);
@@ -465,7 +554,15 @@ static void test_async_record_stream_withholds_block_until_stream_completes(void
     assert_int_equal(vb_record_stream(async, p, f->b), VB_OK);
     f->dev->ops->enqueue_busy(f->dev, f->b, 1000);
     assert_int_equal(vb_free(async, p), VB_OK);
-    assert_true(async_malloc(async, 2 * MiB, f->a) != p);
+    assert_int_equal(async_malloc(async, 2 * MiB, f->a), p);
+    vb_event after;
+    assert_int_equal(f->dev->ops->event_create(f->dev, &after), VB_OK);
+    f->dev->ops->event_record(f->dev, after, f->a);
+    vb_sim_advance(f->dev, 999);
+    assert_false(f->dev->ops->event_query(f->dev, after));
+    vb_sim_advance(f->dev, 1);
+    assert_true(f->dev->ops->event_query(f->dev, after));
+    f->dev->ops->event_destroy(f->dev, after);
     vb_allocator_destroy(async);
 }
 
@@ -512,13 +609,13 @@ static void test_async_counts_pool_calls_and_releasing_trims(void **state)
     vb_allocator_destroy(async);
 }
 
-/* 1 MiB live of a 2 MiB chunk: cached = 2 MiB - 1 MiB. */
+/* 1 MiB live of a 32 MiB granule: cached = 32 MiB - 1 MiB. */
 static void test_async_free_cached_is_reserved_minus_used(void **state)
 {
     fixture *f = *state;
     vb_allocator *async = open_async(f, NULL, NULL);
     async_malloc(async, 1 * MiB, f->a);
-    assert_int_equal(stats_of(async).free_cached_bytes, 1 * MiB);
+    assert_int_equal(stats_of(async).free_cached_bytes, 31 * MiB);
     vb_allocator_destroy(async);
 }
 
@@ -590,20 +687,23 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, open_sim, close_sim)
     const struct CMUnitTest tests[] = {
         T(test_pool_reuses_block_on_freeing_stream_at_once),
-        T(test_pool_withholds_block_from_other_stream_until_free_completes),
+        T(test_pool_f10_other_stream_reuses_a_pending_free_and_waits_for_it),
         T(test_pool_hands_block_to_other_stream_after_free_completes),
         T(test_stream_wait_event_orders_later_work_after_event),
-        T(test_pool_rounds_request_to_512_bytes),
-        T(test_pool_grows_by_request_rounded_to_2mib),
-        T(test_pool_best_fit_takes_smallest_usable_range),
+        T(test_pool_f1_reserves_32_mib_granules),
+        T(test_pool_f2_counts_requested_bytes_used),
+        T(test_pool_f3_packs_small_blocks),
+        T(test_pool_f4_reuses_a_freed_range_for_other_sizes),
+        T(test_pool_f5_f6_no_remapping_and_latest_hole_first),
+        T(test_pool_best_fit_takes_smallest_range),
         T(test_pool_coalesces_free_neighbours),
-        T(test_pool_free_alone_releases_nothing),
-        T(test_pool_threshold_zero_releases_free_chunks_at_synchronize),
+        T(test_pool_f7_blocks_span_granules),
+        T(test_pool_f9_threshold_zero_releases_free_granules_at_synchronize),
         T(test_pool_threshold_keeps_up_to_threshold),
         T(test_pool_max_threshold_keeps_everything_at_synchronize),
         T(test_pool_release_waits_for_free_to_complete),
-        T(test_pool_trim_to_zero_leaves_reserved_zero),
-        T(test_pool_trim_keeps_chunks_with_live_blocks),
+        T(test_pool_f8_trim_to_zero_releases_every_free_granule),
+        T(test_pool_f8_trim_keeps_granules_with_live_blocks),
         T(test_pool_trim_stops_at_keep_bytes),
         T(test_pool_free_of_unknown_address_is_invalid),
         T(test_pool_double_free_is_invalid),
@@ -615,7 +715,7 @@ int main(void)
         T(test_async_default_threshold_keeps_memory_at_synchronize),
         T(test_async_threshold_zero_releases_at_synchronize),
         T(test_async_free_reuses_on_allocating_stream_at_once),
-        T(test_async_record_stream_withholds_block_until_stream_completes),
+        T(test_async_record_stream_orders_reuse_after_the_recorded_stream),
         T(test_async_record_stream_block_reused_after_stream_completes),
         T(test_async_empty_cache_leaves_reserved_zero),
         T(test_async_counts_pool_calls_and_releasing_trims),
