@@ -1,24 +1,28 @@
 /* vrambench — `cuda`: the baseline. Every malloc is a driver allocation
  * (cudaMalloc) and every free a driver free (cudaFree, which waits for the
- * device), with no cache in between. Reserved equals allocated: the block a
- * caller gets is the whole driver allocation, whose size the driver rounds
- * to 2 MiB pages, so a 512-byte tensor costs 2 MiB of device memory. */
+ * device), with no cache in between. Allocated is what the driver places
+ * for a block (2 MiB pages over 2 MiB; 512 B multiples below, packed into
+ * shared 2 MiB pages); reserved is what the driver really uses for the live
+ * blocks (base/driver_pages.h, counted from the addresses it handed out): a
+ * 512-byte tensor alone costs a 2 MiB page, but many share one. */
 #include "allocator.h"
 
 #include <stdlib.h>
 
 #include "base/addr_map.h"
+#include "base/driver_pages.h"
 
 typedef struct cuda_state {
     vb_alloc_stats stats;       /* first member: see allocator.h */
     vb_device *device;
     vb_addr_map requested;      /* address -> requested size */
+    vb_driver_pages pages;      /* driver memory behind the live blocks */
 } cuda_state;
 
-/* What the driver takes for `size` bytes: its 2 MiB pages. */
+/* What the driver places for `size` bytes (driver_pages.h). */
 static uint64_t driver_size(uint64_t size)
 {
-    return vb_round_up(size, VB_DRIVER_PAGE);
+    return vb_driver_block_bytes(size);
 }
 
 static vb_status cuda_create(vb_device *dev, const vb_config *config, void **state)
@@ -45,6 +49,7 @@ static void cuda_destroy(void *state)
     cuda_state *cuda = state;
     vb_addr_map_each(&cuda->requested, free_leftover, cuda);
     vb_addr_map_clear(&cuda->requested);
+    vb_driver_pages_clear(&cuda->pages);
     free(cuda);
 }
 
@@ -58,7 +63,10 @@ static vb_status cuda_malloc(void *state, uint64_t size, vb_stream stream, vb_ad
                                : vb_error(VB_ERR_OOM, "cuda: %llu bytes cannot be allocated",
                                           (unsigned long long)size);
     cuda->stats.driver_alloc_calls += rounded != 0;
-    if (status == VB_OK && vb_addr_map_put(&cuda->requested, addr, size) != 0) {
+    uint64_t page_bytes = 0;
+    if (status == VB_OK && (vb_addr_map_put(&cuda->requested, addr, size) != 0 ||
+                            (page_bytes = vb_driver_pages_add(&cuda->pages, addr, size)) == UINT64_MAX)) {
+        vb_addr_map_remove(&cuda->requested, addr, NULL);
         cuda->device->ops->mem_free(cuda->device, addr);
         status = vb_error(VB_ERR_OOM, "out of host memory");
     }
@@ -66,7 +74,7 @@ static vb_status cuda_malloc(void *state, uint64_t size, vb_stream stream, vb_ad
         if (status == VB_ERR_OOM) cuda->stats.ooms++;
         return status;
     }
-    vb_stats_add_reserved(&cuda->stats, rounded);
+    vb_stats_add_reserved(&cuda->stats, page_bytes);
     vb_stats_add_use(&cuda->stats, size, rounded);
     *out = addr;
     return VB_OK;
@@ -83,7 +91,7 @@ static vb_status cuda_free(void *state, vb_addr addr)
     if (status != VB_OK) return status;
     vb_addr_map_remove(&cuda->requested, addr, NULL);
     vb_stats_remove_use(&cuda->stats, size, driver_size(size));
-    vb_stats_remove_reserved(&cuda->stats, driver_size(size));
+    vb_stats_remove_reserved(&cuda->stats, vb_driver_pages_remove(&cuda->pages, addr, size));
     return VB_OK;
 }
 
@@ -120,7 +128,8 @@ static int compare_addr(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Each allocation is one segment holding one block. */
+/* Each large allocation is one segment holding one block; packed small
+ * blocks share their page's segment. */
 static void cuda_segments(void *state, vb_block_visitor visit, void *context)
 {
     cuda_state *cuda = state;
@@ -131,7 +140,11 @@ static void cuda_segments(void *state, vb_block_visitor visit, void *context)
     for (size_t i = 0; i < list.count; i++) {
         uint64_t size = 0;
         vb_addr_map_get(&cuda->requested, list.addrs[i], &size);
-        vb_block_info block = {list.addrs[i], driver_size(size), list.addrs[i], driver_size(size), 1, NULL};
+        /* A packed block's segment is the shared page it lies in. */
+        int small = vb_driver_is_small(size);
+        vb_addr segment = small ? list.addrs[i] & ~(VB_DRIVER_PAGE - 1) : list.addrs[i];
+        vb_block_info block = {segment, small ? VB_DRIVER_PAGE : driver_size(size), list.addrs[i],
+                               driver_size(size), 1, NULL};
         visit(context, &block);
     }
     free(list.addrs);

@@ -1,8 +1,10 @@
 /* vrambench — the simulated device.
  *
  * Memory figures are exact for whatever the allocator on top does: the sim
- * rounds driver allocations to 2 MiB as the CUDA driver does, fails past its
- * capacity, and never reuses an address (so overlap bugs cannot hide).
+ * places and counts cudaMalloc blocks as the CUDA driver does (2 MiB pages,
+ * small blocks packed into shared pages, freed addresses reused:
+ * device_sim_memory.c), models the stream-ordered pool as measured
+ * (device_sim_pool.c), and fails past its capacity.
  * Time is a logical clock in nanoseconds: queued work has a modelled
  * duration and completes when its stream or the device is synchronized, or
  * when a test advances the clock. Nothing runs: the same calls give the same
@@ -50,13 +52,6 @@ vb_addr sim_next_address(vb_device *dev, uint64_t size)
     vb_addr addr = sim->next_addr;
     sim->next_addr += size;
     return addr;
-}
-
-/* Rounds to the driver's page; 0 for sizes so large that rounding overflows. */
-static uint64_t driver_round(uint64_t size)
-{
-    if (size > UINT64_MAX - (VB_DRIVER_PAGE - 1)) return 0;
-    return (size + VB_DRIVER_PAGE - 1) & ~(VB_DRIVER_PAGE - 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -183,30 +178,28 @@ static vb_status sim_stream_wait_event(vb_device *dev, vb_stream stream, vb_even
 /* Raw device memory                                                         */
 /* ------------------------------------------------------------------------ */
 
+/* cudaMalloc: placed and counted as the driver does (device_sim_memory.c). */
 static vb_status sim_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
 {
-    uint64_t rounded = driver_round(size);
     if (size == 0) return vb_error(VB_ERR_INVALID, "sim: mem_alloc of 0 bytes");
-    if (rounded == 0)
-        return vb_error(VB_ERR_OOM, "sim: out of memory: %llu bytes asked", (unsigned long long)size);
-    vb_status status = sim_take(dev, rounded);
-    if (status != VB_OK) return status;
-    vb_addr addr = sim_next_address(dev, rounded);
-    if (vb_addr_map_put(&sim_of(dev)->live, addr, rounded) != 0) {
-        sim_give(dev, rounded);
+    vb_addr addr = 0;
+    VB_TRY(sim_memory_alloc(dev, size, &addr));
+    if (vb_addr_map_put(&sim_of(dev)->live, addr, size) != 0) {
+        sim_memory_free(dev, addr, size);
         return vb_error(VB_ERR_OOM, "out of host memory");
     }
     *out = addr;
     return VB_OK;
 }
 
+/* cudaFree: waits for the device, then gives the block's memory back. */
 static vb_status sim_mem_free(vb_device *dev, vb_addr addr)
 {
     uint64_t size;
     if (!vb_addr_map_remove(&sim_of(dev)->live, addr, &size))
         return vb_error(VB_ERR_INVALID, "sim: mem_free of unknown address 0x%llx", (unsigned long long)addr);
     sim_device_synchronize(dev); /* cudaFree waits for the device */
-    sim_give(dev, size);
+    sim_memory_free(dev, addr, size);
     return VB_OK;
 }
 
@@ -481,6 +474,7 @@ static void sim_close(vb_device *dev)
     free(sim->streams);
     free(sim->reservations);
     vb_addr_map_clear(&sim->live);
+    sim_memory_close(sim);
     vb_addr_map_clear(&sim->phys);
     vb_addr_map_clear(&sim->mappings);
     vb_addr_map_clear(&sim->mapped_pages);
@@ -545,6 +539,7 @@ vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out)
     sim->capacity = capacity_bytes ? capacity_bytes : VB_SIM_DEFAULT_CAPACITY;
     sim->next_addr = SIM_FIRST_ADDRESS;
     sim->next_va = SIM_FIRST_VA;
+    sim_memory_init(sim);
     dev->ops = &sim_ops;
     dev->state = sim;
     *out = dev;

@@ -5,6 +5,8 @@
 
 #include "addr_map.h"
 #include "device.h"
+#include "driver_pages.h"
+#include "ordered_set.h"
 
 /* A stream is the logical time at which its last queued work ends. */
 struct vb_stream_s {
@@ -25,10 +27,13 @@ typedef struct sim_state {
     uint64_t capacity;          /* bytes the device has */
     uint64_t used;              /* bytes handed out: mem_alloc + vm_create + pools */
     uint64_t now_ns;            /* the logical clock */
-    vb_addr next_addr;          /* bump pointer for mem_alloc and pools: addresses are never reused */
+    vb_addr next_addr;          /* fresh addresses for mem_alloc and pools, above all handed out */
     vb_addr next_va;            /* bump pointer for vm_reserve, far from next_addr */
     uint64_t next_phys;         /* next physical handle */
-    vb_addr_map live;           /* mem_alloc address -> size */
+    vb_addr_map live;           /* mem_alloc address -> requested size */
+    vb_ordered_set va_free;     /* freed mem_alloc address ranges (device_sim_memory.c) */
+    vb_ordered_set gaps_by_addr, gaps_by_size; /* free pieces of small-block pages */
+    vb_driver_pages pages;      /* what the live mem_alloc blocks use */
     vb_addr_map phys;           /* physical handle -> size */
     vb_addr_map mappings;       /* mapped address -> physical handle */
     vb_addr_map mapped_pages;   /* page number (address / 2 MiB) -> the address of its mapping */
@@ -66,6 +71,13 @@ vb_addr sim_next_address(vb_device *dev, uint64_t size);
 /* Queues `nanoseconds` of work on `stream`: it ends that long after the later
  * of now and the stream's previous work. */
 void sim_enqueue(vb_device *dev, vb_stream stream, uint64_t nanoseconds);
+
+/* cudaMalloc placement (device_sim_memory.c): init/close the state, place
+ * a block (taking its driver memory from the capacity), free one. */
+void sim_memory_init(sim_state *sim);
+void sim_memory_close(sim_state *sim);
+vb_status sim_memory_alloc(vb_device *dev, uint64_t size, vb_addr *out);
+void sim_memory_free(vb_device *dev, vb_addr addr, uint64_t size);
 
 /* The stream-ordered pool model (device_sim_pool.c). */
 vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *out);
