@@ -11,7 +11,14 @@
  * clock's own cost under 1%; a batch's time per call is one sample, and the
  * p50/p99 of a cell are taken over its samples (at least 30, up to ~0.25 s of
  * timed work per measurement). A strategy without a cache (cuda) pays the
- * driver on every call, which is the point. */
+ * driver on every call, which is the point.
+ *
+ * Besides the strategies, two rows time the driver itself, in the same run
+ * and the same way, through the device seam: driver:cudaMalloc (mem_alloc +
+ * mem_free) and driver:cudaMallocAsync (pool_malloc + pool_free on a pool
+ * with release threshold UINT64_MAX, on the default stream, as the strategies
+ * are called), so each strategy's own cost over the driver shows. On sim they
+ * time the sim's ops (labelled simulated). */
 #include <stdio.h>
 #include <string.h>
 
@@ -36,27 +43,86 @@ typedef struct cell_result {
     double driver_allocs_per_pair;
 } cell_result;
 
+/* What a cell times: a strategy, or the driver's own calls. */
+typedef struct timed_target {
+    vb_status (*malloc)(void *context, uint64_t size, vb_addr *out);
+    vb_status (*free)(void *context, vb_addr addr);
+    uint64_t (*driver_allocs)(void *context); /* driver allocations so far */
+    void *context;
+} timed_target;
+
+/* A strategy's malloc, on the default stream. */
+static vb_status allocator_malloc(void *context, uint64_t size, vb_addr *out)
+{
+    return vb_malloc(context, size, NULL, out);
+}
+
+/* A strategy's free. */
+static vb_status allocator_free(void *context, vb_addr addr)
+{
+    return vb_free(context, addr);
+}
+
+/* A strategy's driver allocation calls so far. */
+static uint64_t allocator_driver_allocs(void *context)
+{
+    vb_alloc_stats stats;
+    vb_allocator_stats(context, &stats);
+    return stats.driver_alloc_calls;
+}
+
+/* The driver's own calls: cudaMalloc/cudaFree, or a pool's. */
+typedef struct driver_target {
+    vb_device *device;
+    vb_pool pool;          /* NULL: cudaMalloc */
+    uint64_t allocs;
+} driver_target;
+
+/* cudaMalloc, or cudaMallocFromPoolAsync on the default stream. */
+static vb_status driver_malloc(void *context, uint64_t size, vb_addr *out)
+{
+    driver_target *driver = context;
+    driver->allocs++;
+    vb_device *dev = driver->device;
+    return driver->pool ? dev->ops->pool_malloc(dev, driver->pool, size, NULL, out) : dev->ops->mem_alloc(dev, size, out);
+}
+
+/* cudaFree, or cudaFreeAsync on the default stream. */
+static vb_status driver_free(void *context, vb_addr addr)
+{
+    driver_target *driver = context;
+    vb_device *dev = driver->device;
+    return driver->pool ? dev->ops->pool_free(dev, driver->pool, addr, NULL) : dev->ops->mem_free(dev, addr);
+}
+
+/* Every driver malloc is a driver allocation. */
+static uint64_t driver_allocs(void *context)
+{
+    return ((driver_target *)context)->allocs;
+}
+
 /* Times `pairs` malloc+free pairs of `size`; ns per pair, or < 0 on failure. */
-static double time_pairs(vb_allocator *allocator, uint64_t size, unsigned pairs)
+static double time_pairs(const timed_target *target, uint64_t size, unsigned pairs)
 {
     uint64_t start = vb_now_ns();
     for (unsigned i = 0; i < pairs; i++) {
         vb_addr addr;
-        if (vb_malloc(allocator, size, NULL, &addr) != VB_OK || vb_free(allocator, addr) != VB_OK) return -1.0;
+        if (target->malloc(target->context, size, &addr) != VB_OK || target->free(target->context, addr) != VB_OK)
+            return -1.0;
     }
     return (double)(vb_now_ns() - start) / pairs;
 }
 
 /* Times `depth` mallocs then their frees; ns per call of each, 0 on success. */
-static int time_depth(vb_allocator *allocator, uint64_t size, unsigned depth, double *malloc_ns, double *free_ns)
+static int time_depth(const timed_target *target, uint64_t size, unsigned depth, double *malloc_ns, double *free_ns)
 {
     vb_addr addrs[MAX_DEPTH];
     uint64_t start = vb_now_ns();
     for (unsigned i = 0; i < depth; i++)
-        if (vb_malloc(allocator, size, NULL, &addrs[i]) != VB_OK) return -1;
+        if (target->malloc(target->context, size, &addrs[i]) != VB_OK) return -1;
     uint64_t middle = vb_now_ns();
     for (unsigned i = 0; i < depth; i++)
-        if (vb_free(allocator, addrs[i]) != VB_OK) return -1;
+        if (target->free(target->context, addrs[i]) != VB_OK) return -1;
     *malloc_ns = (double)(middle - start) / depth;
     *free_ns = (double)(vb_now_ns() - middle) / depth;
     return 0;
@@ -85,7 +151,7 @@ static void take_quantiles(vb_samples *samples, double *p50, double *p99)
 }
 
 /* Measures one (allocator, size) cell. */
-static vb_status measure_cell(vb_allocator *allocator, uint64_t size, cell_result *out)
+static vb_status measure_cell(const timed_target *target, uint64_t size, cell_result *out)
 {
     vb_samples pairs = {0}, mallocs = {0}, frees = {0};
     vb_status status = VB_ERR_DEVICE; /* a failing malloc/free leaves its own message */
@@ -94,23 +160,22 @@ static vb_status measure_cell(vb_allocator *allocator, uint64_t size, cell_resul
     out->depth = depth_limit < 1 ? 1 : depth_limit > MAX_DEPTH ? MAX_DEPTH : (unsigned)depth_limit;
     double malloc_ns, free_ns;
     /* Warm-up: fills the cache for both measurements. */
-    if (time_pairs(allocator, size, 1) < 0 || time_depth(allocator, size, out->depth, &malloc_ns, &free_ns) != 0)
+    if (time_pairs(target, size, 1) < 0 || time_depth(target, size, out->depth, &malloc_ns, &free_ns) != 0)
         goto done;
-    vb_alloc_stats before, after;
-    vb_allocator_stats(allocator, &before);
-    double one = time_pairs(allocator, size, 1);
+    uint64_t allocs_before = target->driver_allocs(target->context);
+    double one = time_pairs(target, size, 1);
     if (one < 0) goto done;
     out->pairs_per_batch = batch_for(one, 100000);
     uint64_t timed_pairs = 1;
     for (uint64_t start = vb_now_ns(); wants_more(&pairs, start);) {
-        double per_pair = time_pairs(allocator, size, out->pairs_per_batch);
+        double per_pair = time_pairs(target, size, out->pairs_per_batch);
         if (per_pair < 0 || vb_samples_add(&pairs, per_pair) != 0) goto done;
         timed_pairs += out->pairs_per_batch;
     }
-    vb_allocator_stats(allocator, &after);
-    out->driver_allocs_per_pair = (double)(after.driver_alloc_calls - before.driver_alloc_calls) / (double)timed_pairs;
+    out->driver_allocs_per_pair =
+        (double)(target->driver_allocs(target->context) - allocs_before) / (double)timed_pairs;
     for (uint64_t start = vb_now_ns(); wants_more(&mallocs, start);) {
-        if (time_depth(allocator, size, out->depth, &malloc_ns, &free_ns) != 0 ||
+        if (time_depth(target, size, out->depth, &malloc_ns, &free_ns) != 0 ||
             vb_samples_add(&mallocs, malloc_ns) != 0 || vb_samples_add(&frees, free_ns) != 0)
             goto done;
     }
@@ -159,25 +224,60 @@ static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, c
     return failed | json_array_append_new(benchmarks, entry);
 }
 
-/* Creates the allocator, measures a cell, prints its line and, when a
- * document is given, adds its entry. */
+#define DRIVER_MALLOC "driver:cudaMalloc"
+#define DRIVER_MALLOC_ASYNC "driver:cudaMallocAsync"
+
+/* Measures a cell of a strategy or of the driver (`name` DRIVER_MALLOC or
+ * DRIVER_MALLOC_ASYNC), made fresh for it. */
+static vb_status measure_named(vb_device *dev, const char *name, uint64_t size, cell_result *cell)
+{
+    int is_async = strcmp(name, DRIVER_MALLOC_ASYNC) == 0;
+    if (is_async || strcmp(name, DRIVER_MALLOC) == 0) {
+        driver_target driver = {dev, NULL, 0};
+        if (is_async) VB_TRY(dev->ops->pool_create(dev, UINT64_MAX, &driver.pool));
+        timed_target target = {driver_malloc, driver_free, driver_allocs, &driver};
+        vb_status status = measure_cell(&target, size, cell);
+        if (driver.pool) dev->ops->pool_destroy(dev, driver.pool);
+        return status;
+    }
+    vb_allocator *allocator;
+    VB_TRY(vb_allocator_create(name, dev, NULL, &allocator));
+    timed_target target = {allocator_malloc, allocator_free, allocator_driver_allocs, allocator};
+    vb_status status = measure_cell(&target, size, cell);
+    vb_allocator_destroy(allocator);
+    return status;
+}
+
+/* Measures a cell, prints its line and, when a document is given, adds its
+ * entry. */
 static int run_cell(vb_device *dev, const char *name, uint64_t size, json_t *document)
 {
-    vb_allocator *allocator;
-    vb_status status = vb_allocator_create(name, dev, NULL, &allocator);
-    if (status != VB_OK) return vb_cli_status_error(status);
     cell_result cell = {0};
-    status = measure_cell(allocator, size, &cell);
-    vb_allocator_destroy(allocator);
+    vb_status status = measure_named(dev, name, size, &cell);
     if (status != VB_OK)
-        return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
+        return vb_cli_error(status == VB_ERR_INVALID ? VB_EXIT_USAGE : VB_EXIT_FAILURE,
+                            "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
                             vb_last_error()[0] ? vb_last_error() : "out of host memory");
-    printf("%-12s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
+    printf("%-22s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
            cell.pair_p50, cell.pair_p99, cell.malloc_p50, cell.malloc_p99, cell.free_p50, cell.free_p99, cell.depth,
            cell.driver_allocs_per_pair);
     if (document && add_entry(json_object_get(document, "benchmarks"), name, size, &cell) != 0)
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     return VB_EXIT_OK;
+}
+
+/* The names --allocator accepts: the strategies, then the driver rows. */
+static const char *const *microbench_names(void)
+{
+    static const char *names[64];
+    if (!names[0]) {
+        size_t count = 0;
+        for (const char *const *name = vb_cli_allocator_names(); *name && count < 61; name++) names[count++] = *name;
+        names[count++] = DRIVER_MALLOC;
+        names[count++] = DRIVER_MALLOC_ASYNC;
+        names[count] = NULL;
+    }
+    return names;
 }
 
 int vb_cmd_microbench(int argc, char **argv)
@@ -190,7 +290,7 @@ int vb_cmd_microbench(int argc, char **argv)
         else return vb_cli_error(VB_EXIT_USAGE, "microbench: unknown or incomplete option '%s'", argv[i]);
     }
     vb_name_list allocators;
-    int exit_status = vb_cli_names(allocator_spec, "allocator", vb_cli_allocator_names(), &allocators);
+    int exit_status = vb_cli_names(allocator_spec, "allocator", microbench_names(), &allocators);
     if (exit_status != VB_EXIT_OK) return exit_status;
     vb_device *dev = NULL;
     vb_status status = vb_device_open(device_kind, NULL, &dev);
@@ -214,7 +314,7 @@ int vb_cmd_microbench(int argc, char **argv)
     printf("# microbench on %s%s: ns per call, cache-hit steady state\n", info.name,
            info.simulated ? " (simulated: host-side cost of the allocator logic; no driver time)" : "");
     printf("# pair = malloc then free; malloc/free = `depth` calls in a row, timed apart; drv/pr = driver allocations per pair\n");
-    printf("%-12s %10s %9s %9s %10s %10s %9s %9s %7s %6s\n", "allocator", "bytes", "pair p50", "pair p99",
+    printf("%-22s %10s %9s %9s %10s %10s %9s %9s %7s %6s\n", "allocator", "bytes", "pair p50", "pair p99",
            "malloc p50", "malloc p99", "free p50", "free p99", "depth", "drv/pr");
     for (size_t a = 0; a < allocators.count && exit_status == VB_EXIT_OK; a++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++) {
