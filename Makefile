@@ -4,6 +4,8 @@
 #   make test               conformance and unit tests on the simulated device
 #   make test-gpu           the conformance suite on the real GPU
 #   make bench              every scenario x every allocator (GPU when present, else simulated)
+#   make check-sim          the newest committed GPU results re-run on the simulated device:
+#                           lists cases whose memory figures differ (RESULTS=FILE... to name files)
 #   make SANITIZER=address|undefined test   (sim backend only unless CUDA=yes; see below)
 #   make CUDA=no            build without the cuda backend even when nvcc is there
 #   make plots              PNGs in plots/ from the newest results/*.json
@@ -83,7 +85,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps test test-gpu bench plots clean
+.PHONY: all deps test test-gpu bench plots check-sim clean
 all: $(BUILD)/vrambench
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
@@ -151,6 +153,14 @@ bench: all
 	done; \
 	$(BUILD)/vrambench run --scenario all --allocator "$$allocators" --device $(BENCH_DEVICE) \
 	    --repetitions $(BENCH_REPETITIONS) --min-time $(BENCH_MIN_TIME) --out '$(BENCH_OUT)'
+
+# Every case of GPU result files (run, replay, claims) re-run on the simulated
+# device; each case whose memory figures differ is listed, and an
+# undocumented difference fails (README, "Sim vs GPU"). By default the newest
+# file of each kind and device under results/; files made before the memory
+# pass, sim and microbench files are skipped with a note.
+check-sim: all
+	$(BUILD)/vrambench check-sim $(if $(RESULTS),$(RESULTS),--newest $(wildcard results/*.json))
 
 # The newest run result under results/ (by its context date; claims-*.json
 # and microbench files are not run results) unless RESULTS= names files.

@@ -43,5 +43,6 @@ int vb_cmd_replay(int argc, char **argv);
 int vb_cmd_microbench(int argc, char **argv);
 int vb_cmd_run(int argc, char **argv);
 int vb_cmd_gen_trace(int argc, char **argv);
+int vb_cmd_check_sim(int argc, char **argv);
 
 #endif

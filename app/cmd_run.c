@@ -348,6 +348,11 @@ int vb_cmd_run(int argc, char **argv)
               "==============================================================================\n",
               stderr);
     state.document = vb_report_document(vb_report_context(state.device, NULL, state.specs, state.spec_count));
+    if (state.document && args.trace &&
+        json_object_set_new(json_object_get(state.document, "context"), "trace_path", json_string(args.trace)) != 0) {
+        json_decref(state.document); /* the trace replayed, as given (check-sim replays it again) */
+        state.document = NULL;
+    }
     if (!state.document) {
         exit_status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
         goto done;

@@ -28,6 +28,9 @@ static const command commands[] = {
     {"gen-trace", vb_cmd_gen_trace,
      "gen-trace random [--seed N] --events N --max-size BYTES --max-live BYTES -o FILE\n"
      "                                  write a random allocation trace (RMM random_allocations style)"},
+    {"check-sim", vb_cmd_check_sim,
+     "check-sim FILE...               re-runs GPU results (run, replay, claims) on the simulated device\n"
+     "                                  and lists each case whose memory figures differ"},
 };
 
 static void usage(FILE *out)

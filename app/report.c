@@ -165,6 +165,9 @@ json_t *vb_report_context(vb_device *dev, const char *executable, const vb_alloc
         failed |= set_new(context, "device_total_bytes", json_integer((json_int_t)info.total_bytes));
         failed |= set_new(context, "git_commit", json_string(commit));
         failed |= set_new(context, "allocator_configs", allocator_configs(specs, spec_count));
+        /* Memory figures come from the runner's memory pass (runner.h); the
+         * field tells check-sim a file's figures do not depend on timing. */
+        failed |= set_new(context, "memory_pass", json_pack("{s:i}", "iterations", VB_MEMORY_PASS_ITERATIONS));
     }
     json_decref(load);
     if (failed) {
