@@ -97,6 +97,20 @@ static vb_addr freed_behind_busy_work(fixture *f, vb_pool pool, uint64_t size, u
     return addr;
 }
 
+/* Work queued on `stream` now completes exactly at `end_ns` on the sim's
+ * clock (which starts at 0 in these tests): not 1 ns before, but then. */
+static void assert_work_queued_now_ends_at(fixture *f, vb_stream stream, uint64_t end_ns)
+{
+    vb_event after;
+    assert_int_equal(f->dev->ops->event_create(f->dev, &after), VB_OK);
+    f->dev->ops->event_record(f->dev, after, stream);
+    vb_sim_advance(f->dev, end_ns - 1 - vb_sim_now(f->dev));
+    assert_false(f->dev->ops->event_query(f->dev, after));
+    vb_sim_advance(f->dev, 1);
+    assert_true(f->dev->ops->event_query(f->dev, after));
+    f->dev->ops->event_destroy(f->dev, after);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Stream-ordered reuse                                                      */
 /* ------------------------------------------------------------------------ */
@@ -121,14 +135,7 @@ static void test_pool_f10_other_stream_reuses_a_pending_free_and_waits_for_it(vo
     vb_addr p = freed_behind_busy_work(f, pool, 16 * MiB, 1000);
     assert_int_equal(pool_malloc(f, pool, 16 * MiB, f->b), p);
     assert_int_equal(reserved_of(f, pool), 32 * MiB);
-    vb_event after;
-    assert_int_equal(f->dev->ops->event_create(f->dev, &after), VB_OK);
-    f->dev->ops->event_record(f->dev, after, f->b);
-    vb_sim_advance(f->dev, 999);
-    assert_false(f->dev->ops->event_query(f->dev, after));
-    vb_sim_advance(f->dev, 1);
-    assert_true(f->dev->ops->event_query(f->dev, after));
-    f->dev->ops->event_destroy(f->dev, after);
+    assert_work_queued_now_ends_at(f, f->b, 1000);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
@@ -586,14 +593,7 @@ static void test_async_record_stream_orders_reuse_after_the_recorded_stream(void
     f->dev->ops->enqueue_busy(f->dev, f->b, 1000);
     assert_int_equal(vb_free(async, p), VB_OK);
     assert_int_equal(async_malloc(async, 2 * MiB, f->a), p);
-    vb_event after;
-    assert_int_equal(f->dev->ops->event_create(f->dev, &after), VB_OK);
-    f->dev->ops->event_record(f->dev, after, f->a);
-    vb_sim_advance(f->dev, 999);
-    assert_false(f->dev->ops->event_query(f->dev, after));
-    vb_sim_advance(f->dev, 1);
-    assert_true(f->dev->ops->event_query(f->dev, after));
-    f->dev->ops->event_destroy(f->dev, after);
+    assert_work_queued_now_ends_at(f, f->a, 1000);
     vb_allocator_destroy(async);
 }
 
