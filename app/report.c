@@ -302,7 +302,7 @@ static vb_status add_iteration_entry(json_t *benchmarks, const vb_case_result *r
     }
     if (failed || json_array_append_new(benchmarks, entry) != 0) {
         if (failed) json_decref(entry);
-        return vb_error(VB_ERR_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
+        return vb_error(VB_ERR_HOST_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
                         result->name);
     }
     return VB_OK;
@@ -354,7 +354,7 @@ static vb_status add_aggregate_entry(json_t *benchmarks, const vb_case_result *r
     }
     if (failed || json_array_append_new(benchmarks, entry) != 0) {
         if (failed) json_decref(entry);
-        return vb_error(VB_ERR_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
+        return vb_error(VB_ERR_HOST_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
                         name);
     }
     return VB_OK;
@@ -368,7 +368,7 @@ vb_status vb_report_add_case(json_t *benchmarks, const vb_case_result *result, s
         status = add_iteration_entry(benchmarks, result, i, family_index, instance_index);
     if (status != VB_OK || result->repetition_count < 2) return status;
     double *values = malloc(result->repetition_count * sizeof *values);
-    if (!values) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!values) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     for (size_t s = 0; s < sizeof statistics / sizeof statistics[0] && status == VB_OK; s++)
         status = add_aggregate_entry(benchmarks, result, &statistics[s], values, family_index, instance_index);
     free(values);

@@ -86,7 +86,7 @@ vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
         strchr(text + name_length + 1, ']') != text + length - 1)
         return vb_error(VB_ERR_INVALID, "allocator spec '%s' is not NAME[KEY=VALUE,...]", text);
     char *inside = strndup(text + name_length + 1, length - name_length - 2);
-    if (!inside) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!inside) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     status = spec_parse_options(out, inside, text);
     free(inside);
     if (status != VB_OK) vb_allocator_spec_free(out);
@@ -127,7 +127,7 @@ static vb_status spec_list_add(vb_allocator_spec **specs, size_t *count, size_t 
         vb_allocator_spec *more = realloc(*specs, grown * sizeof *more);
         if (!more) {
             vb_allocator_spec_free(&spec);
-            return vb_error(VB_ERR_OOM, "out of host memory");
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         }
         *specs = more;
         *capacity = grown;
@@ -154,7 +154,7 @@ vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out
     vb_allocator_spec *specs = NULL;
     size_t spec_count = 0, capacity = 0;
     char *copy = strdup(text);
-    if (!copy) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!copy) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     vb_status status = VB_OK;
     int depth = 0;
     char *item = copy;
@@ -323,7 +323,7 @@ static vb_status keep_timeline(const vb_run *run, vb_repetition_result *out)
     const vb_timeline_sample *timeline = vb_run_timeline(run, &count);
     if (count == 0) return VB_OK;
     out->timeline = malloc(count * sizeof *out->timeline);
-    if (!out->timeline) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!out->timeline) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     memcpy(out->timeline, timeline, count * sizeof *out->timeline);
     out->timeline_count = count;
     return VB_OK;
@@ -340,7 +340,7 @@ static vb_status keep_segments(vb_run *run, vb_case_result *out)
     vb_stream *seen = malloc(count * sizeof *seen);
     if (!out->segments_at_peak || !seen) {
         free(seen);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     size_t seen_count = 0;
     vb_stream run_stream = vb_run_stream(run);
@@ -391,6 +391,11 @@ static vb_status repetition_finish(repetition_state *rep, vb_repetition_result *
     failed |= counter_set(&counters, "driver_free_calls", (double)stats.driver_free_calls);
     failed |= counter_set(&counters, "alloc_retries", (double)stats.alloc_retries);
     failed |= counter_set(&counters, "ooms", (double)stats.ooms);
+    for (int kind = 0; kind < VB_DRIVER_CALL_KINDS; kind++) {
+        char name[64];
+        snprintf(name, sizeof name, "driver_calls_%s", vb_driver_call_names[kind]);
+        failed |= counter_set(&counters, name, (double)stats.driver_calls[kind]);
+    }
     failed |= counter_set(&counters, "malloc_ns_p50", latency_quantile(malloc_ns, 0.50));
     failed |= counter_set(&counters, "malloc_ns_p99", latency_quantile(malloc_ns, 0.99));
     failed |= counter_set(&counters, "free_ns_p50", latency_quantile(free_ns, 0.50));
@@ -400,7 +405,7 @@ static vb_status repetition_finish(repetition_state *rep, vb_repetition_result *
         failed |= counter_set(&counters, rep->scenario_counters.items[i].name, rep->scenario_counters.items[i].value);
     if (failed) {
         free(counters.items);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     for (size_t i = 0; i < counters.count; i++)
         if (!isfinite(counters.items[i].value)) {
@@ -435,7 +440,7 @@ static vb_status run_repetition(vb_device *dev, const vb_case *c, const vb_runne
             const vb_run_counter *counters = vb_run_counters(rep.run, &count);
             for (size_t i = 0; i < count && status == VB_OK; i++)
                 if (counter_set(&rep.scenario_counters, counters[i].name, counters[i].value) != 0)
-                    status = vb_error(VB_ERR_OOM, "out of host memory");
+                    status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
             if (result && status == VB_OK) status = keep_timeline(rep.run, &rep.kept);
         }
         if (!result) break;
@@ -475,7 +480,7 @@ vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_o
         return vb_error(VB_ERR_INVALID, "%s: repetitions and iterations must be >= 1, min time >= 0", out->name);
 
     out->repetitions = calloc(options->repetitions, sizeof *out->repetitions);
-    if (!out->repetitions) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!out->repetitions) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     status = run_repetition(dev, c, options, 0, 1, out, NULL); /* warm-up */
     for (size_t i = 0; i < options->repetitions && status == VB_OK; i++) {
         uint64_t fixed = i == 0 ? 0 : out->repetitions[0].iterations;

@@ -571,6 +571,33 @@ static vb_status cuda_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserve
     return VB_OK;
 }
 
+/* The pool's ReservedMemHigh and UsedMemHigh attributes. */
+static vb_status cuda_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high)
+{
+    uint64_t reserved = 0, used = 0;
+    (void)dev;
+    cudaError_t err = cudaMemPoolGetAttribute(pool_of(pool), cudaMemPoolAttrReservedMemHigh, &reserved);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolGetAttribute(ReservedMemHigh)");
+    err = cudaMemPoolGetAttribute(pool_of(pool), cudaMemPoolAttrUsedMemHigh, &used);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolGetAttribute(UsedMemHigh)");
+    *reserved_high = reserved;
+    *used_high = used;
+    return VB_OK;
+}
+
+/* Setting a high-water mark to 0 restarts it from the current value (the
+ * only value CUDA accepts for these attributes). */
+static vb_status cuda_pool_reset_high(vb_device *dev, vb_pool pool)
+{
+    uint64_t zero = 0;
+    (void)dev;
+    cudaError_t err = cudaMemPoolSetAttribute(pool_of(pool), cudaMemPoolAttrReservedMemHigh, &zero);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolSetAttribute(ReservedMemHigh, 0)");
+    err = cudaMemPoolSetAttribute(pool_of(pool), cudaMemPoolAttrUsedMemHigh, &zero);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolSetAttribute(UsedMemHigh, 0)");
+    return VB_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Host memory and copies                                                    */
 /* ------------------------------------------------------------------------ */
@@ -777,6 +804,8 @@ static const vb_device_ops cuda_ops = {
     .pool_free = cuda_pool_free,
     .pool_trim = cuda_pool_trim,
     .pool_usage = cuda_pool_usage,
+    .pool_high = cuda_pool_high,
+    .pool_reset_high = cuda_pool_reset_high,
     .host_alloc_pinned = cuda_host_alloc_pinned,
     .host_free_pinned = cuda_host_free_pinned,
     .memcpy_async = cuda_memcpy_async,
@@ -940,7 +969,7 @@ vb_status vb_cuda_open(vb_device **out)
     if (!dev || !cuda) {
         free(dev);
         free(cuda);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     vb_status status = init_device(cuda);
     if (status != VB_OK) {

@@ -107,12 +107,12 @@ static vb_status sim_stream_create(vb_device *dev, vb_stream *out)
     if (sim->stream_count == sim->stream_capacity) {
         size_t capacity = sim->stream_capacity ? sim->stream_capacity * 2 : 8;
         struct vb_stream_s **streams = realloc(sim->streams, capacity * sizeof *streams);
-        if (!streams) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!streams) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         sim->streams = streams;
         sim->stream_capacity = capacity;
     }
     struct vb_stream_s *stream = calloc(1, sizeof *stream);
-    if (!stream) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!stream) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     stream->tail_ns = sim->now_ns;
     sim->streams[sim->stream_count++] = stream;
     *out = stream;
@@ -135,7 +135,7 @@ static vb_status sim_event_create(vb_device *dev, vb_event *out)
 {
     (void)dev;
     *out = calloc(1, sizeof **out);
-    return *out ? VB_OK : vb_error(VB_ERR_OOM, "out of host memory");
+    return *out ? VB_OK : vb_error(VB_ERR_HOST_OOM, "out of host memory");
 }
 
 static void sim_event_destroy(vb_device *dev, vb_event event)
@@ -194,7 +194,7 @@ static vb_status sim_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
     vb_addr addr = sim_next_address(dev, rounded);
     if (vb_addr_map_put(&sim_of(dev)->live, addr, rounded) != 0) {
         sim_give(dev, rounded);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     *out = addr;
     return VB_OK;
@@ -266,7 +266,7 @@ static vb_status sim_vm_reserve(vb_device *dev, uint64_t size, vb_addr *out)
     if (sim->reservation_count == sim->reservation_capacity) {
         size_t capacity = sim->reservation_capacity ? sim->reservation_capacity * 2 : 8;
         sim_reservation *r = realloc(sim->reservations, capacity * sizeof *r);
-        if (!r) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!r) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         sim->reservations = r;
         sim->reservation_capacity = capacity;
     }
@@ -313,7 +313,7 @@ static vb_status sim_vm_create(vb_device *dev, uint64_t size, vb_phys *out)
     vb_phys handle = ++sim->next_phys;
     if (vb_addr_map_put(&sim->phys, handle, size) != 0) {
         sim_give(dev, size);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     *out = handle;
     return VB_OK;
@@ -348,7 +348,7 @@ static vb_status sim_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys
                  vb_addr_map_put(&sim->mapped_handles, handle, mapped_count + 1);
     for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
         failed |= vb_addr_map_put(&sim->mapped_pages, page, addr);
-    return failed ? vb_error(VB_ERR_OOM, "out of host memory") : VB_OK;
+    return failed ? vb_error(VB_ERR_HOST_OOM, "out of host memory") : VB_OK;
 }
 
 static vb_status sim_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
@@ -378,7 +378,7 @@ static vb_status sim_host_alloc_pinned(vb_device *dev, uint64_t size, void **out
 {
     (void)dev;
     *out = malloc(size ? size : 1);
-    return *out ? VB_OK : vb_error(VB_ERR_OOM, "out of host memory for %llu pinned bytes", (unsigned long long)size);
+    return *out ? VB_OK : vb_error(VB_ERR_HOST_OOM, "out of host memory for %llu pinned bytes", (unsigned long long)size);
 }
 
 static void sim_host_free_pinned(vb_device *dev, void *ptr)
@@ -520,6 +520,8 @@ static const vb_device_ops sim_ops = {
     .pool_free = sim_pool_free,
     .pool_trim = sim_pool_trim,
     .pool_usage = sim_pool_usage,
+    .pool_high = sim_pool_high,
+    .pool_reset_high = sim_pool_reset_high,
     .host_alloc_pinned = sim_host_alloc_pinned,
     .host_free_pinned = sim_host_free_pinned,
     .memcpy_async = sim_memcpy_async,
@@ -540,7 +542,7 @@ vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out)
     if (!dev || !sim) {
         free(dev);
         free(sim);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     sim->capacity = capacity_bytes ? capacity_bytes : VB_SIM_DEFAULT_CAPACITY;
     sim->next_addr = SIM_FIRST_ADDRESS;

@@ -74,6 +74,8 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
 vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream);
 vb_status sim_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes);
 vb_status sim_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes);
+vb_status sim_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high);
+vb_status sim_pool_reset_high(vb_device *dev, vb_pool pool);
 
 /* Called by every synchronization (stream, event, device), after the clock
  * moved: pools release what exceeds their release threshold, as CUDA's do. */
