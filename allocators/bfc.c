@@ -37,7 +37,7 @@
  *    record on the chunk's own stream counts, since reuse can be on another.
  *
  * External fragmentation is BFC's GetFragmentation: (bytes free - largest
- * free chunk) / bytes free, through cached(). */
+ * free chunk) / bytes free, through largest_free_block(). */
 #include "allocator.h"
 
 #include <stdlib.h>

@@ -62,7 +62,7 @@
  * held (vm_create'd, not released); driver_alloc_calls = vm_create calls,
  * driver_free_calls = vm_release calls. A used range whose excess chunks are
  * unmapped shrinks, and the seam is told (vb_seam_resize_block).
- * "Largest free block" (cached()) is the largest request that could be served
+ * "Largest free block" (largest_free_block()) is the largest request that could be served
  * without new device memory: every unmapped chunk plus every chunk of an idle
  * range or idle small segment, since stitching joins them into one range, or
  * the largest free piece of a small segment if that is larger.
