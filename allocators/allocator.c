@@ -65,6 +65,22 @@ static vb_device *count_call(vb_device *dev, vb_driver_call kind)
     return allocator->device;
 }
 
+/* Notes `bytes` held from the device under `key` (an address or a handle);
+ * -1 when host memory runs out. */
+static int hold(vb_allocator *allocator, vb_addr_map *held, uint64_t key, uint64_t bytes)
+{
+    if (vb_addr_map_put(held, key, bytes) != 0) return -1;
+    add_reserved(&allocator->counted, bytes);
+    return 0;
+}
+
+/* Notes that what was held under `key` went back to the device. */
+static void unhold(vb_allocator *allocator, vb_addr_map *held, uint64_t key)
+{
+    uint64_t bytes = 0;
+    if (vb_addr_map_remove(held, key, &bytes)) allocator->counted.reserved_bytes -= bytes;
+}
+
 /* mem_alloc: the driver takes whole 2 MiB pages, which are what is held. */
 static vb_status counting_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
 {
@@ -73,12 +89,10 @@ static vb_status counting_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
     allocator->counted.driver_alloc_calls++;
     vb_status status = real->ops->mem_alloc(real, size, out);
     if (status != VB_OK) return status;
-    uint64_t bytes = vb_round_up(size, VB_DRIVER_PAGE);
-    if (vb_addr_map_put(&allocator->driver_blocks, *out, bytes) != 0) {
+    if (hold(allocator, &allocator->driver_blocks, *out, vb_round_up(size, VB_DRIVER_PAGE)) != 0) {
         real->ops->mem_free(real, *out);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    add_reserved(&allocator->counted, bytes);
     return VB_OK;
 }
 
@@ -88,9 +102,7 @@ static vb_status counting_mem_free(vb_device *dev, vb_addr addr)
     vb_device *real = count_call(dev, VB_CALL_MEM_FREE);
     allocator->counted.driver_free_calls++;
     vb_status status = real->ops->mem_free(real, addr);
-    uint64_t bytes = 0;
-    if (status == VB_OK && vb_addr_map_remove(&allocator->driver_blocks, addr, &bytes))
-        allocator->counted.reserved_bytes -= bytes;
+    if (status == VB_OK) unhold(allocator, &allocator->driver_blocks, addr);
     return status;
 }
 
@@ -120,11 +132,10 @@ static vb_status counting_vm_create(vb_device *dev, uint64_t size, vb_phys *out)
     allocator->counted.driver_alloc_calls++;
     vb_status status = real->ops->vm_create(real, size, out);
     if (status != VB_OK) return status;
-    if (vb_addr_map_put(&allocator->phys_chunks, *out, size) != 0) {
+    if (hold(allocator, &allocator->phys_chunks, *out, size) != 0) {
         real->ops->vm_release(real, *out);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    add_reserved(&allocator->counted, size);
     return VB_OK;
 }
 
@@ -134,9 +145,7 @@ static vb_status counting_vm_release(vb_device *dev, vb_phys handle)
     vb_device *real = count_call(dev, VB_CALL_VM_RELEASE);
     allocator->counted.driver_free_calls++;
     vb_status status = real->ops->vm_release(real, handle);
-    uint64_t bytes = 0;
-    if (status == VB_OK && vb_addr_map_remove(&allocator->phys_chunks, handle, &bytes))
-        allocator->counted.reserved_bytes -= bytes;
+    if (status == VB_OK) unhold(allocator, &allocator->phys_chunks, handle);
     return status;
 }
 
