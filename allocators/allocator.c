@@ -27,6 +27,7 @@ typedef struct vb_live_block {
 /* Counting: use and reservation, with their peaks                           */
 /* ------------------------------------------------------------------------ */
 
+/* Adds a block's use, raising the peaks it passes. */
 static void add_use(vb_alloc_stats *s, uint64_t requested, uint64_t allocated)
 {
     s->requested_bytes += requested;
@@ -35,6 +36,7 @@ static void add_use(vb_alloc_stats *s, uint64_t requested, uint64_t allocated)
     if (s->allocated_bytes > s->allocated_bytes_peak) s->allocated_bytes_peak = s->allocated_bytes;
 }
 
+/* Adds bytes held from the device, raising the reserved peak. */
 static void add_reserved(vb_alloc_stats *s, uint64_t bytes)
 {
     s->reserved_bytes += bytes;
@@ -96,6 +98,7 @@ static vb_status counting_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
     return VB_OK;
 }
 
+/* mem_free: a driver free; the bytes go when the device took them back. */
 static vb_status counting_mem_free(vb_device *dev, vb_addr addr)
 {
     vb_allocator *allocator = owner_of(dev);
@@ -106,18 +109,21 @@ static vb_status counting_mem_free(vb_device *dev, vb_addr addr)
     return status;
 }
 
+/* Counted, passed on. */
 static vb_status counting_mem_info(vb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     vb_device *real = count_call(dev, VB_CALL_MEM_INFO);
     return real->ops->mem_info(real, free_bytes, total_bytes);
 }
 
+/* Address space holds no memory: counted, passed on. */
 static vb_status counting_vm_reserve(vb_device *dev, uint64_t size, vb_addr *out)
 {
     vb_device *real = count_call(dev, VB_CALL_VM_RESERVE);
     return real->ops->vm_reserve(real, size, out);
 }
 
+/* Counted, passed on. */
 static vb_status counting_vm_free(vb_device *dev, vb_addr addr, uint64_t size)
 {
     vb_device *real = count_call(dev, VB_CALL_VM_FREE);
@@ -139,6 +145,7 @@ static vb_status counting_vm_create(vb_device *dev, uint64_t size, vb_phys *out)
     return VB_OK;
 }
 
+/* vm_release: a driver free; the chunk's bytes go when it is released. */
 static vb_status counting_vm_release(vb_device *dev, vb_phys handle)
 {
     vb_allocator *allocator = owner_of(dev);
@@ -149,12 +156,14 @@ static vb_status counting_vm_release(vb_device *dev, vb_phys handle)
     return status;
 }
 
+/* Mapping moves no bytes between device and allocator: counted, passed on. */
 static vb_status counting_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
 {
     vb_device *real = count_call(dev, VB_CALL_VM_MAP);
     return real->ops->vm_map(real, addr, size, handle);
 }
 
+/* Counted, passed on. */
 static vb_status counting_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
 {
     vb_device *real = count_call(dev, VB_CALL_VM_UNMAP);
@@ -178,6 +187,7 @@ static vb_status counting_pool_create(vb_device *dev, uint64_t release_threshold
     return status;
 }
 
+/* pool_destroy: the pool's memory leaves the stats with it. */
 static void counting_pool_destroy(vb_device *dev, vb_pool pool)
 {
     vb_allocator *allocator = owner_of(dev);
@@ -190,6 +200,7 @@ static void counting_pool_destroy(vb_device *dev, vb_pool pool)
     real->ops->pool_destroy(real, pool);
 }
 
+/* pool_malloc and pool_free: a driver allocation and a driver free each. */
 static vb_status counting_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out)
 {
     vb_device *real = count_call(dev, VB_CALL_POOL_MALLOC);
@@ -197,6 +208,7 @@ static vb_status counting_pool_malloc(vb_device *dev, vb_pool pool, uint64_t siz
     return real->ops->pool_malloc(real, pool, size, stream, out);
 }
 
+/* Counted as a driver free, passed on. */
 static vb_status counting_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream)
 {
     vb_device *real = count_call(dev, VB_CALL_POOL_FREE);
@@ -217,6 +229,7 @@ static vb_status counting_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_
     return status;
 }
 
+/* A strategy's own query of its pool: counted, passed on. */
 static vb_status counting_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes)
 {
     vb_device *real = count_call(dev, VB_CALL_POOL_USAGE);
@@ -255,6 +268,7 @@ static vb_allocator *seam_of(vb_device *dev)
     return dev && dev->ops->close == counting_close ? owner_of(dev) : NULL;
 }
 
+/* The counts of the allocator a counting device belongs to. */
 const vb_alloc_stats *vb_seam_stats(vb_device *counting_device)
 {
     vb_allocator *allocator = seam_of(counting_device);
@@ -293,6 +307,7 @@ static int track_block(vb_allocator *allocator, vb_addr addr, uint64_t requested
     return 0;
 }
 
+/* A live block shrank: its allocated bytes follow. */
 void vb_seam_resize_block(vb_device *counting_device, vb_addr addr, uint64_t size)
 {
     vb_allocator *allocator = seam_of(counting_device);
@@ -502,6 +517,7 @@ vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stre
     return allocator->ops->record_stream(allocator->state, addr, stream);
 }
 
+/* empty_cache through the ops table. */
 vb_status vb_empty_cache(vb_allocator *allocator)
 {
     return allocator->ops->empty_cache(allocator->state);

@@ -244,12 +244,15 @@ void vb_allocator_destroy(vb_allocator *allocator);
  * nothing (cudaMalloc and PyTorch do the same). */
 vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out);
 
-/* free through the ops table. Address 0 is a no-op. */
+/* free through the ops table. Address 0 is a no-op; an address that is not
+ * live (unknown, or freed already) is VB_ERR_INVALID and never reaches the
+ * strategy. */
 vb_status vb_free(vb_allocator *allocator, vb_addr addr);
 
 /* record_stream through the ops table (a no-op where the strategy has none). */
 vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream);
 
+/* empty_cache through the ops table. */
 vb_status vb_empty_cache(vb_allocator *allocator);
 
 /* The statistics now, free_cached_bytes and largest_free_block included
@@ -263,7 +266,7 @@ void vb_allocator_counts(vb_allocator *allocator, vb_alloc_stats *out);
 void vb_allocator_reset_peaks(vb_allocator *allocator);
 
 /* Brings seen_reserved_peak (and the fragmentation at peak) up to date for
- * memory the seam does not see per call (pools: one query of each); for
+ * memory the seam does not see per call (pools: read now); for
  * the rest vb_malloc keeps it exact. For callers that want the moment of
  * the peak (a run while it samples), between calls, off the timed path. */
 void vb_allocator_note_peak(vb_allocator *allocator);
