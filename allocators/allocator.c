@@ -448,13 +448,18 @@ void vb_allocator_reset_peaks(vb_allocator *allocator)
     note_fragmentation(allocator);
 }
 
-/* Pools only: their peak is read, and compared with the one seen. */
+/* Pools only: their high-water marks are read (nothing else), and the
+ * peak they make compared with the one seen. */
 void vb_allocator_note_peak(vb_allocator *allocator)
 {
     if (allocator->pool_count == 0) return;
-    vb_alloc_stats stats;
-    vb_allocator_counts(allocator, &stats);
-    if (stats.reserved_bytes_peak > allocator->seen_reserved_peak) note_fragmentation(allocator);
+    uint64_t peak = allocator->counted.reserved_bytes_peak;
+    vb_device *real = allocator->device;
+    for (size_t i = 0; i < allocator->pool_count; i++) {
+        uint64_t reserved_high = 0, used_high = 0;
+        if (real->ops->pool_high(real, allocator->pools[i], &reserved_high, &used_high) == VB_OK) peak += reserved_high;
+    }
+    if (peak > allocator->seen_reserved_peak) note_fragmentation(allocator);
 }
 
 /* malloc with the shared size-0 rule; counts the use, the OOM or the retry.
