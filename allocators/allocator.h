@@ -8,10 +8,17 @@
  * Callers use the vb_allocator_* / vb_malloc / vb_free wrappers below, which
  * give every strategy the same handling of size 0 and NULL frees and track the
  * external fragmentation at the moment of peak reserved memory.
+ *
+ * Thread safety: the wrappers hold the handle's lock around every call into
+ * the strategy, so any strategy may be used from several threads at once
+ * (PyTorch calls its allocator from the autograd threads too). Strategies
+ * themselves are written single-threaded; the device underneath must be
+ * safe for calls from several threads (sim and cuda are).
  */
 #ifndef VB_ALLOCATOR_H
 #define VB_ALLOCATOR_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,6 +94,7 @@ typedef struct vb_config {
 typedef enum vb_option_type {
     VB_OPTION_U64,    /* unsigned integer (decimal, or 0x hex); "max" = UINT64_MAX */
     VB_OPTION_DOUBLE, /* finite real number */
+    VB_OPTION_STRING, /* any text, stored as a const char * valid during create only */
 } vb_option_type;
 
 /* One option an allocator understands; `offset` is where it lives in the
@@ -163,7 +171,14 @@ typedef struct vb_allocator_ops {
 /* The registered strategies, NULL-terminated, in the order users see them. */
 extern const vb_allocator_ops *const vb_allocator_registry[];
 
-/* The strategy named `name`, or NULL. */
+/* External allocators (allocators/external.c): "external:PATH.so" names a
+ * shared library with PyTorch's pluggable-allocator ABI. It is not in the
+ * registry ("all" cannot name a path); vb_allocator_find knows the prefix,
+ * and vb_allocator_create hands PATH.so to it as the config entry "path". */
+#define VB_EXTERNAL_PREFIX "external:"
+extern const vb_allocator_ops vb_external_allocator;
+
+/* The strategy named `name` (a registered one, or external:PATH), or NULL. */
 const vb_allocator_ops *vb_allocator_find(const char *name);
 
 /* The registered names, comma-separated, into `out` (cut to `capacity`),
@@ -180,6 +195,7 @@ typedef struct vb_allocator {
     vb_device *device;
     uint64_t seen_reserved_peak;   /* the reserved peak the fragmentation below belongs to */
     double external_frag_at_peak;  /* (free_cached - largest_free) / free_cached then */
+    pthread_mutex_t lock;          /* held around every call into the strategy */
 } vb_allocator;
 
 /* Creates an allocator by registered name. An unknown name is VB_ERR_INVALID

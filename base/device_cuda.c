@@ -905,6 +905,7 @@ static vb_status init_device(cuda_state *cuda)
     vb_device_info *info = &cuda->info;
     memset(info, 0, sizeof *info);
     info->kind = VB_DEVICE_CUDA;
+    info->ordinal = cuda->device;
     size_t name_length = strnlen(props.name, sizeof props.name);
     if (name_length >= sizeof info->name) name_length = sizeof info->name - 1; /* names are far shorter */
     memcpy(info->name, props.name, name_length);
