@@ -168,7 +168,7 @@ test: deps
 	@tools/check-layers.sh $(ROOMS)
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(EXTERNAL_TEST_SO)
 	@VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) tools/run-tests.sh $(TEST_BIN)
-	@VRAMBENCH=$(BUILD)/vrambench $(PLOT_PYTHON) -m unittest discover -s tests -p 'test_*.py'
+	@VRAMBENCH=$(BUILD)/vrambench VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) $(PLOT_PYTHON) -m unittest discover -s tests -p 'test_*.py'
 
 test-gpu: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance $(EXTERNAL_TEST_SO)
