@@ -137,10 +137,14 @@ $(BUILD)/pic/%.cu.o: %.cu $(FLAGS_STAMP)
 
 # Only vb_torch_* leave the library (plugin/exports.map), so its copies of
 # vb_malloc & co. never bind to a host program's (vrambench loading it as
-# external:) and the other way round.
+# external:) and the other way round. The CUDA runtime is linked statically
+# (and kept local): PyTorch brings its own libcudart, maybe of another
+# version, and loads it globally; CUDA runtimes share the driver's primary
+# context, so streams and pointers pass between them.
+PLUGIN_LDLIBS := $(patsubst -lcudart,-lcudart_static -lrt,$(LDLIBS))
 $(PLUGIN_SO): $(PLUGIN_OBJ) plugin/exports.map
 	@echo "  LD      $@"
-	@$(CC) $(LDFLAGS) -shared -Wl,--version-script=plugin/exports.map -Wl,-Bsymbolic -o $@ $(PLUGIN_OBJ) $(LDLIBS)
+	@$(CC) $(LDFLAGS) -shared -Wl,--version-script=plugin/exports.map -Wl,-Bsymbolic -o $@ $(PLUGIN_OBJ) $(PLUGIN_LDLIBS)
 
 ifeq ($(HAVE_CUDA),yes)
 plugin: $(PLUGIN_SO)
