@@ -206,6 +206,8 @@ plots:
 	@PLOT_PYTHON='$(PLOT_PYTHON)' tools/ensure-deps.sh plots
 	$(PLOT_PYTHON) plots/plot.py $(or $(RESULTS),--latest results) --out-dir $(PLOTS_DIR) \
 	    $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)')
+	@torch_ab=$$(ls -t results/torch-ab-*.json 2>/dev/null | head -1); \
+	if [ -n "$$torch_ab" ]; then $(PLOT_PYTHON) plots/torch_ab.py "$$torch_ab" --out $(PLOTS_DIR)/torch-ab.png; fi
 
 clean:
 	rm -rf build

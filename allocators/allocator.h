@@ -176,6 +176,9 @@ extern const vb_allocator_ops *const vb_allocator_registry[];
  * registry ("all" cannot name a path); vb_allocator_find knows the prefix,
  * and vb_allocator_create hands PATH.so to it as the config entry "path". */
 #define VB_EXTERNAL_PREFIX "external:"
+/* What results say of an external allocator's reserved bytes. */
+#define VB_EXTERNAL_RESERVED_SOURCE \
+    "cudaMemGetInfo: driver-used bytes gained since the allocator was created (at least allocated)"
 extern const vb_allocator_ops vb_external_allocator;
 
 /* The strategy named `name` (a registered one, or external:PATH), or NULL. */

@@ -188,6 +188,8 @@ static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, u
                    {"depth", cell->depth},
                    {"driver_allocs_per_pair", cell->driver_allocs_per_pair}};
     int failed = 0;
+    if (strncmp(allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0)
+        failed |= json_object_set_new(entry, "reserved_bytes_source", json_string(VB_EXTERNAL_RESERVED_SOURCE));
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
         json_t *number = vb_json_number(numbers[i].value);
         failed |= !number || json_object_set_new(entry, numbers[i].key, number);
