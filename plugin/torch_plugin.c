@@ -40,27 +40,33 @@ static vb_device *devices[MAX_DEVICES];
 static vb_allocator *_Atomic allocators[MAX_DEVICES];
 static char setup_error[768];   /* the first set-up failure, "" while none */
 
+/* Parses VRAMBENCH_ALLOCATOR (`text`, may be NULL) into `spec`; VB_OK, or a
+ * status with setup_error filled. */
+static vb_status parse_spec(const char *text, vb_allocator_spec *spec)
+{
+    if (!text || !text[0]) {
+        snprintf(setup_error, sizeof setup_error,
+                 "VRAMBENCH_ALLOCATOR is not set (a vrambench allocator spec: stitch, caching[max_split_size_mb=256], ...)");
+        return VB_ERR_INVALID;
+    }
+    vb_status status = vb_allocator_spec_parse(text, spec);
+    if (status == VB_OK && vb_allocator_find(spec->name) == &vb_external_allocator) {
+        vb_allocator_spec_free(spec);
+        status = vb_error(VB_ERR_INVALID, "the plug-in serves vrambench's own strategies, not '%s'", text);
+    }
+    if (status != VB_OK)
+        snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s': %s", text, vb_last_error());
+    return status;
+}
+
 /* Creates the allocator for `device` (the setup lock held); VB_OK or a
  * status with setup_error filled. */
 static vb_status create_for(int device)
 {
     const char *text = getenv("VRAMBENCH_ALLOCATOR");
     vb_allocator_spec spec;
-    vb_status status;
-    if (!text || !text[0]) {
-        snprintf(setup_error, sizeof setup_error,
-                 "VRAMBENCH_ALLOCATOR is not set (a vrambench allocator spec: stitch, caching[max_split_size_mb=256], ...)");
-        return VB_ERR_INVALID;
-    }
-    status = vb_allocator_spec_parse(text, &spec);
-    if (status == VB_OK && vb_allocator_find(spec.name) == &vb_external_allocator) {
-        vb_allocator_spec_free(&spec);
-        status = vb_error(VB_ERR_INVALID, "the plug-in serves vrambench's own strategies, not '%s'", text);
-    }
-    if (status != VB_OK) {
-        snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s': %s", text, vb_last_error());
-        return status;
-    }
+    vb_status status = parse_spec(text, &spec);
+    if (status != VB_OK) return status;
     int previous = 0;
     cudaGetDevice(&previous);
     cudaError_t err = cudaSetDevice(device);
@@ -114,8 +120,19 @@ static void die(const char *what)
  * else the error line (for tools/vrambench_torch.py to raise). */
 const char *vb_torch_init(void)
 {
+    static char no_device[256];
     int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return "no CUDA device";
+    vb_allocator_spec spec;
+    pthread_mutex_lock(&setup_lock);
+    vb_status status = setup_error[0] ? VB_ERR_INVALID : parse_spec(getenv("VRAMBENCH_ALLOCATOR"), &spec);
+    pthread_mutex_unlock(&setup_lock);
+    if (status != VB_OK) return setup_error;
+    vb_allocator_spec_free(&spec);
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) {
+        snprintf(no_device, sizeof no_device, "no CUDA device: %s", cudaGetErrorString(err));
+        return no_device;
+    }
     return allocator_for(device) ? NULL : setup_error;
 }
 
