@@ -898,6 +898,12 @@ static vb_status init_device(cuda_state *cuda)
     uint64_t used_after_context = have_nvml && err == cudaSuccess ? nvml_used(&nvml) : 0;
     if (have_nvml) nvml_close(&nvml);
     if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "initialising device %d", cuda->device);
+    /* Loads our kernels now (CUDA loads modules lazily, at first launch), so
+     * a later first launch does not move the driver's used memory under an
+     * allocator that reads it (external:, allocators/external.c). */
+    err = vb_cuda_launch_busy(NULL, 0);
+    if (err == cudaSuccess) err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "loading the backend's kernels");
 
     struct cudaDeviceProp props;
     err = cudaGetDeviceProperties(&props, cuda->device);
