@@ -72,7 +72,8 @@ vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
     if (!vb_allocator_find(out->name)) {
         char names[512];
         vb_allocator_names(names, sizeof names);
-        return vb_error(VB_ERR_INVALID, "unknown allocator '%s' (known: %s, or all)", out->name, names);
+        return vb_error(VB_ERR_INVALID, "unknown allocator '%s' (known: %s, " VB_EXTERNAL_PREFIX "PATH.so, or all)",
+                        out->name, names);
     }
     vb_status status = spec_relabel(out);
     if (status != VB_OK || text[name_length] == '\0') return status;
