@@ -325,6 +325,7 @@ void vb_seam_resize_block(vb_device *counting_device, vb_addr addr, uint64_t siz
 /* The strategy named `name`, or NULL. */
 const vb_allocator_ops *vb_allocator_find(const char *name)
 {
+    if (strncmp(name, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0) return &vb_external_allocator;
     for (size_t i = 0; vb_allocator_registry[i]; i++)
         if (strcmp(vb_allocator_registry[i]->name, name) == 0) return vb_allocator_registry[i];
     return NULL;
@@ -343,6 +344,18 @@ void vb_allocator_names(char *out, size_t capacity)
 /* ------------------------------------------------------------------------ */
 /* The handle                                                                 */
 /* ------------------------------------------------------------------------ */
+
+/* The handle's lock: one per allocator, around every call into the strategy
+ * (allocator.h, "Thread safety"). */
+static void allocator_lock(vb_allocator *allocator)
+{
+    pthread_mutex_lock(&allocator->lock);
+}
+
+static void allocator_unlock(vb_allocator *allocator)
+{
+    pthread_mutex_unlock(&allocator->lock);
+}
 
 /* Frees what the seam itself holds. */
 static void free_handle(vb_allocator *allocator)
@@ -372,11 +385,28 @@ vb_status vb_allocator_create(const char *name, vb_device *dev, const vb_config 
     allocator->device = dev;
     allocator->live.sparse = 1; /* looked up on every malloc and free */
     counting_init(allocator, dev);
-    vb_status status = ops->create(&allocator->counting_device, config ? config : &no_config, &allocator->state);
+    if (!config) config = &no_config;
+    /* external:PATH: PATH reaches the strategy as the first entry "path". */
+    vb_config_entry *with_path = NULL;
+    vb_config external_config;
+    if (ops == &vb_external_allocator) {
+        with_path = calloc(config->count + 1, sizeof *with_path);
+        if (!with_path) {
+            free_handle(allocator);
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        }
+        with_path[0] = (vb_config_entry){"path", name + strlen(VB_EXTERNAL_PREFIX)};
+        for (size_t i = 0; i < config->count; i++) with_path[i + 1] = config->entries[i];
+        external_config = (vb_config){with_path, config->count + 1};
+        config = &external_config;
+    }
+    vb_status status = ops->create(&allocator->counting_device, config, &allocator->state);
+    free(with_path);
     if (status != VB_OK) {
         free_handle(allocator);
         return status;
     }
+    pthread_mutex_init(&allocator->lock, NULL);
     *out = allocator;
     return VB_OK;
 }
@@ -386,6 +416,7 @@ void vb_allocator_destroy(vb_allocator *allocator)
 {
     if (!allocator) return;
     allocator->ops->destroy(allocator->state);
+    pthread_mutex_destroy(&allocator->lock);
     free_handle(allocator);
 }
 
@@ -399,8 +430,9 @@ double vb_external_fragmentation(const vb_alloc_stats *stats)
 
 /* The counts, with the memory of the strategy's pools read now: current
  * reserved bytes, and the peak from each pool's high-water mark (added to
- * the counted peak: exact, as no strategy holds memory both ways). */
-void vb_allocator_counts(vb_allocator *allocator, vb_alloc_stats *out)
+ * the counted peak: exact, as no strategy holds memory both ways), and what
+ * an external strategy holds outside the seam. Caller holds the lock. */
+static void read_counts(vb_allocator *allocator, vb_alloc_stats *out)
 {
     *out = allocator->counted;
     vb_device *real = allocator->device;
@@ -413,32 +445,56 @@ void vb_allocator_counts(vb_allocator *allocator, vb_alloc_stats *out)
         out->reserved_bytes += reserved;
         out->reserved_bytes_peak += reserved_high;
     }
+    if (allocator->ops->outside_reserved) {
+        uint64_t current = 0, peak = 0;
+        allocator->ops->outside_reserved(allocator->state, &current, &peak);
+        out->reserved_bytes += current;
+        out->reserved_bytes_peak += peak > current ? peak : current;
+    }
     out->free_cached_bytes = 0;
     out->largest_free_block = 0;
 }
 
-/* The counts and the cached figures: everything reserved and not handed
- * out, and the strategy's largest free run of it. */
-void vb_allocator_stats(vb_allocator *allocator, vb_alloc_stats *out)
+/* read_counts and the cached figures: everything reserved and not handed
+ * out, and the strategy's largest free run of it. Caller holds the lock. */
+static void read_stats(vb_allocator *allocator, vb_alloc_stats *out)
 {
-    vb_allocator_counts(allocator, out);
+    read_counts(allocator, out);
     if (out->reserved_bytes > out->allocated_bytes) out->free_cached_bytes = out->reserved_bytes - out->allocated_bytes;
     out->largest_free_block = allocator->ops->largest_free_block ? allocator->ops->largest_free_block(allocator->state)
                                                                  : out->free_cached_bytes;
 }
 
-/* Takes the fragmentation now as the one at the reserved peak. */
+/* Takes the fragmentation now as the one at the reserved peak. Caller holds
+ * the lock. */
 static void note_fragmentation(vb_allocator *allocator)
 {
     vb_alloc_stats stats;
-    vb_allocator_stats(allocator, &stats);
+    read_stats(allocator, &stats);
     allocator->seen_reserved_peak = stats.reserved_bytes_peak;
     allocator->external_frag_at_peak = vb_external_fragmentation(&stats);
+}
+
+/* read_counts under the handle's lock. */
+void vb_allocator_counts(vb_allocator *allocator, vb_alloc_stats *out)
+{
+    allocator_lock(allocator);
+    read_counts(allocator, out);
+    allocator_unlock(allocator);
+}
+
+/* read_stats under the handle's lock. */
+void vb_allocator_stats(vb_allocator *allocator, vb_alloc_stats *out)
+{
+    allocator_lock(allocator);
+    read_stats(allocator, out);
+    allocator_unlock(allocator);
 }
 
 /* Restarts the peaks from the current values, the pools' marks too. */
 void vb_allocator_reset_peaks(vb_allocator *allocator)
 {
+    allocator_lock(allocator);
     vb_alloc_stats *s = &allocator->counted;
     s->requested_bytes_peak = s->requested_bytes;
     s->allocated_bytes_peak = s->allocated_bytes;
@@ -446,6 +502,7 @@ void vb_allocator_reset_peaks(vb_allocator *allocator)
     vb_device *real = allocator->device;
     for (size_t i = 0; i < allocator->pool_count; i++) real->ops->pool_reset_high(real, allocator->pools[i]);
     note_fragmentation(allocator);
+    allocator_unlock(allocator);
 }
 
 /* Pools only: their high-water marks are read (nothing else), and the
@@ -453,6 +510,7 @@ void vb_allocator_reset_peaks(vb_allocator *allocator)
 void vb_allocator_note_peak(vb_allocator *allocator)
 {
     if (allocator->pool_count == 0) return;
+    allocator_lock(allocator);
     uint64_t peak = allocator->counted.reserved_bytes_peak;
     vb_device *real = allocator->device;
     for (size_t i = 0; i < allocator->pool_count; i++) {
@@ -460,18 +518,12 @@ void vb_allocator_note_peak(vb_allocator *allocator)
         if (real->ops->pool_high(real, allocator->pools[i], &reserved_high, &used_high) == VB_OK) peak += reserved_high;
     }
     if (peak > allocator->seen_reserved_peak) note_fragmentation(allocator);
+    allocator_unlock(allocator);
 }
 
-/* malloc with the shared size-0 rule; counts the use, the OOM or the retry.
- * When the call raised the reserved peak, the fragmentation "at peak" is
- * taken now: peaks rise only when memory comes from the device, rare next
- * to cache hits, so the walk stays off the hot path. */
-vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
+/* The body of vb_malloc, under the lock. */
+static vb_status malloc_locked(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
 {
-    if (size == 0) {
-        *out = 0;
-        return VB_OK;
-    }
     vb_grant grant = {0, 0, 0};
     vb_status status = allocator->ops->malloc(allocator->state, size, stream, &grant);
     allocator->counted.alloc_retries += grant.retried != 0;
@@ -493,11 +545,25 @@ vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb
     return VB_OK;
 }
 
-/* free with the shared rule that address 0 is a no-op; an address that is
- * not live never reaches the strategy. */
-vb_status vb_free(vb_allocator *allocator, vb_addr addr)
+/* malloc with the shared size-0 rule; counts the use, the OOM or the retry.
+ * When the call raised the reserved peak, the fragmentation "at peak" is
+ * taken now: peaks rise only when memory comes from the device, rare next
+ * to cache hits, so the walk stays off the hot path. */
+vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
 {
-    if (addr == 0) return VB_OK;
+    if (size == 0) {
+        *out = 0;
+        return VB_OK;
+    }
+    allocator_lock(allocator);
+    vb_status status = malloc_locked(allocator, size, stream, out);
+    allocator_unlock(allocator);
+    return status;
+}
+
+/* The body of vb_free, under the lock. */
+static vb_status free_locked(vb_allocator *allocator, vb_addr addr)
+{
     uint64_t slot;
     if (!vb_addr_map_remove(&allocator->live, addr, &slot))
         return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated (unknown or freed twice)",
@@ -515,15 +581,32 @@ vb_status vb_free(vb_allocator *allocator, vb_addr addr)
     return VB_OK;
 }
 
+/* free with the shared rule that address 0 is a no-op; an address that is
+ * not live never reaches the strategy. */
+vb_status vb_free(vb_allocator *allocator, vb_addr addr)
+{
+    if (addr == 0) return VB_OK;
+    allocator_lock(allocator);
+    vb_status status = free_locked(allocator, addr);
+    allocator_unlock(allocator);
+    return status;
+}
+
 /* record_stream, a no-op for strategies that rely on the device's ordering. */
 vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream)
 {
     if (!allocator->ops->record_stream || addr == 0) return VB_OK;
-    return allocator->ops->record_stream(allocator->state, addr, stream);
+    allocator_lock(allocator);
+    vb_status status = allocator->ops->record_stream(allocator->state, addr, stream);
+    allocator_unlock(allocator);
+    return status;
 }
 
 /* empty_cache through the ops table. */
 vb_status vb_empty_cache(vb_allocator *allocator)
 {
-    return allocator->ops->empty_cache(allocator->state);
+    allocator_lock(allocator);
+    vb_status status = allocator->ops->empty_cache(allocator->state);
+    allocator_unlock(allocator);
+    return status;
 }

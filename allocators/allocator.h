@@ -44,10 +44,17 @@
  * The conformance suite (tests/test_conformance.c) checks these figures
  * against a shadow ledger and a counting device of its own, not against
  * the seam's word.
+ *
+ * Thread safety: the seam holds the handle's lock around every call into the
+ * strategy and around its own counting, so any strategy may be used from
+ * several threads at once (PyTorch calls its allocator from the autograd
+ * threads too). Strategies themselves are written single-threaded; the device
+ * underneath must be safe for calls from several threads (sim and cuda are).
  */
 #ifndef VB_ALLOCATOR_H
 #define VB_ALLOCATOR_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -114,6 +121,7 @@ typedef struct vb_config {
 typedef enum vb_option_type {
     VB_OPTION_U64,    /* unsigned integer (decimal, or 0x hex); "max" = UINT64_MAX */
     VB_OPTION_DOUBLE, /* finite real number */
+    VB_OPTION_STRING, /* any text, stored as a const char * valid during create only */
 } vb_option_type;
 
 /* One option an allocator understands; `offset` is where it lives in the
@@ -192,6 +200,11 @@ typedef struct vb_allocator_ops {
     /* Calls `visit` for every block of every segment, in address order. May be
      * NULL when the strategy cannot see its segments (async on a real GPU). */
     void (*segments)(void *state, vb_block_visitor visit, void *context);
+    /* Memory the strategy holds from the driver outside the device it was
+     * given, current and peak, read with the stats. NULL for every strategy
+     * but the external one (allocators/external.c), which calls CUDA itself
+     * and measures what the driver reports. */
+    void (*outside_reserved)(void *state, uint64_t *current, uint64_t *peak);
 } vb_allocator_ops;
 
 /* ------------------------------------------------------------------------ */
@@ -201,7 +214,17 @@ typedef struct vb_allocator_ops {
 /* The registered strategies, NULL-terminated, in the order users see them. */
 extern const vb_allocator_ops *const vb_allocator_registry[];
 
-/* The strategy named `name`, or NULL. */
+/* External allocators (allocators/external.c): "external:PATH.so" names a
+ * shared library with PyTorch's pluggable-allocator ABI. It is not in the
+ * registry ("all" cannot name a path); vb_allocator_find knows the prefix,
+ * and vb_allocator_create hands PATH.so to it as the config entry "path". */
+#define VB_EXTERNAL_PREFIX "external:"
+/* What results say of an external allocator's reserved bytes. */
+#define VB_EXTERNAL_RESERVED_SOURCE \
+    "cudaMemGetInfo: driver-used bytes gained since the allocator was created (at least allocated)"
+extern const vb_allocator_ops vb_external_allocator;
+
+/* The strategy named `name` (a registered one, or external:PATH), or NULL. */
 const vb_allocator_ops *vb_allocator_find(const char *name);
 
 /* The registered names, comma-separated, into `out` (cut to `capacity`),
@@ -230,6 +253,7 @@ typedef struct vb_allocator {
     vb_addr_map phys_chunks;       /* vm_create handle -> bytes held */
     vb_pool *pools;                /* pools made through counting_device */
     size_t pool_count, pool_capacity;
+    pthread_mutex_t lock;          /* held around every call into the strategy */
 } vb_allocator;
 
 /* Creates an allocator by registered name. An unknown name is VB_ERR_INVALID

@@ -219,6 +219,9 @@ static int entry_times(json_t *entry, const vb_case_result *result, double itera
     failed |= set_new(entry, "time_unit", json_string("ns"));
     failed |= set_new(entry, "scenario", json_string(result->scenario));
     failed |= set_new(entry, "allocator", json_string(result->allocator));
+    /* An external library's reserved bytes are the driver's figure (allocators/external.c). */
+    if (strncmp(result->allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0)
+        failed |= set_new(entry, "reserved_bytes_source", json_string(VB_EXTERNAL_RESERVED_SOURCE));
     return failed;
 }
 

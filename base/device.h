@@ -58,6 +58,7 @@ typedef struct vb_device_info {
     int runtime_version;      /* cudaRuntimeGetVersion, 0 on sim */
     uint64_t total_bytes;     /* device memory (sim: its capacity) */
     int simulated;            /* 1 on sim: times are not GPU times */
+    int ordinal;              /* the CUDA device index (cudaGetDevice when opened); 0 on sim */
     uint64_t context_bytes;   /* driver-used memory the CUDA context took when the device was
                                * opened (NVML before vs cudaMemGetInfo after); 0 when unknown */
 } vb_device_info;

@@ -927,6 +927,12 @@ static vb_status init_device(cuda_state *cuda)
     uint64_t used_after_context = have_nvml && err == cudaSuccess ? nvml_used(&nvml) : 0;
     if (have_nvml) nvml_close(&nvml);
     if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "initialising device %d", cuda->device);
+    /* Loads our kernels now (CUDA loads modules lazily, at first launch), so
+     * a later first launch does not move the driver's used memory under an
+     * allocator that reads it (external:, allocators/external.c). */
+    err = vb_cuda_launch_busy(NULL, 0);
+    if (err == cudaSuccess) err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "loading the backend's kernels");
 
     struct cudaDeviceProp props;
     err = cudaGetDeviceProperties(&props, cuda->device);
@@ -934,6 +940,7 @@ static vb_status init_device(cuda_state *cuda)
     vb_device_info *info = &cuda->info;
     memset(info, 0, sizeof *info);
     info->kind = VB_DEVICE_CUDA;
+    info->ordinal = cuda->device;
     size_t name_length = strnlen(props.name, sizeof props.name);
     if (name_length >= sizeof info->name) name_length = sizeof info->name - 1; /* names are far shorter */
     memcpy(info->name, props.name, name_length);

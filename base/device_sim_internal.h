@@ -3,6 +3,8 @@
 #ifndef VB_DEVICE_SIM_INTERNAL_H
 #define VB_DEVICE_SIM_INTERNAL_H
 
+#include <pthread.h>
+
 #include "addr_map.h"
 #include "device.h"
 
@@ -22,6 +24,7 @@ typedef struct sim_reservation {
 } sim_reservation;
 
 typedef struct sim_state {
+    pthread_mutex_t lock;       /* held around every op of the table (calls may come from several threads) */
     uint64_t capacity;          /* bytes the device has */
     uint64_t used;              /* bytes handed out: mem_alloc + vm_create + pools */
     uint64_t now_ns;            /* the logical clock */
