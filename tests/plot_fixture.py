@@ -7,6 +7,7 @@ model of two policies (cudaMalloc per call, rounded to 2 MiB; and a cache
 that keeps freed blocks for reuse), so timelines look like the real thing.
 """
 
+import copy
 import json
 import os
 import random
@@ -304,12 +305,12 @@ def sim_result(allocators=("cuda", "caching"), scenarios=None, time_factor=1.0,
                 # every: empty_cache every N iterations (0: never).
                 iter_ns = {1: 160000, 10: 16000 if caching else 160000, 0: 0 if caching else 160000}
                 driver_calls = {1: 48, 10: 6 if caching else 48, 0: 2 if caching else 48}
-                for every, name in family_counters(scenario, "iter_ns"):
-                    counters[name] = base_ns + iter_ns[every]
-                for every, name in family_counters(scenario, "driver_calls"):
-                    counters[name] = driver_calls[every]
-                for every, name in family_counters(scenario, "peak_reserved_bytes"):
-                    counters[name] = peak_res
+                for every, counter in family_counters(scenario, "iter_ns"):
+                    counters[counter] = base_ns + iter_ns[every]
+                for every, counter in family_counters(scenario, "driver_calls"):
+                    counters[counter] = driver_calls[every]
+                for every, counter in family_counters(scenario, "peak_reserved_bytes"):
+                    counters[counter] = peak_res
             if scenario == "dataloader_batches":
                 for (batch, requested_name), (_, reserved_name) in zip(
                         family_counters(scenario, "peak_requested_bytes"),
@@ -330,7 +331,8 @@ def sim_result(allocators=("cuda", "caching"), scenarios=None, time_factor=1.0,
                                          repetitions, real_time)
     return {"context": context(device_name, simulated, date, allocators),
             "benchmarks": benchmarks,
-            "names": {scenario: NAMES[scenario] for scenario in scripts if scenario in NAMES}}
+            "names": {scenario: copy.deepcopy(NAMES[scenario]) for scenario in scripts
+                      if scenario in NAMES}}
 
 
 def microbench_result(allocators=("cuda", "caching"), device_name="simulated device",
