@@ -50,6 +50,14 @@ static json_t *names_json(void)
                                   claim->scenario);
         failed |= !entry || json_array_append_new(claims, entry);
     }
+    json_t *common = json_object(), *common_steps = json_object(), *common_counters = json_array();
+    failed |= !common || !common_steps || !common_counters;
+    for (const vb_name *step = vb_scenario_common_steps; !failed && step->key; step++)
+        failed |= json_object_set_new(common_steps, step->key, json_string(step->text));
+    for (const char *const *name = vb_scenario_common_counters; !failed && *name; name++)
+        failed |= json_array_append_new(common_counters, json_string(*name));
+    failed |= json_object_set_new(common, "steps", common_steps) || json_object_set_new(common, "counters", common_counters);
+    failed |= json_object_set_new(root, "common", common);
     failed |= json_object_set(root, "scenarios", scenarios) || json_object_set(root, "claims", claims);
     json_decref(scenarios);
     json_decref(claims);

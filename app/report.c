@@ -246,7 +246,7 @@ json_t *vb_report_names(const vb_scenario *scenario)
     if (!failed) {
         failed |= add_steps(steps, vb_scenario_common_steps);
         failed |= add_steps(steps, scenario->steps);
-        failed |= add_counters(counters, vb_scenario_common_counters);
+        failed |= add_steps(steps, scenario->shared_steps);
         failed |= add_counters(counters, scenario->counters);
         failed |= json_object_set(names, "steps", steps);
         failed |= json_object_set(names, "counters", counters);

@@ -40,7 +40,9 @@ vb_status vb_report_add_case(json_t *benchmarks, const vb_case_result *result, s
  * "names" shows them (docs/results-json.md): {"steps": {KEY: TEXT},
  * "counters": [NAME], and when it has counter families "counter_families":
  * {"member_parameter", "members": [{"name", "parameter"}], "families":
- * {KEY: {MEMBER: COUNTER}}}}. The common steps and counters are included.
+ * {KEY: {MEMBER: COUNTER}}}}. The common steps ("start", "out of memory") and
+ * the steps of shared code it runs are included; the common counters are
+ * not (vrambench list names lists them once, under "common").
  * NULL on host OOM. */
 json_t *vb_report_names(const vb_scenario *scenario);
 

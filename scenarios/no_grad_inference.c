@@ -119,5 +119,6 @@ const vb_scenario vb_no_grad_inference_scenario = {
     .description = "MLP forward under no_grad vs a training step with saved activations and grads (peaks)",
     .run = run_no_grad_inference,
     .steps = steps,
+    .shared_steps = vb_mlp_training_steps,
     .counters = counters,
 };

@@ -48,6 +48,8 @@ const char *vb_scenario_step(const vb_scenario *scenario, const char *key)
 {
     for (const vb_name *step = scenario->steps; step && step->key; step++)
         if (strcmp(step->key, key) == 0) return step->text;
+    for (const vb_name *step = scenario->shared_steps; step && step->key; step++)
+        if (strcmp(step->key, key) == 0) return step->text;
     for (const vb_name *step = vb_scenario_common_steps; step->key; step++)
         if (strcmp(step->key, key) == 0) return step->text;
     return NULL;

@@ -47,6 +47,7 @@ typedef struct vb_scenario {
      * is NULL (a NULL table: none). Its code marks steps and sets counters
      * through these entries, never by re-spelling them. */
     const vb_name *steps;                /* the steps it marks */
+    const vb_name *shared_steps;         /* steps shared code marks for it (vb_mlp_training_steps) */
     const char *const *counters;         /* its own counters (the runner adds its own) */
     const vb_counter_family *families;   /* counter families, one counter per member */
     const vb_family_member *members;     /* the families' members */
@@ -61,7 +62,8 @@ extern const vb_name vb_scenario_common_steps[];
 
 /* The counter every scenario sets: 1 when it stopped at an out-of-memory. */
 #define VB_COUNTER_OUT_OF_MEMORY "out_of_memory"
-/* The counters every scenario sets (VB_COUNTER_OUT_OF_MEMORY), NULL-ended. */
+/* The counters the scenarios that start with vb_scenario_begin set
+ * (VB_COUNTER_OUT_OF_MEMORY), NULL-ended. */
 extern const char *const vb_scenario_common_counters[];
 
 /* The registered scenarios (scenarios/registry.c), NULL-terminated. */
