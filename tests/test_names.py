@@ -139,6 +139,38 @@ class PytorchClaimsUsesTheNames(unittest.TestCase):
                     checked += 1
         self.assertGreater(checked, 60)
 
+    def test_the_recorder_names_steps_and_counters_from_the_tables(self):
+        sys.path.insert(0, os.path.join(REPO, "tools"))
+        import pytorch_claims
+
+        class FakeCuda:
+            @staticmethod
+            def memory_stats():
+                return {"requested_bytes.all.current": 1, "allocated_bytes.all.current": 2,
+                        "reserved_bytes.all.current": 3}
+
+            @staticmethod
+            def mem_get_info():
+                return 10, 14
+
+        class FakeTorch:
+            cuda = FakeCuda
+
+        names = committed_names()["scenarios"]
+        leak = pytorch_claims.Recorder(FakeTorch, names["leak_loop"])
+        leak.step("unreferenced", 10)
+        leak.counter("iterations", 100)
+        self.assertEqual(leak.timeline, [{"step": "unreferenced 10", "requested": 1, "allocated": 2,
+                                          "reserved": 3, "driver_used": 4}])
+        with self.assertRaises(KeyError):
+            leak.counter("no_such_counter", 1)
+        with self.assertRaises(KeyError):
+            leak.step("no_such_step")
+        batches = pytorch_claims.Recorder(FakeTorch, names["dataloader_batches"])
+        self.assertEqual(batches.members(), [("32", 32), ("256", 256), ("2048", 2048), ("8192", 8192)])
+        batches.family_counter("peak_reserved_bytes", "256", 5)
+        self.assertEqual(batches.counters, {"batch256_peak_reserved_bytes": 5.0})
+
     def test_numbered_steps_format_as_the_c_scenarios_do(self):
         steps = committed_names()["scenarios"]["leak_loop"]["steps"]
         self.assertEqual(steps["unreferenced"] % (100,), "unreferenced 100")
