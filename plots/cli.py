@@ -65,6 +65,7 @@ def pyplot():
 
 
 def parse_args(argv):
+    """The options; argparse exits with status 2 on bad usage."""
     parser = argparse.ArgumentParser(
         prog=PROG, description="PNG plots from vrambench results JSON.")
     parser.add_argument("results", nargs="*", metavar="RESULTS.json",

@@ -605,12 +605,14 @@ class Inputs:
 
 
 def timeline_pngs(inputs):
+    """A timeline PNG per scenario (and trace) of the result."""
     return [(f"timeline-{scenario_slug(scenario)}.png",
              functools.partial(timeline_figure, inputs.result, scenario, inputs.colors))
             for scenario in scenario_order(inputs.result.runs)]
 
 
 def segments_pngs(inputs):
+    """The segment map of the chosen entry, named after it."""
     run = inputs.segments_run
     name = (f"segments-{scenario_slug(run.scenario)}-{slug(run.allocator)}.png"
             if run is not None else "segments.png")
@@ -618,6 +620,7 @@ def segments_pngs(inputs):
 
 
 def compare_pngs(inputs):
+    """A comparison PNG per other result (compare.png when there is one)."""
     return [("compare.png" if len(inputs.others) == 1 else f"compare-{number}.png",
              functools.partial(compare_figure, inputs.result, other))
             for number, other in enumerate(inputs.others, start=2)]

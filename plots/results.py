@@ -30,7 +30,7 @@ TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 # is about 2 MB); a name at most MAX_NAME_CHARS.
 MAX_UINT64 = (1 << 64) - 1
 MAX_MAGNITUDE = float(1 << 64)
-MAX_FILE_BYTES = 512 << 20
+MAX_FILE_BYTES = 256 << 20
 MAX_NAME_CHARS = 1024
 MAX_REPETITION = 1 << 20
 
