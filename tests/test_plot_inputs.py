@@ -349,6 +349,57 @@ class MalformedInputProcess(unittest.TestCase):
                 self.assertFalse(os.path.exists(out) and os.listdir(out))
 
 
+# Values a mutation puts in place of one field of a good file.
+ODD_VALUES = [0, -1, 1, 2 ** 63, 2 ** 64 - 1, 1e-300, 0.5, -0.0, "", "x", None, True, [], {}, 1e18,
+              -1e18, 3.7, "$\\frac{1}{0}$", "a" * 300]
+
+
+def paths_of(value, path=()):
+    """Every path into a document (the first 3 items of each list)."""
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from paths_of(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:3]):
+            yield from paths_of(item, path + (index,))
+
+
+@unittest.skipUnless(HAVE_MATPLOTLIB, f"matplotlib is not installed for {sys.executable}")
+class MutatedInput(unittest.TestCase):
+    """Good files with 1 to 3 fields replaced by odd values (a fixed seed):
+    each is either drawn (exit 0) or refused (exit 2, one line), never a
+    failure while drawing (exit 1) or a traceback."""
+
+    def test_mutations(self):
+        import random
+        work = tempfile.mkdtemp(prefix="vb-plot-mutations-")
+        self.addCleanup(shutil.rmtree, work, True)
+        base = plot_fixture.sim_result(scenarios=["views", "dataloader_batches"], allocators=("cuda",))
+        paths = [path for path in paths_of(base) if path]
+        rng = random.Random(20261122)
+        for trial in range(12):
+            document = copy.deepcopy(base)
+            for _ in range(rng.randint(1, 3)):
+                path, target = rng.choice(paths), document
+                try:
+                    for key in path[:-1]:
+                        target = target[key]
+                    target[path[-1]] = rng.choice(ODD_VALUES)
+                except (KeyError, IndexError, TypeError):
+                    pass
+            source = os.path.join(work, f"m{trial}.json")
+            with open(source, "w", encoding="utf-8") as stream:
+                json.dump(document, stream)
+            stderr = io.StringIO()
+            with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+                status = cli.main([source, "--out-dir", os.path.join(work, f"out{trial}")])
+            with self.subTest(trial=trial):
+                self.assertIn(status, (0, 2), stderr.getvalue())
+                if status == 2:
+                    self.assertEqual(len(stderr.getvalue().strip().splitlines()), 1, stderr.getvalue())
+
+
 @unittest.skipUnless(HAVE_MATPLOTLIB, f"matplotlib is not installed for {sys.executable}")
 class DevicesNeverMix(unittest.TestCase):
     """--latest picks a microbench file of the run's device, or none."""
