@@ -18,7 +18,6 @@
  * (no_grad_extra_peak_bytes / train_extra_peak_bytes: activations, grads and
  * temporaries). Each phase starts from an emptied cache so that neither
  * inherits the other's cached blocks. */
-#include <stdio.h>
 
 #include "mlp.h"
 
