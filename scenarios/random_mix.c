@@ -32,6 +32,22 @@
 /* RMM's allocation probability, in percent. */
 #define ALLOCATION_PERCENT 73
 
+/* Its steps (docs/results-json.md, "names"). */
+enum { OPS, END };
+static const vb_name steps[] = {
+    [OPS] = {"ops", "ops=%s"},
+    [END] = {"end", "end"},
+    {NULL, NULL},
+};
+
+/* Its counters. */
+enum { ALLOCATIONS_MADE, ALLOCATION_FAILURES };
+static const char *const counters[] = {
+    [ALLOCATIONS_MADE] = "allocations_made",
+    [ALLOCATION_FAILURES] = "allocation_failures",
+    NULL,
+};
+
 typedef struct mix_settings {
     uint64_t allocations;   /* allocations to make (RMM: num_allocations) */
     uint64_t max_size;      /* bytes; sizes are uniform in [1, max_size] */
@@ -166,8 +182,9 @@ static vb_status random_mix_run(vb_run *run)
         if (!allocate && status == VB_OK && live_count > 0)
             status = free_at(run, live, &live_count, &live_bytes, random_below(&rng, live_count));
         if (status == VB_OK && op % step_every == 0) {
-            char step[32];
-            snprintf(step, sizeof step, "ops=%" PRIu64, op);
+            char ops[24], step[40];
+            snprintf(ops, sizeof ops, "%" PRIu64, op);
+            snprintf(step, sizeof step, steps[OPS].text, ops);
             status = vb_run_step(run, step);
         }
     }
@@ -177,9 +194,9 @@ static vb_status random_mix_run(vb_run *run)
     }
     free(live);
     if (status != VB_OK) return status;
-    status = vb_run_step(run, "end");
-    if (status == VB_OK) status = vb_run_set_counter(run, "allocations_made", (double)made);
-    if (status == VB_OK) status = vb_run_set_counter(run, "allocation_failures", (double)failures);
+    status = vb_run_step(run, steps[END].text);
+    if (status == VB_OK) status = vb_run_set_counter(run, counters[ALLOCATIONS_MADE], (double)made);
+    if (status == VB_OK) status = vb_run_set_counter(run, counters[ALLOCATION_FAILURES], (double)failures);
     return status;
 }
 
@@ -188,4 +205,6 @@ const vb_scenario vb_random_mix_scenario = {
     .documents = "RMM random_allocations",
     .description = "seeded random alloc/free (73% alloc, sizes uniform up to 64 MiB, live memory under 16000 MiB)",
     .run = random_mix_run,
+    .steps = steps,
+    .counters = counters,
 };
