@@ -11,6 +11,7 @@
 #define VB_EXIT_OK 0
 #define VB_EXIT_FAILURE 1
 #define VB_EXIT_USAGE 2
+#define VB_EXIT_OOM 3      /* --fail-on-oom: an allocator ran out of memory */
 
 typedef int (*vb_command_fn)(int argc, char **argv); /* argv[0] is the subcommand's name */
 

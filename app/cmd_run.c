@@ -23,7 +23,12 @@
     "usage: vrambench run [--scenario NAME[,NAME]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n" \
     "                     [--repetitions N] [--min-time SECONDS] [--max-iterations N] [--config ALLOC.KEY=VALUE]...\n" \
     "                     [--sim-capacity BYTES] [--param VALUE] [--out FILE.json] [--quiet]\n"                 \
-    "  SPEC: an allocator name, or NAME[KEY=VALUE,...] (e.g. caching[max_split_size_mb=256])\n"             \
+    "                     [--pytorch-alloc-conf CONF] [--fail-on-oom]\n"                                        \
+    "  SPEC: an allocator name, or NAME[KEY=VALUE,...] (e.g. caching[max_split_size_mb=256]),\n"            \
+    "        or pytorch[CONF] with PyTorch's own syntax (pytorch[expandable_segments:True])\n"                  \
+    "  --pytorch-alloc-conf CONF: PYTORCH_CUDA_ALLOC_CONF's value, run as pytorch[CONF] (alone\n"              \
+    "        unless --allocator names others too)\n"                                                            \
+    "  --fail-on-oom: exit 3 when any allocator ran out of memory (after writing the results)\n"               \
     "  --out may contain {device} and {date}, e.g. results/{device}-{date}.json\n"
 
 #define MAX_CONFIGS 64
@@ -37,6 +42,10 @@ typedef struct run_args {
     vb_runner_options options;
     uint64_t sim_capacity;
     int quiet;
+    int fail_on_oom;           /* exit 3 when any case counted an OOM */
+    int allocators_given;      /* --allocator was on the command line */
+    const char *pytorch_conf;  /* --pytorch-alloc-conf */
+    char *allocator_list;      /* --allocator with pytorch[CONF] added (owned) */
 } run_args;
 
 /* ======================================================================== */
@@ -97,13 +106,20 @@ static int parse_args(int argc, char **argv, run_args *args)
             args->quiet = 1;
             continue;
         }
+        if (strcmp(option, "--fail-on-oom") == 0) {
+            args->fail_on_oom = 1;
+            continue;
+        }
         if (i + 1 >= argc || strncmp(option, "--", 2) != 0)
             return vb_cli_error(VB_EXIT_USAGE, "run: unknown option or missing value: '%s' (see vrambench run --help)",
                                 option);
         const char *value = argv[++i];
         uint64_t number;
         if (strcmp(option, "--scenario") == 0) args->scenarios = value;
-        else if (strcmp(option, "--allocator") == 0) args->allocators = value;
+        else if (strcmp(option, "--allocator") == 0) {
+            args->allocators = value;
+            args->allocators_given = 1;
+        } else if (strcmp(option, "--pytorch-alloc-conf") == 0) args->pytorch_conf = value;
         else if (strcmp(option, "--device") == 0) args->device = value;
         else if (strcmp(option, "--out") == 0) args->out = value;
         else if (strcmp(option, "--param") == 0) args->param = value;
@@ -291,6 +307,27 @@ static int check_trace(run_args *args)
     return VB_EXIT_OK;
 }
 
+/* --fail-on-oom: 3 when some case's allocator ran out of memory (its
+ * first failing allocation is in the results: first_oom_line/_bytes on a
+ * replay), naming the first such case on stderr; else 0. */
+static int oom_exit_status(const run_state *state)
+{
+    for (size_t i = 0; i < state->result_count; i++)
+        for (size_t r = 0; r < state->results[i].repetition_count; r++) {
+            const vb_repetition_result *rep = &state->results[i].repetitions[r];
+            double ooms = vb_repetition_counter(rep, "ooms", 0);
+            if (ooms <= 0) continue;
+            double line = vb_repetition_counter(rep, "first_oom_line", 0);
+            fprintf(stderr, "vrambench: %s ran out of memory %.0f time(s)", state->results[i].name, ooms);
+            if (line > 0)
+                fprintf(stderr, ", first at trace line %.0f (%.0f bytes)", line,
+                        vb_repetition_counter(rep, "first_oom_bytes", 0));
+            fputc('\n', stderr);
+            return VB_EXIT_OOM;
+        }
+    return VB_EXIT_OK;
+}
+
 int vb_cmd_run(int argc, char **argv)
 {
     run_args args;
@@ -305,6 +342,15 @@ int vb_cmd_run(int argc, char **argv)
         exit_status = vb_cli_names(args.scenarios, "scenario", scenario_names(), &state.scenarios);
     }
     if (exit_status != VB_EXIT_OK) return exit_status;
+    if (args.pytorch_conf) {
+        /* PYTORCH_CUDA_ALLOC_CONF's value as the spec pytorch[CONF]. */
+        size_t size = strlen(args.allocators) + strlen(args.pytorch_conf) + 16;
+        args.allocator_list = malloc(size);
+        if (!args.allocator_list) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+        if (args.allocators_given) snprintf(args.allocator_list, size, "%s,pytorch[%s]", args.allocators, args.pytorch_conf);
+        else snprintf(args.allocator_list, size, "pytorch[%s]", args.pytorch_conf);
+        args.allocators = args.allocator_list;
+    }
     vb_status status = vb_allocator_spec_list_parse(args.allocators, &state.specs, &state.spec_count);
     if (status != VB_OK) {
         exit_status = vb_cli_status_error(status);
@@ -364,7 +410,9 @@ int vb_cmd_run(int argc, char **argv)
         }
         if (!args.quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
     }
+    if (args.fail_on_oom) exit_status = oom_exit_status(&state);
 done:
+    free(args.allocator_list);
     run_state_free(&state);
     return exit_status;
 }

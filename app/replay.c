@@ -17,6 +17,8 @@
  * the moment reserved memory peaked ("peak reserved") and at the end.
  *
  * Counters: events (allocations, frees and recorded failed allocations),
+ * first_oom_line and first_oom_bytes (only when an allocation ran out of
+ * memory: the trace line of the first that did, and its size),
  * live_at_end (allocations the trace never frees; the replay frees them
  * after the last sample), recorded_failures (allocations that failed in the
  * recorded program, RMM "allocate failure": not replayed).
@@ -58,6 +60,7 @@ typedef struct replay {
     uint64_t peak_reserved;
     vb_timeline_sample peak_sample;
     size_t peak_position;
+    uint64_t first_oom_line, first_oom_bytes; /* the first allocation that found no memory (line 0: none) */
 } replay;
 
 /* The device stream for trace stream `id`: the run's stream `id`, which the
@@ -101,8 +104,13 @@ static vb_status replay_alloc(replay *state, const vb_trace_event *event)
     if (status != VB_OK) return status;
     vb_addr addr = 0;
     status = vb_run_malloc(state->run, event->size, stream, &addr);
-    if (status == VB_ERR_OOM) addr = 0;
-    else if (status != VB_OK)
+    if (status == VB_ERR_OOM) {
+        addr = 0;
+        if (!state->first_oom_line) {
+            state->first_oom_line = vb_trace_line(state->trace);
+            state->first_oom_bytes = event->size;
+        }
+    } else if (status != VB_OK)
         return vb_trace_error(state->trace, status, "allocation of %llu bytes failed: %s",
                               (unsigned long long)event->size, vb_last_error());
     /* vb_malloc keeps seen_reserved_peak: one comparison per allocation. */
@@ -198,6 +206,10 @@ static vb_status finish(replay *state, vb_status status)
         status = vb_run_set_counter(state->run, "live_at_end", (double)vb_trace_live_count(state->trace));
     if (status == VB_OK)
         status = vb_run_set_counter(state->run, "recorded_failures", (double)state->recorded_failures);
+    if (status == VB_OK && state->first_oom_line) /* where it first ran out: trace line and bytes asked */
+        status = vb_run_set_counter(state->run, "first_oom_line", (double)state->first_oom_line);
+    if (status == VB_OK && state->first_oom_line)
+        status = vb_run_set_counter(state->run, "first_oom_bytes", (double)state->first_oom_bytes);
     vb_trace_each_live(state->trace, free_leftover, state->run);
     if (state->progress_shown) fputs("\r\033[K", stderr);
     return status;
