@@ -64,29 +64,6 @@ static int parse_whole(const char *text, uint64_t min, uint64_t max, uint64_t *o
     return 0;
 }
 
-/* Parses bytes: a whole number with an optional K/M/G/T suffix (powers of
- * 1024, "KiB"/"KB"/"K" alike); 0 on success. */
-static int parse_bytes(const char *text, uint64_t *out)
-{
-    if (text[0] < '0' || text[0] > '9') return -1;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0) return -1;
-    static const char units[] = "KMGT";
-    unsigned shift = 0;
-    if (*end) {
-        const char *unit = strchr(units, *end);
-        if (!unit || *unit == '\0') return -1;
-        shift = 10 * (unsigned)(unit - units + 1);
-        end++;
-        if (strcmp(end, "iB") != 0 && strcmp(end, "B") != 0 && *end != '\0') return -1;
-    }
-    if (value == 0 || value > (UINT64_MAX >> shift)) return -1;
-    *out = (uint64_t)value << shift;
-    return 0;
-}
-
 /* Parses the command line into `args`; exit status 2 with one error line on
  * anything unknown or malformed. */
 static int parse_args(int argc, char **argv, run_args *args)
@@ -145,7 +122,7 @@ static int parse_args(int argc, char **argv, run_args *args)
                 return vb_cli_error(VB_EXIT_USAGE, "run: bad --min-time '%s' (seconds, from 0 to 3600)", value);
             args->options.min_time_s = seconds;
         } else if (strcmp(option, "--sim-capacity") == 0) {
-            if (parse_bytes(value, &args->sim_capacity) != 0)
+            if (vb_cli_parse_bytes(value, &args->sim_capacity) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "run: bad --sim-capacity '%s' (bytes, e.g. 85899345920 or 80GiB)",
                                     value);
         } else {
