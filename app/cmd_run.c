@@ -17,6 +17,7 @@
 #include "report.h"
 #include "runner.h"
 #include "replay.h"
+#include "snapshot.h"
 #include "trace.h"
 
 #define RUN_USAGE                                                                                             \
@@ -29,6 +30,7 @@
     "  --pytorch-alloc-conf CONF: PYTORCH_CUDA_ALLOC_CONF's value, run as pytorch[CONF] (alone\n"              \
     "        unless --allocator names others too)\n"                                                            \
     "  --fail-on-oom: exit 3 when any allocator ran out of memory (after writing the results)\n"               \
+    "  --snapshot FILE.pickle (replay, one allocator): the replay as a PyTorch memory snapshot\n"               \
     "  --out may contain {device} and {date}, e.g. results/{device}-{date}.json\n"
 
 #define MAX_CONFIGS 64
@@ -45,6 +47,7 @@ typedef struct run_args {
     int fail_on_oom;           /* exit 3 when any case counted an OOM */
     int allocators_given;      /* --allocator was on the command line */
     const char *pytorch_conf;  /* --pytorch-alloc-conf */
+    const char *snapshot;      /* --snapshot: the replay as a PyTorch memory snapshot pickle */
     char *allocator_list;      /* --allocator with pytorch[CONF] added (owned) */
 } run_args;
 
@@ -97,6 +100,7 @@ static int parse_args(int argc, char **argv, run_args *args)
             args->allocators = value;
             args->allocators_given = 1;
         } else if (strcmp(option, "--pytorch-alloc-conf") == 0) args->pytorch_conf = value;
+        else if (strcmp(option, "--snapshot") == 0) args->snapshot = value;
         else if (strcmp(option, "--device") == 0) args->device = value;
         else if (strcmp(option, "--out") == 0) args->out = value;
         else if (strcmp(option, "--param") == 0) args->param = value;
@@ -341,6 +345,14 @@ int vb_cmd_run(int argc, char **argv)
             vb_cli_error(VB_EXIT_USAGE, "run: --param applies to one scenario; name exactly one with --scenario");
         goto done;
     }
+    if (args.snapshot && (!args.trace || state.spec_count != 1)) {
+        exit_status = vb_cli_error(VB_EXIT_USAGE, "--snapshot applies to a replay with exactly one allocator");
+        goto done;
+    }
+    if (args.snapshot && vb_report_check_writable(args.snapshot) != VB_OK) {
+        exit_status = vb_cli_status_error(VB_ERR_INVALID);
+        goto done;
+    }
     if (args.sim_capacity && strcmp(args.device, "cuda") == 0) {
         exit_status = vb_cli_error(VB_EXIT_USAGE, "run: --sim-capacity applies to the simulated device, not cuda");
         goto done;
@@ -386,6 +398,16 @@ int vb_cmd_run(int argc, char **argv)
             goto done;
         }
         if (!args.quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
+    }
+    if (args.snapshot) {
+        /* The same replay again on a sim device of the run's capacity (the
+         * memory a strategy takes is the device's no matter which). */
+        status = vb_snapshot_write(args.trace, &state.specs[0], args.sim_capacity, args.snapshot);
+        if (status != VB_OK) {
+            exit_status = vb_cli_status_error(status);
+            goto done;
+        }
+        if (!args.quiet) fprintf(stderr, "vrambench: wrote %s\n", args.snapshot);
     }
     if (args.fail_on_oom) exit_status = oom_exit_status(&state);
 done:

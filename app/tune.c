@@ -15,6 +15,7 @@
 #include "report.h"
 #include "runner.h"
 #include "trace.h"
+#include "trace_drive.h"
 
 /* Largest capacity the bisection looks at when the trace does not fit the
  * given one: 64 TiB. */
@@ -113,42 +114,6 @@ const vb_tune_candidate *vb_tune_grid(size_t *count)
 /* Capacity probes                                                          */
 /* ======================================================================== */
 
-/* Replays the trace through `allocator` on `dev` (streams made on first
- * use), counting OOMs; stops at the first with `stop_at_oom`. */
-static vb_status probe_events(vb_trace *trace, vb_device *dev, vb_allocator *allocator, int stop_at_oom,
-                              vb_stream *streams, vb_tune_probe *out)
-{
-    vb_trace_event event;
-    for (;;) {
-        vb_status status = vb_trace_next(trace, &event);
-        if (status != VB_OK) return status;
-        if (event.kind == VB_TRACE_END) return VB_OK;
-        if (event.kind == VB_TRACE_FREE) {
-            if (event.tag) status = vb_free(allocator, event.tag);
-            if (status != VB_OK) return status;
-            continue;
-        }
-        if (event.kind != VB_TRACE_ALLOC) continue;
-        if (!streams[event.stream]) {
-            status = dev->ops->stream_create(dev, &streams[event.stream]);
-            if (status != VB_OK) return status;
-        }
-        vb_addr addr = 0;
-        status = vb_malloc(allocator, event.size, streams[event.stream], &addr);
-        if (status == VB_ERR_OOM) {
-            addr = 0;
-            if (!out->ooms++) {
-                out->first_oom_line = vb_trace_line(trace);
-                out->first_oom_bytes = event.size;
-            }
-            if (stop_at_oom) return VB_OK;
-        } else if (status != VB_OK) {
-            return status;
-        }
-        vb_trace_tag(trace, addr);
-    }
-}
-
 vb_status vb_tune_probe_capacity(const char *trace_path, const char *spec_text, uint64_t capacity, int stop_at_oom,
                                  vb_tune_probe *out)
 {
@@ -156,27 +121,25 @@ vb_status vb_tune_probe_capacity(const char *trace_path, const char *spec_text, 
     vb_allocator_spec spec;
     vb_status status = vb_allocator_spec_parse(spec_text, &spec);
     if (status != VB_OK) return status;
-    vb_device *dev = NULL;
     vb_allocator *allocator = NULL;
-    vb_trace *trace = NULL;
-    vb_stream *streams = calloc(VB_TRACE_MAX_STREAMS, sizeof *streams);
+    vb_drive_streams *streams = calloc(1, sizeof *streams);
     vb_config config = vb_allocator_spec_config(&spec);
-    status = streams ? vb_sim_open(capacity, &dev) : vb_error(VB_ERR_OOM, "out of host memory");
-    if (status == VB_OK) status = vb_allocator_create(spec.name, dev, &config, &allocator);
-    if (status == VB_OK) status = vb_trace_open(trace_path, &trace);
-    if (status == VB_OK) status = probe_events(trace, dev, allocator, stop_at_oom, streams, out);
+    status = streams ? vb_sim_open(capacity, &streams->device) : vb_error(VB_ERR_OOM, "out of host memory");
+    if (status == VB_OK) status = vb_allocator_create(spec.name, streams->device, &config, &allocator);
+    vb_drive_result drive;
+    if (status == VB_OK) status = vb_drive_trace(trace_path, allocator, streams, stop_at_oom, NULL, &drive);
     if (status == VB_OK) {
         vb_alloc_stats stats;
         vb_allocator_stats(allocator, &stats);
-        out->alloc_retries = stats.alloc_retries;
-        out->fits = out->ooms == 0;
+        *out = (vb_tune_probe){drive.ooms == 0, drive.ooms, stats.alloc_retries, drive.first_oom_line,
+                               drive.first_oom_bytes};
     }
-    vb_trace_close(trace);
     vb_allocator_destroy(allocator); /* returns what the trace left live */
-    for (size_t i = 0; streams && i < VB_TRACE_MAX_STREAMS; i++)
-        if (streams[i]) dev->ops->stream_destroy(dev, streams[i]);
+    if (streams && streams->device) {
+        vb_drive_streams_close(streams);
+        vb_device_close(streams->device);
+    }
     free(streams);
-    vb_device_close(dev);
     vb_allocator_spec_free(&spec);
     return status;
 }

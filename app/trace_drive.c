@@ -1,0 +1,81 @@
+/* vrambench — a trace driven straight through an allocator (trace_drive.h). */
+#include "trace_drive.h"
+
+#include <string.h>
+
+/* The device stream of trace stream `id`, made on first use. */
+static vb_status stream_of(vb_drive_streams *streams, uint32_t id, vb_stream *out)
+{
+    if (!streams->handles[id]) {
+        vb_status status = streams->device->ops->stream_create(streams->device, &streams->handles[id]);
+        if (status != VB_OK) return status;
+    }
+    *out = streams->handles[id];
+    return VB_OK;
+}
+
+/* One allocation; an OOM is counted, and ends the drive with `stop_at_oom`. */
+static vb_status drive_alloc(vb_trace *trace, vb_allocator *allocator, vb_drive_streams *streams,
+                             const vb_trace_event *event, const vb_drive_hooks *hooks, vb_drive_result *out)
+{
+    vb_stream stream = NULL;
+    vb_status status = stream_of(streams, event->stream, &stream);
+    if (status != VB_OK) return vb_trace_error(trace, status, "cannot create a stream: %s", vb_last_error());
+    if (hooks && hooks->before_alloc) hooks->before_alloc(hooks->context, event->size, event->stream);
+    vb_addr addr = 0;
+    status = vb_malloc(allocator, event->size, stream, &addr);
+    int oom = status == VB_ERR_OOM;
+    if (oom) {
+        addr = 0;
+        if (!out->ooms++) {
+            out->first_oom_line = vb_trace_line(trace);
+            out->first_oom_bytes = event->size;
+        }
+    } else if (status != VB_OK) {
+        return vb_trace_error(trace, status, "allocation of %llu bytes failed: %s", (unsigned long long)event->size,
+                              vb_last_error());
+    }
+    if (hooks && hooks->after_alloc) hooks->after_alloc(hooks->context, addr, event->size, event->stream, oom);
+    vb_trace_tag(trace, addr);
+    return VB_OK;
+}
+
+vb_status vb_drive_trace(const char *path, vb_allocator *allocator, vb_drive_streams *streams, int stop_at_oom,
+                         const vb_drive_hooks *hooks, vb_drive_result *out)
+{
+    memset(out, 0, sizeof *out);
+    vb_trace *trace = NULL;
+    vb_status status = vb_trace_open(path, &trace);
+    vb_trace_event event;
+    while (status == VB_OK) {
+        status = vb_trace_next(trace, &event);
+        if (status != VB_OK || event.kind == VB_TRACE_END) break;
+        if (event.kind == VB_TRACE_ALLOC) {
+            status = drive_alloc(trace, allocator, streams, &event, hooks, out);
+            out->events++;
+            if (status == VB_OK && stop_at_oom && out->ooms) {
+                out->stopped = 1;
+                break;
+            }
+        } else if (event.kind == VB_TRACE_FREE) {
+            out->events++;
+            if (!event.tag) continue; /* its allocation got no memory */
+            if (hooks && hooks->before_free) hooks->before_free(hooks->context, event.tag, event.stream);
+            status = vb_free(allocator, event.tag);
+            if (status != VB_OK)
+                status = vb_trace_error(trace, status, "free of id %llu failed: %s", (unsigned long long)event.id,
+                                        vb_last_error());
+        } else if (event.kind == VB_TRACE_MARK && hooks && hooks->mark) {
+            hooks->mark(hooks->context, event.name);
+        }
+    }
+    vb_trace_close(trace);
+    return status;
+}
+
+void vb_drive_streams_close(vb_drive_streams *streams)
+{
+    for (size_t i = 0; i < VB_TRACE_MAX_STREAMS; i++)
+        if (streams->handles[i]) streams->device->ops->stream_destroy(streams->device, streams->handles[i]);
+    memset(streams->handles, 0, sizeof streams->handles);
+}
