@@ -66,7 +66,7 @@ static vb_status spec_parse_options(vb_allocator_spec *spec, char *inside, const
         int last = *cursor == '\0';
         *cursor = '\0';
         vb_config_entry entry;
-        if (vb_config_entry_parse(item, &entry) != VB_OK)
+        if (vb_config_entry_parse(item, &entry) != VB_OK || strpbrk(entry.key, "[]"))
             return vb_error(VB_ERR_INVALID, "allocator spec '%s': '%s' is not KEY=VALUE", text, item);
         vb_status status = vb_allocator_spec_set(spec, entry.key, entry.value);
         if (status != VB_OK || last) return status;
