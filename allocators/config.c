@@ -113,7 +113,7 @@ static int parse_roundup_ranges(const char *text, uint64_t *table)
 /* Parses a VB_OPTION_DIVISIONS value into `field`; -1 when malformed. */
 static int parse_divisions(const char *value, void *field)
 {
-    uint64_t table[VB_DIVISION_INTERVALS] = {0}, single;
+    uint64_t table[VB_DIVISION_INTERVALS] = {0}, single = 0;
     const char *cursor = value;
     int bad = value[0] == '[' ? parse_roundup_ranges(value + 1, table)
                               : read_whole(&cursor, &single) != 0 || *cursor != '\0' ||

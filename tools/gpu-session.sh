@@ -9,6 +9,14 @@
 #   tools/gpu-session.sh bench    make bench; vrambench claims with every allocator
 #                                 and, when recorded, the PyTorch column; the
 #                                 fixture traces replayed with every allocator
+#   tools/gpu-session.sh tune     records resnet50, gpt2 and resnet18_varres, runs
+#                                 `vrambench tune` on each at this GPU's capacity,
+#                                 and checks replay --snapshot pickles with
+#                                 PyTorch's torch.cuda._memory_viz
+#   tools/gpu-session.sh tune-check  (after tune) each workload for real under the
+#                                 recommended setting and two others, fresh process
+#                                 each: predicted against real peak reserved
+#                                 (tools/tune_check.py)
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -45,6 +53,45 @@ for stage in "$@"; do
             ./build/vrambench replay "$trace" --device cuda --allocator all --quiet \
                 --out "$OUT/replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
         done
+        ;;
+    tune)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        dir="$KEEP/tune"
+        mkdir -p "$dir"
+        total=$(python3 -c "import torch; print(torch.cuda.mem_get_info()[1])")
+        echo "device capacity for tune: $total bytes"
+        PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$dir" --workloads resnet50,gpt2,resnet18_varres \
+            || echo "record_torch_traces: FAILED"
+        for name in resnet50 gpt2 resnet18_varres; do
+            [ -f "$dir/$name.trace.gz" ] || continue
+            /usr/bin/time -f "tune $name: %e s" ./build/vrambench tune "$dir/$name.trace.gz" --capacity "$total" \
+                --out "$dir/tune-$name.json" --quiet | tee "$OUT/tune-$name.txt" || echo "tune $name: FAILED"
+            cp "$dir/tune-$name.json" "$dir/$name.json" "$dir/$name.trace.gz" "$OUT/" 2>/dev/null
+        done
+        # replay --snapshot opened by PyTorch's own snapshot tools.
+        for allocator in caching expandable; do
+            pickle="$dir/gpt2-$allocator.pickle"
+            ./build/vrambench replay "$dir/gpt2.trace.gz" --device sim --allocator "$allocator" --quiet \
+                --snapshot "$pickle" > /dev/null || { echo "snapshot $allocator: FAILED"; continue; }
+            python3 -m torch.cuda._memory_viz stats "$pickle" | tail -5 || echo "_memory_viz stats $allocator: FAILED"
+            python3 -m torch.cuda._memory_viz trace_plot "$pickle" -o "$OUT/gpt2-$allocator-trace.html" \
+                && python3 -m torch.cuda._memory_viz segment_plot "$pickle" -o "$OUT/gpt2-$allocator-segments.html" \
+                && echo "_memory_viz $allocator: plots written" || echo "_memory_viz plots $allocator: FAILED"
+        done
+        ;;
+    tune-check)
+        dir="$KEEP/tune"
+        for name in resnet50 gpt2 resnet18_varres; do
+            [ -f "$dir/tune-$name.json" ] || { echo "no tune-$name.json: run the tune stage first"; continue; }
+            python3 tools/tune_check.py plan "$dir/tune-$name.json" | while IFS='|' read -r index conf fraction; do
+                echo "-- $name under PYTORCH_CUDA_ALLOC_CONF='$conf'${fraction:+ with memory fraction $fraction}"
+                PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$dir/real-$name-$index" --workloads "$name" \
+                    --no-history --alloc-conf "$conf" ${fraction:+--memory-fraction "$fraction"} \
+                    || echo "real run $name $index: FAILED"
+                cp "$dir/real-$name-$index/$name.json" "$OUT/real-$name-$index.json" 2>/dev/null
+            done
+        done
+        python3 tools/tune_check.py table "$dir" --out "$OUT/tune-check-$day.json" | tee "$OUT/tune-check-$day.md"
         ;;
     *)
         echo "unknown stage $stage"
