@@ -8,7 +8,8 @@
 #   make CUDA=no            build without the cuda backend even when nvcc is there
 #   make plots              PNGs in plots/ from the newest results/*.json
 #                           (or RESULTS=FILE [FILE2: compared], MICROBENCH=FILE,
-#                           SEGMENTS=SCENARIO/ALLOCATOR, PLOTS_DIR=DIR)
+#                           SEGMENTS=SCENARIO/ALLOCATOR, PLOTS_DIR=DIR; TUNE=FILE: the
+#                           plot of a `vrambench tune` result as tune.png)
 
 CC ?= gcc
 ifeq ($(origin CC),default)
@@ -158,6 +159,7 @@ plots:
 	@PLOT_PYTHON='$(PLOT_PYTHON)' tools/ensure-deps.sh plots
 	$(PLOT_PYTHON) plots/plot.py $(or $(RESULTS),--latest results) --out-dir $(PLOTS_DIR) \
 	    $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)')
+	$(if $(TUNE),$(PLOT_PYTHON) plots/tune.py $(TUNE) --out $(PLOTS_DIR)/tune.png)
 
 clean:
 	rm -rf build
