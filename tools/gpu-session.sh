@@ -58,8 +58,9 @@ for stage in "$@"; do
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
         dir="$KEEP/tune"
         mkdir -p "$dir"
-        total=$(python3 -c "import torch; print(torch.cuda.mem_get_info()[1])")
-        echo "device capacity for tune: $total bytes"
+        # What a workload can have: the free memory next to a CUDA context.
+        total=$(python3 -c "import torch; print(torch.cuda.mem_get_info()[0])")
+        echo "device capacity for tune (free bytes with a CUDA context): $total bytes"
         PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$dir" --workloads resnet50,gpt2,resnet18_varres \
             || echo "record_torch_traces: FAILED"
         for name in resnet50 gpt2 resnet18_varres; do

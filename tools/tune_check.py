@@ -3,9 +3,9 @@
 
     tools/tune_check.py plan TUNE.json
         the settings to run for real, one per line: INDEX|CONF|FRACTION
-        (the recommendation, then two others from the grid: the defaults and
-        expandable segments, or the next best PyTorch settings when the
-        recommendation is one of them); FRACTION is empty when none is needed
+        (the recommendation, then two others from the grid: the first two of
+        the defaults, max_split_size_mb:512 and expandable segments that are
+        not the recommendation); FRACTION is empty when none is needed
     tools/tune_check.py table DIR [--out FILE.json]
         for every DIR/tune-NAME.json, the real runs DIR/real-NAME-INDEX/NAME.json
         (tools/record_torch_traces.py --no-history under PYTORCH_CUDA_ALLOC_CONF):
@@ -20,7 +20,9 @@ import json
 import os
 import sys
 
-OTHERS = ("", "expandable_segments:True")
+# The defaults, a max_split_size_mb (whose reserved memory grows on a large
+# device, a prediction worth checking) and expandable segments, in this order.
+OTHERS = ("", "max_split_size_mb:512", "expandable_segments:True")
 
 
 def load(path):
@@ -47,7 +49,7 @@ def plan(tune):
         if conf in chosen or conf not in entries or conf.startswith("backend:"):
             continue
         peaks = {entries[c]["peak_reserved_bytes"] for c in chosen}
-        if conf in OTHERS or entries[conf]["peak_reserved_bytes"] not in peaks:
+        if conf in OTHERS or entries[conf]["peak_reserved_bytes"] not in peaks:  # (ranked: a new figure)
             chosen.append(conf)
     return [(conf, entries[conf].get("memory_fraction")) for conf in chosen]
 
