@@ -27,6 +27,7 @@
     "                     [--pytorch-alloc-conf CONF] [--fail-on-oom]\n"                                        \
     "  SPEC: an allocator name, or NAME[KEY=VALUE,...] (e.g. caching[max_split_size_mb=256]),\n"            \
     "        or pytorch[CONF] with PyTorch's own syntax (pytorch[expandable_segments:True])\n"                  \
+    "  --sim-capacity: the simulated device's memory; on a GPU, a cap (memory beyond it is out of memory)\n"   \
     "  --pytorch-alloc-conf CONF: PYTORCH_CUDA_ALLOC_CONF's value, run as pytorch[CONF] (alone\n"              \
     "        unless --allocator names others too)\n"                                                            \
     "  --fail-on-oom: exit 3 when any allocator ran out of memory (after writing the results)\n"               \
@@ -353,11 +354,8 @@ int vb_cmd_run(int argc, char **argv)
         exit_status = vb_cli_status_error(VB_ERR_INVALID);
         goto done;
     }
-    if (args.sim_capacity && strcmp(args.device, "cuda") == 0) {
-        exit_status = vb_cli_error(VB_EXIT_USAGE, "run: --sim-capacity applies to the simulated device, not cuda");
-        goto done;
-    }
-    vb_device_options device_options = {args.sim_capacity};
+    /* On the GPU the capacity is a cap (base/device.h, cuda_cap_bytes). */
+    vb_device_options device_options = {.sim_capacity_bytes = args.sim_capacity, .cuda_cap_bytes = args.sim_capacity};
     status = vb_device_open(args.device, &device_options, &state.device);
     if (status != VB_OK) {
         exit_status = vb_cli_status_error(status);

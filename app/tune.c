@@ -289,7 +289,7 @@ static int child_evaluate(const vb_tune_options *options, const vb_tune_candidat
     int main_on_sim = entry == NULL;
     if (!entry) {
         vb_device *dev = NULL;
-        vb_device_options device_options = {options->capacity};
+        vb_device_options device_options = {.sim_capacity_bytes = options->capacity};
         status = vb_device_open("sim", &device_options, &dev);
         if (status == VB_OK) entry = main_replay(dev, options, candidate, index, &status);
         vb_device_close(dev);
@@ -542,7 +542,7 @@ vb_status vb_tune_run(const vb_tune_options *options, FILE *table, json_t **docu
     json_t *main_entries[MAX_CANDIDATES] = {0}, *entries[MAX_CANDIDATES] = {0};
     vb_device *dev = NULL;
     int on_cuda = strcmp(options->device, "cuda") == 0;
-    vb_device_options device_options = {on_cuda ? 0 : options->capacity};
+    vb_device_options device_options = {.sim_capacity_bytes = on_cuda ? 0 : options->capacity};
     vb_status status = vb_device_open(options->device, &device_options, &dev);
     for (size_t i = 0; i < count && status == VB_OK; i++) {
         status = vb_allocator_spec_parse(grid[i].spec, &specs[i]);

@@ -69,6 +69,13 @@ for stage in "$@"; do
                 --out "$dir/tune-$name.json" --quiet | tee "$OUT/tune-$name.txt" || echo "tune $name: FAILED"
             cp "$dir/tune-$name.json" "$dir/$name.json" "$dir/$name.trace.gz" "$OUT/" 2>/dev/null
         done
+        # replay --sim-capacity on the GPU is a cap: its first OOM against the simulated device's.
+        for device in cuda sim; do
+            ./build/vrambench replay tests/fixtures/traces/gpt2.trace.gz --device $device --allocator caching,expandable \
+                --sim-capacity 10GiB --fail-on-oom --quiet --out "$OUT/replay-gpt2-cap10g-$device.json" > /dev/null
+            echo "replay gpt2 capped at 10 GiB on $device: exit $? (3: out of memory)"
+            python3 -c "import json,sys; [print(' ', e['name'], 'ooms', e['ooms'], 'first at line', e.get('first_oom_line'), e.get('first_oom_bytes'), 'bytes') for e in json.load(open(sys.argv[1]))['benchmarks']]" "$OUT/replay-gpt2-cap10g-$device.json"
+        done
         # replay --snapshot opened by PyTorch's own snapshot tools.
         for allocator in caching expandable; do
             pickle="$dir/gpt2-$allocator.pickle"
