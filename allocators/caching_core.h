@@ -134,6 +134,18 @@ typedef struct vb_cc_settings {
 /* The defaults above. */
 void vb_cc_default_settings(vb_cc_settings *settings);
 
+/* The vb_option entries both strategies offer alike (PyTorch accepts them
+ * with expandable segments on or off). */
+#define VB_CC_SHARED_OPTIONS                                                                                      \
+    {"max_split_size_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_split_size_mb), 20, 18446744073709551615.0, \
+     "MiB; blocks this large are never split and serve only requests within max_non_split_rounding_mb; "        \
+     "default max (no limit)"},                                                                                   \
+    {"max_non_split_rounding_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_non_split_rounding_mb), 20,         \
+     18446744073709551615.0, "MiB; how much larger an oversize block may be than the request; default 20"},      \
+    {"roundup_power2_divisions", VB_OPTION_DIVISIONS, offsetof(vb_cc_settings, roundup_power2_divisions), 0, 0,   \
+     "0 or a power of two: round sizes up to that many steps per power of two, or per size interval as "         \
+     "[256:1,512:2,>:4] (MiB:divisions); default 0 (off)"}
+
 /* The roundup_power2_divisions that applies to a request of `size` bytes. */
 uint64_t vb_cc_roundup_divisions(const vb_cc_allocator *cc, uint64_t size);
 

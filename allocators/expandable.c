@@ -335,13 +335,7 @@ static const vb_cc_source expandable_segments = {
  * for oversize requests; garbage collection and the oversize-block release
  * find no whole segment to free in a range, as in PyTorch. */
 static const vb_option expandable_options[] = {
-    {"max_split_size_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_split_size_mb), 20, 18446744073709551615.0,
-     "MiB; blocks this large serve only requests within max_non_split_rounding_mb; default max (no limit)"},
-    {"max_non_split_rounding_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_non_split_rounding_mb), 20,
-     18446744073709551615.0, "MiB; how much larger an oversize block may be than the request; default 20"},
-    {"roundup_power2_divisions", VB_OPTION_DIVISIONS, offsetof(vb_cc_settings, roundup_power2_divisions), 0, 0,
-     "0 or a power of two: round sizes up to that many steps per power of two, or per size interval as "
-     "[256:1,512:2,>:4] (MiB:divisions); default 0 (off)"},
+    VB_CC_SHARED_OPTIONS,
     {"garbage_collection_threshold", VB_OPTION_DOUBLE, offsetof(vb_cc_settings, garbage_collection_threshold), 0,
      1, "fraction below 1 of the allowed memory (needs memory_fraction); accepted, frees nothing in a range; "
         "default 0 (off)"},
