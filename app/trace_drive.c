@@ -1,6 +1,7 @@
 /* vrambench — a trace driven straight through an allocator (trace_drive.h). */
 #include "trace_drive.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The device stream of trace stream `id`, made on first use. */
@@ -78,4 +79,83 @@ void vb_drive_streams_close(vb_drive_streams *streams)
     for (size_t i = 0; i < VB_TRACE_MAX_STREAMS; i++)
         if (streams->handles[i]) streams->device->ops->stream_destroy(streams->device, streams->handles[i]);
     memset(streams->handles, 0, sizeof streams->handles);
+}
+
+vb_status vb_drive_load(const char *path, vb_drive_events *out)
+{
+    memset(out, 0, sizeof *out);
+    vb_trace *trace = NULL;
+    vb_status status = vb_trace_open(path, &trace);
+    size_t capacity = 0;
+    vb_trace_event event;
+    while (status == VB_OK) {
+        status = vb_trace_next(trace, &event);
+        if (status != VB_OK || event.kind == VB_TRACE_END) break;
+        if (event.kind != VB_TRACE_ALLOC && event.kind != VB_TRACE_FREE) continue;
+        if (out->count == capacity) {
+            capacity = capacity ? capacity * 2 : 4096;
+            vb_drive_event *more = realloc(out->items, capacity * sizeof *more);
+            if (!more) {
+                status = vb_error(VB_ERR_OOM, "out of host memory");
+                break;
+            }
+            out->items = more;
+        }
+        vb_drive_event *item = &out->items[out->count++];
+        *item = (vb_drive_event){event.size, vb_trace_line(trace), 0, event.stream, event.kind == VB_TRACE_ALLOC};
+        if (item->is_alloc) {
+            if (out->slots == UINT32_MAX) {
+                status = vb_trace_error(trace, VB_ERR_INVALID, "more than %u allocations", UINT32_MAX - 1);
+                break;
+            }
+            item->slot = out->slots++;
+            vb_trace_tag(trace, (uint64_t)item->slot + 1);
+        } else {
+            item->slot = (uint32_t)(event.tag - 1);
+        }
+    }
+    vb_trace_close(trace);
+    if (status != VB_OK) vb_drive_events_free(out);
+    return status;
+}
+
+void vb_drive_events_free(vb_drive_events *events)
+{
+    free(events->items);
+    memset(events, 0, sizeof *events);
+}
+
+vb_status vb_drive_events_run(const vb_drive_events *events, vb_allocator *allocator, vb_drive_streams *streams,
+                              int stop_at_oom, vb_drive_result *out)
+{
+    memset(out, 0, sizeof *out);
+    vb_addr *addresses = calloc(events->slots ? events->slots : 1, sizeof *addresses);
+    if (!addresses) return vb_error(VB_ERR_OOM, "out of host memory");
+    vb_status status = VB_OK;
+    for (size_t i = 0; i < events->count && status == VB_OK; i++) {
+        const vb_drive_event *event = &events->items[i];
+        out->events++;
+        if (!event->is_alloc) {
+            if (addresses[event->slot]) status = vb_free(allocator, addresses[event->slot]);
+            continue;
+        }
+        vb_stream stream = NULL;
+        status = stream_of(streams, event->stream, &stream);
+        if (status != VB_OK) break;
+        status = vb_malloc(allocator, event->size, stream, &addresses[event->slot]);
+        if (status == VB_ERR_OOM) {
+            status = VB_OK;
+            addresses[event->slot] = 0;
+            if (!out->ooms++) {
+                out->first_oom_line = event->line;
+                out->first_oom_bytes = event->size;
+            }
+            if (stop_at_oom) {
+                out->stopped = 1;
+                break;
+            }
+        }
+    }
+    free(addresses);
+    return status;
 }

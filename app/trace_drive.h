@@ -52,4 +52,29 @@ vb_status vb_drive_trace(const char *path, vb_allocator *allocator, vb_drive_str
 /* Destroys the streams a drive made (call after the allocator is gone). */
 void vb_drive_streams_close(vb_drive_streams *streams);
 
+/* A trace's allocations and frees read once into memory, for drives
+ * repeated many times (tune's bisection): no parsing, no id lookups. */
+typedef struct vb_drive_event {
+    uint64_t size;       /* ALLOC: bytes asked for */
+    uint64_t line;       /* the trace line */
+    uint32_t slot;       /* the allocation's number, 0, 1, ... (a FREE names its allocation's) */
+    uint32_t stream;
+    int is_alloc;
+} vb_drive_event;
+
+typedef struct vb_drive_events {
+    vb_drive_event *items;
+    size_t count;
+    uint32_t slots;      /* allocations */
+} vb_drive_events;
+
+/* Reads the trace at `path` into `out` (markers and recorded failures are
+ * left out). The reader's errors as vb_drive_trace's. */
+vb_status vb_drive_load(const char *path, vb_drive_events *out);
+void vb_drive_events_free(vb_drive_events *events);
+
+/* vb_drive_trace over loaded events (no hooks). */
+vb_status vb_drive_events_run(const vb_drive_events *events, vb_allocator *allocator, vb_drive_streams *streams,
+                              int stop_at_oom, vb_drive_result *out);
+
 #endif

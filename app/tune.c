@@ -114,8 +114,8 @@ const vb_tune_candidate *vb_tune_grid(size_t *count)
 /* Capacity probes                                                          */
 /* ======================================================================== */
 
-vb_status vb_tune_probe_capacity(const char *trace_path, const char *spec_text, uint64_t capacity, int stop_at_oom,
-                                 vb_tune_probe *out)
+vb_status vb_tune_probe_capacity(const vb_drive_events *events, const char *spec_text, uint64_t capacity,
+                                 int stop_at_oom, vb_tune_probe *out)
 {
     memset(out, 0, sizeof *out);
     vb_allocator_spec spec;
@@ -127,7 +127,7 @@ vb_status vb_tune_probe_capacity(const char *trace_path, const char *spec_text, 
     status = streams ? vb_sim_open(capacity, &streams->device) : vb_error(VB_ERR_OOM, "out of host memory");
     if (status == VB_OK) status = vb_allocator_create(spec.name, streams->device, &config, &allocator);
     vb_drive_result drive;
-    if (status == VB_OK) status = vb_drive_trace(trace_path, allocator, streams, stop_at_oom, NULL, &drive);
+    if (status == VB_OK) status = vb_drive_events_run(events, allocator, streams, stop_at_oom, &drive);
     if (status == VB_OK) {
         vb_alloc_stats stats;
         vb_allocator_stats(allocator, &stats);
@@ -145,16 +145,16 @@ vb_status vb_tune_probe_capacity(const char *trace_path, const char *spec_text, 
 }
 
 /* 1 if the replay fits `capacity` (stopping at its first OOM). */
-static vb_status fits(const char *trace_path, const char *spec, uint64_t capacity, int *out)
+static vb_status fits(const vb_drive_events *events, const char *spec, uint64_t capacity, int *out)
 {
     vb_tune_probe probe;
-    vb_status status = vb_tune_probe_capacity(trace_path, spec, capacity, 1, &probe);
+    vb_status status = vb_tune_probe_capacity(events, spec, capacity, 1, &probe);
     *out = probe.fits;
     return status;
 }
 
-vb_status vb_tune_min_capacity(const char *trace_path, const char *spec, uint64_t known_fail, uint64_t known_fit,
-                               uint64_t start, uint64_t *out)
+vb_status vb_tune_min_capacity(const vb_drive_events *events, const char *spec, uint64_t known_fail,
+                               uint64_t known_fit, uint64_t start, uint64_t *out)
 {
     const uint64_t step = VB_TUNE_CAPACITY_STEP;
     uint64_t lo = known_fail / step, hi = known_fit ? (known_fit + step - 1) / step : 0; /* in steps */
@@ -164,7 +164,7 @@ vb_status vb_tune_min_capacity(const char *trace_path, const char *spec, uint64_
     if (!hi) { /* none known to fit: double until one does */
         uint64_t capacity = start > step ? start / step * step : step;
         for (; capacity <= MAX_PROBE_CAPACITY; capacity *= 2) {
-            status = fits(trace_path, spec, capacity, &ok);
+            status = fits(events, spec, capacity, &ok);
             if (status != VB_OK) return status;
             if (ok) break;
             lo = capacity / step;
@@ -175,7 +175,7 @@ vb_status vb_tune_min_capacity(const char *trace_path, const char *spec, uint64_
     if (lo >= hi) lo = 0;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        status = fits(trace_path, spec, mid * step, &ok);
+        status = fits(events, spec, mid * step, &ok);
         if (status != VB_OK) return status;
         if (ok) hi = mid;
         else lo = mid;
@@ -235,7 +235,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
         at_capacity.first_oom_line = (uint64_t)entry_number(entry, "first_oom_line");
         at_capacity.first_oom_bytes = (uint64_t)entry_number(entry, "first_oom_bytes");
     } else {
-        vb_status status = vb_tune_probe_capacity(options->trace_path, candidate->spec, capacity, 0, &at_capacity);
+        vb_status status = vb_tune_probe_capacity(options->events, candidate->spec, capacity, 0, &at_capacity);
         if (status != VB_OK) return status;
     }
     /* Bisection: a capacity below the requested peak of a replay without
@@ -249,13 +249,13 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     if (known_fit) {
         int ok = 0;
         uint64_t rounded = (known_fit + VB_TUNE_CAPACITY_STEP - 1) / VB_TUNE_CAPACITY_STEP * VB_TUNE_CAPACITY_STEP;
-        vb_status status = fits(options->trace_path, candidate->spec, rounded, &ok);
+        vb_status status = fits(options->events, candidate->spec, rounded, &ok);
         if (status != VB_OK) return status;
         known_fit = ok ? rounded : capacity;
     } else if (!at_capacity.ooms) {
         known_fit = capacity;
     }
-    vb_status status = vb_tune_min_capacity(options->trace_path, candidate->spec, known_fail, known_fit,
+    vb_status status = vb_tune_min_capacity(options->events, candidate->spec, known_fail, known_fit,
                                             at_capacity.ooms ? capacity * 2 : capacity, &min_capacity);
     if (status != VB_OK) return status;
     int failed = 0;
@@ -533,8 +533,13 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
 /* The whole tune                                                           */
 /* ======================================================================== */
 
-vb_status vb_tune_run(const vb_tune_options *options, FILE *table, json_t **document)
+vb_status vb_tune_run(const vb_tune_options *given, FILE *table, json_t **document)
 {
+    vb_tune_options copy = *given, *options = &copy;
+    vb_drive_events events;
+    vb_status status = vb_drive_load(options->trace_path, &events);
+    if (status != VB_OK) return status;
+    options->events = &events;
     size_t count;
     const vb_tune_candidate *grid = vb_tune_grid(&count);
     vb_allocator_spec specs[MAX_CANDIDATES];
@@ -543,7 +548,7 @@ vb_status vb_tune_run(const vb_tune_options *options, FILE *table, json_t **docu
     vb_device *dev = NULL;
     int on_cuda = strcmp(options->device, "cuda") == 0;
     vb_device_options device_options = {.sim_capacity_bytes = on_cuda ? 0 : options->capacity};
-    vb_status status = vb_device_open(options->device, &device_options, &dev);
+    status = vb_device_open(options->device, &device_options, &dev);
     for (size_t i = 0; i < count && status == VB_OK; i++) {
         status = vb_allocator_spec_parse(grid[i].spec, &specs[i]);
         if (status == VB_OK) spec_count++;
@@ -580,6 +585,7 @@ vb_status vb_tune_run(const vb_tune_options *options, FILE *table, json_t **docu
     }
     for (size_t i = 0; i < spec_count; i++) vb_allocator_spec_free(&specs[i]);
     vb_device_close(dev);
+    vb_drive_events_free(&events);
     *document = doc;
     return status;
 }

@@ -20,6 +20,7 @@
 
 #include "base/device.h"
 #include "base/status.h"
+#include "trace_drive.h"
 
 /* Bisection step of min_capacity_bytes (the driver's page). */
 #define VB_TUNE_CAPACITY_STEP VB_DRIVER_PAGE
@@ -45,21 +46,26 @@ typedef struct vb_tune_probe {
     uint64_t first_oom_line, first_oom_bytes; /* line 0: no OOM */
 } vb_tune_probe;
 
-/* Replays `trace_path` with the allocator `spec` on a fresh sim device of
- * `capacity` bytes; with `stop_at_oom` it stops at the first allocation that
- * finds no memory. VB_ERR_INVALID for a bad spec or trace. */
-vb_status vb_tune_probe_capacity(const char *trace_path, const char *spec, uint64_t capacity, int stop_at_oom,
+/* Replays `events` (app/trace_drive.h) with the allocator `spec` on a
+ * fresh sim device of `capacity` bytes; with `stop_at_oom` it stops at the
+ * first allocation that finds no memory. VB_ERR_INVALID for a bad spec. */
+vb_status vb_tune_probe_capacity(const vb_drive_events *events, const char *spec, uint64_t capacity, int stop_at_oom,
                                  vb_tune_probe *out);
 
 /* The smallest capacity (a multiple of VB_TUNE_CAPACITY_STEP) on which the
  * replay has no OOM, by bisection between `known_fail` (0: none known) and
  * `known_fit` (0: none known; then found by doubling from `start`, up to
- * 2^46 bytes). 0 in *out when it fits nowhere below that. */
-vb_status vb_tune_min_capacity(const char *trace_path, const char *spec, uint64_t known_fail, uint64_t known_fit,
-                               uint64_t start, uint64_t *out);
+ * 2^46 bytes). 0 in *out when it fits nowhere below that. Fitting is not
+ * strictly monotone in the capacity for strategies that free their cache
+ * and retry on OOM (what follows depends on what was freed): the result
+ * fits and one step less does not, but a smaller capacity elsewhere may
+ * fit too. */
+vb_status vb_tune_min_capacity(const vb_drive_events *events, const char *spec, uint64_t known_fail,
+                               uint64_t known_fit, uint64_t start, uint64_t *out);
 
 typedef struct vb_tune_options {
     const char *trace_path;  /* a trace replay reads (a pickle is converted first, cmd_tune.c) */
+    const vb_drive_events *events; /* set by vb_tune_run: the trace read once, for the probes */
     const char *label;       /* the results' scenario name: "tune:<file name>" */
     const char *device;      /* "sim" or "cuda" (main replays); bisection is always on sim */
     uint64_t capacity;       /* the device capacity OOMs are counted at (sim; 0: the sim default) */
