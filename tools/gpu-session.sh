@@ -65,14 +65,15 @@ for stage in "$@"; do
             || echo "record_torch_traces: FAILED"
         for name in resnet50 gpt2 resnet18_varres; do
             [ -f "$dir/$name.trace.gz" ] || continue
-            /usr/bin/time -f "tune $name: %e s" ./build/vrambench tune "$dir/$name.trace.gz" --capacity "$total" \
-                --out "$dir/tune-$name.json" --quiet | tee "$OUT/tune-$name.txt" || echo "tune $name: FAILED"
+            TIMEFORMAT="tune $name: %R s wall"
+            time { ./build/vrambench tune "$dir/$name.trace.gz" --capacity "$total" \
+                --out "$dir/tune-$name.json" --quiet | tee "$OUT/tune-$name.txt" || echo "tune $name: FAILED"; }
             cp "$dir/tune-$name.json" "$dir/$name.json" "$dir/$name.trace.gz" "$OUT/" 2>/dev/null
         done
         # The main replays on the GPU itself (times are GPU-side; memory figures must equal the sim's).
-        [ -f "$dir/resnet50.trace.gz" ] && { /usr/bin/time -f "tune resnet50 --device cuda: %e s" ./build/vrambench tune \
-            "$dir/resnet50.trace.gz" --device cuda --capacity "$total" --out "$OUT/tune-resnet50-cuda.json" --quiet \
-            | tail -3 || echo "tune --device cuda: FAILED"; }
+        TIMEFORMAT="tune resnet50 --device cuda: %R s wall"
+        [ -f "$dir/resnet50.trace.gz" ] && time { ./build/vrambench tune "$dir/resnet50.trace.gz" --device cuda \
+            --capacity "$total" --out "$OUT/tune-resnet50-cuda.json" --quiet | tail -3 || echo "tune --device cuda: FAILED"; }
         # replay --sim-capacity on the GPU is a cap: its first OOM against the simulated device's.
         for device in cuda sim; do
             ./build/vrambench replay tests/fixtures/traces/gpt2.trace.gz --device $device --allocator caching,expandable \
