@@ -4,6 +4,7 @@ Standard library only; run by `make test` (VRAMBENCH names the binary)."""
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -227,6 +228,39 @@ class Tune(Base):
             self.assertEqual(status, 2, args)
         status, _, stderr = vrambench("tune", os.path.join(self.dir, "missing.trace"))
         self.assertEqual(status, 2)
+
+
+class TuneCheck(Base):
+    """tools/tune_check.py: the settings run for real, and the table of predicted against real."""
+
+    def test_plan_and_table(self):
+        trace = self.random_trace()
+        tune = os.path.join(self.dir, "tune-rand.json")
+        status, _, stderr = vrambench("tune", trace, "--quiet", "--out", tune)
+        self.assertEqual(status, 0, stderr)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "tune_check.py")
+        done = subprocess.run([sys.executable, script, "plan", tune], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        plan = [line.split("|") for line in done.stdout.splitlines()]
+        document = load_json(tune)
+        self.assertEqual(len(plan), 3)
+        self.assertEqual(plan[0][1], document["recommendation"]["pytorch_alloc_conf"])
+        self.assertEqual(len({row[1] for row in plan}), 3)
+        predicted = {e["pytorch_alloc_conf"]: e["peak_reserved_bytes"] for e in document["benchmarks"]
+                     if "pytorch_alloc_conf" in e}
+        # A "real" run of the first setting, 2% above the prediction.
+        real = os.path.join(self.dir, "real-rand-0")
+        os.makedirs(real)
+        with open(os.path.join(real, "rand.json"), "w") as f:
+            json.dump({"peaks": {"reserved_bytes.all.peak": predicted[plan[0][1]] * 1.02}}, f)
+        out = os.path.join(self.dir, "check.json")
+        done = subprocess.run([sys.executable, script, "table", self.dir, "--out", out], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        rows = load_json(out)["rows"]
+        self.assertEqual([r["pytorch_alloc_conf"] for r in rows], [row[1] for row in plan])
+        self.assertAlmostEqual(rows[0]["error_percent"], 100 * (1 / 1.02 - 1), places=6)
+        self.assertIsNone(rows[1]["real_peak_reserved_bytes"])
+        self.assertIn("(recommended)", done.stdout)
 
 
 if __name__ == "__main__":
