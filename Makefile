@@ -9,7 +9,8 @@
 #   make CUDA=no            build without the cuda backend even when nvcc is there
 #   make plots              PNGs in plots/ from the newest results/*.json
 #                           (or RESULTS=FILE [FILE2: compared], MICROBENCH=FILE,
-#                           SEGMENTS=SCENARIO/ALLOCATOR, PLOTS_DIR=DIR)
+#                           SEGMENTS=SCENARIO/ALLOCATOR, PLOTS_DIR=DIR; TUNE=FILE: the
+#                           plot of a `vrambench tune` result as tune.png)
 
 CC ?= gcc
 ifeq ($(origin CC),default)
@@ -208,6 +209,7 @@ plots:
 	    $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)')
 	@torch_ab=$$(ls -t results/torch-ab-*.json 2>/dev/null | head -1); \
 	if [ -n "$$torch_ab" ]; then $(PLOT_PYTHON) plots/torch_ab.py "$$torch_ab" --out $(PLOTS_DIR)/torch-ab.png; fi
+	$(if $(TUNE),$(PLOT_PYTHON) plots/tune.py $(TUNE) --out $(PLOTS_DIR)/tune.png)
 
 clean:
 	rm -rf build

@@ -327,9 +327,15 @@ static const vb_cc_source expandable_segments = {
 /* Options and the ops table                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* The same options as `caching` (PyTorch accepts them all together with
+ * expandable_segments:True): max_split_size_mb still keeps oversize blocks
+ * for oversize requests; garbage collection and the oversize-block release
+ * find no whole segment to free in a range, as in PyTorch. */
 static const vb_option expandable_options[] = {
-    {"roundup_power2_divisions", VB_OPTION_U64, offsetof(vb_cc_settings, roundup_power2_divisions), 0,
-     2147483648.0, "0 or a power of two: round sizes up to that many steps per power of two; default 0 (off)"},
+    VB_CC_SHARED_OPTIONS,
+    {"garbage_collection_threshold", VB_OPTION_DOUBLE, offsetof(vb_cc_settings, garbage_collection_threshold), 0,
+     1, "fraction below 1 of the allowed memory (needs memory_fraction); accepted, frees nothing in a range; "
+        "default 0 (off)"},
     {"memory_fraction", VB_OPTION_DOUBLE, offsetof(vb_cc_settings, memory_fraction), 0, 1,
      "fraction of the device's memory this allocator may map; default unset (all)"},
 };

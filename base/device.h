@@ -66,6 +66,9 @@ typedef struct vb_device_info {
 /* How to open a device. Zero-initialise and set what you need. */
 typedef struct vb_device_options {
     uint64_t sim_capacity_bytes;   /* sim only; 0 = default 80 GiB */
+    uint64_t cuda_cap_bytes;       /* cuda only: memory beyond this many bytes over what the GPU
+                                    * has in use at open is refused as out of memory (a smaller
+                                    * GPU); 0 = none */
 } vb_device_options;
 
 #define VB_SIM_DEFAULT_CAPACITY (80 * VB_GiB)

@@ -2,7 +2,8 @@
 """Record the CUDA memory history of real PyTorch training loops, as trace
 fixtures for `vrambench replay` and the fidelity check against PyTorch.
 
-    python3 tools/record_torch_traces.py OUTDIR [--workloads resnet50,gpt2] [--seed N]
+    python3 tools/record_torch_traces.py OUTDIR [--workloads resnet50,gpt2,resnet18_varres] [--seed N]
+                                         [--alloc-conf CONF] [--memory-fraction F] [--no-history]
 
 Runs on a GPU machine with torch, torchvision and (optionally) transformers.
 Nothing is downloaded: models are randomly initialised and fed random data.
@@ -28,9 +29,17 @@ Workloads:
             768 wide; a hand-written one when transformers is missing), AdamW,
             24 steps on batches of 8 random token sequences whose length varies
             from 128 to 1024
+  resnet18_varres  torchvision ResNet-18 (weights=None), SGD, 16 steps of 32
+            random images whose resolution varies from 128 to 320 pixels (as
+            multi-scale training does): activations of changing sizes
 PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF are cleared for the workers so
-that PyTorch's defaults (what vrambench's `caching` models) apply. The whole
-run takes about a minute on an H100. Exit status: 0 when every workload was
+that PyTorch's defaults (what vrambench's `caching` models) apply, unless
+--alloc-conf gives PYTORCH_CUDA_ALLOC_CONF's value for them (and
+--memory-fraction calls torch.cuda.set_per_process_memory_fraction first,
+which garbage_collection_threshold needs). --no-history runs the workloads
+without recording (NAME.json only): what `vrambench tune`'s check against
+real PyTorch runs under each setting (tools/tune_check.py). The whole run
+takes about a minute on an H100. Exit status: 0 when every workload was
 recorded, 1 otherwise.
 """
 
@@ -43,7 +52,7 @@ import time
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKLOADS = ("resnet50", "gpt2")
+WORKLOADS = ("resnet50", "gpt2", "resnet18_varres")
 MAX_ENTRIES = 5_000_000  # trace entries kept; the workloads make well under 1 M
 WORKER_TIMEOUT_S = 300
 
@@ -182,6 +191,42 @@ def gpt2_workload(torch, device, seed):
     return parameters, steps, release
 
 
+def resnet18_varres_workload(torch, device, seed):
+    """ResNet-18 trained on batches whose image resolution changes every step."""
+    import random
+
+    import torchvision
+
+    torch.backends.cudnn.benchmark = False
+    model = torchvision.models.resnet18(weights=None).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    criterion = torch.nn.CrossEntropyLoss()
+    choices = random.Random(seed)
+    resolutions = [choices.choice((128, 160, 192, 224, 256, 288, 320)) for _ in range(16)]
+    generator = torch.Generator(device=device).manual_seed(seed)
+    batch = 32
+    parameters = {"model": "torchvision resnet18(weights=None)", "optimizer": "SGD(lr=0.05, momentum=0.9)",
+                  "batch": batch, "resolutions": resolutions}
+
+    def steps():
+        model.train()
+        for step, size in enumerate(resolutions):
+            with torch.profiler.record_function(f"step {step} res {size}"):
+                images = torch.randn(batch, 3, size, size, device=device, generator=generator)
+                labels = torch.randint(0, 1000, (batch,), device=device, generator=generator)
+                optimizer.zero_grad(set_to_none=True)
+                loss = criterion(model(images), labels)
+                loss.backward()
+                optimizer.step()
+                del images, labels, loss
+
+    def release():
+        nonlocal model, optimizer
+        model = optimizer = None
+
+    return parameters, steps, release
+
+
 # --------------------------------------------------------------------------
 # Worker: one workload in this (fresh) process
 # --------------------------------------------------------------------------
@@ -198,8 +243,9 @@ def _write_json(path, data):
     os.replace(temporary, path)
 
 
-def run_worker(name, outdir, seed):
-    """Records workload `name`; writes NAME.pickle and NAME.json. Returns 0 or 1."""
+def run_worker(name, outdir, seed, history=True, memory_fraction=None):
+    """Records workload `name`; writes NAME.pickle (unless `history` is off)
+    and NAME.json. Returns 0 or 1."""
     import gc
     import pickle
 
@@ -210,13 +256,17 @@ def run_worker(name, outdir, seed):
         return 1
     torch.manual_seed(seed)
     device = torch.device("cuda", torch.cuda.current_device())
+    if memory_fraction is not None:
+        torch.cuda.set_per_process_memory_fraction(memory_fraction, device)
     # Before anything is allocated, so the trace holds every allocation.
-    try:
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
-                                                 max_entries=MAX_ENTRIES)
-    except TypeError:  # an older signature: keep its defaults
-        torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES)
-    builder = {"resnet50": resnet50_workload, "gpt2": gpt2_workload}[name]
+    if history:
+        try:
+            torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                                     max_entries=MAX_ENTRIES)
+        except TypeError:  # an older signature: keep its defaults
+            torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES)
+    builder = {"resnet50": resnet50_workload, "gpt2": gpt2_workload,
+               "resnet18_varres": resnet18_varres_workload}[name]
     started = time.monotonic()
     parameters, steps, release = builder(torch, device, seed)
     steps()
@@ -227,12 +277,15 @@ def run_worker(name, outdir, seed):
     release()
     gc.collect()
     torch.cuda.synchronize(device)
-    snapshot = torch.cuda.memory._snapshot()  # what _dump_snapshot() pickles
-    torch.cuda.memory._record_memory_history(enabled=None)
-    snapshot_path = os.path.join(outdir, f"{name}.pickle")
-    with open(snapshot_path, "wb") as file:
-        pickle.dump(snapshot, file)
-    entries = len(snapshot["device_traces"][device.index]) if device.index < len(snapshot["device_traces"]) else 0
+    entries, snapshot_path = 0, None
+    if history:
+        snapshot = torch.cuda.memory._snapshot()  # what _dump_snapshot() pickles
+        torch.cuda.memory._record_memory_history(enabled=None)
+        snapshot_path = os.path.join(outdir, f"{name}.pickle")
+        with open(snapshot_path, "wb") as file:
+            pickle.dump(snapshot, file)
+        traces = snapshot["device_traces"]
+        entries = len(traces[device.index]) if device.index < len(traces) else 0
     properties = torch.cuda.get_device_properties(device)
     record = {
         "workload": name,
@@ -247,11 +300,13 @@ def run_worker(name, outdir, seed):
         "device_capability": list(torch.cuda.get_device_capability(device)),
         "device_total_bytes": properties.total_memory,
         "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or "",
+        "memory_fraction": memory_fraction,
+        "max_memory_reserved": torch.cuda.max_memory_reserved(device),
         "trace_entries": entries,
         "max_entries": MAX_ENTRIES,
         "history_complete": entries < MAX_ENTRIES,
         "workload_seconds": round(seconds, 3),
-        "snapshot": os.path.basename(snapshot_path),
+        "snapshot": os.path.basename(snapshot_path) if snapshot_path else None,
     }
     _write_json(os.path.join(outdir, f"{name}.json"), record)
     print(f"record_torch_traces: {name}: {entries} trace entries in {seconds:.1f} s; peak reserved "
@@ -289,11 +344,16 @@ def main(argv=None):
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"comma-separated, from {', '.join(WORKLOADS)} (default: all)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF for the workers (default: cleared)")
+    parser.add_argument("--memory-fraction", type=float,
+                        help="torch.cuda.set_per_process_memory_fraction(F) before the workload")
+    parser.add_argument("--no-history", action="store_true", help="run without recording (NAME.json only)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:
-        return run_worker(args.worker, args.outdir, args.seed)
+        return run_worker(args.worker, args.outdir, args.seed, history=not args.no_history,
+                          memory_fraction=args.memory_fraction)
 
     names = [name for name in args.workloads.split(",") if name]
     unknown = [name for name in names if name not in WORKLOADS]
@@ -303,16 +363,22 @@ def main(argv=None):
     environment = dict(os.environ)
     environment.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     environment.pop("PYTORCH_ALLOC_CONF", None)
+    if args.alloc_conf is not None:
+        environment["PYTORCH_CUDA_ALLOC_CONF"] = args.alloc_conf
+    worker_options = ["--no-history"] if args.no_history else []
+    if args.memory_fraction is not None:
+        worker_options += ["--memory-fraction", str(args.memory_fraction)]
     failed = []
     for name in names:
         started = time.monotonic()
-        command = [sys.executable, os.path.abspath(__file__), args.outdir, "--worker", name, "--seed", str(args.seed)]
+        command = [sys.executable, os.path.abspath(__file__), args.outdir, "--worker", name, "--seed", str(args.seed),
+                   *worker_options]
         try:
             status = subprocess.run(command, env=environment, timeout=WORKER_TIMEOUT_S).returncode
         except subprocess.TimeoutExpired:
             print(f"record_torch_traces: error: {name}: no result after {WORKER_TIMEOUT_S} s", file=sys.stderr)
             status = 1
-        if status == 0:
+        if status == 0 and not args.no_history:
             status = convert(args.outdir, name)
         print(f"record_torch_traces: {name}: {'done' if status == 0 else 'FAILED'} "
               f"in {time.monotonic() - started:.0f} s (process start included)")
