@@ -114,6 +114,12 @@ $(BUILD)/vrambench: $(BUILD)/obj/app/main.o $(BUILD)/libvrambench.a
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# tools/vm_calls.c: VM driver calls by kind on sim (the stitch trade-off data).
+$(BUILD)/tools/vm-calls: $(BUILD)/obj/tools/vm_calls.o $(BUILD)/libvrambench.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvrambench.a
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"

@@ -88,6 +88,8 @@ typedef struct stitch_settings {
     uint64_t chunk_mb;
     uint64_t reuse_slack_percent;
     uint64_t reuse_slack_mb;
+    uint64_t granule_mb;
+    uint64_t granule_parts;
 } stitch_settings;
 
 static const vb_option stitch_options[] = {
@@ -98,6 +100,13 @@ static const vb_option stitch_options[] = {
      "a cached range serves a request it exceeds by at most this many percent; default 25"},
     {"reuse_slack_mb", VB_OPTION_U64, offsetof(stitch_settings, reuse_slack_mb), 0, 1 << 30,
      "... and by at most this many MiB (the tighter bound applies); default 20"},
+    {"granule_mb", VB_OPTION_U64, offsetof(stitch_settings, granule_mb), 0, 65536,
+     "largest physical granule in MiB: new memory for a request is made in power-of-two multiples of the "
+     "chunk up to this (fewer driver calls, coarser stitching: more memory); default 0 = the chunk size, "
+     "no granules (plots/stitch_tradeoff.py draws the trade-off)"},
+    {"granule_parts", VB_OPTION_U64, offsetof(stitch_settings, granule_parts), 1, 1 << 20,
+     "a request's new granules are at most 1/this of it (smaller: fewer driver calls; larger: finer "
+     "stitching, less memory); default 8"},
 };
 
 #define STITCH_OPTION_COUNT (sizeof stitch_options / sizeof stitch_options[0])
@@ -105,6 +114,21 @@ static const vb_option stitch_options[] = {
 /* ------------------------------------------------------------------------ */
 /* State                                                                     */
 /* ------------------------------------------------------------------------ */
+
+/* A physical granule: one vm_create of a power of two of chunks, mapped
+ * whole or not at all (cuMemMap maps whole handles). */
+typedef struct stitch_granule {
+    vb_phys handle;
+    uint64_t chunks;
+} stitch_granule;
+
+/* Granules of one size mapped nowhere. */
+typedef struct stitch_free_list {
+    vb_phys *handles;
+    size_t count, capacity;
+} stitch_free_list;
+
+#define STITCH_CLASSES 32              /* granule classes: 2^0 .. 2^31 chunks */
 
 /* A virtual address reservation and the physical chunks mapped at its start.
  * While something is mapped it is a segment: `region` (from the chunk store)
@@ -114,7 +138,8 @@ typedef struct stitch_range {
     vb_addr base;
     uint64_t capacity;                  /* chunks of address space reserved */
     uint64_t mapped;                    /* chunks mapped, from `base` on */
-    vb_phys *handles;                   /* [capacity]: the chunk mapped at each slot */
+    vb_phys *handles;                   /* [capacity]: the granule starting at each slot (first slots only) */
+    uint32_t *span;                     /* [capacity]: chunks of the granule ending at each slot (last slots only) */
     vb_region *region;                  /* the segment while mapped, else NULL */
     struct stitch_range *older, *newer; /* the idle list, while idle */
     struct stitch_range *trim_prev, *trim_next; /* the trimmable list, while on it */
@@ -137,8 +162,12 @@ typedef struct stitch_state {
     uint64_t idle_chunks;               /* chunks mapped in idle ranges */
     stitch_range *trimmable;            /* used ranges with excess chunks */
     uint64_t excess_chunks;             /* their excess, together */
-    vb_phys *free_chunks;               /* physical chunks mapped nowhere */
-    size_t free_count, free_capacity;
+    uint64_t granule_chunks;            /* the largest granule, in chunks (a power of two) */
+    uint64_t granule_parts;             /* a request's new granules are at most 1/this of it */
+    stitch_free_list free_lists[STITCH_CLASSES]; /* granules mapped nowhere, by log2 of their chunks */
+    uint64_t free_count;                /* chunks in them */
+    stitch_granule *gathered;           /* scratch: the granules a range is being built from */
+    size_t gathered_count, gathered_capacity;
     vb_addr_map used;                   /* address -> block handed out */
     vb_chunk_store store;
     vb_deferred deferred;
@@ -181,42 +210,102 @@ static int compare_spare(const vb_oset_node *a, const vb_oset_node *b)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Physical chunks                                                           */
+/* Physical granules                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* vm_create of one chunk, counting the call and, on success, the bytes. */
-static vb_status create_chunk(stitch_state *st, vb_phys *out)
+/* log2 of a power of two. */
+static unsigned class_of(uint64_t chunks)
+{
+    unsigned c = 0;
+    while (chunks >>= 1) c++;
+    return c;
+}
+
+/* vm_create of a granule of `chunks` chunks, counting the call and, on
+ * success, the bytes. */
+static vb_status create_granule(stitch_state *st, uint64_t chunks, vb_phys *out)
 {
     vb_device *dev = st->device;
     st->stats.driver_alloc_calls++;
-    vb_status status = dev->ops->vm_create(dev, st->chunk_size, out);
-    if (status == VB_OK) vb_stats_add_reserved(&st->stats, st->chunk_size);
+    vb_status status = dev->ops->vm_create(dev, chunks * st->chunk_size, out);
+    if (status == VB_OK) vb_stats_add_reserved(&st->stats, chunks * st->chunk_size);
     return status;
 }
 
-/* vm_release of an unmapped chunk, counting the call and the bytes. */
-static void release_chunk(stitch_state *st, vb_phys handle)
+/* vm_release of an unmapped granule, counting the call and the bytes. */
+static void release_granule(stitch_state *st, stitch_granule granule)
 {
     vb_device *dev = st->device;
     st->stats.driver_free_calls++;
-    if (dev->ops->vm_release(dev, handle) == VB_OK) vb_stats_remove_reserved(&st->stats, st->chunk_size);
+    if (dev->ops->vm_release(dev, granule.handle) == VB_OK)
+        vb_stats_remove_reserved(&st->stats, granule.chunks * st->chunk_size);
 }
 
-/* Keeps an unmapped chunk for later use; one the list has no room for
+/* Keeps an unmapped granule for later use; one the list has no room for
  * (host memory ran out) goes back to the device instead of leaking. */
-static void keep_free_chunk(stitch_state *st, vb_phys handle)
+static void keep_free_granule(stitch_state *st, stitch_granule granule)
 {
-    if (st->free_count == st->free_capacity) {
-        size_t capacity = st->free_capacity ? st->free_capacity * 2 : 64;
-        vb_phys *grown = realloc(st->free_chunks, capacity * sizeof *grown);
+    stitch_free_list *list = &st->free_lists[class_of(granule.chunks)];
+    if (list->count == list->capacity) {
+        size_t capacity = list->capacity ? list->capacity * 2 : 16;
+        vb_phys *grown = realloc(list->handles, capacity * sizeof *grown);
         if (!grown) {
-            release_chunk(st, handle);
+            release_granule(st, granule);
             return;
         }
-        st->free_chunks = grown;
-        st->free_capacity = capacity;
+        list->handles = grown;
+        list->capacity = capacity;
     }
-    st->free_chunks[st->free_count++] = handle;
+    list->handles[list->count++] = granule.handle;
+    st->free_count += granule.chunks;
+}
+
+/* Takes the last granule of class `c` (its list is not empty). */
+static stitch_granule take_free_granule(stitch_state *st, unsigned c)
+{
+    stitch_free_list *list = &st->free_lists[c];
+    stitch_granule granule = {list->handles[--list->count], (uint64_t)1 << c};
+    st->free_count -= granule.chunks;
+    return granule;
+}
+
+/* Releases every granule mapped nowhere; with `drop`, frees the lists too. */
+static void release_free_granules(stitch_state *st, int drop)
+{
+    for (unsigned c = 0; c < STITCH_CLASSES; c++) {
+        while (st->free_lists[c].count) release_granule(st, take_free_granule(st, c));
+        if (drop) free(st->free_lists[c].handles);
+    }
+}
+
+/* Appends `granule` to the scratch list a range is built from; 0, or -1
+ * when host memory runs out (the caller keeps the granule elsewhere). */
+static int push_gathered(stitch_state *st, stitch_granule granule)
+{
+    if (st->gathered_count == st->gathered_capacity) {
+        size_t capacity = st->gathered_capacity ? st->gathered_capacity * 2 : 64;
+        stitch_granule *grown = realloc(st->gathered, capacity * sizeof *grown);
+        if (!grown) return -1;
+        st->gathered = grown;
+        st->gathered_capacity = capacity;
+    }
+    st->gathered[st->gathered_count++] = granule;
+    return 0;
+}
+
+/* Gives every gathered granule back to the free lists (a build failed). */
+static void drop_gathered(stitch_state *st)
+{
+    while (st->gathered_count) keep_free_granule(st, st->gathered[--st->gathered_count]);
+}
+
+/* Moves `granule` to the gathered list, or to the free lists when host
+ * memory ran out; returns the chunks it adds to the gathered list. */
+static uint64_t gather_one(stitch_state *st, stitch_granule granule)
+{
+    if (push_gathered(st, granule) == 0) return granule.chunks;
+    keep_free_granule(st, granule);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -227,6 +316,7 @@ static void free_reservation(stitch_state *st, stitch_range *range)
 {
     st->device->ops->vm_free(st->device, range->base, range->capacity * st->chunk_size);
     free(range->handles);
+    free(range->span);
     free(range);
 }
 
@@ -244,6 +334,7 @@ static void retire_reservation(stitch_state *st, stitch_range *range)
  * the device's size. */
 static vb_status take_reservation(stitch_state *st, uint64_t chunks, stitch_range **out)
 {
+    if (chunks > 1 && chunks < st->granule_chunks) chunks = st->granule_chunks;
     stitch_range probe = {.capacity = chunks, .base = 0};
     vb_oset_node *node = vb_oset_lower_bound(&st->spares, &probe.spare_node);
     if (node && SPARE_OF(node)->capacity / 2 < chunks) {
@@ -255,18 +346,22 @@ static vb_status take_reservation(stitch_state *st, uint64_t chunks, stitch_rang
     if (capacity > st->max_chunks) capacity = st->max_chunks > chunks ? st->max_chunks : chunks;
     stitch_range *range = calloc(1, sizeof *range);
     vb_phys *handles = range ? calloc(capacity, sizeof *handles) : NULL;
-    if (!handles) {
+    uint32_t *span = handles ? calloc(capacity, sizeof *span) : NULL;
+    if (!span) {
+        free(handles);
         free(range);
         return vb_error(VB_ERR_OOM, "stitch: out of host memory");
     }
     vb_status status = st->device->ops->vm_reserve(st->device, capacity * st->chunk_size, &range->base);
     if (status != VB_OK) {
+        free(span);
         free(handles);
         free(range);
         return status;
     }
     range->capacity = capacity;
     range->handles = handles;
+    range->span = span;
     *out = range;
     return VB_OK;
 }
@@ -275,35 +370,78 @@ static vb_status take_reservation(stitch_state *st, uint64_t chunks, stitch_rang
 /* Mapping                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Maps the chunks already placed in handles[first, first+count) at their
- * slots. On failure what this call mapped is unmapped again and the status
- * returned; the handles stay where they are, for the caller. */
-static vb_status map_slots(stitch_state *st, stitch_range *range, uint64_t first, uint64_t count)
+/* Maps the gathered granules after `range`'s mapped chunks (the caller
+ * checked they fit), then sets access once over all of them: one vm_map per
+ * granule, one vm_set_access per call. On success the gathered list is
+ * empty; on failure what this call mapped is unmapped again (one vm_unmap)
+ * and the granules stay gathered, for the caller. */
+static vb_status map_gathered(stitch_state *st, stitch_range *range)
 {
     vb_device *dev = st->device;
-    for (uint64_t i = first; i < first + count; i++) {
-        vb_status status = dev->ops->vm_map(dev, range->base + i * st->chunk_size, st->chunk_size, range->handles[i]);
-        if (status != VB_OK) {
-            while (i-- > first) dev->ops->vm_unmap(dev, range->base + i * st->chunk_size, st->chunk_size);
-            return status;
-        }
+    uint64_t first = range->mapped, slot = first;
+    vb_status status = VB_OK;
+    for (size_t i = 0; i < st->gathered_count && status == VB_OK; i++) {
+        stitch_granule granule = st->gathered[i];
+        status = dev->ops->vm_map(dev, range->base + slot * st->chunk_size, granule.chunks * st->chunk_size,
+                                  granule.handle);
+        if (status != VB_OK) break;
+        range->handles[slot] = granule.handle;
+        slot += granule.chunks;
+        range->span[slot - 1] = (uint32_t)granule.chunks;
     }
+    if (status == VB_OK && slot > first)
+        status = dev->ops->vm_set_access(dev, range->base + first * st->chunk_size, (slot - first) * st->chunk_size);
+    if (status != VB_OK) {
+        if (slot > first) dev->ops->vm_unmap(dev, range->base + first * st->chunk_size, (slot - first) * st->chunk_size);
+        return status;
+    }
+    range->mapped = slot;
+    st->gathered_count = 0;
     return VB_OK;
 }
 
-/* Unmaps the last `count` mapped chunks of `range` into `into` (NULL: the
- * free-chunk list). The segment's sizes are the caller's to update. The
+/* Where `range` would end if the tail granules wholly past `chunks` went:
+ * the granule boundary at or above `chunks` (at most range->mapped). */
+static uint64_t boundary_above(const stitch_range *range, uint64_t chunks)
+{
+    uint64_t end = range->mapped;
+    while (end > chunks && end - range->span[end - 1] >= chunks) end -= range->span[end - 1];
+    return end;
+}
+
+/* Unmaps `range`'s granules past `keep` (a granule boundary) with one
+ * vm_unmap, into the gathered list (`gather`) or the free lists; returns the
+ * chunks gathered. The segment's sizes are the caller's to update. The
  * device layer refuses an unmap only for a range it never mapped, which
  * would be a bug of this file, so its status is not acted on. */
-static void unmap_tail(stitch_state *st, stitch_range *range, uint64_t count, vb_phys *into)
+static uint64_t unmap_to(stitch_state *st, stitch_range *range, uint64_t keep, int gather)
 {
     vb_device *dev = st->device;
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t slot = --range->mapped;
-        dev->ops->vm_unmap(dev, range->base + slot * st->chunk_size, st->chunk_size);
-        if (into) into[i] = range->handles[slot];
-        else keep_free_chunk(st, range->handles[slot]);
+    uint64_t gathered = 0;
+    if (keep == range->mapped) return 0;
+    dev->ops->vm_unmap(dev, range->base + keep * st->chunk_size, (range->mapped - keep) * st->chunk_size);
+    while (range->mapped > keep) {
+        uint64_t chunks = range->span[range->mapped - 1];
+        range->mapped -= chunks;
+        stitch_granule granule = {range->handles[range->mapped], chunks};
+        if (gather) gathered += gather_one(st, granule);
+        else keep_free_granule(st, granule);
     }
+    return gathered;
+}
+
+/* Where a cut of `range`'s tail for `want` chunks, taking no granule larger
+ * than `room` chunks in all and going no lower than `floor`, would end. */
+static uint64_t cut_point(const stitch_range *range, uint64_t want, uint64_t room, uint64_t floor)
+{
+    uint64_t end = range->mapped, taken = 0;
+    while (end > floor && taken < want) {
+        uint64_t chunks = range->span[end - 1];
+        if (end - chunks < floor || taken + chunks > room) break;
+        end -= chunks;
+        taken += chunks;
+    }
+    return end;
 }
 
 /* Sets the segment's sizes after `range->mapped` changed (large ranges: one
@@ -375,26 +513,28 @@ static void idle_remove(stitch_state *st, stitch_range *range)
     st->idle_chunks -= range->mapped;
 }
 
-/* Takes the last `count` chunks of idle range `range` into `into` (NULL: the
- * free-chunk list), unmapping them. A range left with nothing mapped stops
- * being a segment and becomes a spare reservation. */
-static void cut_idle_range(stitch_state *st, stitch_range *range, uint64_t count, vb_phys *into)
+/* Unmaps idle range `range`'s granules past `keep` (a granule boundary)
+ * into the gathered list (`gather`) or the free lists; returns the chunks
+ * gathered. A range left with nothing mapped stops being a segment and
+ * becomes a spare reservation. */
+static uint64_t cut_idle_range(stitch_state *st, stitch_range *range, uint64_t keep, int gather)
 {
     vb_chunk *block = range->region->first;
     if (block->tag == STITCH_SMALL) vb_oset_remove(&st->small_free, &block->node);
     else vb_oset_remove(&st->large_free, &block->node);
-    if (count == range->mapped) {
+    if (keep == 0) {
         idle_remove(st, range);
         detach_segment(st, range);
-        unmap_tail(st, range, count, into);
+        uint64_t gathered = unmap_to(st, range, 0, gather);
         retire_reservation(st, range);
-        return;
+        return gathered;
     }
     /* Only large ranges have more than one chunk. */
-    st->idle_chunks -= count;
-    unmap_tail(st, range, count, into);
+    st->idle_chunks -= range->mapped - keep;
+    uint64_t gathered = unmap_to(st, range, keep, gather);
     resize_large(st, range);
     vb_oset_insert(&st->large_free, &block->node);
+    return gathered;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -423,57 +563,88 @@ static void trim_remove(stitch_state *st, stitch_range *range)
     range->excess = 0;
 }
 
-/* Unmaps `count` excess chunks of used range `range` into `into`. The caller
- * never touches them (they lie past its size) and vm_unmap waits for queued
- * work, so this is safe while the block is in use; the block's allocated
- * bytes shrink with it. */
-static void trim_range(stitch_state *st, stitch_range *range, uint64_t count, vb_phys *into)
+/* Unmaps used range `range`'s excess granules past `keep` into the gathered
+ * list. The caller never touches them (they lie past its size) and vm_unmap
+ * waits for queued work, so this is safe while the block is in use; the
+ * block's allocated bytes shrink with it. Returns the chunks gathered. */
+static uint64_t trim_range(stitch_state *st, stitch_range *range, uint64_t keep)
 {
-    unmap_tail(st, range, count, into);
+    uint64_t count = range->mapped - keep;
+    uint64_t gathered = unmap_to(st, range, keep, 1);
     resize_large(st, range);
     st->stats.allocated_bytes -= count * st->chunk_size;
     range->excess -= count;
     st->excess_chunks -= count;
     if (range->excess == 0) trim_remove(st, range);
+    return gathered;
 }
 
-/* Moves `count` physical chunks into `into`: unmapped ones first, then the
- * excess of used ranges, then the tails of idle ranges, least recently
- * freed first. The caller checked that enough are there (chunks_spare). */
-static void gather_idle(stitch_state *st, uint64_t count, vb_phys *into)
+/* Gathers granules mapped nowhere for `want` chunks, taking none that would
+ * bring the total past `room`: the largest ones that fit within `want`
+ * first, then the smallest one larger than what is missing. Returns the
+ * chunks gathered. */
+static uint64_t gather_free(stitch_state *st, uint64_t want, uint64_t room)
 {
     uint64_t taken = 0;
-    while (taken < count && st->free_count) into[taken++] = st->free_chunks[--st->free_count];
-    while (taken < count && st->trimmable) {
-        stitch_range *range = st->trimmable;
-        uint64_t cut = range->excess < count - taken ? range->excess : count - taken;
-        trim_range(st, range, cut, into + taken);
-        taken += cut;
+    for (unsigned c = STITCH_CLASSES; c-- > 0 && taken < want;) {
+        uint64_t chunks = (uint64_t)1 << c;
+        while (chunks <= want - taken && st->free_lists[c].count) taken += gather_one(st, take_free_granule(st, c));
     }
-    while (taken < count) {
-        stitch_range *oldest = st->idle_oldest;
-        uint64_t cut = oldest->mapped < count - taken ? oldest->mapped : count - taken;
-        cut_idle_range(st, oldest, cut, into + taken);
-        taken += cut;
+    for (unsigned c = 0; c < STITCH_CLASSES && taken < want; c++) {
+        uint64_t chunks = (uint64_t)1 << c;
+        if (chunks > room - taken) break;
+        if (chunks > want - taken && st->free_lists[c].count) taken += gather_one(st, take_free_granule(st, c));
     }
+    return taken;
 }
 
-/* Puts `count` physical chunks into `into`: created for the shortfall first,
- * so that when the device refuses, the chunks this call created go back and
- * every idle range is left as it was; then taken from the idle ones. */
-static vb_status obtain_chunks(stitch_state *st, uint64_t count, vb_phys *into)
+/* Gathers granules for `want` chunks, no more than `room` in all: mapped
+ * nowhere first, then the excess of used ranges, then the tails of idle
+ * ranges, least recently freed first. Returns the chunks gathered (fewer
+ * than `want` when that is all there is). */
+static uint64_t gather_idle(stitch_state *st, uint64_t want, uint64_t room)
 {
-    uint64_t available = st->free_count + st->excess_chunks + st->idle_chunks;
-    uint64_t fresh = count > available ? count - available : 0;
-    vb_phys *created = into + (count - fresh);
-    for (uint64_t i = 0; i < fresh; i++) {
-        vb_status status = create_chunk(st, &created[i]);
+    uint64_t taken = gather_free(st, want, room);
+    for (stitch_range *range = st->trimmable, *next; range && taken < want; range = next) {
+        next = range->trim_next;
+        uint64_t keep = cut_point(range, want - taken, room - taken, range->mapped - range->excess);
+        if (keep < range->mapped) taken += trim_range(st, range, keep);
+    }
+    for (stitch_range *range = st->idle_oldest, *next; range && taken < want; range = next) {
+        next = range->newer;
+        uint64_t keep = cut_point(range, want - taken, room - taken, 0);
+        if (keep < range->mapped) taken += cut_idle_range(st, range, keep, 1);
+    }
+    return taken;
+}
+
+/* Gathers granules for at least `count` chunks and at most `room`: what
+ * idle memory there is, then new granules from the device for the rest,
+ * each the largest power of two of chunks that fits, up to the granule
+ * size. When the device refuses, the granules created here go back and the
+ * gathered ones stay mapped nowhere, for the next request. */
+static vb_status obtain_chunks(stitch_state *st, uint64_t count, uint64_t room)
+{
+    uint64_t taken = gather_idle(st, count, room);
+    size_t first_created = st->gathered_count;
+    uint64_t largest = st->granule_chunks;
+    while (largest > 1 && largest * st->granule_parts > count) largest >>= 1;
+    while (taken < count) {
+        uint64_t chunks = largest;
+        while (chunks > count - taken) chunks >>= 1;
+        stitch_granule granule = {0, chunks};
+        vb_status status = create_granule(st, chunks, &granule.handle);
+        if (status == VB_OK && push_gathered(st, granule) != 0) {
+            release_granule(st, granule);
+            status = vb_error(VB_ERR_OOM, "stitch: out of host memory");
+        }
         if (status != VB_OK) {
-            while (i-- > 0) release_chunk(st, created[i]);
+            while (st->gathered_count > first_created) release_granule(st, st->gathered[--st->gathered_count]);
+            drop_gathered(st);
             return status;
         }
+        taken += chunks;
     }
-    gather_idle(st, count - fresh, into);
     return VB_OK;
 }
 
@@ -505,8 +676,8 @@ static vb_status hand_out(stitch_state *st, vb_chunk *block, uint64_t size, vb_s
     vb_stats_add_use(&st->stats, size, block->size);
     if (block->tag == STITCH_LARGE) {
         stitch_range *range = range_of(block);
-        uint64_t needed = chunks_for(st, size);
-        if (range->mapped > needed) trim_push(st, range, range->mapped - needed);
+        uint64_t keep = boundary_above(range, chunks_for(st, size));
+        if (range->mapped > keep) trim_push(st, range, range->mapped - keep);
     }
     *out = block->addr;
     return VB_OK;
@@ -587,52 +758,43 @@ static stitch_range *growable_range(stitch_state *st, vb_stream stream, uint64_t
     return best;
 }
 
-/* Grows idle range `range` in place to `chunks` chunks and hands it out. */
+/* Grows idle range `range` in place to at least `chunks` chunks and hands it out. */
 static vb_status grow_range(stitch_state *st, stitch_range *range, uint64_t chunks, uint64_t size, vb_stream stream,
                             vb_addr *out)
 {
     vb_chunk *block = claim_idle_large(st, range);
-    uint64_t first = range->mapped, count = chunks - range->mapped;
-    vb_status status = obtain_chunks(st, count, range->handles + first);
+    vb_status status = obtain_chunks(st, chunks - range->mapped, range->capacity - range->mapped);
+    if (status == VB_OK) status = map_gathered(st, range);
     if (status != VB_OK) {
+        drop_gathered(st);
         unclaim_large(st, range);
         return status;
     }
-    status = map_slots(st, range, first, count);
-    if (status != VB_OK) {
-        for (uint64_t i = first; i < first + count; i++) keep_free_chunk(st, range->handles[i]);
-        unclaim_large(st, range);
-        return status;
-    }
-    range->mapped = chunks;
     resize_large(st, range);
     return hand_out(st, block, size, stream, out);
 }
 
-/* Builds a new range of `chunks` stitched chunks and hands it out. */
-static vb_status build_range(stitch_state *st, uint64_t chunks, uint64_t size, vb_stream stream, vb_addr *out)
+/* Builds a new range of at least `chunks` stitched chunks (in a reservation
+ * of `kind`'s size) as a segment of one free block of `stream`. */
+static vb_status build_range(stitch_state *st, uint64_t chunks, uint32_t kind, vb_stream stream,
+                             stitch_range **out)
 {
     stitch_range *range = NULL;
     vb_status status = take_reservation(st, chunks, &range);
     if (status != VB_OK) return status;
-    status = obtain_chunks(st, chunks, range->handles);
-    if (status != VB_OK) {
-        retire_reservation(st, range);
-        return status;
-    }
-    status = map_slots(st, range, 0, chunks);
+    status = obtain_chunks(st, chunks, range->capacity);
+    if (status == VB_OK) status = map_gathered(st, range);
     if (status == VB_OK) {
-        range->mapped = chunks;
-        status = attach_segment(st, range, STITCH_LARGE, stream);
-        if (status != VB_OK) unmap_tail(st, range, chunks, NULL);
-    } else {
-        for (uint64_t i = 0; i < chunks; i++) keep_free_chunk(st, range->handles[i]);
+        status = attach_segment(st, range, kind, stream);
+        if (status != VB_OK) unmap_to(st, range, 0, 0);
     }
     if (status != VB_OK) {
+        drop_gathered(st);
         retire_reservation(st, range);
         return status;
     }
-    return hand_out(st, range->region->first, size, stream, out);
+    *out = range;
+    return VB_OK;
 }
 
 /* A request of more than half a chunk: `chunks` whole chunks. */
@@ -640,6 +802,7 @@ static vb_status large_malloc(stitch_state *st, uint64_t size, uint64_t chunks, 
 {
     uint64_t rounded = chunks * st->chunk_size;
     vb_chunk probe = {.stream = stream, .size = rounded, .addr = 0};
+    stitch_range *built = NULL;
     vb_oset_node *node = vb_oset_lower_bound(&st->large_free, &probe.node);
     if (node && VB_CHUNK_OF(node)->stream == stream) {
         vb_chunk *block = VB_CHUNK_OF(node);
@@ -652,14 +815,15 @@ static vb_status large_malloc(stitch_state *st, uint64_t size, uint64_t chunks, 
         if (excess <= rounded) {
             /* Unmapping the excess is cheaper than mapping a whole new range. */
             claim_idle_large(st, range);
-            unmap_tail(st, range, range->mapped - chunks, NULL);
+            unmap_to(st, range, boundary_above(range, chunks), 0);
             resize_large(st, range);
             return hand_out(st, block, size, stream, out);
         }
     }
     stitch_range *growable = growable_range(st, stream, chunks);
     if (growable) return grow_range(st, growable, chunks, size, stream, out);
-    return build_range(st, chunks, size, stream, out);
+    vb_status status = build_range(st, chunks, STITCH_LARGE, stream, &built);
+    return status == VB_OK ? hand_out(st, built->region->first, size, stream, out) : status;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -671,25 +835,8 @@ static vb_status large_malloc(stitch_state *st, uint64_t size, uint64_t chunks, 
 static vb_status new_small_segment(stitch_state *st, vb_stream stream)
 {
     stitch_range *range = NULL;
-    vb_status status = take_reservation(st, 1, &range);
+    vb_status status = build_range(st, 1, STITCH_SMALL, stream, &range);
     if (status != VB_OK) return status;
-    status = obtain_chunks(st, 1, range->handles);
-    if (status != VB_OK) {
-        retire_reservation(st, range);
-        return status;
-    }
-    status = map_slots(st, range, 0, 1);
-    if (status == VB_OK) {
-        range->mapped = 1;
-        status = attach_segment(st, range, STITCH_SMALL, stream);
-        if (status != VB_OK) unmap_tail(st, range, 1, NULL);
-    } else {
-        keep_free_chunk(st, range->handles[0]);
-    }
-    if (status != VB_OK) {
-        retire_reservation(st, range);
-        return status;
-    }
     vb_oset_insert(&st->small_free, &range->region->first->node);
     idle_push(st, range);
     return VB_OK;
@@ -733,7 +880,7 @@ static vb_status small_malloc(stitch_state *st, uint64_t size, vb_stream stream,
 
 static vb_status stitch_create(vb_device *dev, const vb_config *config, void **state)
 {
-    stitch_settings settings = {.chunk_mb = 0, .reuse_slack_percent = 25, .reuse_slack_mb = 20};
+    stitch_settings settings = {.chunk_mb = 0, .reuse_slack_percent = 25, .reuse_slack_mb = 20, .granule_mb = 0, .granule_parts = 8};
     vb_status status = vb_config_apply(config, stitch_options, STITCH_OPTION_COUNT, &settings, "stitch");
     if (status != VB_OK) return status;
     uint64_t granularity = dev->ops->vm_granularity(dev);
@@ -754,6 +901,11 @@ static vb_status stitch_create(vb_device *dev, const vb_config *config, void **s
     st->small_max = chunk_size / 2 / STITCH_SMALL_ROUNDING * STITCH_SMALL_ROUNDING;
     st->slack_percent = settings.reuse_slack_percent;
     st->slack_bytes = settings.reuse_slack_mb * VB_MiB;
+    st->granule_parts = settings.granule_parts;
+    st->granule_chunks = 1;
+    while (st->granule_chunks * 2 * chunk_size <= settings.granule_mb * VB_MiB &&
+           st->granule_chunks < ((uint64_t)1 << 30))
+        st->granule_chunks *= 2;
     vb_oset_init(&st->large_free, compare_free_block);
     vb_oset_init(&st->small_free, compare_free_block);
     vb_oset_init(&st->segments, vb_region_compare_base);
@@ -773,15 +925,15 @@ static void stitch_destroy(void *state)
     for (vb_oset_node *node; (node = vb_oset_first(&st->segments));) {
         vb_oset_remove(&st->segments, node);
         stitch_range *range = VB_REGION_OF(node)->data;
-        unmap_tail(st, range, range->mapped, NULL);
+        unmap_to(st, range, 0, 0);
         free_reservation(st, range);
     }
     for (vb_oset_node *node; (node = vb_oset_first(&st->spares));) {
         vb_oset_remove(&st->spares, node);
         free_reservation(st, SPARE_OF(node));
     }
-    while (st->free_count) release_chunk(st, st->free_chunks[--st->free_count]);
-    free(st->free_chunks);
+    release_free_granules(st, 1);
+    free(st->gathered);
     vb_addr_map_clear(&st->used);
     vb_chunk_store_destroy(&st->store);
     free(st);
@@ -847,8 +999,8 @@ static vb_status stitch_empty_cache(void *state)
 {
     stitch_state *st = state;
     vb_deferred_drain(&st->deferred, event_done, st);
-    while (st->idle_oldest) cut_idle_range(st, st->idle_oldest, st->idle_oldest->mapped, NULL);
-    while (st->free_count) release_chunk(st, st->free_chunks[--st->free_count]);
+    while (st->idle_oldest) cut_idle_range(st, st->idle_oldest, 0, 0);
+    release_free_granules(st, 0);
     for (vb_oset_node *node; (node = vb_oset_first(&st->spares));) {
         vb_oset_remove(&st->spares, node);
         free_reservation(st, SPARE_OF(node));
