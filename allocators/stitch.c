@@ -8,29 +8,37 @@
  * large request gets a contiguous virtual range (vm_reserve) onto which free
  * physical chunks from anywhere are mapped (vm_map): free memory is never
  * stranded by where it sits, so peak reserved is about peak requested rounded
- * to chunks. Mapping costs tens of microseconds per chunk on a GPU
- * (cuMemSetAccess 31-41 us per 2 MiB chunk on an H200), so ranges are cached:
+ * to chunks. The driver's calls cost microseconds each on a GPU (cuMemCreate
+ * tens), so they are few:
  *
+ *  - one vm_set_access per range built or grown, over all its new chunks,
+ *    and one vm_unmap per range that loses chunks, over all of them (the
+ *    device seam takes ranges of several mappings; base/device.h);
  *  - large requests (more than half a chunk, i.e. > 1 MiB with 2 MiB chunks)
  *    round up to whole chunks; a range serves one request at a time and is
  *    handed out whole (allocated = its mapped bytes);
  *  - a freed range stays mapped, idle, indexed by (stream, size, address)
  *    and in a least-recently-freed list. A request first takes the best-fit
  *    idle range of its stream when that is at most reuse_slack_percent
- *    (default 25%) and at most reuse_slack_mb (default 20 MiB) larger: no
- *    driver call at all;
- *  - a best fit larger than that but at most twice the request is shrunk:
- *    its tail chunks are unmapped (no new mapping is needed);
+ *    (default 100%) larger (and at most reuse_slack_mb, default no bound): no
+ *    driver call at all. The chunks it has past the request are "excess":
+ *    trimmable (unmapped) only when another request needs chunks, so the
+ *    slack never costs device memory and costs a call only when used;
  *  - otherwise the largest smaller idle range of the stream whose address
  *    reservation has room is grown in place, or a new range is built. The
  *    chunks they need come from unmapped free chunks, then from the excess
- *    of used ranges (the chunks a range handed out within its reuse slack
- *    has past its caller's size: unmapped while in use, so slack never costs
- *    device memory), then from the tails of idle ranges of any stream, least
+ *    of used ranges, then from the tails of idle ranges of any stream, least
  *    recently freed first (unmapping them), and only then from the device
  *    (vm_create). New reservations are the request rounded up to a power of
  *    two of chunks (capped at the device's size), so a range can grow in
  *    place later; address space costs nothing;
+ *  - granules (granule_mb, off by default): new device memory for a request
+ *    is made as power-of-two multiples of the chunk, up to granule_mb and at
+ *    most 1/granule_parts of the request, each one vm_create and one vm_map.
+ *    A granule is mapped whole or not at all (cuMemMap maps whole handles),
+ *    so stitching gets coarser: fewer driver calls, more memory. The
+ *    trade-off is measured by tools/stitch_tradeoff.py and drawn by
+ *    plots/stitch_tradeoff.py;
  *  - small requests (up to half a chunk) are not stitched: they are rounded
  *    to 512 B and carved, best fit with splitting and coalescing
  *    (allocators/chunks.h), out of one-chunk "small segments" of their
@@ -50,15 +58,15 @@
  * record_stream holds a freed block until the recorded streams' work has
  * completed (deferred.h); a held block is neither reused nor unmapped.
  *
- * Out of memory: chunks of idle ranges are counted as available before the
- * device is asked, and a request is only sent to the device for the
- * shortfall, so giving idle chunks back to the device and asking again could
- * not help. When the device refuses, the chunks created for the request go
- * back, and if blocks are held for record_stream the malloc waits for them
+ * Out of memory: every idle chunk that fits is gathered before the device
+ * is asked, and the device is only asked for the shortfall, so giving idle
+ * chunks back to the device and asking again could not help. When the
+ * device refuses, the chunks created for the request go back (those
+ * gathered stay, unmapped, for the next request), and if blocks are held for record_stream the malloc waits for them
  * (they become idle, hence usable) and tries again, counting alloc_retries.
  * A request larger than the device is refused without a driver call.
  *
- * Statistics: reserved = physical chunks held (vm_create'd, not released);
+ * Statistics: reserved = physical memory held (vm_create'd, not released);
  * driver_alloc_calls = vm_create calls, driver_free_calls = vm_release calls.
  * "Largest free block" (cached()) is the largest request that could be served
  * without new device memory: every unmapped chunk plus every chunk of an idle
@@ -97,9 +105,10 @@ static const vb_option stitch_options[] = {
      "physical chunk size in MiB, a multiple of the device's mapping granularity (2 MiB); default 0 = the "
      "granularity"},
     {"reuse_slack_percent", VB_OPTION_U64, offsetof(stitch_settings, reuse_slack_percent), 0, 1000,
-     "a cached range serves a request it exceeds by at most this many percent; default 25"},
+     "a cached range serves a request it exceeds by at most this many percent (handed out whole, the "
+     "chunks past the request trimmable); default 100"},
     {"reuse_slack_mb", VB_OPTION_U64, offsetof(stitch_settings, reuse_slack_mb), 0, 1 << 30,
-     "... and by at most this many MiB (the tighter bound applies); default 20"},
+     "... and by at most this many MiB (the tighter bound applies); default 0 = no bound in MiB"},
     {"granule_mb", VB_OPTION_U64, offsetof(stitch_settings, granule_mb), 0, 65536,
      "largest physical granule in MiB: new memory for a request is made in power-of-two multiples of the "
      "chunk up to this (fewer driver calls, coarser stitching: more memory); default 0 = the chunk size, "
@@ -723,7 +732,7 @@ static void event_done(void *context, void *item)
 static uint64_t reuse_slack(const stitch_state *st, uint64_t rounded)
 {
     uint64_t by_percent = rounded / 100 * st->slack_percent + rounded % 100 * st->slack_percent / 100;
-    return by_percent < st->slack_bytes ? by_percent : st->slack_bytes;
+    return st->slack_bytes && st->slack_bytes < by_percent ? st->slack_bytes : by_percent;
 }
 
 /* Takes idle range `range`'s block out of the free index and the idle list. */
@@ -809,14 +818,10 @@ static vb_status large_malloc(stitch_state *st, uint64_t size, uint64_t chunks, 
         stitch_range *range = range_of(block);
         uint64_t excess = block->size - rounded;
         if (excess <= reuse_slack(st, rounded)) {
+            /* Whole: its chunks past the request are trimmable, unmapped only
+             * when another request needs them (shrinking it now would cost an
+             * unmap, and a map when it grows back). */
             claim_idle_large(st, range);
-            return hand_out(st, block, size, stream, out);
-        }
-        if (excess <= rounded) {
-            /* Unmapping the excess is cheaper than mapping a whole new range. */
-            claim_idle_large(st, range);
-            unmap_to(st, range, boundary_above(range, chunks), 0);
-            resize_large(st, range);
             return hand_out(st, block, size, stream, out);
         }
     }
@@ -880,7 +885,7 @@ static vb_status small_malloc(stitch_state *st, uint64_t size, vb_stream stream,
 
 static vb_status stitch_create(vb_device *dev, const vb_config *config, void **state)
 {
-    stitch_settings settings = {.chunk_mb = 0, .reuse_slack_percent = 25, .reuse_slack_mb = 20, .granule_mb = 0, .granule_parts = 8};
+    stitch_settings settings = {.chunk_mb = 0, .reuse_slack_percent = 100, .reuse_slack_mb = 0, .granule_mb = 0, .granule_parts = 8};
     vb_status status = vb_config_apply(config, stitch_options, STITCH_OPTION_COUNT, &settings, "stitch");
     if (status != VB_OK) return status;
     uint64_t granularity = dev->ops->vm_granularity(dev);

@@ -3,13 +3,13 @@
  *
  * Every expected number is worked out in the comments from the rules of
  * allocators/stitch.c, with the default options (2 MiB chunks, reuse slack
- * 25% and 20 MiB):
+ * 100% with no bound in MiB, no granules):
  *   small:  a request of at most 1 MiB (half a chunk) is rounded to 512 B and
  *           carved, best fit, out of a one-chunk small segment of its stream;
  *   large:  a larger request takes ceil(size / 2 MiB) chunks, one range;
  *   reuse:  the best-fit idle range of the stream serves it whole when at most
- *           min(25% of the rounded size, 20 MiB) larger; up to twice the
- *           rounded size it is shrunk (its tail unmapped); else the largest
+ *           twice the rounded size (its chunks past the request are excess,
+ *           unmapped only when another request takes them); else the largest
  *           smaller idle range of the stream grows in place if its
  *           reservation (the size it was built for, rounded up to a power of
  *           two of chunks) has room, or a new range is built;
@@ -195,8 +195,8 @@ static void test_largest_free_block_is_every_idle_chunk(void **state)
 /* ------------------------------------------------------------------------ */
 
 /* 100 MiB = 50 chunks, 50 maps. Freed, it serves 90 MiB (45 chunks): 10
- * chunks more is 20 MiB <= min(25% of 90, 20) = 20 MiB, so the whole range
- * is handed out again: same address, no map, allocated 100 MiB. */
+ * chunks more is within 100% of 90 MiB, so the whole range is handed out
+ * again: same address, no map, allocated 100 MiB. */
 static void test_cached_range_is_reused_without_vm_map(void **state)
 {
     (void)state;
@@ -214,10 +214,12 @@ static void test_cached_range_is_reused_without_vm_map(void **state)
     vb_fixture_close(f);
 }
 
-/* A 100 MiB range for 60 MiB: 40 MiB more than 60 > min(15, 20) MiB of
- * slack, but <= 60: the range is shrunk to 30 chunks by unmapping its last
- * 20 (one call); no map. Allocated 60 MiB, reserved still 100 MiB. */
-static void test_range_too_large_by_less_than_the_request_is_shrunk(void **state)
+/* A 100 MiB range for 60 MiB: 40 MiB more is within 100% of 60, so it is
+ * handed out whole (same address, no call; allocated 100 MiB) with 20
+ * excess chunks. A 40 MiB request then takes those 20 chunks (one unmap of
+ * 40 MiB, 20 maps) rather than device memory: allocated 60 + 40 MiB,
+ * reserved still 100 MiB, 50 chunks created in all. */
+static void test_range_too_large_by_less_than_the_request_lends_its_excess(void **state)
 {
     (void)state;
     vb_alloc_fixture *f = open_stitch(0);
@@ -225,11 +227,16 @@ static void test_range_too_large_by_less_than_the_request_is_shrunk(void **state
     vb_must_free(f, first);
     assert_int_equal(vb_must_malloc(f, 60 * MiB), first);
     assert_int_equal(map_calls, 50);
+    assert_int_equal(unmap_calls, 0);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 100 * MiB);
+    vb_must_malloc(f, 40 * MiB);
+    assert_int_equal(map_calls, 50 + 20);
     assert_int_equal(unmap_calls, 1);
     assert_int_equal(unmapped_bytes, 40 * MiB);
     vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(stats.allocated_bytes, 60 * MiB);
+    assert_int_equal(stats.allocated_bytes, 100 * MiB);
     assert_int_equal(stats.reserved_bytes, 100 * MiB);
+    assert_int_equal(stats.driver_alloc_calls, 50);
     vb_fixture_close(f);
 }
 
@@ -277,7 +284,7 @@ static void test_idle_range_grows_in_place(void **state)
 }
 
 /* A 40 MiB range (20 chunks) serves 34 MiB (17 chunks): 6 MiB more is
- * within min(8.5, 20) MiB of slack, so it is handed out whole (allocated
+ * within 100% of 34 MiB, so it is handed out whole (allocated
  * 40 MiB) with 3 excess chunks. A 6 MiB request (3 chunks) then takes those
  * 3 chunks (one unmap of 6 MiB) instead of device memory: reserved stays 40 MiB,
  * allocated is 34 + 6 = 40 MiB, still 20 chunks created. */
@@ -595,17 +602,36 @@ static void test_chunk_mb_sets_the_chunk_size(void **state)
     vb_fixture_close(f);
 }
 
-/* reuse_slack_percent=0: a 100 MiB range is no longer handed out whole for
- * 98 MiB; it is shrunk to 49 chunks (allocated 98 MiB), same address. */
-static void test_zero_reuse_slack_shrinks_even_one_chunk(void **state)
+/* reuse_slack_percent=0: a 100 MiB range no longer serves 98 MiB (49
+ * chunks); a new range is stitched from its last 49 chunks (one unmap),
+ * elsewhere: allocated 98 MiB, reserved still 100 MiB. */
+static void test_zero_reuse_slack_serves_only_exact_fits(void **state)
 {
     (void)state;
     const char *const settings[] = {"reuse_slack_percent=0", NULL};
-    vb_alloc_fixture *f = vb_fixture_open("stitch", 0, settings);
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
     vb_addr first = vb_must_malloc(f, 100 * MiB);
     vb_must_free(f, first);
-    assert_int_equal(vb_must_malloc(f, 98 * MiB), first);
-    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 98 * MiB);
+    assert_true(vb_must_malloc(f, 98 * MiB) != first);
+    assert_int_equal(unmap_calls, 1);
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(stats.allocated_bytes, 98 * MiB);
+    assert_int_equal(stats.reserved_bytes, 100 * MiB);
+    vb_fixture_close(f);
+}
+
+/* reuse_slack_mb=10 bounds the slack: the 100 MiB range serves 90 MiB (10
+ * MiB more) whole, but not 88 MiB (12 MiB more). */
+static void test_reuse_slack_mb_bounds_the_slack(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"reuse_slack_mb=10", NULL};
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_addr first = vb_must_malloc(f, 100 * MiB);
+    vb_must_free(f, first);
+    assert_int_equal(vb_must_malloc(f, 90 * MiB), first);
+    vb_must_free(f, first);
+    assert_true(vb_must_malloc(f, 88 * MiB) != first);
     vb_fixture_close(f);
 }
 
@@ -648,7 +674,7 @@ int main(void)
         cmocka_unit_test(test_stitched_request_takes_no_new_device_memory),
         cmocka_unit_test(test_largest_free_block_is_every_idle_chunk),
         cmocka_unit_test(test_cached_range_is_reused_without_vm_map),
-        cmocka_unit_test(test_range_too_large_by_less_than_the_request_is_shrunk),
+        cmocka_unit_test(test_range_too_large_by_less_than_the_request_lends_its_excess),
         cmocka_unit_test(test_range_more_than_twice_the_request_gives_its_tail),
         cmocka_unit_test(test_idle_range_grows_in_place),
         cmocka_unit_test(test_reuse_slack_is_taken_back_before_device_memory),
@@ -667,7 +693,8 @@ int main(void)
         cmocka_unit_test(test_granules_grow_with_the_request),
         cmocka_unit_test(test_granule_is_stitched_whole),
         cmocka_unit_test(test_chunk_mb_sets_the_chunk_size),
-        cmocka_unit_test(test_zero_reuse_slack_shrinks_even_one_chunk),
+        cmocka_unit_test(test_zero_reuse_slack_serves_only_exact_fits),
+        cmocka_unit_test(test_reuse_slack_mb_bounds_the_slack),
         cmocka_unit_test(test_unknown_option_is_invalid),
         cmocka_unit_test(test_chunk_mb_not_a_multiple_of_the_granularity_is_invalid),
         cmocka_unit_test(test_non_numeric_option_value_is_invalid),

@@ -2,13 +2,16 @@
  * makes on the simulated device, by kind, with its overhead ratio and host
  * time, for the stitch trade-off measurements (plots/stitch_tradeoff.py).
  *
- *   build/tools/vm-calls [--config KEY=VALUE]... ALLOCATOR WORKLOAD...
+ *   build/tools/vm-calls [--repeat N] [--config KEY=VALUE]... ALLOCATOR WORKLOAD...
  *
  * A WORKLOAD is a trace file (replayed as `vrambench replay` does) or a
  * registered scenario's name (run once). One JSON object per workload on
  * stdout: calls by kind (create, map, unmap, set_access, release, reserve,
  * free), bytes mapped, peak reserved / peak requested (exact on sim) and the
- * host seconds of the run. Counting happens here, in a copy of the sim's ops
+ * host seconds of the run. With --repeat N the workload runs N times on the
+ * same allocator, as the benchmark's iterations do, and the calls and host
+ * seconds are those of the last run alone (the steady state); the peaks
+ * cover every run. Counting happens here, in a copy of the sim's ops
  * table, not in the allocator: the sim's ops reach their state through
  * dev->state only, so the copy behaves as the sim itself.
  */
@@ -74,7 +77,7 @@ static double now_s(void)
 }
 
 /* Runs one workload on a fresh sim with a fresh allocator and prints its line. */
-static int measure(const char *allocator_name, const vb_config *config, const char *workload)
+static int measure(const char *allocator_name, const vb_config *config, const char *workload, int repeat)
 {
     vb_device *sim = NULL;
     if (vb_sim_open(0, &sim) != VB_OK) return 1;
@@ -102,7 +105,11 @@ static int measure(const char *allocator_name, const vb_config *config, const ch
         vb_run_set_latency_sampling(run, 0);
     }
     double start = now_s();
-    if (status == VB_OK) status = scenario->run(run);
+    for (int i = 0; i < repeat && status == VB_OK; i++) {
+        memset(&counts, 0, sizeof counts);
+        start = now_s();
+        status = scenario->run(run);
+    }
     double seconds = now_s() - start;
     if (status != VB_OK) {
         fprintf(stderr, "vm-calls: error: %s: %s\n", workload, vb_last_error());
@@ -113,7 +120,8 @@ static int measure(const char *allocator_name, const vb_config *config, const ch
     }
     vb_run_peaks peaks;
     vb_run_get_peaks(run, &peaks);
-    printf("{\"workload\": \"%s\", \"allocator\": \"%s\", \"config\": \"", workload, allocator_name);
+    printf("{\"workload\": \"%s\", \"allocator\": \"%s\", \"repeat\": %d, \"config\": \"", workload,
+           allocator_name, repeat);
     for (size_t i = 0; config && i < config->count; i++)
         printf("%s%s=%s", i ? "," : "", config->entries[i].key, config->entries[i].value);
     printf("\", \"create\": %llu, \"map\": %llu, \"unmap\": %llu, \"set_access\": %llu, \"release\": %llu, "
@@ -135,7 +143,15 @@ int main(int argc, char **argv)
 {
     vb_config_entry entries[32];
     vb_config config = {.entries = entries, .count = 0};
-    int i = 1;
+    int i = 1, repeat = 1;
+    if (i + 1 < argc && strcmp(argv[i], "--repeat") == 0) {
+        repeat = atoi(argv[i + 1]);
+        i += 2;
+        if (repeat < 1) {
+            fprintf(stderr, "vm-calls: error: --repeat needs a positive count\n");
+            return 2;
+        }
+    }
     for (; i + 1 < argc && strcmp(argv[i], "--config") == 0; i += 2) {
         if (config.count == 32 || vb_config_entry_parse(argv[i + 1], &entries[config.count]) != VB_OK) {
             fprintf(stderr, "vm-calls: error: bad --config %s\n", argv[i + 1]);
@@ -144,10 +160,10 @@ int main(int argc, char **argv)
         config.count++;
     }
     if (argc - i < 2) {
-        fprintf(stderr, "usage: vm-calls [--config KEY=VALUE]... ALLOCATOR WORKLOAD...\n");
+        fprintf(stderr, "usage: vm-calls [--repeat N] [--config KEY=VALUE]... ALLOCATOR WORKLOAD...\n");
         return 2;
     }
     int failed = 0;
-    for (int w = i + 1; w < argc; w++) failed |= measure(argv[i], &config, argv[w]);
+    for (int w = i + 1; w < argc; w++) failed |= measure(argv[i], &config, argv[w], repeat);
     return failed;
 }
