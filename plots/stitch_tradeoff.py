@@ -32,9 +32,10 @@ def figure(data):
     fig = Figure(figsize=(12, 5))
     calls_axes, time_axes = fig.subplots(1, 2)
     for workload in workloads:
-        points = sorted((r for r in rows if r["workload"] == workload), key=lambda r: (_setting(r)[1], _setting(r)[0]))
+        points = [r for r in rows if r["workload"] == workload]
         label = workload.rsplit("/", 1)[-1].replace(".trace.gz", "")
         for axes, key in ((calls_axes, "calls"), (time_axes, "estimated_ms")):
+            points.sort(key=lambda p: p[key])  # a curve from the most calls to the fewest
             line, = axes.plot([p[key] for p in points], [p["overhead"] for p in points], marker="o", label=label)
             for p in points:
                 mb, parts = _setting(p)

@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 
-GRID = [(0, 8)] + [(mb, parts) for mb in (4, 8, 16, 32, 64) for parts in (1, 8)]
+GRID = [(0, 8)] + [(mb, parts) for mb in (4, 8, 16, 32, 64) for parts in (1, 8)] + [(64, 32)]
 COST_US = {"create": 25.0, "release": 25.0, "map": 5.0, "unmap": 5.0, "set_access": 5.0}
 FIXTURES = ["tests/fixtures/traces/resnet50.trace.gz", "tests/fixtures/traces/gpt2.trace.gz",
             "random_mix", "capped_training"]
