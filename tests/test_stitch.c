@@ -584,6 +584,58 @@ static void test_granule_is_stitched_whole(void **state)
     vb_fixture_close(f);
 }
 
+/* A seeded random mix on two streams (sizes from 1 KiB to 96 MiB, some
+ * freed while their stream is busy) with `settings`: every block handed out
+ * is accessible, live blocks never overlap, requested <= allocated <=
+ * reserved = what the sim holds, and once everything is freed empty_cache
+ * leaves the sim holding nothing. */
+static void check_random_mix(const char *const *settings)
+{
+    enum { OPS = 3000, SLOTS = 64 };
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_stream streams[2] = {vb_fixture_stream(f), vb_fixture_stream(f)};
+    vb_addr addr[SLOTS] = {0};
+    uint64_t size[SLOTS] = {0};
+    uint64_t seed = 42;
+    for (int op = 0; op < OPS; op++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned slot = (unsigned)(seed >> 33) % SLOTS;
+        if (addr[slot]) {
+            if ((seed >> 20) % 8 == 0) vb_free_while_used_on_busy_stream(f, addr[slot], 1000);
+            else vb_must_free(f, addr[slot]);
+            addr[slot] = 0;
+            continue;
+        }
+        uint64_t shift = 10 + (seed >> 40) % 17; /* 1 KiB .. 64 MiB, times up to 1.5 */
+        size[slot] = ((uint64_t)1 << shift) + (seed >> 8) % ((uint64_t)1 << (shift - 1));
+        addr[slot] = vb_must_malloc_on(f, size[slot], streams[(seed >> 50) & 1]);
+        assert_true(vb_sim_accessible(f->dev, addr[slot], size[slot]));
+        for (unsigned other = 0; other < SLOTS; other++)
+            if (other != slot && addr[other])
+                assert_true(addr[other] + size[other] <= addr[slot] || addr[slot] + size[slot] <= addr[other]);
+        vb_alloc_stats stats = vb_fixture_stats(f);
+        assert_true(stats.requested_bytes <= stats.allocated_bytes);
+        assert_true(stats.allocated_bytes <= stats.reserved_bytes);
+        assert_int_equal(stats.reserved_bytes, vb_sim_used_bytes(f->dev));
+    }
+    for (unsigned slot = 0; slot < SLOTS; slot++)
+        if (addr[slot]) vb_must_free(f, addr[slot]);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 0);
+    assert_int_equal(vb_sim_used_bytes(f->dev), 0);
+    vb_fixture_close(f);
+}
+
+static void test_random_mix_keeps_the_invariants(void **state)
+{
+    (void)state;
+    check_random_mix(NULL);
+    const char *const granules[] = {"granule_mb=64", "granule_parts=1", NULL};
+    check_random_mix(granules);
+    const char *const parts[] = {"granule_mb=16", "granule_parts=8", "reuse_slack_percent=10", NULL};
+    check_random_mix(parts);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -692,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_granules_cut_create_and_map_calls),
         cmocka_unit_test(test_granules_grow_with_the_request),
         cmocka_unit_test(test_granule_is_stitched_whole),
+        cmocka_unit_test(test_random_mix_keeps_the_invariants),
         cmocka_unit_test(test_chunk_mb_sets_the_chunk_size),
         cmocka_unit_test(test_zero_reuse_slack_serves_only_exact_fits),
         cmocka_unit_test(test_reuse_slack_mb_bounds_the_slack),
