@@ -113,6 +113,12 @@ def resnet50_workload(torch, device, seed):
     return parameters, steps, release
 
 
+def _offline():
+    """Keeps transformers from reaching for the network (models are built from configs)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
 def _hand_written_gpt(torch, vocab, width, layers, heads, positions):
     """A GPT-2-shaped causal language model from torch.nn parts only."""
     nn = torch.nn
@@ -158,8 +164,7 @@ def gpt2_workload(torch, device, seed):
     import random
 
     vocab, width, layers, heads, positions, batch = 50257, 768, 6, 12, 1024, 8
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    _offline()
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -203,8 +208,7 @@ def bert_amp_workload(torch, device, seed):
     import random
 
     vocab, width, layers, heads, classes = 30522, 768, 12, 12, 4
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    _offline()
     try:
         from transformers import BertConfig, BertForSequenceClassification
 
@@ -268,8 +272,7 @@ def generate_workload(torch, device, seed):
     import random
 
     vocab, width, layers, heads, positions = 50257, 768, 12, 12, 1024
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    _offline()
     choices = random.Random(seed)
     requests = [(choices.choice([1, 2, 4, 8]), choices.randrange(16, 257), choices.randrange(64, 193))
                 for _ in range(8)]

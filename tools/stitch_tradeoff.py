@@ -2,7 +2,7 @@
 """vrambench tools - the stitch trade-off data: granule size against memory
 overhead and driver calls, measured on the simulated device.
 
-    tools/stitch_tradeoff.py OUT.json [WORKLOAD...]
+    make build/tools/vm-calls && tools/stitch_tradeoff.py OUT.json [TRACE...]
 
 Runs build/tools/vm-calls (tools/vm_calls.c) for `stitch` with each
 granule_mb x granule_parts setting of the grid below (and `caching` for the
@@ -45,6 +45,9 @@ def main(argv):
         print("usage: stitch_tradeoff.py OUT.json [TRACE...]", file=sys.stderr)
         return 2
     tool = os.environ.get("VM_CALLS", "build/tools/vm-calls")
+    if not os.access(tool, os.X_OK):
+        print(f"stitch_tradeoff.py: error: {tool} not found: run `make build/tools/vm-calls` first", file=sys.stderr)
+        return 2
     workloads = FIXTURES + argv[2:]
     rows = measure(tool, "caching", workloads, [])
     for mb, parts in GRID:
