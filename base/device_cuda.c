@@ -474,6 +474,18 @@ static vb_status cuda_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
     if (status == VB_OK) status = cuda_device_synchronize(dev);
     if (status != VB_OK) return status;
     CUresult result = cuda->driver.unmap((CUdeviceptr)addr, (size_t)size);
+    if (result == CUDA_ERROR_INVALID_VALUE && size > cuda->granularity) {
+        /* A driver that takes one mapping per call: unmap them one by one,
+         * finding each one's size by trying granule multiples. */
+        for (uint64_t offset = 0; offset < size;) {
+            uint64_t piece = cuda->granularity;
+            while ((result = cuda->driver.unmap((CUdeviceptr)(addr + offset), (size_t)piece)) != CUDA_SUCCESS &&
+                   piece < size - offset)
+                piece += cuda->granularity;
+            if (result != CUDA_SUCCESS) break;
+            offset += piece;
+        }
+    }
     if (result != CUDA_SUCCESS)
         return driver_failure(&cuda->driver, result, "cuMemUnmap of %llu bytes at 0x%llx", (unsigned long long)size,
                               (unsigned long long)addr);
