@@ -8,7 +8,8 @@
  * registered scenario's name (run once). One JSON object per workload on
  * stdout: calls by kind (create, map, unmap, set_access, release, reserve,
  * free), bytes mapped, peak reserved / peak requested (exact on sim) and the
- * host seconds of the run. With --repeat N the workload runs N times on the
+ * host CPU seconds of the run (process CPU time: steadier than wall time on
+ * a shared machine). With --repeat N the workload runs N times on the
  * same allocator, as the benchmark's iterations do, and the calls and host
  * seconds are those of the last run alone (the steady state); the peaks
  * cover every run. Counting happens here, in a copy of the sim's ops
@@ -69,10 +70,11 @@ static vb_status count_free(vb_device *d, vb_addr a, uint64_t size)
     return sim_ops->vm_free(d, a, size);
 }
 
+/* Process CPU seconds: on a shared machine steadier than wall time. */
 static double now_s(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
