@@ -16,7 +16,7 @@
  *    device seam takes ranges of several mappings; base/device.h);
  *  - large requests (more than half a chunk, i.e. > 1 MiB with 2 MiB chunks)
  *    round up to whole chunks; a range serves one request at a time and is
- *    handed out whole (allocated = its mapped bytes);
+ *    handed out whole (allocated = its mapped bytes), unless split_free;
  *  - a freed range stays mapped, idle, indexed by (stream, size, address)
  *    and in a least-recently-freed list. A request first takes the best-fit
  *    idle range of its stream when that is at most reuse_slack_percent
@@ -39,6 +39,12 @@
  *    so stitching gets coarser: fewer driver calls, more memory. The
  *    trade-off is measured by tools/stitch_tradeoff.py and drawn by
  *    plots/stitch_tradeoff.py;
+ *  - split_free (off by default): a free large block more than the slack
+ *    larger than the request serves it in place, split at a granule
+ *    boundary as caching splits (no driver call); the pieces coalesce when
+ *    freed, and a free piece at the end of a range in use is stitchable
+ *    (unmapped) like an idle range's tail. Free pieces inside a range strand
+ *    memory, so this too trades memory for calls;
  *  - small requests (up to half a chunk) are not stitched: they are rounded
  *    to 512 B and carved, best fit with splitting and coalescing
  *    (allocators/chunks.h), out of one-chunk "small segments" of their
@@ -98,6 +104,7 @@ typedef struct stitch_settings {
     uint64_t reuse_slack_mb;
     uint64_t granule_mb;
     uint64_t granule_parts;
+    uint64_t split_free;
 } stitch_settings;
 
 static const vb_option stitch_options[] = {
@@ -116,6 +123,9 @@ static const vb_option stitch_options[] = {
     {"granule_parts", VB_OPTION_U64, offsetof(stitch_settings, granule_parts), 1, 1 << 20,
      "a request's new granules are at most 1/this of it (smaller: fewer driver calls; larger: finer "
      "stitching, less memory); default 8"},
+    {"split_free", VB_OPTION_U64, offsetof(stitch_settings, split_free), 0, 1,
+     "1: a free block larger than the reuse slack serves a request in place, split (no driver call; its "
+     "free pieces strand memory as caching's do); default 0"},
 };
 
 #define STITCH_OPTION_COUNT (sizeof stitch_options / sizeof stitch_options[0])
@@ -173,6 +183,7 @@ typedef struct stitch_state {
     uint64_t excess_chunks;             /* their excess, together */
     uint64_t granule_chunks;            /* the largest granule, in chunks (a power of two) */
     uint64_t granule_parts;             /* a request's new granules are at most 1/this of it */
+    int split;                          /* split_free: larger free blocks serve in place, split */
     stitch_free_list free_lists[STITCH_CLASSES]; /* granules mapped nowhere, by log2 of their chunks */
     uint64_t free_count;                /* chunks in them */
     stitch_granule *gathered;           /* scratch: the granules a range is being built from */
@@ -401,7 +412,8 @@ static vb_status map_gathered(stitch_state *st, stitch_range *range)
     if (status == VB_OK && slot > first)
         status = dev->ops->vm_set_access(dev, range->base + first * st->chunk_size, (slot - first) * st->chunk_size);
     if (status != VB_OK) {
-        if (slot > first) dev->ops->vm_unmap(dev, range->base + first * st->chunk_size, (slot - first) * st->chunk_size);
+        if (slot > first)
+            dev->ops->vm_unmap(dev, range->base + first * st->chunk_size, (slot - first) * st->chunk_size);
         return status;
     }
     range->mapped = slot;
@@ -607,6 +619,30 @@ static uint64_t gather_free(stitch_state *st, uint64_t want, uint64_t room)
     return taken;
 }
 
+/* Unmaps the free tail block of used range `range` (split off a larger
+ * block), or part of it, into the gathered list, for `want` chunks and no
+ * more than `room`. Returns the chunks gathered. */
+static uint64_t cut_free_tail(stitch_state *st, stitch_range *range, uint64_t want, uint64_t room)
+{
+    vb_chunk *last = range->region->first;
+    while (last->next) last = last->next;
+    if (last->state != VB_CHUNK_FREE || last == range->region->first) return 0;
+    uint64_t floor = (last->addr - range->base) / st->chunk_size;
+    uint64_t keep = cut_point(range, want, room, floor);
+    if (keep == range->mapped) return 0;
+    vb_oset_remove(&st->large_free, &last->node);
+    uint64_t gathered = unmap_to(st, range, keep, 1);
+    range->region->size = range->mapped * st->chunk_size;
+    if (keep == floor) {
+        last->prev->next = NULL;
+        vb_chunk_recycle(&st->store, last);
+    } else {
+        last->size = (keep - floor) * st->chunk_size;
+        vb_oset_insert(&st->large_free, &last->node);
+    }
+    return gathered;
+}
+
 /* Gathers granules for `want` chunks, no more than `room` in all: mapped
  * nowhere first, then the excess of used ranges, then the tails of idle
  * ranges, least recently freed first. Returns the chunks gathered (fewer
@@ -623,6 +659,15 @@ static uint64_t gather_idle(stitch_state *st, uint64_t want, uint64_t room)
         next = range->newer;
         uint64_t keep = cut_point(range, want - taken, room - taken, 0);
         if (keep < range->mapped) taken += cut_idle_range(st, range, keep, 1);
+    }
+    if (!st->split) return taken;
+    /* Split ranges in use: their free tail pieces (a walk over the segments,
+     * made only when idle memory ran short). */
+    for (vb_oset_node *node = vb_oset_first(&st->segments); node && taken < want;
+         node = vb_oset_next(&st->segments, node)) {
+        vb_region *region = VB_REGION_OF(node);
+        if (region->tag == STITCH_LARGE && region->busy_chunks)
+            taken += cut_free_tail(st, region->data, want - taken, room - taken);
     }
     return taken;
 }
@@ -683,7 +728,7 @@ static vb_status hand_out(stitch_state *st, vb_chunk *block, uint64_t size, vb_s
         return vb_error(VB_ERR_OOM, "stitch: out of host memory");
     }
     vb_stats_add_use(&st->stats, size, block->size);
-    if (block->tag == STITCH_LARGE) {
+    if (block->tag == STITCH_LARGE && block == block->region->first && !block->next) {
         stitch_range *range = range_of(block);
         uint64_t keep = boundary_above(range, chunks_for(st, size));
         if (range->mapped > keep) trim_push(st, range, range->mapped - keep);
@@ -699,21 +744,18 @@ static void release_block(stitch_state *st, vb_chunk *block)
     stitch_range *range = range_of(block);
     block->state = VB_CHUNK_FREE;
     block->region->busy_chunks--;
-    if (block->tag == STITCH_LARGE) {
-        vb_oset_insert(&st->large_free, &block->node);
-    } else {
-        if (block->next && block->next->state == VB_CHUNK_FREE) {
-            vb_oset_remove(&st->small_free, &block->next->node);
-            vb_chunk_absorb_next(&st->store, block);
-        }
-        if (block->prev && block->prev->state == VB_CHUNK_FREE) {
-            vb_chunk *prev = block->prev;
-            vb_oset_remove(&st->small_free, &prev->node);
-            vb_chunk_absorb_next(&st->store, prev);
-            block = prev;
-        }
-        vb_oset_insert(&st->small_free, &block->node);
+    vb_ordered_set *index = block->tag == STITCH_LARGE ? &st->large_free : &st->small_free;
+    if (block->next && block->next->state == VB_CHUNK_FREE) {
+        vb_oset_remove(index, &block->next->node);
+        vb_chunk_absorb_next(&st->store, block);
     }
+    if (block->prev && block->prev->state == VB_CHUNK_FREE) {
+        vb_chunk *prev = block->prev;
+        vb_oset_remove(index, &prev->node);
+        vb_chunk_absorb_next(&st->store, prev);
+        block = prev;
+    }
+    vb_oset_insert(index, &block->node);
     if (block->region->busy_chunks == 0) idle_push(st, range);
 }
 
@@ -762,7 +804,7 @@ static stitch_range *growable_range(stitch_state *st, vb_stream stream, uint64_t
          node = vb_oset_next(&st->large_free, node)) {
         vb_chunk *block = VB_CHUNK_OF(node);
         if (block->stream != stream || block->size >= rounded) break;
-        if (range_of(block)->capacity >= chunks) best = range_of(block);
+        if (block->region->busy_chunks == 0 && range_of(block)->capacity >= chunks) best = range_of(block);
     }
     return best;
 }
@@ -821,7 +863,21 @@ static vb_status large_malloc(stitch_state *st, uint64_t size, uint64_t chunks, 
             /* Whole: its chunks past the request are trimmable, unmapped only
              * when another request needs them (shrinking it now would cost an
              * unmap, and a map when it grows back). */
-            claim_idle_large(st, range);
+            vb_oset_remove(&st->large_free, &block->node);
+            if (block->region->busy_chunks == 0) idle_remove(st, range);
+            return hand_out(st, block, size, stream, out);
+        }
+        uint64_t end_slot = (block->addr - range->base) / st->chunk_size + chunks;
+        if (st->split && range->span[end_slot - 1] != 0) {
+            /* Larger: its head serves in place, no driver call; the rest stays free. */
+            vb_oset_remove(&st->large_free, &block->node);
+            if (block->region->busy_chunks == 0) idle_remove(st, range);
+            vb_chunk *rest = vb_chunk_split(&st->store, block, rounded);
+            if (rest) {
+                rest->tag = STITCH_LARGE;
+                rest->stream = stream;
+                vb_oset_insert(&st->large_free, &rest->node);
+            }
             return hand_out(st, block, size, stream, out);
         }
     }
@@ -885,7 +941,8 @@ static vb_status small_malloc(stitch_state *st, uint64_t size, vb_stream stream,
 
 static vb_status stitch_create(vb_device *dev, const vb_config *config, void **state)
 {
-    stitch_settings settings = {.chunk_mb = 0, .reuse_slack_percent = 100, .reuse_slack_mb = 0, .granule_mb = 0, .granule_parts = 8};
+    stitch_settings settings = {.chunk_mb = 0, .reuse_slack_percent = 100, .reuse_slack_mb = 0,
+                                .granule_mb = 0, .granule_parts = 8, .split_free = 0};
     vb_status status = vb_config_apply(config, stitch_options, STITCH_OPTION_COUNT, &settings, "stitch");
     if (status != VB_OK) return status;
     uint64_t granularity = dev->ops->vm_granularity(dev);
@@ -907,6 +964,7 @@ static vb_status stitch_create(vb_device *dev, const vb_config *config, void **s
     st->slack_percent = settings.reuse_slack_percent;
     st->slack_bytes = settings.reuse_slack_mb * VB_MiB;
     st->granule_parts = settings.granule_parts;
+    st->split = settings.split_free != 0;
     st->granule_chunks = 1;
     while (st->granule_chunks * 2 * chunk_size <= settings.granule_mb * VB_MiB &&
            st->granule_chunks < ((uint64_t)1 << 30))
@@ -1023,6 +1081,9 @@ static void stitch_cached(void *state, uint64_t *free_cached_bytes, uint64_t *la
     *free_cached_bytes = st->stats.reserved_bytes - st->stats.allocated_bytes;
     uint64_t largest = (st->free_count + st->idle_chunks) * st->chunk_size;
     for (vb_oset_node *node = vb_oset_first(&st->small_free); node; node = vb_oset_next(&st->small_free, node))
+        if (VB_CHUNK_OF(node)->size > largest) largest = VB_CHUNK_OF(node)->size;
+    for (vb_oset_node *node = st->split ? vb_oset_first(&st->large_free) : NULL; node;
+         node = vb_oset_next(&st->large_free, node))
         if (VB_CHUNK_OF(node)->size > largest) largest = VB_CHUNK_OF(node)->size;
     *largest_free_block = largest;
 }

@@ -5,7 +5,8 @@ figure(data) draws what tools/stitch_tradeoff.py measured on the simulated
 device: for each workload, stitch's overhead ratio (peak reserved / peak
 requested) against its VM driver calls (left) and against the estimated GPU
 time (right: host time + calls x assumed per-call costs), one point per
-granule setting, joined in order of granule size. Standalone: imports only
+setting (granule_mb/granule_parts, "+split" with split_free), joined in
+order of calls. Standalone: imports only
 matplotlib.
 
     python3 plots/stitch_tradeoff.py DATA.json OUT.png
@@ -19,10 +20,12 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
 
-def _setting(row):
-    """(granule_mb, granule_parts) of a stitch row, from its config string."""
+def _label(row):
+    """A short name of a stitch row's setting: MB/PARTS ("chunk" without
+    granules), "+split" with split_free."""
     values = dict(item.split("=", 1) for item in row["config"].split(",") if "=" in item)
-    return int(values.get("granule_mb", 0)), int(values.get("granule_parts", 8))
+    mb, parts = int(values.get("granule_mb", 0)), int(values.get("granule_parts", 8))
+    return (f"{mb}/{parts}" if mb else "chunk") + ("+split" if values.get("split_free", "0") != "0" else "")
 
 
 def figure(data):
@@ -38,8 +41,7 @@ def figure(data):
             points.sort(key=lambda p: p[key])  # a curve from the most calls to the fewest
             line, = axes.plot([p[key] for p in points], [p["overhead"] for p in points], marker="o", label=label)
             for p in points:
-                mb, parts = _setting(p)
-                axes.annotate(f"{mb}/{parts}" if mb else "chunk", (p[key], p["overhead"]), fontsize=6,
+                axes.annotate(_label(p), (p[key], p["overhead"]), fontsize=6,
                               textcoords="offset points", xytext=(3, 3), color=line.get_color())
     costs = ", ".join(f"{k} {v:g}" for k, v in data.get("cost_us", {}).items())
     calls_axes.set_xlabel("VM driver calls (create+map+unmap+set_access+release)")
@@ -50,8 +52,8 @@ def figure(data):
         axes.axhline(1.02, color="grey", linestyle=":", linewidth=1)
         axes.grid(True, alpha=0.3)
     calls_axes.legend(fontsize=7)
-    fig.suptitle("stitch: granule_mb/granule_parts trade-off (simulated device; 'chunk' = no granules, "
-                 "the default)")
+    fig.suptitle("stitch: granule_mb/granule_parts (+split_free) trade-off (simulated device; 'chunk' = "
+                 "no granules, the default)")
     fig.tight_layout()
     return fig
 

@@ -634,6 +634,55 @@ static void test_random_mix_keeps_the_invariants(void **state)
     check_random_mix(granules);
     const char *const parts[] = {"granule_mb=16", "granule_parts=8", "reuse_slack_percent=10", NULL};
     check_random_mix(parts);
+    const char *const split[] = {"split_free=1", "reuse_slack_percent=25", NULL};
+    check_random_mix(split);
+    const char *const split_granules[] = {"split_free=1", "granule_mb=8", "granule_parts=1", NULL};
+    check_random_mix(split_granules);
+}
+
+/* split_free=1: a 100 MiB range freed serves 40 MiB (60 MiB more than the
+ * 40 MiB slack) in place, split: same address, no driver call; the other 60
+ * MiB serves 60 MiB right after it, in place too. Freed, the pieces
+ * coalesce: 100 MiB serves 100 MiB again at the same address. */
+static void test_split_free_serves_in_place(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"split_free=1", NULL};
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_addr first = vb_must_malloc(f, 100 * MiB);
+    vb_must_free(f, first);
+    uint64_t maps = map_calls;
+    vb_addr head = vb_must_malloc(f, 40 * MiB);
+    vb_addr tail = vb_must_malloc(f, 60 * MiB);
+    assert_int_equal(head, first);
+    assert_int_equal(tail, first + 40 * MiB);
+    assert_int_equal(map_calls, maps);
+    assert_int_equal(unmap_calls, 0);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 100 * MiB);
+    vb_must_free(f, tail);
+    vb_must_free(f, head);
+    assert_int_equal(vb_must_malloc(f, 100 * MiB), first);
+    assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 50);
+    vb_fixture_close(f);
+}
+
+/* split_free=1: a free piece at the end of a range in use is stitchable:
+ * 100 MiB freed, 40 MiB takes its head in place; 70 MiB on another stream
+ * takes the free 60 MiB tail (one unmap) and 10 MiB new: reserved 110 MiB. */
+static void test_split_free_tail_is_stitched(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"split_free=1", NULL};
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_stream other = vb_fixture_stream(f);
+    vb_must_free(f, vb_must_malloc(f, 100 * MiB));
+    vb_must_malloc(f, 40 * MiB);
+    vb_addr stitched = vb_must_malloc_on(f, 70 * MiB, other);
+    assert_true(vb_sim_accessible(f->dev, stitched, 70 * MiB));
+    assert_int_equal(unmap_calls, 1);
+    assert_int_equal(unmapped_bytes, 60 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 110 * MiB);
+    vb_fixture_close(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -745,6 +794,8 @@ int main(void)
         cmocka_unit_test(test_granules_grow_with_the_request),
         cmocka_unit_test(test_granule_is_stitched_whole),
         cmocka_unit_test(test_random_mix_keeps_the_invariants),
+        cmocka_unit_test(test_split_free_serves_in_place),
+        cmocka_unit_test(test_split_free_tail_is_stitched),
         cmocka_unit_test(test_chunk_mb_sets_the_chunk_size),
         cmocka_unit_test(test_zero_reuse_slack_serves_only_exact_fits),
         cmocka_unit_test(test_reuse_slack_mb_bounds_the_slack),

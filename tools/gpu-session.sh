@@ -12,8 +12,8 @@
 #   tools/gpu-session.sh stitch   records the torch workloads (resnet50, gpt2,
 #                                 bert_amp, generate, two_stream), replays them,
 #                                 the fixture traces and tests/fixtures/stitch
-#                                 with caching, expandable and stitch (default
-#                                 and two granule settings) on cuda, and runs
+#                                 with caching, expandable and stitch (default,
+#                                 two granule settings, split_free) on cuda, runs
 #                                 random_mix and capped_training so; JSON and
 #                                 the recorded traces (traces-stitch.tar.gz)
 # Each stage logs to $OUT/<stage>.log.
@@ -55,7 +55,7 @@ for stage in "$@"; do
         ;;
     stitch)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
-        allocators='caching,expandable,stitch,stitch[granule_mb=8,granule_parts=8],stitch[granule_mb=64,granule_parts=1]'
+        allocators='caching,expandable,stitch,stitch[granule_mb=8,granule_parts=8],stitch[split_free=1],stitch[granule_mb=64,granule_parts=1]'
         PYTHONUNBUFFERED=1 timeout 300 python3 tools/record_torch_traces.py "$KEEP/stitch-traces" \
             || echo "record_torch_traces: FAILED (some workloads)"
         (cd "$KEEP" && tar czf "$OUT/traces-stitch.tar.gz" stitch-traces/*.json stitch-traces/*.trace.gz) \

@@ -5,7 +5,7 @@ overhead and driver calls, measured on the simulated device.
     make build/tools/vm-calls && tools/stitch_tradeoff.py OUT.json [TRACE...]
 
 Runs build/tools/vm-calls (tools/vm_calls.c) for `stitch` with each
-granule_mb x granule_parts setting of the grid below (and `caching` for the
+granule_mb x granule_parts x split_free setting of the grid below (and `caching` for the
 host-time reference) on every workload: the fixture traces, random_mix,
 capped_training and any trace given. Writes one JSON file: {"simulated": true,
 "cost_us": {...}, "rows": [...]}, each row one workload x setting with its VM
@@ -19,7 +19,8 @@ import os
 import subprocess
 import sys
 
-GRID = [(0, 8)] + [(mb, parts) for mb in (4, 8, 16, 32, 64) for parts in (1, 8)] + [(64, 32)]
+GRID = ([(0, 8, 0)] + [(mb, parts, 0) for mb in (4, 8, 16, 32, 64) for parts in (1, 8)] + [(64, 32, 0)]
+        + [(0, 8, 1), (8, 8, 1), (64, 8, 1)])  # (granule_mb, granule_parts, split_free)
 COST_US = {"create": 25.0, "release": 25.0, "map": 5.0, "unmap": 5.0, "set_access": 5.0}
 FIXTURES = ["tests/fixtures/traces/resnet50.trace.gz", "tests/fixtures/traces/gpt2.trace.gz",
             "random_mix", "capped_training"]
@@ -50,8 +51,9 @@ def main(argv):
         return 2
     workloads = FIXTURES + argv[2:]
     rows = measure(tool, "caching", workloads, [])
-    for mb, parts in GRID:
-        rows += measure(tool, "stitch", workloads, [f"granule_mb={mb}", f"granule_parts={parts}"])
+    for mb, parts, split in GRID:
+        rows += measure(tool, "stitch", workloads,
+                        [f"granule_mb={mb}", f"granule_parts={parts}", f"split_free={split}"])
     with open(argv[1], "w") as f:
         json.dump({"simulated": True, "cost_us": COST_US, "rows": rows}, f, indent=1)
     return 0
