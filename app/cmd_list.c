@@ -9,11 +9,13 @@
 /* Prints each allocator with its description and options. */
 static void list_allocators(void)
 {
-    for (size_t i = 0; vb_allocator_registry[i]; i++) {
-        const vb_allocator_ops *ops = vb_allocator_registry[i];
+    for (size_t i = 0;; i++) {
+        /* The registry, then external:PATH.so (not in it: "all" cannot name a path). */
+        const vb_allocator_ops *ops = vb_allocator_registry[i] ? vb_allocator_registry[i] : &vb_external_allocator;
         printf("%-12s %s\n", ops->name, ops->description);
         for (size_t j = 0; j < ops->option_count; j++)
             printf("%-12s   %s: %s\n", "", ops->options[j].key, ops->options[j].help);
+        if (!vb_allocator_registry[i]) break;
     }
 }
 

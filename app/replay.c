@@ -76,19 +76,19 @@ static vb_status stream_of(replay *state, uint32_t id, vb_stream *out)
 
 /* Notes the allocator's state now, when its reserved peak has just risen,
  * and where in the timeline that falls. */
-static void capture_peak(replay *state, const vb_allocator *allocator)
+static void capture_peak(replay *state, vb_allocator *allocator)
 {
-    /* allocator.h: every strategy's state starts with its vb_alloc_stats. */
-    const vb_alloc_stats *stats = allocator->state;
+    vb_alloc_stats stats;
+    vb_allocator_counts(allocator, &stats);
     size_t count;
     vb_run_timeline(state->run, &count);
     state->peak_reserved = allocator->seen_reserved_peak;
     state->peak_position = count;
     state->peak_sample = (vb_timeline_sample){
         .step = "peak reserved",
-        .requested = stats->requested_bytes,
-        .allocated = stats->allocated_bytes,
-        .reserved = stats->reserved_bytes,
+        .requested = stats.requested_bytes,
+        .allocated = stats.allocated_bytes,
+        .reserved = stats.reserved_bytes,
         .driver_used = vb_device_used_bytes(vb_run_device(state->run)),
     };
 }
@@ -105,8 +105,8 @@ static vb_status replay_alloc(replay *state, const vb_trace_event *event)
     else if (status != VB_OK)
         return vb_trace_error(state->trace, status, "allocation of %llu bytes failed: %s",
                               (unsigned long long)event->size, vb_last_error());
-    /* vb_malloc keeps seen_reserved_peak: one comparison per allocation. */
-    const vb_allocator *allocator = vb_run_allocator(state->run);
+    /* vb_run_malloc keeps seen_reserved_peak: one comparison per allocation. */
+    vb_allocator *allocator = vb_run_allocator(state->run);
     if (allocator->seen_reserved_peak > state->peak_reserved) capture_peak(state, allocator);
     /* The reader keeps the address with the live id (0: it got no memory). */
     vb_trace_tag(state->trace, addr);
@@ -209,7 +209,7 @@ static vb_status replay_run(vb_run *run)
     const char *path = vb_run_parameter(run);
     if (!path || !*path) return vb_error(VB_ERR_INVALID, "replay: no trace given (the run's parameter is its path)");
     replay *state = calloc(1, sizeof *state);
-    if (!state) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!state) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     state->run = run;
     state->started_ns = vb_now_ns();
     vb_status status = vb_trace_open(path, &state->trace);

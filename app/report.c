@@ -219,6 +219,9 @@ static int entry_times(json_t *entry, const vb_case_result *result, double itera
     failed |= set_new(entry, "time_unit", json_string("ns"));
     failed |= set_new(entry, "scenario", json_string(result->scenario));
     failed |= set_new(entry, "allocator", json_string(result->allocator));
+    /* An external library's reserved bytes are the driver's figure (allocators/external.c). */
+    if (strncmp(result->allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0)
+        failed |= set_new(entry, "reserved_bytes_source", json_string(VB_EXTERNAL_RESERVED_SOURCE));
     return failed;
 }
 
@@ -302,7 +305,7 @@ static vb_status add_iteration_entry(json_t *benchmarks, const vb_case_result *r
     }
     if (failed || json_array_append_new(benchmarks, entry) != 0) {
         if (failed) json_decref(entry);
-        return vb_error(VB_ERR_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
+        return vb_error(VB_ERR_HOST_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
                         result->name);
     }
     return VB_OK;
@@ -354,7 +357,7 @@ static vb_status add_aggregate_entry(json_t *benchmarks, const vb_case_result *r
     }
     if (failed || json_array_append_new(benchmarks, entry) != 0) {
         if (failed) json_decref(entry);
-        return vb_error(VB_ERR_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
+        return vb_error(VB_ERR_HOST_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
                         name);
     }
     return VB_OK;
@@ -368,7 +371,7 @@ vb_status vb_report_add_case(json_t *benchmarks, const vb_case_result *result, s
         status = add_iteration_entry(benchmarks, result, i, family_index, instance_index);
     if (status != VB_OK || result->repetition_count < 2) return status;
     double *values = malloc(result->repetition_count * sizeof *values);
-    if (!values) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!values) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     for (size_t s = 0; s < sizeof statistics / sizeof statistics[0] && status == VB_OK; s++)
         status = add_aggregate_entry(benchmarks, result, &statistics[s], values, family_index, instance_index);
     free(values);

@@ -414,7 +414,7 @@ def find_latest(directory):
     Files that are not results are skipped with a note."""
     runs, micros = [], []
     for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
-        if os.path.basename(path).startswith("claims-"):
+        if os.path.basename(path).startswith(("claims-", "torch-ab-")):  # torch-ab: plots/torch_ab.py
             continue
         try:
             result = parse_result(path, read_json(path))

@@ -15,7 +15,7 @@ vb_status vb_mlp_create(vb_run *run, const int64_t *widths, int layer_count, vb_
     if (layer_count < 1 || layer_count > VB_MLP_MAX_LAYERS)
         return vb_error(VB_ERR_INVALID, "mlp: %d layers (1 to %d)", layer_count, VB_MLP_MAX_LAYERS);
     vb_mlp *mlp = calloc(1, sizeof *mlp);
-    if (!mlp) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!mlp) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     mlp->run = run;
     mlp->stream = stream;
     mlp->layer_count = layer_count;
@@ -199,7 +199,7 @@ vb_status vb_mlp_saved_release(vb_mlp_saved *saved)
 vb_status vb_optimizer_create(vb_optimizer_kind kind, vb_mlp *mlp, float lr, vb_optimizer **out)
 {
     vb_optimizer *optimizer = calloc(1, sizeof *optimizer);
-    if (!optimizer) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!optimizer) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     optimizer->kind = kind;
     optimizer->params = vb_mlp_retain(mlp);
     optimizer->lr = lr;

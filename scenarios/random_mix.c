@@ -138,7 +138,7 @@ static vb_status random_mix_run(vb_run *run)
     }
     uint64_t operations = 2 * settings.allocations, step_every = operations / 10 ? operations / 10 : 1;
     live_block *live = malloc(settings.allocations * sizeof *live);
-    if (!live) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!live) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     uint64_t rng = settings.seed, live_count = 0, live_bytes = 0, made = 0, failures = 0;
     vb_status status = VB_OK;
     for (uint64_t op = 1; op <= operations && status == VB_OK; op++) {
