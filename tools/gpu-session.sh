@@ -84,7 +84,8 @@ for stage in "$@"; do
     stitch)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
         allocators='caching,expandable,stitch,stitch[granule_mb=8,granule_parts=8],stitch[split_free=1],stitch[granule_mb=64,granule_parts=1]'
-        PYTHONUNBUFFERED=1 timeout 300 python3 tools/record_torch_traces.py "$KEEP/stitch-traces" \
+        # Budgets keep the stage under 10 minutes: recording 270 s, replays ~2 min, the run 150 s.
+        PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py "$KEEP/stitch-traces" \
             || echo "record_torch_traces: FAILED (some workloads)"
         (cd "$KEEP" && tar czf "$OUT/traces-stitch.tar.gz" stitch-traces/*.json stitch-traces/*.trace.gz) \
             || echo "no traces to pack"
@@ -95,8 +96,9 @@ for stage in "$@"; do
             timeout 120 ./build/vrambench replay "$trace" --device cuda --allocator "$allocators" --quiet \
                 --out "$OUT/stitch-replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
         done
-        timeout 240 ./build/vrambench run --scenario random_mix,capped_training --allocator "$allocators" \
-            --device cuda --quiet --out "$OUT/stitch-run-{device}-{date}.json" || echo "run: FAILED"
+        timeout 150 ./build/vrambench run --scenario random_mix,capped_training --allocator "$allocators" \
+            --device cuda --repetitions 1 --min-time 0.2 --quiet --out "$OUT/stitch-run-{device}-{date}.json" \
+            || echo "run: FAILED"
         ;;
     *)
         echo "unknown stage $stage"
