@@ -121,6 +121,12 @@ $(BUILD)/vrambench: $(BUILD)/obj/app/main.o $(BUILD)/libvrambench.a
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# tools/vm_calls.c: VM driver calls by kind on sim (the stitch trade-off data).
+$(BUILD)/tools/vm-calls: $(BUILD)/obj/tools/vm_calls.o $(BUILD)/libvrambench.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # ---- the PyTorch plug-in: position-independent objects of the rooms it uses ----
 PLUGIN_SRC := $(filter base/% allocators/%,$(LIB_SRC)) plugin/torch_plugin.c
 PLUGIN_OBJ := $(PLUGIN_SRC:%.c=$(BUILD)/pic/%.o) $(CU_SRC:%.cu=$(BUILD)/pic/%.cu.o)

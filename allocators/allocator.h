@@ -75,6 +75,7 @@ typedef enum vb_driver_call {
     VB_CALL_VM_CREATE,
     VB_CALL_VM_RELEASE,
     VB_CALL_VM_MAP,
+    VB_CALL_VM_SET_ACCESS,
     VB_CALL_VM_UNMAP,
     VB_CALL_POOL_CREATE,
     VB_CALL_POOL_DESTROY,

@@ -88,6 +88,10 @@ static vb_status map_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t 
     for (; status == VB_OK && mapped < end; mapped++)
         status = dev->ops->vm_map(dev, es->segment.base + mapped * es->chunk_size, es->chunk_size,
                                   es->chunks[mapped].handle);
+    /* One access call over the new chunks together, as PyTorch's ExpandableSegment::map does. */
+    if (status == VB_OK)
+        status = dev->ops->vm_set_access(dev, es->segment.base + begin * es->chunk_size,
+                                         (end - begin) * es->chunk_size);
     if (status == VB_OK) {
         for (size_t i = begin; i < end; i++) es->chunks[i].present = 1;
         return VB_OK;

@@ -463,8 +463,7 @@ static vb_status cuda_vm_release(vb_device *dev, vb_phys handle)
     return VB_OK;
 }
 
-/* cuMemMap, then read-write access for our device; a mapping whose access
- * cannot be set is unmapped again. */
+/* cuMemMap alone: access comes with cuda_vm_set_access, once per range. */
 static vb_status cuda_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
 {
     cuda_state *cuda = cuda_of(dev);
@@ -474,23 +473,31 @@ static vb_status cuda_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phy
     if (result != CUDA_SUCCESS)
         return driver_failure(&cuda->driver, result, "cuMemMap of %llu bytes at 0x%llx", (unsigned long long)size,
                               (unsigned long long)addr);
+    return VB_OK;
+}
+
+/* Read-write access for our device over [addr, addr+size): one
+ * cuMemSetAccess, which may span several adjacent mappings. */
+static vb_status cuda_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    cuda_state *cuda = cuda_of(dev);
+    vb_status status = vm_ready(cuda);
+    if (status != VB_OK) return status;
     CUmemAccessDesc access;
     memset(&access, 0, sizeof access);
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = cuda->device;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    result = cuda->driver.set_access((CUdeviceptr)addr, (size_t)size, &access, 1);
-    if (result != CUDA_SUCCESS) {
-        status = driver_failure(&cuda->driver, result, "cuMemSetAccess of %llu bytes at 0x%llx",
-                                (unsigned long long)size, (unsigned long long)addr);
-        cuda->driver.unmap((CUdeviceptr)addr, (size_t)size); /* the message above is the one to report */
-        return status;
-    }
+    CUresult result = cuda->driver.set_access((CUdeviceptr)addr, (size_t)size, &access, 1);
+    if (result != CUDA_SUCCESS)
+        return driver_failure(&cuda->driver, result, "cuMemSetAccess of %llu bytes at 0x%llx",
+                              (unsigned long long)size, (unsigned long long)addr);
     return VB_OK;
 }
 
-/* Waits for the device first: unlike cudaFree, cuMemUnmap does not wait for
- * work still using the range (PyTorch's expandable segments synchronize
+/* One cuMemUnmap over whole adjacent mappings (NVIDIA's vectorAddMMAP
+ * sample unmaps several with one call). Waits for the device first: unlike
+ * cudaFree, cuMemUnmap does not wait for work still using the range (PyTorch's expandable segments synchronize
  * before unmapping for that reason), and the sim models it so. */
 static vb_status cuda_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
 {
@@ -499,6 +506,18 @@ static vb_status cuda_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
     if (status == VB_OK) status = cuda_device_synchronize(dev);
     if (status != VB_OK) return status;
     CUresult result = cuda->driver.unmap((CUdeviceptr)addr, (size_t)size);
+    if (result == CUDA_ERROR_INVALID_VALUE && size > cuda->granularity) {
+        /* A driver that takes one mapping per call: unmap them one by one,
+         * finding each one's size by trying granule multiples. */
+        for (uint64_t offset = 0; offset < size;) {
+            uint64_t piece = cuda->granularity;
+            while ((result = cuda->driver.unmap((CUdeviceptr)(addr + offset), (size_t)piece)) != CUDA_SUCCESS &&
+                   piece < size - offset)
+                piece += cuda->granularity;
+            if (result != CUDA_SUCCESS) break;
+            offset += piece;
+        }
+    }
     if (result != CUDA_SUCCESS)
         return driver_failure(&cuda->driver, result, "cuMemUnmap of %llu bytes at 0x%llx", (unsigned long long)size,
                               (unsigned long long)addr);
@@ -830,6 +849,7 @@ static const vb_device_ops cuda_ops = {
     .vm_create = cuda_vm_create,
     .vm_release = cuda_vm_release,
     .vm_map = cuda_vm_map,
+    .vm_set_access = cuda_vm_set_access,
     .vm_unmap = cuda_vm_unmap,
     .pool_create = cuda_pool_create,
     .pool_destroy = cuda_pool_destroy,

@@ -25,6 +25,13 @@
 #                                 recommended setting and two others, fresh process
 #                                 each: predicted against real peak reserved
 #                                 (tools/tune_check.py)
+#   tools/gpu-session.sh stitch   records the torch workloads (resnet50, gpt2,
+#                                 bert_amp, generate, two_stream), replays them,
+#                                 the fixture traces and tests/fixtures/stitch
+#                                 with caching, expandable and stitch (default,
+#                                 two granule settings, split_free) on cuda, runs
+#                                 random_mix and capped_training so; JSON and
+#                                 the recorded traces (traces-stitch.tar.gz)
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -133,6 +140,25 @@ for stage in "$@"; do
             done
         done
         python3 tools/tune_check.py table "$dir" --out "$OUT/tune-check-$day.json" | tee "$OUT/tune-check-$day.md"
+        ;;
+    stitch)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        allocators='caching,expandable,stitch,stitch[granule_mb=8,granule_parts=8],stitch[split_free=1],stitch[granule_mb=64,granule_parts=1]'
+        # Budgets keep the stage under 10 minutes: recording 270 s, replays ~2 min, the run 150 s.
+        PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py "$KEEP/stitch-traces" \
+            || echo "record_torch_traces: FAILED (some workloads)"
+        (cd "$KEEP" && tar czf "$OUT/traces-stitch.tar.gz" stitch-traces/*.json stitch-traces/*.trace.gz) \
+            || echo "no traces to pack"
+        for trace in "$KEEP"/stitch-traces/*.trace.gz tests/fixtures/traces/*.trace.gz tests/fixtures/stitch/*.trace.gz; do
+            [ -f "$trace" ] || continue
+            name=$(basename "$trace" .trace.gz)
+            case "$trace" in "$KEEP"/*) name="torch-$name" ;; esac
+            timeout 120 ./build/vrambench replay "$trace" --device cuda --allocator "$allocators" --quiet \
+                --out "$OUT/stitch-replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
+        done
+        timeout 150 ./build/vrambench run --scenario random_mix,capped_training --allocator "$allocators" \
+            --device cuda --repetitions 1 --min-time 0.2 --quiet --out "$OUT/stitch-run-{device}-{date}.json" \
+            || echo "run: FAILED"
         ;;
     *)
         echo "unknown stage $stage"

@@ -32,6 +32,22 @@ Workloads:
   resnet18_varres  torchvision ResNet-18 (weights=None), SGD, 16 steps of 32
             random images whose resolution varies from 128 to 320 pixels (as
             multi-scale training does): activations of changing sizes
+  bert_amp  a BERT-base-sized encoder (transformers BertForSequenceClassification
+            from a BertConfig; torch.nn.TransformerEncoder without
+            transformers) trained in mixed precision (autocast float16 and a
+            GradScaler), AdamW, 30 steps with dynamic padding: batches of 16..48
+            sequences padded to their longest (lengths 32..512, to a multiple
+            of 8)
+  generate  an LLM generate() loop: a GPT-2-style decoder (12 layers, 768
+            wide) under no_grad generating 64..192 new tokens greedily for 8
+            prompts of 16..256 tokens in batches of 1..8, so the key/value
+            cache grows token by token (transformers' generate(); a
+            hand-written loop with a concatenated cache without it)
+  two_stream  a two-stage pipeline on two CUDA streams: a side stream makes
+            each batch and its first stage's activations, the default stream
+            runs a 6-layer MLP on them after wait_stream; the batch tensors
+            are record_stream()ed on the default stream and dropped on the side
+            stream, 40 steps of varying batch size
 PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF are cleared for the workers so
 that PyTorch's defaults (what vrambench's `caching` models) apply, unless
 --alloc-conf gives PYTORCH_CUDA_ALLOC_CONF's value for them (and
@@ -52,7 +68,7 @@ import time
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKLOADS = ("resnet50", "gpt2", "resnet18_varres")
+WORKLOADS = ("resnet50", "gpt2", "resnet18_varres", "bert_amp", "generate", "two_stream")
 MAX_ENTRIES = 5_000_000  # trace entries kept; the workloads make well under 1 M
 WORKER_TIMEOUT_S = 300
 
@@ -227,6 +243,184 @@ def resnet18_varres_workload(torch, device, seed):
     return parameters, steps, release
 
 
+
+def _offline():
+    """Keeps transformers from reaching for the network (models are built from configs)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def bert_amp_workload(torch, device, seed):
+    """A BERT-base-sized encoder trained in mixed precision with dynamic padding."""
+    import random
+
+    vocab, width, layers, heads, classes = 30522, 768, 12, 12, 4
+    _offline()
+    try:
+        from transformers import BertConfig, BertForSequenceClassification
+
+        config = BertConfig(vocab_size=vocab, hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
+                            intermediate_size=4 * width, max_position_embeddings=512, num_labels=classes)
+        model = BertForSequenceClassification(config)
+        implementation = "transformers BertForSequenceClassification"
+
+        def loss_of(input_ids, mask, labels):
+            return model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+    except Exception as error:  # missing or unusable: a plain encoder of the same shape
+        nn = torch.nn
+        embed = nn.Embedding(vocab, width)
+        encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(width, heads, 4 * width, batch_first=True),
+                                        layers)
+        head = nn.Linear(width, classes)
+        model = nn.ModuleList([embed, encoder, head])
+        implementation = f"torch.nn.TransformerEncoder (transformers unusable: {type(error).__name__})"
+        print(f"record_torch_traces: bert_amp: {implementation}: {error}", file=sys.stderr)
+
+        def loss_of(input_ids, mask, labels):
+            hidden = encoder(embed(input_ids), src_key_padding_mask=~mask.bool())
+            return nn.functional.cross_entropy(head(hidden[:, 0]), labels)
+    model = model.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    scaler = torch.amp.GradScaler("cuda")
+    choices = random.Random(seed)
+    batches = []
+    for _ in range(30):
+        lengths = [choices.randrange(32, 513) for _ in range(choices.randrange(16, 49))]
+        batches.append((len(lengths), -(-max(lengths) // 8) * 8, lengths))
+    generator = torch.Generator(device=device).manual_seed(seed)
+    parameters = {"model": implementation, "layers": layers, "width": width, "precision": "autocast float16",
+                  "batches": [[size, padded] for size, padded, _ in batches], "optimizer": "AdamW(lr=2e-5)"}
+
+    def steps():
+        model.train()
+        for step, (size, padded, lengths) in enumerate(batches):
+            with torch.profiler.record_function(f"step {step} batch {size} len {padded}"):
+                input_ids = torch.randint(0, vocab, (size, padded), device=device, generator=generator)
+                mask = (torch.arange(padded, device=device)[None, :] <
+                        torch.tensor(lengths, device=device)[:, None]).long()
+                labels = torch.randint(0, classes, (size,), device=device, generator=generator)
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = loss_of(input_ids, mask, labels)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                del input_ids, mask, labels, loss
+
+    def release():
+        nonlocal model, optimizer
+        model = optimizer = None
+
+    return parameters, steps, release
+
+
+def generate_workload(torch, device, seed):
+    """Greedy generation with a growing key/value cache, prompts and batches of varying size."""
+    import random
+
+    vocab, width, layers, heads, positions = 50257, 768, 12, 12, 1024
+    _offline()
+    choices = random.Random(seed)
+    requests = [(choices.choice([1, 2, 4, 8]), choices.randrange(16, 257), choices.randrange(64, 193))
+                for _ in range(8)]
+    generator = torch.Generator(device=device).manual_seed(seed)
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        config = GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=width, n_layer=layers, n_head=heads,
+                            use_cache=True)
+        model = GPT2LMHeadModel(config).to(device).eval()
+        implementation = "transformers GPT2LMHeadModel.generate (greedy, KV cache)"
+
+        def generate(prompt, new_tokens):
+            return model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens,
+                                  min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+    except Exception as error:  # missing or unusable: a hand-written decoder with a concatenated cache
+        nn = torch.nn
+        implementation = f"hand-written decoder loop with a growing KV cache (transformers unusable: " \
+                         f"{type(error).__name__})"
+        print(f"record_torch_traces: generate: {implementation}: {error}", file=sys.stderr)
+        embed = nn.Embedding(vocab, width).to(device)
+        qkv = nn.ModuleList(nn.Linear(width, 3 * width) for _ in range(layers)).to(device)
+        mlp = nn.ModuleList(nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+                            for _ in range(layers)).to(device)
+        model = nn.ModuleList([embed, qkv, mlp])
+
+        def generate(prompt, new_tokens):
+            cache = [None] * layers
+            tokens, step_input = prompt, prompt
+            for _ in range(new_tokens):
+                x = embed(step_input)
+                for layer in range(layers):
+                    q, k, v = qkv[layer](x).chunk(3, dim=-1)
+                    if cache[layer] is not None:
+                        k = torch.cat([cache[layer][0], k], dim=1)
+                        v = torch.cat([cache[layer][1], v], dim=1)
+                    cache[layer] = (k, v)
+                    x = x + nn.functional.scaled_dot_product_attention(q, k, v)
+                    x = x + mlp[layer](x)
+                step_input = (x[:, -1:] @ embed.weight.T).argmax(dim=-1)
+                tokens = torch.cat([tokens, step_input], dim=1)
+            return tokens
+    parameters = {"model": implementation, "layers": layers, "width": width,
+                  "requests": [list(r) for r in requests]}
+
+    def steps():
+        with torch.no_grad():
+            for step, (batch, prompt_length, new_tokens) in enumerate(requests):
+                with torch.profiler.record_function(f"generate {step} batch {batch} prompt {prompt_length}"):
+                    prompt = torch.randint(0, vocab, (batch, prompt_length), device=device, generator=generator)
+                    out = generate(prompt, new_tokens)
+                    del prompt, out
+
+    def release():
+        nonlocal model
+        model = None
+
+    return parameters, steps, release
+
+
+def two_stream_workload(torch, device, seed):
+    """A producer stream and a consumer stream handing tensors over with record_stream."""
+    import random
+
+    nn = torch.nn
+    width, layers = 2048, 6
+    stage1 = nn.Sequential(nn.Linear(1024, width), nn.ReLU()).to(device)
+    stage2 = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(layers)],
+                           nn.Linear(width, 10)).to(device)
+    optimizer = torch.optim.SGD(list(stage1.parameters()) + list(stage2.parameters()), lr=1e-3)
+    choices = random.Random(seed)
+    sizes = [choices.choice([256, 512, 768, 1024, 2048, 4096]) for _ in range(40)]
+    side = torch.cuda.Stream(device)
+    main_stream = torch.cuda.current_stream(device)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    parameters = {"stage1": "Linear(1024, 2048)+ReLU on a side stream", "stage2": f"{layers}-layer MLP, width {width}",
+                  "batch_sizes": sizes, "optimizer": "SGD(lr=1e-3)"}
+
+    def steps():
+        for step, size in enumerate(sizes):
+            with torch.profiler.record_function(f"step {step} batch {size}"):
+                with torch.cuda.stream(side):
+                    inputs = torch.randn(size, 1024, device=device, generator=generator)
+                    labels = torch.randint(0, 10, (size,), device=device, generator=generator)
+                    hidden = stage1(inputs)
+                main_stream.wait_stream(side)
+                for tensor in (inputs, labels, hidden):
+                    tensor.record_stream(main_stream)  # used on the default stream, made on the side one
+                loss = nn.functional.cross_entropy(stage2(hidden), labels)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                del inputs, labels, hidden, loss
+
+    def release():
+        nonlocal stage1, stage2, optimizer
+        stage1 = stage2 = optimizer = None
+
+    return parameters, steps, release
+
+
 # --------------------------------------------------------------------------
 # Worker: one workload in this (fresh) process
 # --------------------------------------------------------------------------
@@ -266,7 +460,8 @@ def run_worker(name, outdir, seed, history=True, memory_fraction=None):
         except TypeError:  # an older signature: keep its defaults
             torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES)
     builder = {"resnet50": resnet50_workload, "gpt2": gpt2_workload,
-               "resnet18_varres": resnet18_varres_workload}[name]
+               "resnet18_varres": resnet18_varres_workload, "bert_amp": bert_amp_workload,
+               "generate": generate_workload, "two_stream": two_stream_workload}[name]
     started = time.monotonic()
     parameters, steps, release = builder(torch, device, seed)
     steps()
