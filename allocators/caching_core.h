@@ -119,17 +119,35 @@ typedef struct vb_cc_source {
     void (*destroy_segment)(vb_cc_allocator *cc, vb_cc_segment *segment);
 } vb_cc_source;
 
+/* roundup_power2_divisions: one value per size interval (allocator.h). */
+#define VB_CC_ROUNDUP_INTERVALS VB_DIVISION_INTERVALS
+
 /* The options both strategies parse (each offers the ones that apply). */
 typedef struct vb_cc_settings {
     uint64_t max_split_size_mb;          /* "max" (default): no limit */
     uint64_t max_non_split_rounding_mb;  /* default 20 */
-    uint64_t roundup_power2_divisions;   /* 0 (default) or a power of two */
+    uint64_t roundup_power2_divisions[VB_CC_ROUNDUP_INTERVALS]; /* each 0 (default) or a power of two */
     double garbage_collection_threshold; /* 0 (default, off) or in (0, 1) */
     double memory_fraction;              /* < 0 (default): not set; else [0, 1] */
 } vb_cc_settings;
 
 /* The defaults above. */
 void vb_cc_default_settings(vb_cc_settings *settings);
+
+/* The vb_option entries both strategies offer alike (PyTorch accepts them
+ * with expandable segments on or off). */
+#define VB_CC_SHARED_OPTIONS                                                                                      \
+    {"max_split_size_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_split_size_mb), 20, 18446744073709551615.0, \
+     "MiB; blocks this large are never split and serve only requests within max_non_split_rounding_mb; "        \
+     "default max (no limit)"},                                                                                   \
+    {"max_non_split_rounding_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_non_split_rounding_mb), 20,         \
+     18446744073709551615.0, "MiB; how much larger an oversize block may be than the request; default 20"},      \
+    {"roundup_power2_divisions", VB_OPTION_DIVISIONS, offsetof(vb_cc_settings, roundup_power2_divisions), 0, 0,   \
+     "0 or a power of two: round sizes up to that many steps per power of two, or per size interval as "         \
+     "[256:1,512:2,>:4] (MiB:divisions); default 0 (off)"}
+
+/* The roundup_power2_divisions that applies to a request of `size` bytes. */
+uint64_t vb_cc_roundup_divisions(const vb_cc_allocator *cc, uint64_t size);
 
 /* One outstanding event of a freed block used on another stream. */
 typedef struct vb_cc_event_entry {
@@ -145,14 +163,14 @@ typedef struct vb_cc_stream_events {
 } vb_cc_stream_events;
 
 struct vb_cc_allocator {
-    vb_alloc_stats stats;         /* first member: see allocator.h */
     vb_device *device;
+    const vb_alloc_stats *stats;  /* the seam's counts (allocator.h) */
     const vb_cc_source *source;
     const char *name;             /* for messages */
 
     uint64_t max_split_size;      /* bytes; UINT64_MAX = unlimited */
     uint64_t max_non_split_rounding;
-    uint64_t roundup_power2_divisions;
+    uint64_t roundup_power2_divisions[VB_CC_ROUNDUP_INTERVALS];
     double gc_threshold;
     int set_fraction;             /* memory_fraction was given */
     uint64_t allowed_memory_maximum;
@@ -184,18 +202,19 @@ vb_status vb_cc_create(vb_device *dev, const vb_config *config, const vb_option 
 
 /* ---- the ops every caching-style strategy shares (state = vb_cc_allocator) ---- */
 void vb_cc_destroy(void *state);
-vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out);
+vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out);
 vb_status vb_cc_free(void *state, vb_addr addr);
 vb_status vb_cc_record_stream(void *state, vb_addr addr, vb_stream stream);
 vb_status vb_cc_empty_cache(void *state);
-void vb_cc_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block);
+uint64_t vb_cc_largest_free_block(void *state);
 void vb_cc_segments(void *state, vb_block_visitor visit, void *context);
 
 /* Designated initialisers of those ops, for a strategy's vb_allocator_ops:
  * the strategies differ only in name, options and create. */
 #define VB_CC_SHARED_OPS                                                                                \
     .destroy = vb_cc_destroy, .malloc = vb_cc_malloc, .free = vb_cc_free,                               \
-    .record_stream = vb_cc_record_stream, .empty_cache = vb_cc_empty_cache, .cached = vb_cc_cached,     \
+    .record_stream = vb_cc_record_stream, .empty_cache = vb_cc_empty_cache,                                \
+    .largest_free_block = vb_cc_largest_free_block,                                                     \
     .segments = vb_cc_segments
 
 /* ---- the policy's pure functions (exposed for tests) ---- */

@@ -13,16 +13,26 @@
  * timed work per measurement). A strategy without a cache (cuda) pays the
  * driver on every call, which is the point.
  *
+ * --threads N (N > 1): N - 1 more threads run malloc+free pairs of the same
+ * size on the same allocator for as long as the cell is measured, so the
+ * figures are one thread's latency while others contend for the allocator's
+ * lock (allocators/allocator.c); entries are then named .../threads:N.
+ *
  * Besides the strategies, two rows time the driver itself, in the same run
  * and the same way, through the device seam: driver:cudaMalloc (mem_alloc +
  * mem_free) and driver:cudaMallocAsync (pool_malloc + pool_free on a pool
  * with release threshold UINT64_MAX, on the default stream, as the strategies
- * are called), so each strategy's own cost over the driver shows. On sim they
- * time the sim's ops (labelled simulated). */
+ * are called), so each strategy's own cost over the driver shows. --allocator
+ * all includes them; they are always measured on one thread. On sim they time
+ * the sim's ops (labelled simulated). */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "allocators/allocator.h"
+#include "allocators/spec.h"
 #include "cli.h"
 #include "base/measure.h"
 #include "report.h"
@@ -69,6 +79,12 @@ static uint64_t allocator_driver_allocs(void *context)
     vb_alloc_stats stats;
     vb_allocator_stats(context, &stats);
     return stats.driver_alloc_calls;
+}
+
+/* The target that times a strategy. */
+static timed_target allocator_target(vb_allocator *allocator)
+{
+    return (timed_target){allocator_malloc, allocator_free, allocator_driver_allocs, allocator};
 }
 
 /* The driver's own calls: cudaMalloc/cudaFree, or a pool's. */
@@ -150,6 +166,28 @@ static void take_quantiles(vb_samples *samples, double *p50, double *p99)
     *p99 = vb_quantile(samples->values, samples->count, 0.99);
 }
 
+#define MAX_THREADS 64
+
+/* What the contending threads share. */
+typedef struct contention {
+    const timed_target *target;
+    uint64_t size;
+    atomic_int stop;
+    atomic_int failed;
+} contention;
+
+/* A contending thread: pairs until told to stop. */
+static void *contend(void *argument)
+{
+    contention *c = argument;
+    while (!atomic_load_explicit(&c->stop, memory_order_relaxed))
+        if (time_pairs(c->target, c->size, 64) < 0) {
+            atomic_store(&c->failed, 1);
+            break;
+        }
+    return NULL;
+}
+
 /* Measures one (allocator, size) cell. */
 static vb_status measure_cell(const timed_target *target, uint64_t size, cell_result *out)
 {
@@ -193,12 +231,17 @@ done:
 /* Appends the cell as a Google Benchmark entry "microbench/ALLOCATOR/BYTES"
  * (real_time and cpu_time: the pair's p50; the counters as docs/results-json.md
  * names them); 0 on success. */
-static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, const cell_result *cell)
+static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, unsigned threads,
+                     const cell_result *cell)
 {
-    char name[128];
-    snprintf(name, sizeof name, "microbench/%s/%llu", allocator, (unsigned long long)size);
+    char name[700];
+    if (threads > 1)
+        snprintf(name, sizeof name, "microbench/%s/%llu/threads:%u", allocator, (unsigned long long)size, threads);
+    else
+        snprintf(name, sizeof name, "microbench/%s/%llu", allocator, (unsigned long long)size);
     json_t *entry = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s}", "name", name, "run_name", name, "run_type",
-                              "iteration", "repetitions", 1, "repetition_index", 0, "threads", 1, "time_unit", "ns",
+                              "iteration", "repetitions", 1, "repetition_index", 0, "threads", (int)threads,
+                              "time_unit", "ns",
                               "allocator", allocator);
     if (!entry) return -1;
     const struct {
@@ -217,6 +260,8 @@ static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, c
                    {"depth", cell->depth},
                    {"driver_allocs_per_pair", cell->driver_allocs_per_pair}};
     int failed = 0;
+    if (strncmp(allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0)
+        failed |= json_object_set_new(entry, "reserved_bytes_source", json_string(VB_EXTERNAL_RESERVED_SOURCE));
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
         json_t *number = vb_json_number(numbers[i].value);
         failed |= !number || json_object_set_new(entry, numbers[i].key, number);
@@ -224,78 +269,129 @@ static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, c
     return failed | json_array_append_new(benchmarks, entry);
 }
 
-#define DRIVER_MALLOC "driver:cudaMalloc"
-#define DRIVER_MALLOC_ASYNC "driver:cudaMallocAsync"
-
-/* Measures a cell of a strategy or of the driver (`name` DRIVER_MALLOC or
- * DRIVER_MALLOC_ASYNC), made fresh for it. */
-static vb_status measure_named(vb_device *dev, const char *name, uint64_t size, cell_result *cell)
+/* Creates the allocator, measures a cell, prints its line and, when a
+ * document is given, adds its entry. */
+static int run_cell(vb_device *dev, const vb_allocator_spec *spec, uint64_t size, unsigned threads, json_t *document)
 {
-    int is_async = strcmp(name, DRIVER_MALLOC_ASYNC) == 0;
-    if (is_async || strcmp(name, DRIVER_MALLOC) == 0) {
-        driver_target driver = {dev, NULL, 0};
-        if (is_async) VB_TRY(dev->ops->pool_create(dev, UINT64_MAX, &driver.pool));
-        timed_target target = {driver_malloc, driver_free, driver_allocs, &driver};
-        vb_status status = measure_cell(&target, size, cell);
-        if (driver.pool) dev->ops->pool_destroy(dev, driver.pool);
-        return status;
-    }
     vb_allocator *allocator;
-    VB_TRY(vb_allocator_create(name, dev, NULL, &allocator));
-    timed_target target = {allocator_malloc, allocator_free, allocator_driver_allocs, allocator};
-    vb_status status = measure_cell(&target, size, cell);
-    vb_allocator_destroy(allocator);
-    return status;
-}
-
-/* Measures a cell, prints its line and, when a document is given, adds its
- * entry. */
-static int run_cell(vb_device *dev, const char *name, uint64_t size, json_t *document)
-{
+    const char *name = spec->label;
+    vb_config config = vb_allocator_spec_config(spec);
+    vb_status status = vb_allocator_create(spec->name, dev, &config, &allocator);
+    if (status != VB_OK) return vb_cli_status_error(status);
     cell_result cell = {0};
-    vb_status status = measure_named(dev, name, size, &cell);
+    timed_target target = allocator_target(allocator);
+    contention c = {&target, size, 0, 0};
+    pthread_t helpers[MAX_THREADS];
+    unsigned started = 0;
+    while (started + 1 < threads && pthread_create(&helpers[started], NULL, contend, &c) == 0) started++;
+    status = measure_cell(&target, size, &cell);
+    atomic_store(&c.stop, 1);
+    for (unsigned i = 0; i < started; i++) pthread_join(helpers[i], NULL);
+    if (status == VB_OK && (started + 1 < threads || atomic_load(&c.failed)))
+        status = vb_error(VB_ERR_DEVICE, "a contending thread %s", started + 1 < threads ? "could not start" : "failed");
+    vb_allocator_destroy(allocator);
     if (status != VB_OK)
-        return vb_cli_error(status == VB_ERR_INVALID ? VB_EXIT_USAGE : VB_EXIT_FAILURE,
-                            "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
+        return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
                             vb_last_error()[0] ? vb_last_error() : "out of host memory");
     printf("%-22s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
            cell.pair_p50, cell.pair_p99, cell.malloc_p50, cell.malloc_p99, cell.free_p50, cell.free_p99, cell.depth,
            cell.driver_allocs_per_pair);
-    if (document && add_entry(json_object_get(document, "benchmarks"), name, size, &cell) != 0)
+    if (document && add_entry(json_object_get(document, "benchmarks"), name, size, threads, &cell) != 0)
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     return VB_EXIT_OK;
 }
 
-/* The names --allocator accepts: the strategies, then the driver rows. */
-static const char *const *microbench_names(void)
+#define DRIVER_MALLOC "driver:cudaMalloc"
+#define DRIVER_MALLOC_ASYNC "driver:cudaMallocAsync"
+
+/* Measures a driver row (`name` DRIVER_MALLOC or DRIVER_MALLOC_ASYNC), prints
+ * its line and, when a document is given, adds its entry. */
+static int run_driver_cell(vb_device *dev, const char *name, uint64_t size, json_t *document)
 {
-    static const char *names[64];
-    if (!names[0]) {
-        size_t count = 0;
-        for (const char *const *name = vb_cli_allocator_names(); *name && count < 61; name++) names[count++] = *name;
-        names[count++] = DRIVER_MALLOC;
-        names[count++] = DRIVER_MALLOC_ASYNC;
-        names[count] = NULL;
+    driver_target driver = {dev, NULL, 0};
+    vb_status status = VB_OK;
+    if (strcmp(name, DRIVER_MALLOC_ASYNC) == 0) status = dev->ops->pool_create(dev, UINT64_MAX, &driver.pool);
+    timed_target target = {driver_malloc, driver_free, driver_allocs, &driver};
+    cell_result cell = {0};
+    if (status == VB_OK) status = measure_cell(&target, size, &cell);
+    if (driver.pool) dev->ops->pool_destroy(dev, driver.pool);
+    if (status != VB_OK)
+        return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
+                            vb_last_error()[0] ? vb_last_error() : "out of host memory");
+    printf("%-22s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
+           cell.pair_p50, cell.pair_p99, cell.malloc_p50, cell.malloc_p99, cell.free_p50, cell.free_p99, cell.depth,
+           cell.driver_allocs_per_pair);
+    if (document && add_entry(json_object_get(document, "benchmarks"), name, size, 1, &cell) != 0)
+        return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    return VB_EXIT_OK;
+}
+
+/* Takes the driver rows out of an --allocator list (top-level items
+ * "driver:cudaMalloc", "driver:cudaMallocAsync"; "all" asks for both too):
+ * `strategies` gets the rest (owned, maybe empty), `drivers` which rows.
+ * An unknown "driver:" item is a usage error. */
+static int split_driver_rows(const char *list, char **strategies, int drivers[2])
+{
+    *strategies = calloc(strlen(list) + 1, 1);
+    if (!*strategies) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    drivers[0] = drivers[1] = 0;
+    size_t used = 0;
+    for (const char *item = list; item;) {
+        const char *end = item;
+        int depth = 0;
+        while (*end && (*end != ',' || depth)) {
+            depth += *end == '[';
+            depth -= *end == ']';
+            end++;
+        }
+        size_t length = (size_t)(end - item);
+        if (length == strlen(DRIVER_MALLOC) && strncmp(item, DRIVER_MALLOC, length) == 0) drivers[0] = 1;
+        else if (length == strlen(DRIVER_MALLOC_ASYNC) && strncmp(item, DRIVER_MALLOC_ASYNC, length) == 0)
+            drivers[1] = 1;
+        else if (strncmp(item, "driver:", 7) == 0) {
+            free(*strategies);
+            return vb_cli_error(VB_EXIT_USAGE, "microbench: unknown driver row '%.*s' (known: %s, %s)", (int)length,
+                                item, DRIVER_MALLOC, DRIVER_MALLOC_ASYNC);
+        } else {
+            if (length == 3 && strncmp(item, "all", 3) == 0) drivers[0] = drivers[1] = 1;
+            used += (size_t)sprintf(*strategies + used, "%s%.*s", used ? "," : "", (int)length, item);
+        }
+        item = *end ? end + 1 : NULL;
     }
-    return names;
+    return VB_EXIT_OK;
 }
 
 int vb_cmd_microbench(int argc, char **argv)
 {
     const char *allocator_spec = "all", *device_kind = "auto", *out = NULL;
+    unsigned threads = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--allocator") == 0 && i + 1 < argc) allocator_spec = argv[++i];
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            unsigned long value = strtoul(argv[++i], &end, 10);
+            if (*end != '\0' || value < 1 || value > MAX_THREADS || argv[i][0] == '-')
+                return vb_cli_error(VB_EXIT_USAGE, "microbench: bad --threads '%s' (a whole number from 1 to %d)",
+                                    argv[i], MAX_THREADS);
+            threads = (unsigned)value;
+        }
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device_kind = argv[++i];
         else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
         else return vb_cli_error(VB_EXIT_USAGE, "microbench: unknown or incomplete option '%s'", argv[i]);
     }
-    vb_name_list allocators;
-    int exit_status = vb_cli_names(allocator_spec, "allocator", microbench_names(), &allocators);
+    char *strategies = NULL;
+    int drivers[2];
+    int exit_status = split_driver_rows(allocator_spec, &strategies, drivers);
     if (exit_status != VB_EXIT_OK) return exit_status;
+    vb_allocator_spec *specs = NULL;
+    size_t spec_count = 0;
+    vb_status status = strategies[0] ? vb_allocator_spec_list_parse(strategies, &specs, &spec_count) : VB_OK;
+    free(strategies);
+    if (status != VB_OK) return vb_cli_status_error(status);
     vb_device *dev = NULL;
-    vb_status status = vb_device_open(device_kind, NULL, &dev);
+    status = vb_device_open(device_kind, NULL, &dev);
     if (status != VB_OK) {
-        vb_name_list_free(&allocators);
+        vb_allocator_spec_list_free(specs, spec_count);
         return vb_cli_status_error(status);
     }
     vb_device_info info;
@@ -307,18 +403,26 @@ int vb_cmd_microbench(int argc, char **argv)
         if (status == VB_OK) document = vb_report_document(vb_report_context(dev, NULL, NULL, 0));
         if (status != VB_OK || !document) {
             vb_device_close(dev);
-            vb_name_list_free(&allocators);
+            vb_allocator_spec_list_free(specs, spec_count);
             return status != VB_OK ? vb_cli_status_error(status) : vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
         }
     }
-    printf("# microbench on %s%s: ns per call, cache-hit steady state\n", info.name,
-           info.simulated ? " (simulated: host-side cost of the allocator logic; no driver time)" : "");
+    printf("# microbench on %s%s: ns per call, cache-hit steady state%s\n", info.name,
+           info.simulated ? " (simulated: host-side cost of the allocator logic; no driver time)" : "",
+           threads > 1 ? ", one thread's figures while the others contend" : "");
+    if (threads > 1) printf("# threads: %u on one allocator\n", threads);
     printf("# pair = malloc then free; malloc/free = `depth` calls in a row, timed apart; drv/pr = driver allocations per pair\n");
     printf("%-22s %10s %9s %9s %10s %10s %9s %9s %7s %6s\n", "allocator", "bytes", "pair p50", "pair p99",
            "malloc p50", "malloc p99", "free p50", "free p99", "depth", "drv/pr");
-    for (size_t a = 0; a < allocators.count && exit_status == VB_EXIT_OK; a++)
+    for (size_t a = 0; a < spec_count && exit_status == VB_EXIT_OK; a++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++) {
-            exit_status = run_cell(dev, allocators.names[a], sizes[s], document);
+            exit_status = run_cell(dev, &specs[a], sizes[s], threads, document);
+            fflush(stdout);
+        }
+    static const char *const driver_rows[2] = {DRIVER_MALLOC, DRIVER_MALLOC_ASYNC};
+    for (int d = 0; d < 2 && exit_status == VB_EXIT_OK; d++)
+        for (size_t s = 0; drivers[d] && s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++) {
+            exit_status = run_driver_cell(dev, driver_rows[d], sizes[s], document);
             fflush(stdout);
         }
     if (exit_status == VB_EXIT_OK && document) {
@@ -327,6 +431,6 @@ int vb_cmd_microbench(int argc, char **argv)
     }
     json_decref(document);
     vb_device_close(dev);
-    vb_name_list_free(&allocators);
+    vb_allocator_spec_list_free(specs, spec_count);
     return exit_status;
 }

@@ -36,6 +36,20 @@ json_t *vb_report_document(json_t *context);
 vb_status vb_report_add_case(json_t *benchmarks, const vb_case_result *result, size_t family_index,
                              size_t instance_index);
 
+/* The names `scenario` defines (scenarios/scenario.h), as results JSON's
+ * "names" shows them (docs/results-json.md): {"steps": {KEY: TEXT},
+ * "counters": [NAME], and when it has counter families "counter_families":
+ * {"member_parameter", "members": [{"name", "parameter"}], "families":
+ * {KEY: {MEMBER: COUNTER}}}}. The common steps ("start", "out of memory") and
+ * the steps of shared code it runs are included; the common counters are
+ * not (vrambench list names lists them once, under "common").
+ * NULL on host OOM. */
+json_t *vb_report_names(const vb_scenario *scenario);
+
+/* Sets document["names"][label] to vb_report_names(scenario): `label` is
+ * the "scenario" of its entries. 0 on success, -1 on host OOM. */
+int vb_report_add_names(json_t *document, const char *label, const vb_scenario *scenario);
+
 /* A JSON number for `value`: an integer when it is a whole number that a
  * double holds exactly, else a real. NULL for NaN or infinity. */
 json_t *vb_json_number(double value);

@@ -263,7 +263,7 @@ static vb_status vbtrace_allocated(vb_trace *trace, uint64_t id, uint64_t size, 
 {
     int added;
     uint64_t *tag = vb_addr_map_slot(&trace->live, id + 1, &added);
-    if (!tag) return fail(trace, VB_ERR_OOM, "out of host memory");
+    if (!tag) return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
     if (!added)
         return fail(trace, VB_ERR_INVALID, "id %llu allocated again while it is live", (unsigned long long)id);
     trace->tag_slot = tag;
@@ -426,7 +426,7 @@ static vb_status rmm_stream(vb_trace *trace, const char *field, uint32_t *stream
             return fail(trace, VB_ERR_INVALID, "more than %d distinct streams", VB_TRACE_MAX_STREAMS);
         id = trace->rmm_stream_count++;
         if (vb_addr_map_put(&trace->rmm_streams, handle, id) != 0)
-            return fail(trace, VB_ERR_OOM, "out of host memory");
+            return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
     }
     *stream = (uint32_t)id;
     return VB_OK;
@@ -500,13 +500,13 @@ static vb_status rmm_next(vb_trace *trace, vb_trace_event *event)
         if (is_alloc) {
             int added;
             uint64_t *record = vb_addr_map_slot(&trace->live, pointer, &added);
-            if (!record) return fail(trace, VB_ERR_OOM, "out of host memory");
+            if (!record) return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
             if (!added)
                 return fail(trace, VB_ERR_INVALID, "pointer 0x%llx allocated again while it is live",
                             (unsigned long long)pointer);
             if (rmm_record_take(trace, record) != 0) {
                 vb_addr_map_remove(&trace->live, pointer, NULL);
-                return fail(trace, VB_ERR_OOM, "out of host memory");
+                return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
             }
             event->id = trace->next_rmm_id++;
             trace->records[*record].id = event->id;
@@ -602,7 +602,7 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
     if (!trace || !trace->path || !trace->buffer) {
         close(fd);
         vb_trace_close(trace);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     trace->live.sparse = 1; /* a lookup on every allocation and free */
     trace->total_bytes = uncompressed_size(fd, &info);
@@ -610,7 +610,7 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
     if (!trace->file) {
         close(fd);
         vb_trace_close(trace);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     gzbuffer(trace->file, TRACE_ZLIB_BUFFER_BYTES);
     vb_status status = read_header(trace);

@@ -58,6 +58,7 @@ typedef struct vb_device_info {
     int runtime_version;      /* cudaRuntimeGetVersion, 0 on sim */
     uint64_t total_bytes;     /* device memory (sim: its capacity) */
     int simulated;            /* 1 on sim: times are not GPU times */
+    int ordinal;              /* the CUDA device index (cudaGetDevice when opened); 0 on sim */
     uint64_t context_bytes;   /* driver-used memory the CUDA context took when the device was
                                * opened (NVML before vs cudaMemGetInfo after); 0 when unknown */
 } vb_device_info;
@@ -65,6 +66,9 @@ typedef struct vb_device_info {
 /* How to open a device. Zero-initialise and set what you need. */
 typedef struct vb_device_options {
     uint64_t sim_capacity_bytes;   /* sim only; 0 = default 80 GiB */
+    uint64_t cuda_cap_bytes;       /* cuda only: memory beyond this many bytes over what the GPU
+                                    * has in use at open is refused as out of memory (a smaller
+                                    * GPU); 0 = none */
 } vb_device_options;
 
 #define VB_SIM_DEFAULT_CAPACITY (80 * VB_GiB)
@@ -125,10 +129,16 @@ typedef struct vb_device_ops {
     vb_status (*vm_create)(vb_device *dev, uint64_t size, vb_phys *out);
     /* Releases physical memory; it must not be mapped anywhere. */
     vb_status (*vm_release)(vb_device *dev, vb_phys handle);
-    /* Maps the whole of `handle` at `addr` (inside a reservation) and makes it
-     * readable and writable by the device (cuMemMap + cuMemSetAccess). */
+    /* Maps the whole of `handle` at `addr` (inside a reservation), cuMemMap.
+     * The device cannot use it until vm_set_access covers it. */
     vb_status (*vm_map)(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle);
-    /* Unmaps [addr, addr+size), which must be exactly what one vm_map mapped. */
+    /* Makes [addr, addr+size), every byte of it mapped (by one vm_map or by
+     * several adjacent ones), readable and writable by the device: one
+     * cuMemSetAccess, however many mappings the range covers. */
+    vb_status (*vm_set_access)(vb_device *dev, vb_addr addr, uint64_t size);
+    /* Unmaps [addr, addr+size), which must be exactly covered by whole
+     * mappings (one or several adjacent ones): one cuMemUnmap. Like
+     * cudaFree it waits for the device's queued work first, once per call. */
     vb_status (*vm_unmap)(vb_device *dev, vb_addr addr, uint64_t size);
 
     /* ---- stream-ordered pools (cudaMemPoolCreate / cudaMallocFromPoolAsync) ---- */
@@ -138,12 +148,19 @@ typedef struct vb_device_ops {
     /* Allocates in stream order: usable by work queued on `stream` from now on. */
     vb_status (*pool_malloc)(vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out);
     /* Frees in stream order: the memory is reusable on `stream` at once, and on
-     * other streams once the work queued on `stream` so far has completed. */
+     * other streams too, which then wait for the work queued on `stream` so far
+     * (the pool's default cudaMemPoolReuseAllowInternalDependencies). */
     vb_status (*pool_free)(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream);
     /* Releases unused pool memory until at most `keep_bytes` stay reserved. */
     vb_status (*pool_trim)(vb_device *dev, vb_pool pool, uint64_t keep_bytes);
     /* Bytes the pool holds from the device, and bytes of it handed out. */
     vb_status (*pool_usage)(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes);
+    /* The most bytes the pool has held from the device, and handed out, since
+     * it was created or its marks were last reset (cudaMemPoolAttrReservedMemHigh
+     * and cudaMemPoolAttrUsedMemHigh): the peaks, with no query per allocation. */
+    vb_status (*pool_high)(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high);
+    /* Restarts both marks from the current values (CUDA: setting them to 0). */
+    vb_status (*pool_reset_high)(vb_device *dev, vb_pool pool);
 
     /* ---- host memory and copies ---- */
     /* Page-locked host memory (cudaMallocHost; plain malloc on sim). */
@@ -233,5 +250,9 @@ uint64_t vb_sim_now(vb_device *dev);
 
 /* Bytes the sim has handed out to mem_alloc, vm_create and pools together. */
 uint64_t vb_sim_used_bytes(vb_device *dev);
+
+/* 1 if every byte of [addr, addr+size) is mapped and vm_set_access made it
+ * usable by the device (tests check allocators hand out nothing less). */
+int vb_sim_accessible(vb_device *dev, vb_addr addr, uint64_t size);
 
 #endif

@@ -74,7 +74,7 @@ static vb_status fits(vb_device *dev, uint64_t more, const char *what)
 static vb_status count(vb_device *dev, uint64_t key, uint64_t bytes)
 {
     cap_state *cap = cap_of(dev);
-    if (vb_addr_map_put(&cap->sizes, key, bytes) != 0) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (vb_addr_map_put(&cap->sizes, key, bytes) != 0) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     cap->counted += bytes;
     return VB_OK;
 }
@@ -245,6 +245,12 @@ static vb_status cap_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys
 }
 
 /* Forwarded. */
+static vb_status cap_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    return inner_of(dev)->ops->vm_set_access(inner_of(dev), addr, size);
+}
+
+/* Forwarded. */
 static vb_status cap_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
 {
     return inner_of(dev)->ops->vm_unmap(inner_of(dev), addr, size);
@@ -257,7 +263,7 @@ static vb_status cap_pool_create(vb_device *dev, uint64_t release_threshold, vb_
     if (cap->pool_count == cap->pool_capacity) {
         size_t capacity = cap->pool_capacity ? 2 * cap->pool_capacity : 4;
         vb_pool *pools = realloc(cap->pools, capacity * sizeof *pools);
-        if (!pools) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!pools) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         cap->pools = pools;
         cap->pool_capacity = capacity;
     }
@@ -311,6 +317,18 @@ static vb_status cap_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes
 static vb_status cap_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes)
 {
     return inner_of(dev)->ops->pool_usage(inner_of(dev), pool, reserved_bytes, used_bytes);
+}
+
+/* Forwarded. */
+static vb_status cap_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high)
+{
+    return inner_of(dev)->ops->pool_high(inner_of(dev), pool, reserved_high, used_high);
+}
+
+/* Forwarded. */
+static vb_status cap_pool_reset_high(vb_device *dev, vb_pool pool)
+{
+    return inner_of(dev)->ops->pool_reset_high(inner_of(dev), pool);
 }
 
 /* Forwarded: host memory is not capped. */
@@ -401,6 +419,7 @@ static const vb_device_ops cap_ops = {
     .vm_create = cap_vm_create,
     .vm_release = cap_vm_release,
     .vm_map = cap_vm_map,
+    .vm_set_access = cap_vm_set_access,
     .vm_unmap = cap_vm_unmap,
     .pool_create = cap_pool_create,
     .pool_destroy = cap_pool_destroy,
@@ -408,6 +427,8 @@ static const vb_device_ops cap_ops = {
     .pool_free = cap_pool_free,
     .pool_trim = cap_pool_trim,
     .pool_usage = cap_pool_usage,
+    .pool_high = cap_pool_high,
+    .pool_reset_high = cap_pool_reset_high,
     .host_alloc_pinned = cap_host_alloc_pinned,
     .host_free_pinned = cap_host_free_pinned,
     .memcpy_async = cap_memcpy_async,
@@ -427,7 +448,7 @@ vb_status vb_device_cap_open(vb_device *inner, uint64_t cap_bytes, vb_device **o
     if (!dev || !cap) {
         free(dev);
         free(cap);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     cap->inner = inner;
     cap->cap = cap_bytes;

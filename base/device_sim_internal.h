@@ -3,6 +3,8 @@
 #ifndef VB_DEVICE_SIM_INTERNAL_H
 #define VB_DEVICE_SIM_INTERNAL_H
 
+#include <pthread.h>
+
 #include "addr_map.h"
 #include "device.h"
 #include "driver_pages.h"
@@ -24,6 +26,7 @@ typedef struct sim_reservation {
 } sim_reservation;
 
 typedef struct sim_state {
+    pthread_mutex_t lock;       /* held around every op of the table (calls may come from several threads) */
     uint64_t capacity;          /* bytes the device has */
     uint64_t used;              /* bytes handed out: mem_alloc + vm_create + pools */
     uint64_t now_ns;            /* the logical clock */
@@ -36,7 +39,8 @@ typedef struct sim_state {
     vb_driver_pages pages;      /* what the live mem_alloc blocks use */
     vb_addr_map phys;           /* physical handle -> size */
     vb_addr_map mappings;       /* mapped address -> physical handle */
-    vb_addr_map mapped_pages;   /* page number (address / 2 MiB) -> the address of its mapping */
+    vb_addr_map mapped_pages;   /* page number (address / 2 MiB) -> the address of its mapping,
+                                 * | SIM_PAGE_ACCESSIBLE once vm_set_access covered it */
     vb_addr_map mapped_handles; /* physical handle -> how many mappings it has (CUDA allows several) */
     sim_reservation *reservations; /* sorted by address (vm_reserve hands out rising ones) */
     size_t reservation_count, reservation_capacity;
@@ -86,6 +90,8 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
 vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream);
 vb_status sim_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes);
 vb_status sim_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes);
+vb_status sim_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high);
+vb_status sim_pool_reset_high(vb_device *dev, vb_pool pool);
 
 /* Called by every synchronization (stream, event, device), after the clock
  * moved: pools release what exceeds their release threshold, as CUDA's do. */

@@ -168,7 +168,7 @@ static vb_status small_take(vb_device *dev, uint64_t rounded, vb_addr *out)
     sim_range *gap = node ? VB_OSET_ENTRY(node, sim_range, by_size) : NULL;
     if (!gap) {
         gap = calloc(1, sizeof *gap);
-        if (!gap) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!gap) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         vb_status status = sim_take(dev, VB_DRIVER_PAGE);
         if (status != VB_OK) {
             free(gap);
@@ -242,7 +242,7 @@ vb_status sim_memory_alloc(vb_device *dev, uint64_t size, vb_addr *out)
     }
     if (vb_driver_pages_add(&sim->pages, addr, size) == UINT64_MAX) {
         sim_memory_free(dev, addr, size);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     *out = addr;
     return VB_OK;

@@ -13,7 +13,8 @@
  *  - A pool's default attributes allow reuse across streams by inserting a
  *    dependency on the freeing stream (cudaMemPoolReuseAllowInternalDependencies).
  *  - Reserved and used bytes are cudaMemPoolAttrReservedMemCurrent and
- *    cudaMemPoolAttrUsedMemCurrent.
+ *    cudaMemPoolAttrUsedMemCurrent; their high-water marks ...MemHigh, which
+ *    setting to 0 resets to the current values.
  *
  * What was measured of the driver's pool (a pool from cudaMemPoolCreate,
  * pinned device memory, release threshold UINT64_MAX unless said; NVIDIA
@@ -114,6 +115,7 @@ struct vb_pool_s {
     uint64_t *last_free_ns;        /* per granule: when the latest free in it completes */
     uint64_t reserved_bytes;       /* mapped granules x POOL_GRANULE */
     uint64_t used_bytes;           /* requested bytes of live blocks (F2) */
+    uint64_t reserved_high, used_high; /* the maxima since creation or the last reset */
     uint64_t free_count;           /* frees so far (freed_seq) */
     vb_ordered_set blocks;         /* all blocks, by address */
     vb_ordered_set free_blocks[64]; /* free blocks by size class (floor log2), latest freed first */
@@ -285,13 +287,14 @@ static vb_status map_granules(vb_device *dev, vb_pool pool, size_t first, size_t
     pool_block *block = new_free_block(pool, granule_addr(pool, first), (uint64_t)count * POOL_GRANULE, 0, 0);
     if (!block) {
         sim_give(dev, (uint64_t)count * POOL_GRANULE);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     for (size_t g = first; g < first + count; g++) {
         pool->mapped[g] = 1;
         pool->last_free_ns[g] = 0;
     }
     pool->reserved_bytes += (uint64_t)count * POOL_GRANULE;
+    if (pool->reserved_bytes > pool->reserved_high) pool->reserved_high = pool->reserved_bytes;
     *out = coalesce(pool, block);
     return VB_OK;
 }
@@ -309,7 +312,7 @@ static vb_status unmap_granule(vb_device *dev, vb_pool pool, size_t g)
             pool_block *right = new_free_block(pool, end, block_end - end, block->ready_ns, block->freed_seq);
             if (!right) {
                 free_insert(pool, block);
-                return vb_error(VB_ERR_OOM, "out of host memory");
+                return vb_error(VB_ERR_HOST_OOM, "out of host memory");
             }
         }
         if (block->addr < start) { /* keep the part before it */
@@ -369,12 +372,12 @@ vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *o
     if (sim->pool_count == sim->pool_capacity) {
         size_t capacity = sim->pool_capacity ? sim->pool_capacity * 2 : 4;
         vb_pool *pools = realloc(sim->pools, capacity * sizeof *pools);
-        if (!pools) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!pools) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         sim->pools = pools;
         sim->pool_capacity = capacity;
     }
     vb_pool pool = calloc(1, sizeof *pool);
-    if (!pool) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!pool) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     pool->granule_count = (size_t)(round_up(sim->capacity, POOL_GRANULE) / POOL_GRANULE);
     pool->mapped = calloc(pool->granule_count, 1);
     pool->live_bytes = calloc(pool->granule_count, sizeof *pool->live_bytes);
@@ -384,7 +387,7 @@ vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *o
         free(pool->live_bytes);
         free(pool->last_free_ns);
         free(pool);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     pool->release_threshold = release_threshold;
     pool->base = sim_next_address(dev, (uint64_t)pool->granule_count * POOL_GRANULE);
@@ -430,7 +433,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
     pool_block *block = latest_fit(pool, rounded);
     if (!block) VB_TRY(grow(dev, pool, rounded, &block));
     if (vb_addr_map_put(&pool->live, block->addr, (uint64_t)(uintptr_t)block) != 0)
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
 
     free_remove(pool, block);
     if (block->size > rounded) {
@@ -438,7 +441,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
         if (!rest) {
             vb_addr_map_remove(&pool->live, block->addr, NULL);
             free_insert(pool, block);
-            return vb_error(VB_ERR_OOM, "out of host memory");
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         }
         *rest = (pool_block){.addr = block->addr + rounded, .size = block->size - rounded, .free = 1,
                              .ready_ns = block->ready_ns, .freed_seq = block->freed_seq};
@@ -452,6 +455,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
     block->requested = size;
     account(pool, block->addr, block->size, +1, 0);
     pool->used_bytes += size;
+    if (pool->used_bytes > pool->used_high) pool->used_high = pool->used_bytes;
     *out = block->addr;
     return VB_OK;
 }
@@ -489,6 +493,24 @@ vb_status sim_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes,
     (void)dev;
     *reserved_bytes = pool->reserved_bytes;
     *used_bytes = pool->used_bytes;
+    return VB_OK;
+}
+
+/* The high-water marks of reserved and used bytes. */
+vb_status sim_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high)
+{
+    (void)dev;
+    *reserved_high = pool->reserved_high;
+    *used_high = pool->used_high;
+    return VB_OK;
+}
+
+/* The marks start again from the current values. */
+vb_status sim_pool_reset_high(vb_device *dev, vb_pool pool)
+{
+    (void)dev;
+    pool->reserved_high = pool->reserved_bytes;
+    pool->used_high = pool->used_bytes;
     return VB_OK;
 }
 

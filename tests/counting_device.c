@@ -180,6 +180,11 @@ static vb_status proxy_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_ph
     return inner_of(dev)->ops->vm_map(inner_of(dev), addr, size, handle);
 }
 
+static vb_status proxy_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    return inner_of(dev)->ops->vm_set_access(inner_of(dev), addr, size);
+}
+
 static vb_status proxy_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
 {
     return inner_of(dev)->ops->vm_unmap(inner_of(dev), addr, size);
@@ -199,6 +204,16 @@ static void proxy_pool_destroy(vb_device *dev, vb_pool pool)
 static vb_status proxy_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes)
 {
     return inner_of(dev)->ops->pool_usage(inner_of(dev), pool, reserved_bytes, used_bytes);
+}
+
+static vb_status proxy_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high)
+{
+    return inner_of(dev)->ops->pool_high(inner_of(dev), pool, reserved_high, used_high);
+}
+
+static vb_status proxy_pool_reset_high(vb_device *dev, vb_pool pool)
+{
+    return inner_of(dev)->ops->pool_reset_high(inner_of(dev), pool);
 }
 
 static vb_status proxy_host_alloc_pinned(vb_device *dev, uint64_t size, void **out)
@@ -282,6 +297,7 @@ static const vb_device_ops proxy_ops = {
     .vm_create = proxy_vm_create,
     .vm_release = proxy_vm_release,
     .vm_map = proxy_vm_map,
+    .vm_set_access = proxy_vm_set_access,
     .vm_unmap = proxy_vm_unmap,
     .pool_create = proxy_pool_create,
     .pool_destroy = proxy_pool_destroy,
@@ -289,6 +305,8 @@ static const vb_device_ops proxy_ops = {
     .pool_free = proxy_pool_free,
     .pool_trim = proxy_pool_trim,
     .pool_usage = proxy_pool_usage,
+    .pool_high = proxy_pool_high,
+    .pool_reset_high = proxy_pool_reset_high,
     .host_alloc_pinned = proxy_host_alloc_pinned,
     .host_free_pinned = proxy_host_free_pinned,
     .memcpy_async = proxy_memcpy_async,

@@ -6,9 +6,32 @@
 #   tools/gpu-session.sh check    build, make test-gpu, microbench (JSON)
 #   tools/gpu-session.sh torch    PyTorch reference: claims measurements and
 #                                 training-loop traces (tools/record_torch_traces.py)
+#   tools/gpu-session.sh torch-ab         make plugin; the conformance suite on the plug-in
+#                                         loaded as external:; tools/torch_ab.py on the
+#                                         documents' workloads (training_cleanup,
+#                                         dataloader_batches, empty_cache_loop) x every allocator
+#   tools/gpu-session.sh torch-ab-resnet  the same for resnet50
+#   tools/gpu-session.sh torch-ab-gpt2    the same for gpt2_train and gpt2_generate
+#                                         (all three append to $KEEP/torch-ab-<device>-<date>.json,
+#                                         copied to $OUT after each)
 #   tools/gpu-session.sh bench    make bench; vrambench claims with every allocator
 #                                 and, when recorded, the PyTorch column; the
 #                                 fixture traces replayed with every allocator
+#   tools/gpu-session.sh tune     records resnet50, gpt2 and resnet18_varres, runs
+#                                 `vrambench tune` on each at this GPU's capacity,
+#                                 and checks replay --snapshot pickles with
+#                                 PyTorch's torch.cuda._memory_viz
+#   tools/gpu-session.sh tune-check  (after tune) each workload for real under the
+#                                 recommended setting and two others, fresh process
+#                                 each: predicted against real peak reserved
+#                                 (tools/tune_check.py)
+#   tools/gpu-session.sh stitch   records the torch workloads (resnet50, gpt2,
+#                                 bert_amp, generate, two_stream), replays them,
+#                                 the fixture traces and tests/fixtures/stitch
+#                                 with caching, expandable and stitch (default,
+#                                 two granule settings, split_free) on cuda, runs
+#                                 random_mix and capped_training so; JSON and
+#                                 the recorded traces (traces-stitch.tar.gz)
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -25,6 +48,26 @@ for stage in "$@"; do
         make test-gpu > "$OUT/test-gpu-$day.txt" 2>&1 && echo "test-gpu: passed" || echo "test-gpu: FAILED"
         grep -E "conformance/|PASSED|FAILED|^\[  ERROR" "$OUT/test-gpu-$day.txt" | tail -40
         ./build/vrambench microbench --device cuda --out "$OUT/microbench-{device}-{date}.json" || echo "microbench: FAILED"
+        # The handle lock under contention: one thread's latency while 3 others hammer the same allocator.
+        ./build/vrambench microbench --device cuda --allocator caching,stitch --threads 4 \
+            --out "$OUT/microbench-threads4-{device}-{date}.json" || echo "microbench --threads 4: FAILED"
+        ;;
+    torch-ab|torch-ab-resnet|torch-ab-gpt2)
+        make -j16 all plugin build/tests/test_conformance 2>&1 | grep -E "error|warning:|built" || exit 1
+        # Budgets keep each stage under 10 minutes: no run starts after it, a run lasts 120 s at most.
+        workloads=training_cleanup,dataloader_batches,empty_cache_loop budget=300
+        [ "$stage" = torch-ab-resnet ] && workloads=resnet50 budget=400
+        [ "$stage" = torch-ab-gpt2 ] && workloads=gpt2_train,gpt2_generate budget=400
+        if [ "$stage" = torch-ab ]; then
+            # The plug-in itself as an external allocator, through the conformance suite.
+            VRAMBENCH_ALLOCATOR=caching VRAMBENCH_TORCH_ON_OOM=null VB_TEST_DEVICE=cuda \
+                VB_TEST_ALLOCATORS="external:$PWD/build/libvrambench_torch.so" timeout 120 ./build/tests/test_conformance \
+                > "$OUT/conformance-plugin-$day.txt" 2>&1 && echo "conformance on the plug-in: passed" \
+                || echo "conformance on the plug-in: FAILED (see conformance-plugin-$day.txt)"
+        fi
+        PYTHONUNBUFFERED=1 python3 tools/torch_ab.py --workloads "$workloads" --budget-s "$budget" --append \
+            --out "$KEEP/torch-ab-{device}-{date}.json" || echo "torch_ab: FAILED"
+        cp "$KEEP"/torch-ab-*-"$day".json "$OUT/" 2>/dev/null || echo "no torch-ab results"
         ;;
     torch)
         PYTHONUNBUFFERED=1 python3 tools/pytorch_claims.py "$KEEP/pytorch-claims.json" && cp "$KEEP/pytorch-claims.json" "$OUT/" \
@@ -45,6 +88,77 @@ for stage in "$@"; do
             ./build/vrambench replay "$trace" --device cuda --allocator all --quiet \
                 --out "$OUT/replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
         done
+        ;;
+    tune)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        dir="$KEEP/tune"
+        mkdir -p "$dir"
+        # What a workload can have: the free memory next to a CUDA context.
+        total=$(python3 -c "import torch; print(torch.cuda.mem_get_info()[0])")
+        echo "device capacity for tune (free bytes with a CUDA context): $total bytes"
+        PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$dir" --workloads resnet50,gpt2,resnet18_varres \
+            || echo "record_torch_traces: FAILED"
+        for name in resnet50 gpt2 resnet18_varres; do
+            [ -f "$dir/$name.trace.gz" ] || continue
+            TIMEFORMAT="tune $name: %R s wall"
+            time { ./build/vrambench tune "$dir/$name.trace.gz" --capacity "$total" \
+                --out "$dir/tune-$name.json" --quiet | tee "$OUT/tune-$name.txt" || echo "tune $name: FAILED"; }
+            cp "$dir/tune-$name.json" "$dir/$name.json" "$dir/$name.trace.gz" "$OUT/" 2>/dev/null
+        done
+        # The main replays on the GPU itself (times are GPU-side; memory figures must equal the sim's).
+        TIMEFORMAT="tune resnet50 --device cuda: %R s wall"
+        [ -f "$dir/resnet50.trace.gz" ] && time { ./build/vrambench tune "$dir/resnet50.trace.gz" --device cuda \
+            --capacity "$total" --out "$OUT/tune-resnet50-cuda.json" --quiet | tail -3 || echo "tune --device cuda: FAILED"; }
+        # replay --sim-capacity on the GPU is a cap: its first OOM against the simulated device's.
+        for device in cuda sim; do
+            ./build/vrambench replay tests/fixtures/traces/gpt2.trace.gz --device $device --allocator caching,expandable \
+                --sim-capacity 10GiB --fail-on-oom --quiet --out "$OUT/replay-gpt2-cap10g-$device.json" > /dev/null
+            echo "replay gpt2 capped at 10 GiB on $device: exit $? (3: out of memory)"
+            python3 -c "import json,sys; [print(' ', e['name'], 'ooms', e['ooms'], 'first at line', e.get('first_oom_line'), e.get('first_oom_bytes'), 'bytes') for e in json.load(open(sys.argv[1]))['benchmarks']]" "$OUT/replay-gpt2-cap10g-$device.json"
+        done
+        # replay --snapshot opened by PyTorch's own snapshot tools.
+        for allocator in caching expandable; do
+            pickle="$dir/gpt2-$allocator.pickle"
+            ./build/vrambench replay "$dir/gpt2.trace.gz" --device sim --allocator "$allocator" --quiet \
+                --snapshot "$pickle" > /dev/null || { echo "snapshot $allocator: FAILED"; continue; }
+            python3 -m torch.cuda._memory_viz stats "$pickle" | tail -5 || echo "_memory_viz stats $allocator: FAILED"
+            python3 -m torch.cuda._memory_viz trace_plot "$pickle" -o "$OUT/gpt2-$allocator-trace.html" \
+                && python3 -m torch.cuda._memory_viz segment_plot "$pickle" -o "$OUT/gpt2-$allocator-segments.html" \
+                && echo "_memory_viz $allocator: plots written" || echo "_memory_viz plots $allocator: FAILED"
+        done
+        ;;
+    tune-check)
+        dir="$KEEP/tune"
+        for name in resnet50 gpt2 resnet18_varres; do
+            [ -f "$dir/tune-$name.json" ] || { echo "no tune-$name.json: run the tune stage first"; continue; }
+            python3 tools/tune_check.py plan "$dir/tune-$name.json" | while IFS='|' read -r index conf fraction; do
+                echo "-- $name under PYTORCH_CUDA_ALLOC_CONF='$conf'${fraction:+ with memory fraction $fraction}"
+                PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$dir/real-$name-$index" --workloads "$name" \
+                    --no-history --alloc-conf "$conf" ${fraction:+--memory-fraction "$fraction"} \
+                    || echo "real run $name $index: FAILED"
+                cp "$dir/real-$name-$index/$name.json" "$OUT/real-$name-$index.json" 2>/dev/null
+            done
+        done
+        python3 tools/tune_check.py table "$dir" --out "$OUT/tune-check-$day.json" | tee "$OUT/tune-check-$day.md"
+        ;;
+    stitch)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        allocators='caching,expandable,stitch,stitch[granule_mb=8,granule_parts=8],stitch[split_free=1],stitch[granule_mb=64,granule_parts=1]'
+        # Budgets keep the stage under 10 minutes: recording 270 s, replays ~2 min, the run 150 s.
+        PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py "$KEEP/stitch-traces" \
+            || echo "record_torch_traces: FAILED (some workloads)"
+        (cd "$KEEP" && tar czf "$OUT/traces-stitch.tar.gz" stitch-traces/*.json stitch-traces/*.trace.gz) \
+            || echo "no traces to pack"
+        for trace in "$KEEP"/stitch-traces/*.trace.gz tests/fixtures/traces/*.trace.gz tests/fixtures/stitch/*.trace.gz; do
+            [ -f "$trace" ] || continue
+            name=$(basename "$trace" .trace.gz)
+            case "$trace" in "$KEEP"/*) name="torch-$name" ;; esac
+            timeout 120 ./build/vrambench replay "$trace" --device cuda --allocator "$allocators" --quiet \
+                --out "$OUT/stitch-replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
+        done
+        timeout 150 ./build/vrambench run --scenario random_mix,capped_training --allocator "$allocators" \
+            --device cuda --repetitions 1 --min-time 0.2 --quiet --out "$OUT/stitch-run-{device}-{date}.json" \
+            || echo "run: FAILED"
         ;;
     *)
         echo "unknown stage $stage"
