@@ -232,4 +232,5 @@ const vb_scenario vb_replay_scenario = {
     .documents = "trace",
     .description = "replays an allocation trace (vbtrace or RMM log, plain or .gz) given as the run's parameter",
     .run = replay_run,
+    .memory_pass_iterations = 1, /* a trace is one recorded run of a program, steady state included */
 };

@@ -22,6 +22,9 @@ typedef struct vb_scenario {
      * device capped at this many bytes (vb_device_cap_open), the same on
      * every GPU and on sim. */
     uint64_t device_cap_bytes;
+    /* 0, or the iterations of its memory pass when not the runner's
+     * VB_MEMORY_PASS_ITERATIONS (a trace replay is one recorded run: 1). */
+    unsigned memory_pass_iterations;
 } vb_scenario;
 
 /* The registered scenarios (scenarios/registry.c), NULL-terminated. */
