@@ -269,4 +269,5 @@ const vb_scenario vb_replay_scenario = {
     .run = replay_run,
     .steps = steps,
     .counters = counters,
+    .memory_pass_iterations = 1, /* a trace is one recorded run of a program, steady state included */
 };

@@ -301,7 +301,12 @@ static vb_status repetition_finish(repetition_state *rep, const memory_pass_resu
     return VB_OK;
 }
 
-/* The memory pass (runner.h): VB_MEMORY_PASS_ITERATIONS iterations on a
+unsigned vb_memory_pass_iterations(const vb_scenario *scenario)
+{
+    return scenario->memory_pass_iterations ? scenario->memory_pass_iterations : VB_MEMORY_PASS_ITERATIONS;
+}
+
+/* The memory pass (runner.h): vb_memory_pass_iterations iterations on a
  * fresh allocator and run, iteration 1 sampling the timeline, with segment
  * capture on; fills `memory` and the case's segment map. It also warms the
  * code and the device up for the timed repetitions, as Google Benchmark's
@@ -311,7 +316,8 @@ static vb_status memory_pass(vb_device *dev, const vb_case *c, vb_case_result *o
     repetition_state rep;
     vb_status status = repetition_open(dev, c, &rep);
     if (status == VB_OK) vb_run_set_segment_capture(rep.run, 1);
-    while (status == VB_OK && rep.iterations < VB_MEMORY_PASS_ITERATIONS) {
+    uint64_t iterations = vb_memory_pass_iterations(c->scenario);
+    while (status == VB_OK && rep.iterations < iterations) {
         vb_run_set_sampling(rep.run, rep.iterations == 0);
         status = time_iteration(dev, c->scenario, &rep);
         if (status != VB_OK) break;

@@ -2,7 +2,8 @@
  * on one device in Google Benchmark's manner.
  *
  * Per case, first a MEMORY PASS: VB_MEMORY_PASS_ITERATIONS iterations of the
- * scenario on a fresh allocator and run. Iteration 1 records the step
+ * scenario (or the scenario's own memory_pass_iterations: a trace replay
+ * runs once) on a fresh allocator and run. Iteration 1 records the step
  * timeline; the segment map is taken at the pass's peak reserved. Every
  * memory figure of the case comes from this pass: peaks over its iterations,
  * driver calls, retries and OOMs summed over them, the scenario's counters of
@@ -39,6 +40,9 @@
  * cached, which is what a steady state carries over (a third would find the
  * same cache as the second). */
 #define VB_MEMORY_PASS_ITERATIONS 2
+
+/* The memory pass's iterations for `scenario`. */
+unsigned vb_memory_pass_iterations(const vb_scenario *scenario);
 
 typedef struct vb_runner_options {
     unsigned repetitions;     /* >= 1 */

@@ -66,7 +66,7 @@
  *    range) 96, 160, ... 672. But neither rule is the driver's whole story:
  *    replaying tests/fixtures/traces/gpt2 and resnet50 (H200: peak 10,016
  *    and 6,368 MiB, results/replay-*-nvidia-h200-20261122.json), this rule
- *    gives 12,384 and 6,720 MiB, best fit 9,920 and 5,632 MiB (sim); rounding
+ *    gives 12,352 and 6,720 MiB, best fit about 9,900 and 5,600 MiB (sim); rounding
  *    large requests to 1 or 2 MiB, first or last fit by address, size
  *    classes, or a separate rule for small blocks match no better. The
  *    probes to settle it: the placement of mixed small and large blocks.

@@ -47,6 +47,9 @@ typedef struct vb_scenario {
      * device capped at this many bytes (vb_device_cap_open), the same on
      * every GPU and on sim. */
     uint64_t device_cap_bytes;
+    /* 0, or the iterations of its memory pass when not the runner's
+     * VB_MEMORY_PASS_ITERATIONS (a trace replay is one recorded run: 1). */
+    unsigned memory_pass_iterations;
     /* The names it defines, each table ended by an entry whose first field
      * is NULL (a NULL table: none). Its code marks steps and sets counters
      * through these entries, never by re-spelling them. */

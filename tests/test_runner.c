@@ -43,6 +43,12 @@ static vb_status two_blocks_run(vb_run *run)
 }
 
 static const vb_scenario two_blocks = {.name = "two_blocks", .documents = "test", .description = "1 MiB then 3 MiB, both freed", .run = two_blocks_run};
+/* The same with a memory pass of one iteration (as a trace replay has). */
+static const vb_scenario two_blocks_once = {.name = "two_blocks",
+                                            .documents = "test",
+                                            .description = "1 MiB then 3 MiB, both freed",
+                                            .run = two_blocks_run,
+                                            .memory_pass_iterations = 1};
 
 typedef struct fixture {
     vb_device *device;
@@ -284,6 +290,18 @@ static void test_scenario_counters_come_from_iteration_one(void **state)
     assert_true(vb_repetition_counter(&f->result.repetitions[0], "call", -1) == 1.0);
 }
 
+/* A scenario that declares a one-iteration memory pass: one call before the
+ * timed ones, and its driver calls are one iteration's (2). */
+static void test_a_scenario_may_declare_its_memory_pass_iterations(void **state)
+{
+    fixture *f = *state;
+    vb_runner_options options = {1, 1000.0, 3};
+    vb_case c = {&two_blocks_once, NULL, &f->spec, NULL};
+    assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
+    assert_int_equal(scenario_calls, 1 + 3);
+    assert_true(vb_repetition_counter(&f->result.repetitions[0], "driver_alloc_calls", -1) == 2.0);
+}
+
 static void test_memory_pass_runs_once_before_the_repetitions(void **state)
 {
     fixture *f = *state;
@@ -393,6 +411,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_memory_counters_follow_the_allocator_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scenario_counters_come_from_iteration_one, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_pass_runs_once_before_the_repetitions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_scenario_may_declare_its_memory_pass_iterations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_figures_do_not_depend_on_the_timed_iterations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_time_is_the_sim_clock_of_the_run_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_segments_at_peak_are_the_map_when_reserved_peaked, setup, teardown),
