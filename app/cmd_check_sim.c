@@ -339,7 +339,7 @@ static int rerun_claims(json_t *document, const char *sim_path)
 
 /* Checks one file; returns VB_EXIT_OK (checked or skipped), 1 when a
  * difference is undocumented or the re-run failed, 2 for bad input. */
-static int check_file(const char *path, check_tally *total)
+static int check_file(const char *path, int sweep, check_tally *total)
 {
     json_error_t error;
     json_t *document = json_load_file(path, 0, &error);
@@ -354,6 +354,10 @@ static int check_file(const char *path, check_tally *total)
     }
     if (!json_is_object(context) || (!json_is_array(claims) && !json_is_array(benchmarks))) {
         json_decref(document);
+        if (sweep) { /* --newest sweeps a folder, which may hold other JSON */
+            printf("check-sim: %s\n  skipped: not a vrambench results file\n", path);
+            return VB_EXIT_OK;
+        }
         return vb_cli_error(VB_EXIT_USAGE, "check-sim: %s: not a vrambench results file (no context, benchmarks "
                                            "or claims)", path);
     }
@@ -455,7 +459,8 @@ int vb_cmd_check_sim(int argc, char **argv)
             puts("usage: vrambench check-sim [--newest] FILE...\n"
                  "  re-runs every case of GPU result files (run, replay, claims) on the simulated device and\n"
                  "  lists each case whose memory figures differ; exit 1 if a difference is not documented.\n"
-                 "  --newest: of the files of one kind and device (and trace), only the newest by its date");
+                 "  --newest: of the files of one kind and device (and trace), only the newest by its date;\n"
+                 "  JSON files that are not results are skipped (a folder's files may be given)");
             return VB_EXIT_OK;
         }
         return vb_cli_error(VB_EXIT_USAGE, "usage: vrambench check-sim [--newest] FILE...");
@@ -467,7 +472,7 @@ int vb_cmd_check_sim(int argc, char **argv)
             printf("check-sim: %s\n  skipped: a newer file of its kind and device is checked (--newest)\n", paths[i]);
             continue;
         }
-        int status = check_file(paths[i], &total);
+        int status = check_file(paths[i], newest, &total);
         if (status > exit_status) exit_status = status;
     }
     printf("check-sim: %zu cases checked, %zu differ; %zu differences undocumented\n", total.cases,

@@ -114,6 +114,16 @@ class CheckSim(unittest.TestCase):
         self.assertIn("older.json\n  skipped: a newer file", stdout)
         self.assertIn("6 cases, 0 differ", stdout)
 
+    def test_newest_skips_json_that_is_not_results(self):
+        other = self.path("other.json")
+        with open(other, "w") as f:
+            json.dump({"grid": []}, f)
+        status, stdout, _ = vrambench("check-sim", "--newest", other)
+        self.assertEqual(status, 0, stdout)
+        self.assertIn("skipped: not a vrambench results file", stdout)
+        status, _, stderr = vrambench("check-sim", other)
+        self.assertEqual(status, 2, stderr)
+
     def test_sim_results_are_skipped(self):
         status, stdout, _ = vrambench("check-sim", self.run_file)
         self.assertEqual(status, 0, stdout)
