@@ -23,7 +23,8 @@ SANITIZER ?=
 CUDA ?= auto
 CUDA_HOME ?= /usr/local/cuda
 
-BUILD ?= build$(if $(SANITIZER),/$(SANITIZER))
+# clang builds (make test CC=clang SANITIZER=undefined) get their own tree.
+BUILD ?= build$(if $(filter clang%,$(notdir $(CC))),-clang)$(if $(SANITIZER),/$(SANITIZER))
 
 CPPFLAGS += -D_GNU_SOURCE -MMD -MP -I.
 CFLAGS ?= -O2 -g
@@ -88,7 +89,7 @@ all: $(BUILD)/vrambench
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
 deps:
-	@tools/ensure-deps.sh build
+	@CC='$(CC)' tools/ensure-deps.sh build
 
 # Objects depend on the flags they were built with: switching CUDA= or
 # CFLAGS= rebuilds them instead of linking stale ones.
@@ -141,7 +142,8 @@ BENCH_MIN_TIME ?= 0.05
 BENCH_DEVICE ?= auto
 BENCH_OUT ?= results/{device}-{date}.json
 
-bench: all
+bench: deps
+	@$(MAKE) --no-print-directory all
 	@mkdir -p $(dir $(BENCH_OUT))
 	@set -f; allocators=all; \
 	for variant in $(BENCH_VARIANTS); do \
