@@ -5,6 +5,10 @@
 #   make test-gpu           the conformance suite on the real GPU
 #   make bench              every scenario x every allocator (GPU when present, else simulated)
 #   make SANITIZER=address|undefined test   (sim backend only unless CUDA=yes; see below)
+#   make test CC=clang SANITIZER=undefined  the same with clang's UBSan (float-cast-overflow,
+#                           nonnull-attribute, ... that gcc's misses); clang builds go to build-clang/
+#   make fuzz               libFuzzer targets (tests/fuzz/, clang, ASan+UBSan), each run
+#                           FUZZ_SECONDS (default 20) from the seed corpus tests/fuzz/corpus/
 #   make CUDA=no            build without the cuda backend even when nvcc is there
 #   make plots              PNGs in plots/ from the newest results/*.json
 #                           (or RESULTS=FILE [FILE2: compared], MICROBENCH=FILE,
@@ -37,8 +41,13 @@ LDFLAGS += -fsanitize=address
 else ifeq ($(SANITIZER),undefined)
 CFLAGS += -fsanitize=undefined -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=undefined
+else ifeq ($(SANITIZER),fuzzer)
+# libFuzzer builds (make fuzz, clang only): the library instrumented for
+# coverage, under ASan and UBSan; the fuzz targets link libFuzzer's main.
+CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=fuzzer,address,undefined
 else ifneq ($(SANITIZER),)
-$(error SANITIZER must be address or undefined, not '$(SANITIZER)')
+$(error SANITIZER must be address, undefined or fuzzer, not '$(SANITIZER)')
 endif
 
 # ---- CUDA detection: nvcc on PATH or under CUDA_HOME, and the runtime header ----
@@ -84,7 +93,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps test test-gpu bench plots clean
+.PHONY: all deps test test-gpu bench plots clean fuzz fuzz-build
 all: $(BUILD)/vrambench
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
@@ -131,6 +140,27 @@ test: deps
 test-gpu: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance
 	VB_TEST_DEVICE=cuda $(BUILD)/tests/test_conformance
+
+# ---- fuzz: libFuzzer targets tests/fuzz/fuzz_NAME.c, each run from its
+# seed corpus tests/fuzz/corpus/NAME (copied: new inputs go under the build
+# tree) for FUZZ_SECONDS; a crash, leak or UB report fails the target and
+# leaves the input under $(FUZZ_BUILD)/crashes/.
+FUZZ_SECONDS ?= 20
+FUZZ_CC ?= clang
+FUZZ_BUILD := build-clang/fuzzer
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+
+fuzz:
+	@CC='$(FUZZ_CC)' tools/ensure-deps.sh build && tools/ensure-deps.sh fuzz
+	@$(MAKE) --no-print-directory CC='$(FUZZ_CC)' SANITIZER=fuzzer fuzz-build
+	@tools/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+
+$(BUILD)/fuzz/%: $(BUILD)/obj/tests/fuzz/%.o $(BUILD)/libvrambench.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # ---- bench: every scenario x every allocator, plus the variants below ----
 # Variants run besides every registered allocator; one whose allocator is not

@@ -209,7 +209,7 @@ static int parse_random_options(int argc, char **argv, random_options *options)
 {
     int have_events = 0, have_max_size = 0, have_max_live = 0;
     *options = (random_options){.seed = 1};
-    for (int i = 2; i < argc; i++) {
+    for (int i = 2; i < argc; i += 2) { /* OPTION VALUE pairs */
         const char *option = argv[i];
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         int ok;
@@ -224,7 +224,6 @@ static int parse_random_options(int argc, char **argv, random_options *options)
                                 strcmp(option, "-o") == 0 || strcmp(option, "--out") == 0 ? "a file name"
                                 : strncmp(option, "--max", 5) == 0 ? "a byte count (e.g. 4096, 64K, 256M, 2G)"
                                                                    : "a non-negative integer");
-        i++;
     }
     if (!have_events || !have_max_size || !have_max_live || !options->out)
         return vb_cli_error(VB_EXIT_USAGE, "gen-trace random: --events, --max-size, --max-live and -o are required");

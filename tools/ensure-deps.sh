@@ -2,6 +2,7 @@
 # Checks for what vrambench needs and installs what is missing with apt-get
 # (Debian), or says in one line what to install when it cannot.
 #   tools/ensure-deps.sh build   a C compiler ($CC: gcc, or clang), make, jansson, cmocka and zlib headers
+#   tools/ensure-deps.sh fuzz    clang with libFuzzer's runtime (make fuzz)
 #   tools/ensure-deps.sh plots   python3 with matplotlib ($PLOT_PYTHON if set)
 set -u
 what=${1:-build}
@@ -21,6 +22,12 @@ build)
         printf '#include <stdarg.h>\n#include <stddef.h>\n#include <setjmp.h>\n#include <stdint.h>\n#include <%s>\n' "$header" |
             "$cc" -E -x c - >/dev/null 2>&1 || missing="$missing $package"
     done
+    ;;
+fuzz)
+    # libFuzzer's runtime: Debian's clang only recommends it.
+    printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }\n' |
+        clang -fsanitize=fuzzer -x c - -o /tmp/vrambench-fuzz-probe.$$ >/dev/null 2>&1 || missing="$missing clang libclang-rt-dev"
+    rm -f /tmp/vrambench-fuzz-probe.$$
     ;;
 plots)
     "${PLOT_PYTHON:-python3}" -c 'import matplotlib' >/dev/null 2>&1 || missing="$missing python3-matplotlib"
