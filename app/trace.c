@@ -82,6 +82,10 @@ static vb_status fail_at(vb_trace *trace, uint64_t line, vb_status status, const
 {
     char message[400];
     vsnprintf(message, sizeof message, format, args);
+    /* The message may quote the file's bytes: no control character of
+     * theirs reaches the terminal (the error stays one line). */
+    for (char *c = message; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     vb_error(status, "%s:%llu: %s", trace->path, (unsigned long long)line, message);
     trace->failure = status;
     free(trace->failure_message);
