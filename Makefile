@@ -94,7 +94,7 @@ TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all deps test test-gpu bench plots clean fuzz fuzz-build
-all: $(BUILD)/vrambench
+all: $(BUILD)/vrambench $(if $(filter yes,$(HAVE_CUDA)),$(BUILD)/fullgpu)
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
 deps:
@@ -140,6 +140,11 @@ test: deps
 test-gpu: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance
 	VB_TEST_DEVICE=cuda $(BUILD)/tests/test_conformance
+
+# OOM on a truly full GPU (tools/fullgpu.c; tools/gpu-session.sh fullgpu).
+$(BUILD)/fullgpu: $(BUILD)/obj/tools/fullgpu.o $(BUILD)/libvrambench.a
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # ---- fuzz: libFuzzer targets tests/fuzz/fuzz_NAME.c, each run from its
 # seed corpus tests/fuzz/corpus/NAME (copied: new inputs go under the build

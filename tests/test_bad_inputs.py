@@ -17,7 +17,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VRAMBENCH = os.environ.get("VRAMBENCH") or os.path.join(HERE, "..", "build", "vrambench")
+VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH") or os.path.join(HERE, "..", "build", "vrambench"))
 
 RMM = b"Thread,Time,Action,Pointer,Size,Stream\n"
 

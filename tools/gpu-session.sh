@@ -9,6 +9,14 @@
 #   tools/gpu-session.sh bench    make bench; vrambench claims with every allocator
 #                                 and, when recorded, the PyTorch column; the
 #                                 fixture traces replayed with every allocator
+#   tools/gpu-session.sh memcheck make test-gpu under compute-sanitizer memcheck with
+#                                 leak checking (the intentional OOMs' API errors not
+#                                 reported; cudaMemGetInfo comparisons skipped):
+#                                 $OUT/memcheck.txt, summary in the log
+#   tools/gpu-session.sh fullgpu  every strategy on a GPU filled to its last MiB from
+#                                 outside the allocator (build/fullgpu, tools/fullgpu.c):
+#                                 OOM status, usable after, used memory back to baseline
+#                                 (+-2 MiB); the table in $OUT/fullgpu.txt
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -45,6 +53,28 @@ for stage in "$@"; do
             ./build/vrambench replay "$trace" --device cuda --allocator all --quiet \
                 --out "$OUT/replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
         done
+        ;;
+    memcheck)
+        make -j16 all build/tests/test_conformance 2>&1 | grep -E "error|warning:|built" || exit 1
+        # --report-api-errors no: the suite's intentional OOMs (cudaMalloc past
+        # the device, on purpose) are API errors, not memory errors.
+        # VB_TEST_NO_MEMINFO: the sanitizer's own allocations move cudaMemGetInfo.
+        VB_TEST_DEVICE=cuda VB_TEST_NO_MEMINFO=1 timeout 460 compute-sanitizer --tool memcheck --leak-check full \
+            --report-api-errors no --error-exitcode 99 ./build/tests/test_conformance > "$OUT/memcheck.txt" 2>&1
+        status=$?
+        grep -E "ERROR SUMMARY|LEAK SUMMARY|Leaked|PASSED|FAILED|^\[  ERROR" "$OUT/memcheck.txt" | tail -30
+        case $status in
+        0) echo "memcheck: 0 errors, suite passed" ;;
+        99) echo "memcheck: FAILED: compute-sanitizer reported errors (see memcheck.txt)" ;;
+        124) echo "memcheck: FAILED: timed out" ;;
+        *) echo "memcheck: FAILED: exit status $status (suite failures?)" ;;
+        esac
+        ;;
+    fullgpu)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        timeout 460 ./build/fullgpu | tee "$OUT/fullgpu.txt"
+        status=$?
+        [ "$status" = 0 ] && echo "fullgpu: passed" || echo "fullgpu: FAILED (exit status $status)"
         ;;
     *)
         echo "unknown stage $stage"
