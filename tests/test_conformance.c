@@ -25,6 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef VB_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include "allocators/allocator.h"
 #include "counting_device.h"
 #include "ledger.h"
@@ -1006,5 +1010,10 @@ int main(void)
         failed += cmocka_run_group_tests_name(group, tests, NULL, NULL);
     }
     free(contexts);
+#ifdef VB_HAVE_CUDA
+    /* compute-sanitizer's leak check reports what is still allocated when
+     * the context is destroyed: destroy it here, after every device closed. */
+    if (on_gpu()) cudaDeviceReset();
+#endif
     return failed ? 1 : 0;
 }
