@@ -271,5 +271,40 @@ class BadInputTest(unittest.TestCase):
         print(f"\nbad inputs: {cls.cases_run} refused as they should be", end=" ")
 
 
+class EdgeInputTest(unittest.TestCase):
+    """Inputs that are unusual but valid: they must work."""
+
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.addCleanup(self.directory.cleanup)
+        self.environment = dict(os.environ, TMPDIR=self.directory.name)
+
+    def replay(self, trace, data=None):
+        return subprocess.run([VRAMBENCH, "replay", trace, "--device", "sim", "--allocator", "caching,bfc",
+                               "--quiet", "--out", b"out.json"], input=data, capture_output=True,
+                              env=self.environment, cwd=self.directory.name, timeout=120)
+
+    def test_a_gzip_trace_on_stdin_replays_for_every_allocator(self):
+        result = self.replay("/dev/stdin", gz(V + b"a 1 4096\nm step\nf 1\n"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(self.directory.name, "out.json")) as file:
+            document = __import__("json").load(file)
+        iterations = [b for b in document["benchmarks"] if b["run_type"] == "iteration"]
+        self.assertEqual(len(iterations), 2)
+        for benchmark in iterations:
+            self.assertEqual(benchmark["events"], 2)
+        self.assertEqual(sorted(os.listdir(self.directory.name)), ["out.json"])
+
+    def test_a_trace_name_that_is_not_utf8_is_escaped_in_the_results(self):
+        name = b"t\xff\x01.trace"
+        with open(os.path.join(self.directory.name.encode(), name), "wb") as file:
+            file.write(V + b"a 1 4096\nf 1\n")
+        result = self.replay(name)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(self.directory.name, "out.json"), encoding="utf-8") as file:
+            document = __import__("json").load(file)
+        self.assertEqual(document["benchmarks"][0]["scenario"], "replay:t?\x01.trace")
+
+
 if __name__ == "__main__":
     unittest.main()
