@@ -2,9 +2,10 @@
 #
 #   make                    build build/vrambench (with the cuda backend when nvcc is found)
 #   make test               conformance and unit tests on the simulated device
-#   make test-gpu           the conformance suite on the real GPU
+#   make test-gpu           the conformance suite on the real GPU (and on tests' external allocator)
+#   make plugin             build/libvrambench_torch.so: every strategy as a PyTorch pluggable allocator
 #   make bench              every scenario x every allocator (GPU when present, else simulated)
-#   make SANITIZER=address|undefined test   (sim backend only unless CUDA=yes; see below)
+#   make SANITIZER=address|undefined|thread test   (sim backend only unless CUDA=yes; see below)
 #   make test CC=clang SANITIZER=undefined  the same with clang's UBSan (float-cast-overflow,
 #                           nonnull-attribute, ... that gcc's misses); clang builds go to build-clang/
 #   make fuzz               libFuzzer targets (tests/fuzz/, clang, ASan+UBSan), each run
@@ -33,7 +34,7 @@ BUILD ?= build$(if $(filter clang%,$(notdir $(CC))),-clang)$(if $(SANITIZER),/$(
 CPPFLAGS += -D_GNU_SOURCE -MMD -MP -I.
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -Wall -Wextra -Werror
-LDLIBS += -ljansson -lz -lm
+LDLIBS += -ljansson -lz -lm -lpthread -ldl
 
 ifeq ($(SANITIZER),address)
 CFLAGS += -fsanitize=address -fno-omit-frame-pointer
@@ -41,13 +42,16 @@ LDFLAGS += -fsanitize=address
 else ifeq ($(SANITIZER),undefined)
 CFLAGS += -fsanitize=undefined -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=undefined
+else ifeq ($(SANITIZER),thread)
+CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=thread
 else ifeq ($(SANITIZER),fuzzer)
 # libFuzzer builds (make fuzz, clang only): the library instrumented for
 # coverage, under ASan and UBSan; the fuzz targets link libFuzzer's main.
 CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=fuzzer,address,undefined
 else ifneq ($(SANITIZER),)
-$(error SANITIZER must be address, undefined or fuzzer, not '$(SANITIZER)')
+$(error SANITIZER must be address, undefined, thread or fuzzer, not '$(SANITIZER)')
 endif
 
 # ---- CUDA detection: nvcc on PATH or under CUDA_HOME, and the runtime header ----
@@ -83,17 +87,19 @@ endif
 # ---- sources ----
 # The rooms, ground floor first (docs/design.md, "Layers"); a file includes
 # only from its own room or one listed before it (tools/check-layers.sh).
-ROOMS := base allocators runtime scenarios app
-LIB_SRC := $(filter-out app/main.c $(if $(filter yes,$(HAVE_CUDA)),,base/device_cuda.c), \
+ROOMS := base allocators plugin runtime scenarios app
+LIB_SRC := $(filter-out app/main.c plugin/% $(if $(filter yes,$(HAVE_CUDA)),,base/device_cuda.c), \
              $(foreach room,$(ROOMS),$(wildcard $(room)/*.c)))
 CU_SRC := $(if $(filter yes,$(HAVE_CUDA)),$(wildcard base/*.cu))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+# tests/external_test_alloc.c is a shared library of its own (below), not support code.
+TEST_SUPPORT := $(filter-out $(TEST_SRC) tests/external_test_alloc.c,$(wildcard tests/*.c))
+EXTERNAL_TEST_SO := $(BUILD)/tests/libvb_external_test.so
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps test test-gpu bench plots clean fuzz fuzz-build
+.PHONY: all deps test test-gpu bench plots clean plugin fuzz fuzz-build
 all: $(BUILD)/vrambench $(if $(filter yes,$(HAVE_CUDA)),$(BUILD)/fullgpu)
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
@@ -124,6 +130,47 @@ $(BUILD)/vrambench: $(BUILD)/obj/app/main.o $(BUILD)/libvrambench.a
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# ---- the PyTorch plug-in: position-independent objects of the rooms it uses ----
+PLUGIN_SRC := $(filter base/% allocators/%,$(LIB_SRC)) plugin/torch_plugin.c
+PLUGIN_OBJ := $(PLUGIN_SRC:%.c=$(BUILD)/pic/%.o) $(CU_SRC:%.cu=$(BUILD)/pic/%.cu.o)
+PLUGIN_SO := $(BUILD)/libvrambench_torch.so
+
+$(BUILD)/pic/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  CC -fPIC $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+$(BUILD)/pic/%.cu.o: %.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC -fPIC $<"
+	@$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
+
+# Only vb_torch_* leave the library (plugin/exports.map), so its copies of
+# vb_malloc & co. never bind to a host program's (vrambench loading it as
+# external:) and the other way round. The CUDA runtime is linked statically
+# (and kept local): PyTorch brings its own libcudart, maybe of another
+# version, and loads it globally; CUDA runtimes share the driver's primary
+# context, so streams and pointers pass between them.
+PLUGIN_LDLIBS := $(patsubst -lcudart,-lcudart_static -lrt,$(LDLIBS))
+$(PLUGIN_SO): $(PLUGIN_OBJ) plugin/exports.map
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -shared -Wl,--version-script=plugin/exports.map -Wl,-Bsymbolic -o $@ $(PLUGIN_OBJ) $(PLUGIN_LDLIBS)
+
+ifeq ($(HAVE_CUDA),yes)
+plugin: $(PLUGIN_SO)
+	@echo "vrambench: built $(PLUGIN_SO) (VRAMBENCH_ALLOCATOR=SPEC; tools/vrambench_torch.py installs it)"
+else
+plugin:
+	@echo "vrambench: make plugin needs the cuda backend ($(BUILD_KIND))" >&2; exit 2
+endif
+
+# The external test allocator: cudaMalloc/cudaFree behind the pluggable ABI,
+# found at run time, so it builds without CUDA (make test checks the sim refuses it).
+$(EXTERNAL_TEST_SO): tests/external_test_alloc.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvrambench.a
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -133,13 +180,14 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvramben
 # the conformance suite onto the GPU (make test-gpu).
 test: deps
 	@tools/check-layers.sh $(ROOMS)
-	@$(MAKE) --no-print-directory all $(TEST_BIN)
-	@tools/run-tests.sh $(TEST_BIN)
-	@VRAMBENCH=$(BUILD)/vrambench $(PLOT_PYTHON) -m unittest discover -s tests -p 'test_*.py'
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(EXTERNAL_TEST_SO)
+	@VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) tools/run-tests.sh $(TEST_BIN)
+	@VRAMBENCH=$(BUILD)/vrambench VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) $(PLOT_PYTHON) -m unittest discover -s tests -p 'test_*.py'
 
 test-gpu: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance $(EXTERNAL_TEST_SO)
 	VB_TEST_DEVICE=cuda $(BUILD)/tests/test_conformance
+	VB_TEST_DEVICE=cuda VB_TEST_ALLOCATORS=external:$(abspath $(EXTERNAL_TEST_SO)) $(BUILD)/tests/test_conformance
 
 # OOM on a truly full GPU (tools/fullgpu.c; tools/gpu-session.sh fullgpu).
 $(BUILD)/fullgpu: $(BUILD)/obj/tools/fullgpu.o $(BUILD)/libvrambench.a
@@ -195,6 +243,8 @@ plots:
 	@PLOT_PYTHON='$(PLOT_PYTHON)' tools/ensure-deps.sh plots
 	$(PLOT_PYTHON) plots/plot.py $(or $(RESULTS),--latest results) --out-dir $(PLOTS_DIR) \
 	    $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)')
+	@torch_ab=$$(ls -t results/torch-ab-*.json 2>/dev/null | head -1); \
+	if [ -n "$$torch_ab" ]; then $(PLOT_PYTHON) plots/torch_ab.py "$$torch_ab" --out $(PLOTS_DIR)/torch-ab.png; fi
 
 clean:
 	rm -rf build

@@ -1,19 +1,331 @@
-/* vrambench — the handle every caller holds, wrapped around one ops table. */
+/* vrambench — the handle every caller holds, wrapped around one ops table:
+ * the seam that keeps the statistics (the rules are in allocator.h). */
 #include "allocator.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The statistics a strategy keeps at the start of its state. */
-static vb_alloc_stats *state_stats(const vb_allocator *allocator)
+const char *const vb_driver_call_names[VB_DRIVER_CALL_KINDS] = {
+    [VB_CALL_MEM_ALLOC] = "mem_alloc",       [VB_CALL_MEM_FREE] = "mem_free",
+    [VB_CALL_MEM_INFO] = "mem_info",         [VB_CALL_VM_RESERVE] = "vm_reserve",
+    [VB_CALL_VM_FREE] = "vm_free",           [VB_CALL_VM_CREATE] = "vm_create",
+    [VB_CALL_VM_RELEASE] = "vm_release",     [VB_CALL_VM_MAP] = "vm_map",
+    [VB_CALL_VM_UNMAP] = "vm_unmap",         [VB_CALL_POOL_CREATE] = "pool_create",
+    [VB_CALL_POOL_DESTROY] = "pool_destroy", [VB_CALL_POOL_MALLOC] = "pool_malloc",
+    [VB_CALL_POOL_FREE] = "pool_free",       [VB_CALL_POOL_TRIM] = "pool_trim",
+    [VB_CALL_POOL_USAGE] = "pool_usage",
+};
+
+/* What the seam keeps of one live block. A free slot holds the index + 1
+ * of the next free slot in `requested`. */
+typedef struct vb_live_block {
+    uint64_t requested, allocated;
+} vb_live_block;
+
+/* ------------------------------------------------------------------------ */
+/* Counting: use and reservation, with their peaks                           */
+/* ------------------------------------------------------------------------ */
+
+/* Adds a block's use, raising the peaks it passes. */
+static void add_use(vb_alloc_stats *s, uint64_t requested, uint64_t allocated)
 {
-    return (vb_alloc_stats *)allocator->state;
+    s->requested_bytes += requested;
+    s->allocated_bytes += allocated;
+    if (s->requested_bytes > s->requested_bytes_peak) s->requested_bytes_peak = s->requested_bytes;
+    if (s->allocated_bytes > s->allocated_bytes_peak) s->allocated_bytes_peak = s->allocated_bytes;
 }
+
+/* Adds bytes held from the device, raising the reserved peak. */
+static void add_reserved(vb_alloc_stats *s, uint64_t bytes)
+{
+    s->reserved_bytes += bytes;
+    if (s->reserved_bytes > s->reserved_bytes_peak) s->reserved_bytes_peak = s->reserved_bytes;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The counting device: the real device's ops, the memory ops counted        */
+/* ------------------------------------------------------------------------ */
+
+/* The counting device never closes the real one. */
+static void counting_close(vb_device *dev)
+{
+    (void)dev;
+}
+
+/* The allocator a counting device belongs to. */
+static vb_allocator *owner_of(vb_device *dev)
+{
+    return (vb_allocator *)(void *)((char *)dev - offsetof(vb_allocator, counting_device));
+}
+
+/* Counts one call of `kind` and returns the real device. */
+static vb_device *count_call(vb_device *dev, vb_driver_call kind)
+{
+    vb_allocator *allocator = owner_of(dev);
+    allocator->counted.driver_calls[kind]++;
+    return allocator->device;
+}
+
+/* Notes `bytes` held from the device under `key` (an address or a handle);
+ * -1 when host memory runs out. */
+static int hold(vb_allocator *allocator, vb_addr_map *held, uint64_t key, uint64_t bytes)
+{
+    if (vb_addr_map_put(held, key, bytes) != 0) return -1;
+    add_reserved(&allocator->counted, bytes);
+    return 0;
+}
+
+/* Notes that what was held under `key` went back to the device. */
+static void unhold(vb_allocator *allocator, vb_addr_map *held, uint64_t key)
+{
+    uint64_t bytes = 0;
+    if (vb_addr_map_remove(held, key, &bytes)) allocator->counted.reserved_bytes -= bytes;
+}
+
+/* mem_alloc: the driver takes whole 2 MiB pages, which are what is held. */
+static vb_status counting_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
+{
+    vb_allocator *allocator = owner_of(dev);
+    vb_device *real = count_call(dev, VB_CALL_MEM_ALLOC);
+    allocator->counted.driver_alloc_calls++;
+    vb_status status = real->ops->mem_alloc(real, size, out);
+    if (status != VB_OK) return status;
+    if (hold(allocator, &allocator->driver_blocks, *out, vb_round_up(size, VB_DRIVER_PAGE)) != 0) {
+        real->ops->mem_free(real, *out);
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
+    return VB_OK;
+}
+
+/* mem_free: a driver free; the bytes go when the device took them back. */
+static vb_status counting_mem_free(vb_device *dev, vb_addr addr)
+{
+    vb_allocator *allocator = owner_of(dev);
+    vb_device *real = count_call(dev, VB_CALL_MEM_FREE);
+    allocator->counted.driver_free_calls++;
+    vb_status status = real->ops->mem_free(real, addr);
+    if (status == VB_OK) unhold(allocator, &allocator->driver_blocks, addr);
+    return status;
+}
+
+/* Counted, passed on. */
+static vb_status counting_mem_info(vb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    vb_device *real = count_call(dev, VB_CALL_MEM_INFO);
+    return real->ops->mem_info(real, free_bytes, total_bytes);
+}
+
+/* Address space holds no memory: counted, passed on. */
+static vb_status counting_vm_reserve(vb_device *dev, uint64_t size, vb_addr *out)
+{
+    vb_device *real = count_call(dev, VB_CALL_VM_RESERVE);
+    return real->ops->vm_reserve(real, size, out);
+}
+
+/* Counted, passed on. */
+static vb_status counting_vm_free(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    vb_device *real = count_call(dev, VB_CALL_VM_FREE);
+    return real->ops->vm_free(real, addr, size);
+}
+
+/* vm_create: the physical memory is what is held, mapped or not. */
+static vb_status counting_vm_create(vb_device *dev, uint64_t size, vb_phys *out)
+{
+    vb_allocator *allocator = owner_of(dev);
+    vb_device *real = count_call(dev, VB_CALL_VM_CREATE);
+    allocator->counted.driver_alloc_calls++;
+    vb_status status = real->ops->vm_create(real, size, out);
+    if (status != VB_OK) return status;
+    if (hold(allocator, &allocator->phys_chunks, *out, size) != 0) {
+        real->ops->vm_release(real, *out);
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
+    return VB_OK;
+}
+
+/* vm_release: a driver free; the chunk's bytes go when it is released. */
+static vb_status counting_vm_release(vb_device *dev, vb_phys handle)
+{
+    vb_allocator *allocator = owner_of(dev);
+    vb_device *real = count_call(dev, VB_CALL_VM_RELEASE);
+    allocator->counted.driver_free_calls++;
+    vb_status status = real->ops->vm_release(real, handle);
+    if (status == VB_OK) unhold(allocator, &allocator->phys_chunks, handle);
+    return status;
+}
+
+/* Mapping moves no bytes between device and allocator: counted, passed on. */
+static vb_status counting_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
+{
+    vb_device *real = count_call(dev, VB_CALL_VM_MAP);
+    return real->ops->vm_map(real, addr, size, handle);
+}
+
+/* Counted, passed on. */
+static vb_status counting_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    vb_device *real = count_call(dev, VB_CALL_VM_UNMAP);
+    return real->ops->vm_unmap(real, addr, size);
+}
+
+/* pool_create: the seam remembers the pool, to read its memory with the stats. */
+static vb_status counting_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *out)
+{
+    vb_allocator *allocator = owner_of(dev);
+    vb_device *real = count_call(dev, VB_CALL_POOL_CREATE);
+    if (allocator->pool_count == allocator->pool_capacity) {
+        size_t capacity = allocator->pool_capacity ? allocator->pool_capacity * 2 : 2;
+        vb_pool *pools = realloc(allocator->pools, capacity * sizeof *pools);
+        if (!pools) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        allocator->pools = pools;
+        allocator->pool_capacity = capacity;
+    }
+    vb_status status = real->ops->pool_create(real, release_threshold, out);
+    if (status == VB_OK) allocator->pools[allocator->pool_count++] = *out;
+    return status;
+}
+
+/* pool_destroy: the pool's memory leaves the stats with it. */
+static void counting_pool_destroy(vb_device *dev, vb_pool pool)
+{
+    vb_allocator *allocator = owner_of(dev);
+    vb_device *real = count_call(dev, VB_CALL_POOL_DESTROY);
+    for (size_t i = 0; i < allocator->pool_count; i++)
+        if (allocator->pools[i] == pool) {
+            allocator->pools[i] = allocator->pools[--allocator->pool_count];
+            break;
+        }
+    real->ops->pool_destroy(real, pool);
+}
+
+/* pool_malloc and pool_free: a driver allocation and a driver free each. */
+static vb_status counting_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out)
+{
+    vb_device *real = count_call(dev, VB_CALL_POOL_MALLOC);
+    owner_of(dev)->counted.driver_alloc_calls++;
+    return real->ops->pool_malloc(real, pool, size, stream, out);
+}
+
+/* Counted as a driver free, passed on. */
+static vb_status counting_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream)
+{
+    vb_device *real = count_call(dev, VB_CALL_POOL_FREE);
+    owner_of(dev)->counted.driver_free_calls++;
+    return real->ops->pool_free(real, pool, addr, stream);
+}
+
+/* pool_trim: a driver free when it released memory (the pool's reserved
+ * bytes dropped across the call). Trims are rare: two queries are cheap here. */
+static vb_status counting_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
+{
+    vb_device *real = count_call(dev, VB_CALL_POOL_TRIM);
+    uint64_t before = 0, after = 0, used = 0;
+    int known = real->ops->pool_usage(real, pool, &before, &used) == VB_OK;
+    vb_status status = real->ops->pool_trim(real, pool, keep_bytes);
+    if (status == VB_OK && known && real->ops->pool_usage(real, pool, &after, &used) == VB_OK && after < before)
+        owner_of(dev)->counted.driver_free_calls++;
+    return status;
+}
+
+/* A strategy's own query of its pool: counted, passed on. */
+static vb_status counting_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes)
+{
+    vb_device *real = count_call(dev, VB_CALL_POOL_USAGE);
+    return real->ops->pool_usage(real, pool, reserved_bytes, used_bytes);
+}
+
+/* Makes the counting device of `allocator` around `dev`. The ops that are
+ * not counted are the real device's own: the counting device carries the
+ * real device's state, which is all a backend's op reads of its handle. */
+static void counting_init(vb_allocator *allocator, vb_device *dev)
+{
+    vb_device_ops *ops = &allocator->counting_ops;
+    *ops = *dev->ops;
+    ops->close = counting_close;
+    ops->mem_alloc = counting_mem_alloc;
+    ops->mem_free = counting_mem_free;
+    ops->mem_info = counting_mem_info;
+    ops->vm_reserve = counting_vm_reserve;
+    ops->vm_free = counting_vm_free;
+    ops->vm_create = counting_vm_create;
+    ops->vm_release = counting_vm_release;
+    ops->vm_map = counting_vm_map;
+    ops->vm_unmap = counting_vm_unmap;
+    ops->pool_create = counting_pool_create;
+    ops->pool_destroy = counting_pool_destroy;
+    ops->pool_malloc = counting_pool_malloc;
+    ops->pool_free = counting_pool_free;
+    ops->pool_trim = counting_pool_trim;
+    ops->pool_usage = counting_pool_usage;
+    allocator->counting_device = (vb_device){ops, dev->state};
+}
+
+/* The allocator whose counting device `dev` is, or NULL. */
+static vb_allocator *seam_of(vb_device *dev)
+{
+    return dev && dev->ops->close == counting_close ? owner_of(dev) : NULL;
+}
+
+/* The counts of the allocator a counting device belongs to. */
+const vb_alloc_stats *vb_seam_stats(vb_device *counting_device)
+{
+    vb_allocator *allocator = seam_of(counting_device);
+    return allocator ? &allocator->counted : NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Live blocks                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Records a live block; 0, -1 when host memory runs out, -2 when `addr` is
+ * live already (a strategy's bug). */
+static int track_block(vb_allocator *allocator, vb_addr addr, uint64_t requested, uint64_t allocated)
+{
+    uint64_t slot;
+    if (allocator->free_slots) {
+        slot = allocator->free_slots - 1;
+    } else {
+        if (allocator->block_count == allocator->block_capacity) {
+            size_t capacity = allocator->block_capacity ? allocator->block_capacity * 2 : 256;
+            vb_live_block *blocks = realloc(allocator->blocks, capacity * sizeof *blocks);
+            if (!blocks) return -1;
+            allocator->blocks = blocks;
+            allocator->block_capacity = capacity;
+        }
+        slot = allocator->block_count;
+    }
+    int added = 0;
+    uint64_t *value = vb_addr_map_slot(&allocator->live, addr, &added);
+    if (!value) return -1;
+    if (!added) return -2;
+    *value = slot;
+    if (allocator->free_slots) allocator->free_slots = allocator->blocks[slot].requested;
+    else allocator->block_count++;
+    allocator->blocks[slot] = (vb_live_block){requested, allocated};
+    return 0;
+}
+
+/* A live block shrank: its allocated bytes follow. */
+void vb_seam_resize_block(vb_device *counting_device, vb_addr addr, uint64_t size)
+{
+    vb_allocator *allocator = seam_of(counting_device);
+    uint64_t slot;
+    if (!allocator || !vb_addr_map_get(&allocator->live, addr, &slot)) return;
+    vb_live_block *block = &allocator->blocks[slot];
+    allocator->counted.allocated_bytes -= block->allocated - size;
+    block->allocated = size;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Registry look-ups                                                          */
+/* ------------------------------------------------------------------------ */
 
 /* The strategy named `name`, or NULL. */
 const vb_allocator_ops *vb_allocator_find(const char *name)
 {
+    if (strncmp(name, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0) return &vb_external_allocator;
     for (size_t i = 0; vb_allocator_registry[i]; i++)
         if (strcmp(vb_allocator_registry[i]->name, name) == 0) return vb_allocator_registry[i];
     return NULL;
@@ -29,7 +341,34 @@ void vb_allocator_names(char *out, size_t capacity)
                                  vb_allocator_registry[i]->name);
 }
 
-/* Creates an allocator by name on `dev`. */
+/* ------------------------------------------------------------------------ */
+/* The handle                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* The handle's lock: one per allocator, around every call into the strategy
+ * (allocator.h, "Thread safety"). */
+static void allocator_lock(vb_allocator *allocator)
+{
+    pthread_mutex_lock(&allocator->lock);
+}
+
+static void allocator_unlock(vb_allocator *allocator)
+{
+    pthread_mutex_unlock(&allocator->lock);
+}
+
+/* Frees what the seam itself holds. */
+static void free_handle(vb_allocator *allocator)
+{
+    vb_addr_map_clear(&allocator->live);
+    vb_addr_map_clear(&allocator->driver_blocks);
+    vb_addr_map_clear(&allocator->phys_chunks);
+    free(allocator->blocks);
+    free(allocator->pools);
+    free(allocator);
+}
+
+/* Creates an allocator by name on `dev`, the strategy on the counting device. */
 vb_status vb_allocator_create(const char *name, vb_device *dev, const vb_config *config,
                               vb_allocator **out)
 {
@@ -41,14 +380,33 @@ vb_status vb_allocator_create(const char *name, vb_device *dev, const vb_config 
         return vb_error(VB_ERR_INVALID, "unknown allocator '%s' (known: %s)", name, names);
     }
     vb_allocator *allocator = calloc(1, sizeof *allocator);
-    if (!allocator) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!allocator) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     allocator->ops = ops;
     allocator->device = dev;
-    vb_status status = ops->create(dev, config ? config : &no_config, &allocator->state);
+    allocator->live.sparse = 1; /* looked up on every malloc and free */
+    counting_init(allocator, dev);
+    if (!config) config = &no_config;
+    /* external:PATH: PATH reaches the strategy as the first entry "path". */
+    vb_config_entry *with_path = NULL;
+    vb_config external_config;
+    if (ops == &vb_external_allocator) {
+        with_path = calloc(config->count + 1, sizeof *with_path);
+        if (!with_path) {
+            free_handle(allocator);
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        }
+        with_path[0] = (vb_config_entry){"path", name + strlen(VB_EXTERNAL_PREFIX)};
+        for (size_t i = 0; i < config->count; i++) with_path[i + 1] = config->entries[i];
+        external_config = (vb_config){with_path, config->count + 1};
+        config = &external_config;
+    }
+    vb_status status = ops->create(&allocator->counting_device, config, &allocator->state);
+    free(with_path);
     if (status != VB_OK) {
-        free(allocator);
+        free_handle(allocator);
         return status;
     }
+    pthread_mutex_init(&allocator->lock, NULL);
     *out = allocator;
     return VB_OK;
 }
@@ -58,7 +416,8 @@ void vb_allocator_destroy(vb_allocator *allocator)
 {
     if (!allocator) return;
     allocator->ops->destroy(allocator->state);
-    free(allocator);
+    pthread_mutex_destroy(&allocator->lock);
+    free_handle(allocator);
 }
 
 /* External fragmentation of a stats snapshot. */
@@ -69,63 +428,185 @@ double vb_external_fragmentation(const vb_alloc_stats *stats)
            (double)stats->free_cached_bytes;
 }
 
-/* The statistics now, with the cached-free figures asked of the strategy.
- * The strategy is asked first, so that one whose figures can change outside
- * its calls (async: the pool releases memory at synchronizations) can bring
- * its stats up to date before they are copied. */
-void vb_allocator_stats(vb_allocator *allocator, vb_alloc_stats *out)
+/* The counts, with the memory of the strategy's pools read now: current
+ * reserved bytes, and the peak from each pool's high-water mark (added to
+ * the counted peak: exact, as no strategy holds memory both ways), and what
+ * an external strategy holds outside the seam. Caller holds the lock. */
+static void read_counts(vb_allocator *allocator, vb_alloc_stats *out)
 {
-    uint64_t free_cached_bytes = 0, largest_free_block = 0;
-    allocator->ops->cached(allocator->state, &free_cached_bytes, &largest_free_block);
-    *out = *state_stats(allocator);
-    out->free_cached_bytes = free_cached_bytes;
-    out->largest_free_block = largest_free_block;
+    *out = allocator->counted;
+    vb_device *real = allocator->device;
+    for (size_t i = 0; i < allocator->pool_count; i++) {
+        uint64_t reserved = 0, used = 0, reserved_high = 0, used_high = 0;
+        if (real->ops->pool_usage(real, allocator->pools[i], &reserved, &used) != VB_OK) continue;
+        if (real->ops->pool_high(real, allocator->pools[i], &reserved_high, &used_high) != VB_OK ||
+            reserved_high < reserved)
+            reserved_high = reserved;
+        out->reserved_bytes += reserved;
+        out->reserved_bytes_peak += reserved_high;
+    }
+    if (allocator->ops->outside_reserved) {
+        uint64_t current = 0, peak = 0;
+        allocator->ops->outside_reserved(allocator->state, &current, &peak);
+        out->reserved_bytes += current;
+        out->reserved_bytes_peak += peak > current ? peak : current;
+    }
+    out->free_cached_bytes = 0;
+    out->largest_free_block = 0;
 }
 
-/* Restarts the peaks from the current values. */
-void vb_allocator_reset_peaks(vb_allocator *allocator)
+/* read_counts and the cached figures: everything reserved and not handed
+ * out, and the strategy's largest free run of it. Caller holds the lock. */
+static void read_stats(vb_allocator *allocator, vb_alloc_stats *out)
+{
+    read_counts(allocator, out);
+    if (out->reserved_bytes > out->allocated_bytes) out->free_cached_bytes = out->reserved_bytes - out->allocated_bytes;
+    out->largest_free_block = allocator->ops->largest_free_block ? allocator->ops->largest_free_block(allocator->state)
+                                                                 : out->free_cached_bytes;
+}
+
+/* Takes the fragmentation now as the one at the reserved peak. Caller holds
+ * the lock. */
+static void note_fragmentation(vb_allocator *allocator)
 {
     vb_alloc_stats stats;
-    vb_stats_reset_peaks(state_stats(allocator));
-    vb_allocator_stats(allocator, &stats);
+    read_stats(allocator, &stats);
     allocator->seen_reserved_peak = stats.reserved_bytes_peak;
     allocator->external_frag_at_peak = vb_external_fragmentation(&stats);
 }
 
-/* malloc with the shared size-0 rule. When the call raised the reserved peak,
- * the fragmentation "at peak" is taken now: peaks rise only when memory comes
- * from the device, rare next to cache hits, so the walk stays off the hot path. */
+/* read_counts under the handle's lock. */
+void vb_allocator_counts(vb_allocator *allocator, vb_alloc_stats *out)
+{
+    allocator_lock(allocator);
+    read_counts(allocator, out);
+    allocator_unlock(allocator);
+}
+
+/* read_stats under the handle's lock. */
+void vb_allocator_stats(vb_allocator *allocator, vb_alloc_stats *out)
+{
+    allocator_lock(allocator);
+    read_stats(allocator, out);
+    allocator_unlock(allocator);
+}
+
+/* Restarts the peaks from the current values, the pools' marks too. */
+void vb_allocator_reset_peaks(vb_allocator *allocator)
+{
+    allocator_lock(allocator);
+    vb_alloc_stats *s = &allocator->counted;
+    s->requested_bytes_peak = s->requested_bytes;
+    s->allocated_bytes_peak = s->allocated_bytes;
+    s->reserved_bytes_peak = s->reserved_bytes;
+    vb_device *real = allocator->device;
+    for (size_t i = 0; i < allocator->pool_count; i++) real->ops->pool_reset_high(real, allocator->pools[i]);
+    note_fragmentation(allocator);
+    allocator_unlock(allocator);
+}
+
+/* Pools only: their high-water marks are read (nothing else), and the
+ * peak they make compared with the one seen. */
+void vb_allocator_note_peak(vb_allocator *allocator)
+{
+    if (allocator->pool_count == 0) return;
+    allocator_lock(allocator);
+    uint64_t peak = allocator->counted.reserved_bytes_peak;
+    vb_device *real = allocator->device;
+    for (size_t i = 0; i < allocator->pool_count; i++) {
+        uint64_t reserved_high = 0, used_high = 0;
+        if (real->ops->pool_high(real, allocator->pools[i], &reserved_high, &used_high) == VB_OK) peak += reserved_high;
+    }
+    if (peak > allocator->seen_reserved_peak) note_fragmentation(allocator);
+    allocator_unlock(allocator);
+}
+
+/* The body of vb_malloc, under the lock. */
+static vb_status malloc_locked(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
+{
+    vb_grant grant = {0, 0, 0};
+    vb_status status = allocator->ops->malloc(allocator->state, size, stream, &grant);
+    allocator->counted.alloc_retries += grant.retried != 0;
+    if (status != VB_OK) {
+        allocator->counted.ooms += status == VB_ERR_OOM;
+        return status;
+    }
+    int tracked = track_block(allocator, grant.addr, size, grant.size);
+    if (tracked == -2)
+        return vb_error(VB_ERR_INVALID, "%s: malloc handed out 0x%llx, which is still live", allocator->ops->name,
+                        (unsigned long long)grant.addr);
+    if (tracked != 0) {
+        allocator->ops->free(allocator->state, grant.addr);
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
+    add_use(&allocator->counted, size, grant.size);
+    if (allocator->counted.reserved_bytes_peak > allocator->seen_reserved_peak) note_fragmentation(allocator);
+    *out = grant.addr;
+    return VB_OK;
+}
+
+/* malloc with the shared size-0 rule; counts the use, the OOM or the retry.
+ * When the call raised the reserved peak, the fragmentation "at peak" is
+ * taken now: peaks rise only when memory comes from the device, rare next
+ * to cache hits, so the walk stays off the hot path. */
 vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
 {
     if (size == 0) {
         *out = 0;
         return VB_OK;
     }
-    vb_status status = allocator->ops->malloc(allocator->state, size, stream, out);
-    if (status == VB_OK && state_stats(allocator)->reserved_bytes_peak > allocator->seen_reserved_peak) {
-        vb_alloc_stats stats;
-        vb_allocator_stats(allocator, &stats);
-        allocator->seen_reserved_peak = stats.reserved_bytes_peak;
-        allocator->external_frag_at_peak = vb_external_fragmentation(&stats);
-    }
+    allocator_lock(allocator);
+    vb_status status = malloc_locked(allocator, size, stream, out);
+    allocator_unlock(allocator);
     return status;
 }
 
-/* free with the shared rule that address 0 is a no-op. */
+/* The body of vb_free, under the lock. */
+static vb_status free_locked(vb_allocator *allocator, vb_addr addr)
+{
+    uint64_t slot;
+    if (!vb_addr_map_remove(&allocator->live, addr, &slot))
+        return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated (unknown or freed twice)",
+                        allocator->ops->name, (unsigned long long)addr);
+    vb_status status = allocator->ops->free(allocator->state, addr);
+    if (status != VB_OK) {
+        vb_addr_map_put(&allocator->live, addr, slot); /* cannot fail: the entry's room is still there */
+        return status;
+    }
+    vb_live_block *block = &allocator->blocks[slot];
+    allocator->counted.requested_bytes -= block->requested;
+    allocator->counted.allocated_bytes -= block->allocated;
+    block->requested = allocator->free_slots;
+    allocator->free_slots = slot + 1;
+    return VB_OK;
+}
+
+/* free with the shared rule that address 0 is a no-op; an address that is
+ * not live never reaches the strategy. */
 vb_status vb_free(vb_allocator *allocator, vb_addr addr)
 {
     if (addr == 0) return VB_OK;
-    return allocator->ops->free(allocator->state, addr);
+    allocator_lock(allocator);
+    vb_status status = free_locked(allocator, addr);
+    allocator_unlock(allocator);
+    return status;
 }
 
 /* record_stream, a no-op for strategies that rely on the device's ordering. */
 vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream)
 {
     if (!allocator->ops->record_stream || addr == 0) return VB_OK;
-    return allocator->ops->record_stream(allocator->state, addr, stream);
+    allocator_lock(allocator);
+    vb_status status = allocator->ops->record_stream(allocator->state, addr, stream);
+    allocator_unlock(allocator);
+    return status;
 }
 
+/* empty_cache through the ops table. */
 vb_status vb_empty_cache(vb_allocator *allocator)
 {
-    return allocator->ops->empty_cache(allocator->state);
+    allocator_lock(allocator);
+    vb_status status = allocator->ops->empty_cache(allocator->state);
+    allocator_unlock(allocator);
+    return status;
 }

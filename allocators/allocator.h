@@ -1,25 +1,92 @@
-/* vrambench — the allocator ops table.
+/* vrambench — the allocator ops table, and the seam around it.
  *
  * One struct of function pointers per strategy (cf. sqlite3_mem_methods),
  * one file per strategy, registered by name in allocators/registry.c. An
  * allocator knows only the device layer (base/device.h), never the
- * harness: it gets memory from the device and keeps the shared statistics.
+ * application above it.
  *
- * Callers use the vb_allocator_* / vb_malloc / vb_free wrappers below, which
- * give every strategy the same handling of size 0 and NULL frees and track the
- * external fragmentation at the moment of peak reserved memory.
+ * Callers hold a vb_allocator handle and call vb_malloc / vb_free / ...,
+ * never the ops directly. The handle is the seam: it gives every strategy
+ * the same handling of size 0 and NULL frees, and it keeps the statistics,
+ * so that no strategy counts anything by hand (and none can forget to, or
+ * count twice). The rules of the seam:
+ *
+ *  What the seam counts
+ *   - requested and allocated bytes, in vb_malloc / vb_free: the size asked
+ *     for, and the block size the strategy's malloc reports (vb_grant.size),
+ *     kept per live block until its free;
+ *   - driver calls and reserved bytes, in the device the strategy is given:
+ *     a per-allocator wrapper around the real device whose memory ops count
+ *     each call by kind (vb_driver_call; successful or not) and the bytes
+ *     held: mem_alloc'd bytes rounded to the driver's 2 MiB pages, and
+ *     vm_create'd physical memory. driver_alloc_calls = mem_alloc +
+ *     vm_create + pool_malloc calls; driver_free_calls = mem_free +
+ *     vm_release + pool_free calls + pool_trim calls that released memory;
+ *   - memory of stream-ordered pools made through the wrapper: read from the
+ *     pool itself only when the statistics are read (pool_usage, and the
+ *     peak from the pool's high-water mark, pool_high), never per call;
+ *   - ooms: mallocs that returned VB_ERR_OOM; alloc_retries: mallocs whose
+ *     grant says `retried`;
+ *   - free_cached_bytes = reserved - allocated; the largest free block is
+ *     asked of the strategy (largest_free_block) when the stats are read.
+ *
+ *  What a strategy must do
+ *   - make every device call through the device its create was given (the
+ *     seam's wrapper), never through another handle;
+ *   - report in its malloc the block it handed out: address, size after
+ *     rounding, and whether it gave cached memory back and tried again;
+ *   - return VB_ERR_OOM only when the device (or a configured limit) cannot
+ *     serve the request, VB_ERR_HOST_OOM when host memory runs out;
+ *   - when it shrinks a block that is handed out (stitch unmapping the
+ *     excess of a used range), say so with vb_seam_resize_block;
+ *   - for its own decisions, read the counts with vb_seam_stats (read only).
+ *
+ * The conformance suite (tests/test_conformance.c) checks these figures
+ * against a shadow ledger and a counting device of its own, not against
+ * the seam's word.
+ *
+ * Thread safety: the seam holds the handle's lock around every call into the
+ * strategy and around its own counting, so any strategy may be used from
+ * several threads at once (PyTorch calls its allocator from the autograd
+ * threads too). Strategies themselves are written single-threaded; the device
+ * underneath must be safe for calls from several threads (sim and cuda are).
  */
 #ifndef VB_ALLOCATOR_H
 #define VB_ALLOCATOR_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/addr_map.h"
 #include "base/device.h"
 
 /* ------------------------------------------------------------------------ */
-/* Statistics every allocator keeps (docs/design.md, "Statistics")  */
+/* Statistics the seam keeps (docs/design.md, "Statistics")                   */
 /* ------------------------------------------------------------------------ */
+
+/* The device calls the seam counts, by kind (named as the device ops are). */
+typedef enum vb_driver_call {
+    VB_CALL_MEM_ALLOC,
+    VB_CALL_MEM_FREE,
+    VB_CALL_MEM_INFO,
+    VB_CALL_VM_RESERVE,
+    VB_CALL_VM_FREE,
+    VB_CALL_VM_CREATE,
+    VB_CALL_VM_RELEASE,
+    VB_CALL_VM_MAP,
+    VB_CALL_VM_UNMAP,
+    VB_CALL_POOL_CREATE,
+    VB_CALL_POOL_DESTROY,
+    VB_CALL_POOL_MALLOC,
+    VB_CALL_POOL_FREE,
+    VB_CALL_POOL_TRIM,
+    VB_CALL_POOL_USAGE,
+    VB_DRIVER_CALL_KINDS
+} vb_driver_call;
+
+/* "mem_alloc", "mem_free", ...: the device op each kind counts. */
+extern const char *const vb_driver_call_names[VB_DRIVER_CALL_KINDS];
 
 typedef struct vb_alloc_stats {
     uint64_t requested_bytes;      /* sum of sizes asked for and not yet freed */
@@ -31,44 +98,11 @@ typedef struct vb_alloc_stats {
     uint64_t driver_alloc_calls;   /* calls into the device layer that obtain memory */
     uint64_t driver_free_calls;    /* calls into the device layer that return memory */
     uint64_t alloc_retries;        /* mallocs that freed cached memory and tried again */
-    uint64_t ooms;                 /* mallocs that failed for lack of memory */
+    uint64_t ooms;                 /* mallocs that failed for lack of device memory */
     uint64_t free_cached_bytes;    /* reserved bytes not handed out (filled on reading) */
     uint64_t largest_free_block;   /* the largest of those, contiguous (filled on reading) */
+    uint64_t driver_calls[VB_DRIVER_CALL_KINDS]; /* every counted device call, by kind */
 } vb_alloc_stats;
-
-/* Bookkeeping helpers for implementations: they keep the peaks right. */
-static inline void vb_stats_add_use(vb_alloc_stats *s, uint64_t requested, uint64_t allocated)
-{
-    s->requested_bytes += requested;
-    s->allocated_bytes += allocated;
-    if (s->requested_bytes > s->requested_bytes_peak) s->requested_bytes_peak = s->requested_bytes;
-    if (s->allocated_bytes > s->allocated_bytes_peak) s->allocated_bytes_peak = s->allocated_bytes;
-}
-
-static inline void vb_stats_remove_use(vb_alloc_stats *s, uint64_t requested, uint64_t allocated)
-{
-    s->requested_bytes -= requested;
-    s->allocated_bytes -= allocated;
-}
-
-static inline void vb_stats_add_reserved(vb_alloc_stats *s, uint64_t bytes)
-{
-    s->reserved_bytes += bytes;
-    if (s->reserved_bytes > s->reserved_bytes_peak) s->reserved_bytes_peak = s->reserved_bytes;
-}
-
-static inline void vb_stats_remove_reserved(vb_alloc_stats *s, uint64_t bytes)
-{
-    s->reserved_bytes -= bytes;
-}
-
-/* Peaks start again from the current values. */
-static inline void vb_stats_reset_peaks(vb_alloc_stats *s)
-{
-    s->requested_bytes_peak = s->requested_bytes;
-    s->allocated_bytes_peak = s->allocated_bytes;
-    s->reserved_bytes_peak = s->reserved_bytes;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Configuration: key=value strings, parsed against a table of options       */
@@ -87,6 +121,7 @@ typedef struct vb_config {
 typedef enum vb_option_type {
     VB_OPTION_U64,    /* unsigned integer (decimal, or 0x hex); "max" = UINT64_MAX */
     VB_OPTION_DOUBLE, /* finite real number */
+    VB_OPTION_STRING, /* any text, stored as a const char * valid during create only */
 } vb_option_type;
 
 /* One option an allocator understands; `offset` is where it lives in the
@@ -125,21 +160,30 @@ typedef struct vb_block_info {
 
 typedef void (*vb_block_visitor)(void *context, const vb_block_info *block);
 
+/* What a strategy's malloc reports to the seam. */
+typedef struct vb_grant {
+    vb_addr addr;       /* the block handed out */
+    uint64_t size;      /* its size after rounding: the bytes it counts as allocated */
+    int retried;        /* 1 when the call gave cached memory back and tried again */
+} vb_grant;
+
 typedef struct vb_allocator_ops {
     const char *name;
     const char *description;      /* one line for `vrambench list allocators` */
     const vb_option *options;     /* may be NULL when option_count is 0 */
     size_t option_count;
 
-    /* Creates an instance on `dev` with `config` applied. */
+    /* Creates an instance on `dev` (the seam's counting device: see the
+     * rules at the top) with `config` applied. */
     vb_status (*create)(vb_device *dev, const vb_config *config, void **state);
     /* Returns everything still held to the device and frees the instance. */
     void (*destroy)(void *state);
-    /* Allocates `size` (> 0) bytes for use on `stream`. VB_ERR_OOM (and
-     * stats.ooms + 1) when the memory cannot be had; never a wrong pointer. */
-    vb_status (*malloc)(void *state, uint64_t size, vb_stream stream, vb_addr *out);
+    /* Allocates `size` (> 0) bytes for use on `stream` into `out` (which the
+     * seam zeroed). VB_ERR_OOM when the memory cannot be had, never a wrong
+     * pointer; `out->retried` is read whatever the status. */
+    vb_status (*malloc)(void *state, uint64_t size, vb_stream stream, vb_grant *out);
     /* Frees a pointer malloc returned. An unknown pointer or a second free is
-     * VB_ERR_INVALID and changes nothing. */
+     * VB_ERR_INVALID and changes nothing (the seam catches both first). */
     vb_status (*free)(void *state, vb_addr addr);
     /* Notes that the block at `addr` is in use on `stream` too: once freed,
      * it is not handed out again until the work queued on `stream` before the
@@ -148,12 +192,19 @@ typedef struct vb_allocator_ops {
     vb_status (*record_stream)(void *state, vb_addr addr, vb_stream stream);
     /* Returns every cached, unused byte it can to the device. */
     vb_status (*empty_cache)(void *state);
-    /* Bytes reserved but not handed out, and the largest contiguous run of
-     * them (a block a request could be served from without new memory). */
-    void (*cached)(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block);
+    /* The largest contiguous run of reserved bytes not handed out (a block a
+     * request could be served from without new memory). NULL when the
+     * strategy cannot see its free ranges (async: the pool hides them) or
+     * caches nothing: the seam then takes all cached bytes to be one run. */
+    uint64_t (*largest_free_block)(void *state);
     /* Calls `visit` for every block of every segment, in address order. May be
      * NULL when the strategy cannot see its segments (async on a real GPU). */
     void (*segments)(void *state, vb_block_visitor visit, void *context);
+    /* Memory the strategy holds from the driver outside the device it was
+     * given, current and peak, read with the stats. NULL for every strategy
+     * but the external one (allocators/external.c), which calls CUDA itself
+     * and measures what the driver reports. */
+    void (*outside_reserved)(void *state, uint64_t *current, uint64_t *peak);
 } vb_allocator_ops;
 
 /* ------------------------------------------------------------------------ */
@@ -163,7 +214,17 @@ typedef struct vb_allocator_ops {
 /* The registered strategies, NULL-terminated, in the order users see them. */
 extern const vb_allocator_ops *const vb_allocator_registry[];
 
-/* The strategy named `name`, or NULL. */
+/* External allocators (allocators/external.c): "external:PATH.so" names a
+ * shared library with PyTorch's pluggable-allocator ABI. It is not in the
+ * registry ("all" cannot name a path); vb_allocator_find knows the prefix,
+ * and vb_allocator_create hands PATH.so to it as the config entry "path". */
+#define VB_EXTERNAL_PREFIX "external:"
+/* What results say of an external allocator's reserved bytes. */
+#define VB_EXTERNAL_RESERVED_SOURCE \
+    "cudaMemGetInfo: driver-used bytes gained since the allocator was created (at least allocated)"
+extern const vb_allocator_ops vb_external_allocator;
+
+/* The strategy named `name` (a registered one, or external:PATH), or NULL. */
 const vb_allocator_ops *vb_allocator_find(const char *name);
 
 /* The registered names, comma-separated, into `out` (cut to `capacity`),
@@ -177,9 +238,22 @@ void vb_allocator_names(char *out, size_t capacity);
 typedef struct vb_allocator {
     const vb_allocator_ops *ops;
     void *state;
-    vb_device *device;
+    vb_device *device;             /* the real device */
     uint64_t seen_reserved_peak;   /* the reserved peak the fragmentation below belongs to */
     double external_frag_at_peak;  /* (free_cached - largest_free) / free_cached then */
+    /* The seam's own (allocator.c); read them through vb_allocator_stats. */
+    vb_alloc_stats counted;        /* everything but pool memory and the cached figures */
+    vb_addr_map live;              /* address of a live block -> its slot in `blocks` */
+    struct vb_live_block *blocks;  /* requested and allocated bytes of live blocks */
+    size_t block_count, block_capacity;
+    uint64_t free_slots;           /* a list through freed slots: index + 1, 0 = empty */
+    vb_device counting_device;     /* what the strategy is given */
+    vb_device_ops counting_ops;
+    vb_addr_map driver_blocks;     /* mem_alloc address -> bytes held */
+    vb_addr_map phys_chunks;       /* vm_create handle -> bytes held */
+    vb_pool *pools;                /* pools made through counting_device */
+    size_t pool_count, pool_capacity;
+    pthread_mutex_t lock;          /* held around every call into the strategy */
 } vb_allocator;
 
 /* Creates an allocator by registered name. An unknown name is VB_ERR_INVALID
@@ -194,19 +268,40 @@ void vb_allocator_destroy(vb_allocator *allocator);
  * nothing (cudaMalloc and PyTorch do the same). */
 vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out);
 
-/* free through the ops table. Address 0 is a no-op. */
+/* free through the ops table. Address 0 is a no-op; an address that is not
+ * live (unknown, or freed already) is VB_ERR_INVALID and never reaches the
+ * strategy. */
 vb_status vb_free(vb_allocator *allocator, vb_addr addr);
 
 /* record_stream through the ops table (a no-op where the strategy has none). */
 vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream);
 
+/* empty_cache through the ops table. */
 vb_status vb_empty_cache(vb_allocator *allocator);
 
-/* The statistics now, free_cached_bytes and largest_free_block included. */
+/* The statistics now, free_cached_bytes and largest_free_block included
+ * (the strategy's largest_free_block may walk its free lists). */
 void vb_allocator_stats(vb_allocator *allocator, vb_alloc_stats *out);
+
+/* The statistics without the cached figures (left 0): no walk. */
+void vb_allocator_counts(vb_allocator *allocator, vb_alloc_stats *out);
 
 /* Restarts the peaks (and the fragmentation at peak) from the current values. */
 void vb_allocator_reset_peaks(vb_allocator *allocator);
+
+/* Brings seen_reserved_peak (and the fragmentation at peak) up to date for
+ * memory the seam does not see per call (pools: read now); for
+ * the rest vb_malloc keeps it exact. For callers that want the moment of
+ * the peak (a run while it samples), between calls, off the timed path. */
+void vb_allocator_note_peak(vb_allocator *allocator);
+
+/* For strategies: the seam's counts so far, by the device their create was
+ * given (the counting device); NULL for any other device. */
+const vb_alloc_stats *vb_seam_stats(vb_device *counting_device);
+
+/* For strategies: the live block at `addr` is now `size` bytes (smaller
+ * than it was handed out); its allocated bytes follow. */
+void vb_seam_resize_block(vb_device *counting_device, vb_addr addr, uint64_t size);
 
 /* External fragmentation of a stats snapshot: (free_cached - largest_free) /
  * free_cached, 0 when nothing is cached. */

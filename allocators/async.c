@@ -19,17 +19,17 @@
  *  - Out of memory is returned as is, with no trim and retry, as PyTorch's
  *    backend does.
  *
- * Stats. allocated = each size rounded up to VB_POOL_ROUNDING (512 B, the
- * pool's rounding on the sim; CUDA does not document its own). reserved is
- * the pool's reserved bytes (cudaMemPoolAttrReservedMemCurrent), read after
- * every malloc (it only grows there) and whenever the stats are read (it
- * shrinks at synchronizations and trims, which happen outside our calls).
- * driver_alloc_calls counts pool_malloc calls; driver_free_calls counts
- * pool_free calls plus the trims that released memory; releases the pool
- * makes by itself at synchronizations are not calls of ours and not counted.
- * free_cached_bytes is reserved - used of the pool; the pool does not show
- * its free ranges, so largest_free_block is taken to be all of them and
- * segments() is not provided.
+ * Stats, all counted at the seam (allocator.h), none here: allocated = each
+ * size rounded up to VB_POOL_ROUNDING (512 B, the pool's rounding on the
+ * sim; CUDA does not document its own). reserved is the pool's reserved
+ * bytes (cudaMemPoolAttrReservedMemCurrent) and its peak the pool's
+ * high-water mark (...ReservedMemHigh), both read only when the stats are
+ * read: no pool query on the malloc/free path. driver_alloc_calls counts
+ * pool_malloc calls; driver_free_calls counts pool_free calls plus the trims
+ * that released memory; releases the pool makes by itself at
+ * synchronizations are not calls of ours and not counted. The pool does not
+ * show its free ranges, so the largest free block is taken to be all of the
+ * cached bytes and segments() is not provided.
  */
 #include "allocator.h"
 
@@ -50,14 +50,12 @@ static const vb_option async_options[] = {
 
 /* One live block. */
 typedef struct async_block {
-    uint64_t requested;
     vb_stream stream;         /* the stream it was allocated on */
     vb_stream *recorded;      /* other streams it was used on (record_stream) */
     uint32_t recorded_count, recorded_capacity;
 } async_block;
 
 typedef struct async_state {
-    vb_alloc_stats stats;     /* first member: see allocator.h */
     vb_device *device;
     vb_pool pool;
     vb_addr_map blocks;       /* address -> async_block* */
@@ -72,19 +70,12 @@ static uint64_t pool_size(uint64_t size)
     return vb_round_up(size, VB_POOL_ROUNDING);
 }
 
-/* Reads the pool's reserved and used bytes into the stats (reserved may
- * have dropped since: the pool releases memory at synchronizations). */
-static vb_status refresh_reserved(async_state *async, uint64_t *used_bytes)
+/* The pool's reserved bytes now (UINT64_MAX when the pool cannot say). */
+static uint64_t pool_reserved(async_state *async)
 {
     uint64_t reserved = 0, used = 0;
-    vb_status status = async->device->ops->pool_usage(async->device, async->pool, &reserved, &used);
-    if (status != VB_OK) return status;
-    if (reserved >= async->stats.reserved_bytes)
-        vb_stats_add_reserved(&async->stats, reserved - async->stats.reserved_bytes);
-    else
-        vb_stats_remove_reserved(&async->stats, async->stats.reserved_bytes - reserved);
-    if (used_bytes) *used_bytes = used;
-    return VB_OK;
+    if (async->device->ops->pool_usage(async->device, async->pool, &reserved, &used) != VB_OK) return UINT64_MAX;
+    return reserved;
 }
 
 /* Applies the config and creates the instance's own pool. */
@@ -95,7 +86,7 @@ static vb_status async_create(vb_device *dev, const vb_config *config, void **st
                                        &settings, "async");
     if (status != VB_OK) return status;
     async_state *async = calloc(1, sizeof *async);
-    if (!async) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!async) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     async->device = dev;
     status = dev->ops->pool_create(dev, settings.release_threshold, &async->pool);
     if (status != VB_OK) {
@@ -132,54 +123,39 @@ static void async_destroy(void *state)
     free(async);
 }
 
-/* pool_malloc on `stream`; the pool's reserved bytes are read after it
- * (the only place they grow), so the reserved peak is exact. */
 static vb_status async_empty_cache(void *state);
 
-static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+/* pool_malloc on `stream`; nothing else on the way unless it fails. */
+static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out)
 {
     async_state *async = state;
     vb_device *dev = async->device;
     async_block *block = calloc(1, sizeof *block);
-    if (!block) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!block) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     vb_addr addr = 0;
-    async->stats.driver_alloc_calls++;
     vb_status status = dev->ops->pool_malloc(dev, async->pool, size, stream, &addr);
     if (status == VB_ERR_OOM) {
         /* The contract's rule for a strategy with a cache: give the cache
          * back and try once more. PyTorch's async backend does not (it
          * reports the OOM at once); CUDA's pool only trims at a
          * synchronize, so without this the pool's free memory would strand. */
-        uint64_t reserved_before = async->stats.reserved_bytes;
+        uint64_t reserved_before = pool_reserved(async);
         vb_status trimmed = async_empty_cache(async);
-        if (trimmed == VB_OK && async->stats.reserved_bytes < reserved_before) {
-            async->stats.alloc_retries++;
-            async->stats.driver_alloc_calls++;
+        if (trimmed == VB_OK && pool_reserved(async) < reserved_before) {
+            out->retried = 1;
             status = dev->ops->pool_malloc(dev, async->pool, size, stream, &addr);
         }
     }
     if (status == VB_OK && vb_addr_map_put(&async->blocks, addr, (uint64_t)(uintptr_t)block) != 0) {
         dev->ops->pool_free(dev, async->pool, addr, stream);
-        async->stats.driver_free_calls++;
-        status = vb_error(VB_ERR_OOM, "out of host memory");
+        status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     if (status != VB_OK) {
         free(block);
-        if (status == VB_ERR_OOM) async->stats.ooms++;
         return status;
     }
-    status = refresh_reserved(async, NULL);
-    if (status != VB_OK) { /* undo: the caller gets no pointer */
-        vb_addr_map_remove(&async->blocks, addr, NULL);
-        dev->ops->pool_free(dev, async->pool, addr, stream);
-        async->stats.driver_free_calls++;
-        free(block);
-        return status;
-    }
-    block->requested = size;
     block->stream = stream;
-    vb_stats_add_use(&async->stats, size, pool_size(size));
-    *out = addr;
+    *out = (vb_grant){addr, pool_size(size), out->retried};
     return VB_OK;
 }
 
@@ -224,11 +200,9 @@ static vb_status async_free(void *state, vb_addr addr)
     vb_stream free_stream = block->stream;
     vb_status status = block->recorded_count ? unify_streams(async, block, &free_stream) : VB_OK;
     if (status != VB_OK) return status;
-    async->stats.driver_free_calls++;
     status = async->device->ops->pool_free(async->device, async->pool, addr, free_stream);
     if (status != VB_OK) return status;
     vb_addr_map_remove(&async->blocks, addr, NULL);
-    vb_stats_remove_use(&async->stats, block->requested, pool_size(block->requested));
     free(block->recorded);
     free(block);
     return VB_OK;
@@ -252,31 +226,9 @@ static vb_status async_empty_cache(void *state)
 {
     async_state *async = state;
     vb_device *dev = async->device;
-    uint64_t reserved_before = async->stats.reserved_bytes;
     vb_status status = dev->ops->device_synchronize(dev);
-    if (status == VB_OK) status = refresh_reserved(async, NULL);
     if (status != VB_OK) return status;
-    reserved_before = async->stats.reserved_bytes; /* the synchronize may already have released some */
-    status = dev->ops->pool_trim(dev, async->pool, 0);
-    if (status == VB_OK) status = refresh_reserved(async, NULL);
-    if (status != VB_OK) return status;
-    if (async->stats.reserved_bytes < reserved_before) async->stats.driver_free_calls++;
-    return VB_OK;
-}
-
-/* Cached = reserved - allocated; the pool's free ranges are not visible, so
- * the largest free block is taken to be all of it. The pool's own "used"
- * figure is not used: on a real GPU it counts requested bytes, not the
- * 512-byte granules a block takes (seen on an H200), so it would make cached
- * exceed reserved - allocated. */
-static void async_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
-{
-    async_state *async = state;
-    *free_cached_bytes = 0;
-    *largest_free_block = 0;
-    if (refresh_reserved(async, NULL) != VB_OK || async->stats.allocated_bytes > async->stats.reserved_bytes) return;
-    *free_cached_bytes = async->stats.reserved_bytes - async->stats.allocated_bytes;
-    *largest_free_block = *free_cached_bytes;
+    return dev->ops->pool_trim(dev, async->pool, 0);
 }
 
 const vb_allocator_ops vb_async_allocator = {
@@ -290,6 +242,8 @@ const vb_allocator_ops vb_async_allocator = {
     .free = async_free,
     .record_stream = async_record_stream,
     .empty_cache = async_empty_cache,
-    .cached = async_cached,
+    .largest_free_block = NULL, /* the pool does not show its free ranges; cached bytes are
+                                 * reserved - allocated: the pool's own "used" counts requested
+                                 * bytes on a real GPU, not the 512-byte granules (seen on an H200) */
     .segments = NULL, /* the pool does not show its blocks */
 };

@@ -37,7 +37,7 @@
  *    record on the chunk's own stream counts, since reuse can be on another.
  *
  * External fragmentation is BFC's GetFragmentation: (bytes free - largest
- * free chunk) / bytes free, through cached(). */
+ * free chunk) / bytes free, through largest_free_block(). */
 #include "allocator.h"
 
 #include <stdlib.h>
@@ -74,8 +74,8 @@ static const vb_option bfc_options[] = {
 /* ------------------------------------------------------------------------ */
 
 typedef struct bfc_state {
-    vb_alloc_stats stats;               /* first member: see allocator.h */
     vb_device *device;
+    const vb_alloc_stats *stats;        /* the seam's counts (allocator.h) */
     bfc_settings settings;
     uint64_t memory_limit;              /* bytes */
     uint64_t max_internal_fragmentation;
@@ -157,7 +157,7 @@ static void event_done(void *context, void *item)
 
 /* Hands out free `chunk` for a request of `size` (rounded to `rounded`). */
 static vb_status take_chunk(bfc_state *bfc, vb_chunk *chunk, uint64_t rounded, uint64_t size, vb_stream stream,
-                            vb_addr *out)
+                            vb_grant *out)
 {
     remove_free(bfc, chunk);
     if (should_split(bfc, chunk->size, rounded)) {
@@ -171,11 +171,10 @@ static vb_status take_chunk(bfc_state *bfc, vb_chunk *chunk, uint64_t rounded, u
     chunk->region->busy_chunks++;
     if (vb_addr_map_put(&bfc->used, chunk->addr, vb_chunk_key(chunk)) != 0) {
         release_chunk(bfc, chunk);
-        bfc->stats.ooms++;
-        return vb_error(VB_ERR_OOM, "bfc: out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "bfc: out of host memory");
     }
-    vb_stats_add_use(&bfc->stats, size, chunk->size);
-    *out = chunk->addr;
+    out->addr = chunk->addr;
+    out->size = chunk->size;
     return VB_OK;
 }
 
@@ -187,7 +186,7 @@ static vb_status take_chunk(bfc_state *bfc, vb_chunk *chunk, uint64_t rounded, u
  * the limit or the device does not allow one. */
 static vb_status extend(bfc_state *bfc, uint64_t rounded)
 {
-    uint64_t reserved = bfc->stats.reserved_bytes;
+    uint64_t reserved = bfc->stats->reserved_bytes;
     uint64_t available = bfc->memory_limit > reserved ? bfc->memory_limit - reserved : 0;
     available &= ~(VB_DRIVER_PAGE - 1);
     uint64_t smallest = vb_round_up(rounded, VB_DRIVER_PAGE);
@@ -204,13 +203,13 @@ static vb_status extend(bfc_state *bfc, uint64_t rounded)
     }
     uint64_t bytes = bfc->curr_region_allocation_bytes < available ? bfc->curr_region_allocation_bytes : available;
     vb_region *region = NULL;
-    vb_status status = vb_region_acquire(&bfc->store, bfc->device, &bfc->stats, bytes, &region);
+    vb_status status = vb_region_acquire(&bfc->store, bfc->device, bytes, &region);
     while (status == VB_ERR_OOM) {
         uint64_t smaller = vb_round_up((uint64_t)((double)bytes * BFC_BACKPEDAL), VB_DRIVER_PAGE);
         if (smaller >= bytes) smaller = bytes - VB_DRIVER_PAGE; /* strict progress for small regions */
         if (smaller < smallest) return status;
         bytes = smaller;
-        status = vb_region_acquire(&bfc->store, bfc->device, &bfc->stats, bytes, &region);
+        status = vb_region_acquire(&bfc->store, bfc->device, bytes, &region);
     }
     if (status != VB_OK) return status;
     if (!increased && bfc->curr_region_allocation_bytes <= UINT64_MAX / 2) bfc->curr_region_allocation_bytes *= 2;
@@ -231,7 +230,7 @@ static int release_free_regions(bfc_state *bfc)
         if (region->busy_chunks == 0) {
             for (vb_chunk *chunk = region->first; chunk; chunk = chunk->next) remove_free(bfc, chunk);
             vb_oset_remove(&bfc->regions, node);
-            vb_status status = vb_region_release(&bfc->store, bfc->device, &bfc->stats, region);
+            vb_status status = vb_region_release(&bfc->store, bfc->device, region);
             if (status != VB_OK) return status;
             released++;
         }
@@ -250,11 +249,11 @@ static int any_free_region(const bfc_state *bfc)
 
 /* The OOM path: wait for held chunks, then (garbage collection) give wholly
  * free regions back and grow again. NULL when nothing helps. */
-static vb_chunk *retry_after_freeing_cache(bfc_state *bfc, uint64_t rounded)
+static vb_chunk *retry_after_freeing_cache(bfc_state *bfc, uint64_t rounded, vb_grant *grant)
 {
     int collect = bfc->settings.garbage_collection && any_free_region(bfc);
     if (!vb_deferred_any(&bfc->deferred) && !collect) return NULL;
-    bfc->stats.alloc_retries++;
+    grant->retried = 1;
     vb_deferred_drain(&bfc->deferred, event_done, bfc);
     vb_chunk *chunk = find_chunk(bfc, rounded);
     if (chunk || !bfc->settings.garbage_collection) return chunk;
@@ -280,8 +279,9 @@ static vb_status bfc_create(vb_device *dev, const vb_config *config, void **stat
     vb_status status = vb_config_apply(config, bfc_options, sizeof bfc_options / sizeof *bfc_options, &settings, "bfc");
     if (status != VB_OK) return status;
     bfc_state *bfc = calloc(1, sizeof *bfc);
-    if (!bfc) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!bfc) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     bfc->device = dev;
+    bfc->stats = vb_seam_stats(dev);
     bfc->settings = settings;
     if (settings.memory_limit_mb) {
         bfc->memory_limit = settings.memory_limit_mb * VB_MiB;
@@ -310,14 +310,14 @@ static void bfc_destroy(void *state)
     vb_deferred_destroy(&bfc->deferred);
     for (vb_oset_node *node; (node = vb_oset_first(&bfc->regions));) {
         vb_oset_remove(&bfc->regions, node);
-        vb_region_release(&bfc->store, bfc->device, &bfc->stats, VB_REGION_OF(node));
+        vb_region_release(&bfc->store, bfc->device, VB_REGION_OF(node));
     }
     vb_addr_map_clear(&bfc->used);
     vb_chunk_store_destroy(&bfc->store);
     free(bfc);
 }
 
-static vb_status bfc_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+static vb_status bfc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out)
 {
     bfc_state *bfc = state;
     vb_deferred_poll(&bfc->deferred, event_done, bfc);
@@ -330,14 +330,12 @@ static vb_status bfc_malloc(void *state, uint64_t size, vb_stream stream, vb_add
             if (status == VB_OK) chunk = find_chunk(bfc, rounded);
             else if (status != VB_ERR_OOM) return status;
         }
-        if (!chunk) chunk = retry_after_freeing_cache(bfc, rounded);
+        if (!chunk) chunk = retry_after_freeing_cache(bfc, rounded, out);
     }
-    if (!chunk) {
-        bfc->stats.ooms++;
+    if (!chunk)
         return vb_error(VB_ERR_OOM, "bfc: out of memory for %llu bytes (%llu reserved, limit %llu)",
-                        (unsigned long long)size, (unsigned long long)bfc->stats.reserved_bytes,
+                        (unsigned long long)size, (unsigned long long)bfc->stats->reserved_bytes,
                         (unsigned long long)bfc->memory_limit);
-    }
     return take_chunk(bfc, chunk, rounded, size, stream, out);
 }
 
@@ -345,7 +343,7 @@ static vb_status bfc_free(void *state, vb_addr addr)
 {
     bfc_state *bfc = state;
     vb_chunk *chunk;
-    vb_status status = vb_chunk_free_used(&bfc->used, &bfc->stats, &bfc->deferred, addr, "bfc", &chunk);
+    vb_status status = vb_chunk_free_used(&bfc->used, &bfc->deferred, addr, "bfc", &chunk);
     if (status == VB_OK && chunk) release_chunk(bfc, chunk);
     return status;
 }
@@ -368,20 +366,15 @@ static vb_status bfc_empty_cache(void *state)
     return VB_OK;
 }
 
-/* Free bytes are everything reserved and not handed out; the largest free
- * chunk is the last of the highest non-empty bin. */
-static void bfc_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
+/* The largest free chunk is the last of the highest non-empty bin. */
+static uint64_t bfc_largest_free_block(void *state)
 {
     bfc_state *bfc = state;
-    *free_cached_bytes = bfc->stats.reserved_bytes - bfc->stats.allocated_bytes;
-    *largest_free_block = 0;
     for (unsigned bin = BFC_BIN_COUNT; bin-- > 0;) {
         vb_oset_node *last = vb_oset_last(&bfc->bins[bin]);
-        if (last) {
-            *largest_free_block = VB_CHUNK_OF(last)->size;
-            return;
-        }
+        if (last) return VB_CHUNK_OF(last)->size;
     }
+    return 0;
 }
 
 static void bfc_segments(void *state, vb_block_visitor visit, void *context)
@@ -403,6 +396,6 @@ const vb_allocator_ops vb_bfc_allocator = {
     .free = bfc_free,
     .record_stream = bfc_record_stream,
     .empty_cache = bfc_empty_cache,
-    .cached = bfc_cached,
+    .largest_free_block = bfc_largest_free_block,
     .segments = bfc_segments,
 };

@@ -81,8 +81,8 @@ typedef struct binning_bin {
 } binning_bin;
 
 typedef struct binning_state {
-    vb_alloc_stats stats;         /* first member: see allocator.h */
     vb_device *device;
+    const vb_alloc_stats *stats;  /* the seam's counts (allocator.h) */
     binning_settings settings;
     binning_bin bins[BINNING_MAX_BINS];
     unsigned bin_count;
@@ -137,12 +137,12 @@ static vb_status pool_grow(binning_state *binning, uint64_t rounded)
 {
     uint64_t smallest = vb_round_up(rounded, VB_DRIVER_PAGE);
     if (smallest == 0) return vb_error(VB_ERR_OOM, "binning: %llu bytes cannot be allocated", (unsigned long long)rounded);
-    uint64_t pool_size = binning->stats.reserved_bytes;
+    uint64_t pool_size = binning->stats->reserved_bytes;
     uint64_t try_size = pool_size > smallest ? pool_size : smallest;
     vb_region *region = NULL;
     vb_status status;
     for (;;) {
-        status = vb_region_acquire(&binning->store, binning->device, &binning->stats, try_size, &region);
+        status = vb_region_acquire(&binning->store, binning->device, try_size, &region);
         if (status != VB_ERR_OOM || try_size == smallest) break;
         try_size = vb_round_up(try_size / 2, VB_DRIVER_PAGE);
         if (try_size < smallest) try_size = smallest;
@@ -203,12 +203,12 @@ static void bin_release(binning_state *binning, vb_chunk *block)
 }
 
 /* Cuts pool block `holder` into a new chunk of `bin`'s blocks, all free.
- * VB_ERR_OOM (host memory) leaves the holder for the caller to give back. */
+ * VB_ERR_HOST_OOM leaves the holder for the caller to give back. */
 static vb_status bin_carve(binning_state *binning, unsigned bin_index, vb_chunk *holder)
 {
     binning_bin *bin = &binning->bins[bin_index];
     vb_region *region = vb_region_new(&binning->store);
-    if (!region) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!region) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     region->base = holder->addr;
     region->size = holder->size;
     region->tag = bin_index;
@@ -224,7 +224,7 @@ static vb_status bin_carve(binning_state *binning, unsigned bin_index, vb_chunk 
                 made = next;
             }
             vb_region_recycle(&binning->store, region);
-            return vb_error(VB_ERR_OOM, "out of host memory");
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         }
         block->addr = holder->addr + offset;
         block->size = bin->block_size;
@@ -294,7 +294,7 @@ static vb_status release_free_pool_regions(binning_state *binning)
             for (vb_chunk *chunk = region->first; chunk; chunk = chunk->next)
                 vb_oset_remove(&binning->pool_free, &chunk->node);
             vb_oset_remove(&binning->pool_regions, node);
-            vb_status status = vb_region_release(&binning->store, binning->device, &binning->stats, region);
+            vb_status status = vb_region_release(&binning->store, binning->device, region);
             if (status != VB_OK) return status;
         }
         node = next;
@@ -327,8 +327,9 @@ static vb_status binning_create(vb_device *dev, const vb_config *config, void **
         return vb_error(VB_ERR_INVALID, "binning: min_bin_exponent (%llu) is above max_bin_exponent (%llu)",
                         (unsigned long long)settings.min_bin_exponent, (unsigned long long)settings.max_bin_exponent);
     binning_state *binning = calloc(1, sizeof *binning);
-    if (!binning) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!binning) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     binning->device = dev;
+    binning->stats = vb_seam_stats(dev);
     binning->settings = settings;
     binning->bin_count = (unsigned)(settings.max_bin_exponent - settings.min_bin_exponent + 1);
     for (unsigned b = 0; b < binning->bin_count; b++) {
@@ -358,7 +359,7 @@ static void binning_destroy(void *state)
     vb_deferred_destroy(&binning->deferred);
     for (vb_oset_node *node; (node = vb_oset_first(&binning->pool_regions));) {
         vb_oset_remove(&binning->pool_regions, node);
-        vb_region_release(&binning->store, binning->device, &binning->stats, VB_REGION_OF(node));
+        vb_region_release(&binning->store, binning->device, VB_REGION_OF(node));
     }
     vb_addr_map_clear(&binning->used);
     /* Bin chunk regions and blocks live in the store's slabs and go with it. */
@@ -400,7 +401,7 @@ static void untake_block(binning_state *binning, vb_chunk *block)
 
 static vb_status binning_empty_cache(void *state);
 
-static vb_status binning_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+static vb_status binning_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out)
 {
     binning_state *binning = state;
     vb_deferred_poll(&binning->deferred, event_done, binning);
@@ -409,11 +410,11 @@ static vb_status binning_malloc(void *state, uint64_t size, vb_stream stream, vb
     if (!block && status == VB_ERR_OOM) {
         /* Free the cache (held blocks, wholly free chunks and upstream blocks) and try once more. */
         int had_held = vb_deferred_any(&binning->deferred);
-        uint64_t reserved_before = binning->stats.reserved_bytes;
+        uint64_t reserved_before = binning->stats->reserved_bytes;
         status = binning_empty_cache(binning);
         if (status != VB_OK) return status;
-        if (had_held || binning->stats.reserved_bytes < reserved_before) {
-            binning->stats.alloc_retries++;
+        if (had_held || binning->stats->reserved_bytes < reserved_before) {
+            out->retried = 1;
             block = take_block(binning, size, &status);
         } else {
             status = VB_ERR_OOM;
@@ -421,19 +422,17 @@ static vb_status binning_malloc(void *state, uint64_t size, vb_stream stream, vb
     }
     if (!block) {
         if (status != VB_ERR_OOM) return status;
-        binning->stats.ooms++;
         return vb_error(VB_ERR_OOM, "binning: out of memory for %llu bytes (%llu reserved)", (unsigned long long)size,
-                        (unsigned long long)binning->stats.reserved_bytes);
+                        (unsigned long long)binning->stats->reserved_bytes);
     }
     block->requested = size;
     block->stream = stream;
     if (vb_addr_map_put(&binning->used, block->addr, vb_chunk_key(block)) != 0) {
         untake_block(binning, block);
-        binning->stats.ooms++;
-        return vb_error(VB_ERR_OOM, "binning: out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "binning: out of host memory");
     }
-    vb_stats_add_use(&binning->stats, size, block->size);
-    *out = block->addr;
+    out->addr = block->addr;
+    out->size = block->size;
     return VB_OK;
 }
 
@@ -441,7 +440,7 @@ static vb_status binning_free(void *state, vb_addr addr)
 {
     binning_state *binning = state;
     vb_chunk *block;
-    vb_status status = vb_chunk_free_used(&binning->used, &binning->stats, &binning->deferred, addr, "binning", &block);
+    vb_status status = vb_chunk_free_used(&binning->used, &binning->deferred, addr, "binning", &block);
     if (status == VB_OK && block) untake_block(binning, block);
     return status;
 }
@@ -462,13 +461,11 @@ static vb_status binning_empty_cache(void *state)
     return release_free_pool_regions(binning);
 }
 
-/* Free bytes are everything reserved and not handed out; the largest block a
- * request could get without new memory is the larger of the largest free
- * pool block and the largest bin block size with a free block. */
-static void binning_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
+/* The largest block a request could get without new memory: the larger of
+ * the largest free pool block and the largest bin block size with a free block. */
+static uint64_t binning_largest_free_block(void *state)
 {
     binning_state *binning = state;
-    *free_cached_bytes = binning->stats.reserved_bytes - binning->stats.allocated_bytes;
     vb_oset_node *last = vb_oset_last(&binning->pool_free);
     uint64_t largest = last ? VB_CHUNK_OF(last)->size : 0;
     for (unsigned b = binning->bin_count; b-- > 0;) {
@@ -476,7 +473,7 @@ static void binning_cached(void *state, uint64_t *free_cached_bytes, uint64_t *l
         if (binning->bins[b].block_size > largest) largest = binning->bins[b].block_size;
         break;
     }
-    *largest_free_block = largest;
+    return largest;
 }
 
 /* Each upstream block is a segment; a pool block holding a bin chunk is
@@ -511,6 +508,6 @@ const vb_allocator_ops vb_binning_allocator = {
     .free = binning_free,
     .record_stream = binning_record_stream,
     .empty_cache = binning_empty_cache,
-    .cached = binning_cached,
+    .largest_free_block = binning_largest_free_block,
     .segments = binning_segments,
 };

@@ -48,8 +48,8 @@ static const vb_option buddy_options[] = {
 };
 
 typedef struct buddy_state {
-    vb_alloc_stats stats;                     /* first member: see allocator.h */
     vb_device *device;
+    const vb_alloc_stats *stats;              /* the seam's counts (allocator.h) */
     uint64_t arena_size;
     vb_ordered_set free_blocks[BUDDY_ORDERS]; /* per order, by address */
     uint64_t nonempty_orders;                 /* bit k: free_blocks[k] has a block */
@@ -121,7 +121,7 @@ static void event_done(void *context, void *item)
 
 /* Halves free `block` down to `block_size` and hands it out. */
 static vb_status take_block(buddy_state *buddy, vb_chunk *block, uint64_t block_size, uint64_t size,
-                            vb_stream stream, vb_addr *out)
+                            vb_stream stream, vb_grant *out)
 {
     remove_free(buddy, block);
     while (block->size > block_size) {
@@ -135,11 +135,10 @@ static vb_status take_block(buddy_state *buddy, vb_chunk *block, uint64_t block_
     block->region->busy_chunks++;
     if (vb_addr_map_put(&buddy->used, block->addr, vb_chunk_key(block)) != 0) {
         release_block(buddy, block);
-        buddy->stats.ooms++;
-        return vb_error(VB_ERR_OOM, "buddy: out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "buddy: out of host memory");
     }
-    vb_stats_add_use(&buddy->stats, size, block->size);
-    *out = block->addr;
+    out->addr = block->addr;
+    out->size = block->size;
     return VB_OK;
 }
 
@@ -155,10 +154,10 @@ static vb_status grow(buddy_state *buddy, uint64_t block_size)
     uint64_t smallest = block_size > VB_DRIVER_PAGE ? block_size : VB_DRIVER_PAGE;
     uint64_t arena_size = block_size > buddy->arena_size ? block_size : buddy->arena_size;
     vb_region *arena = NULL;
-    vb_status status = vb_region_acquire(&buddy->store, buddy->device, &buddy->stats, arena_size, &arena);
+    vb_status status = vb_region_acquire(&buddy->store, buddy->device, arena_size, &arena);
     while (status == VB_ERR_OOM && arena_size / 2 >= smallest) {
         arena_size /= 2;
-        status = vb_region_acquire(&buddy->store, buddy->device, &buddy->stats, arena_size, &arena);
+        status = vb_region_acquire(&buddy->store, buddy->device, arena_size, &arena);
     }
     if (status != VB_OK) return status;
     vb_oset_insert(&buddy->arenas, &arena->node);
@@ -176,7 +175,7 @@ static vb_status release_free_arenas(buddy_state *buddy)
         if (arena->busy_chunks == 0) {
             for (vb_chunk *block = arena->first; block; block = block->next) remove_free(buddy, block);
             vb_oset_remove(&buddy->arenas, node);
-            vb_status status = vb_region_release(&buddy->store, buddy->device, &buddy->stats, arena);
+            vb_status status = vb_region_release(&buddy->store, buddy->device, arena);
             if (status != VB_OK) return status;
         }
         node = next;
@@ -210,8 +209,9 @@ static vb_status buddy_create(vb_device *dev, const vb_config *config, void **st
         return vb_error(VB_ERR_INVALID, "buddy: bad value '%llu' for arena_mb (a power of two)",
                         (unsigned long long)settings.arena_mb);
     buddy_state *buddy = calloc(1, sizeof *buddy);
-    if (!buddy) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!buddy) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     buddy->device = dev;
+    buddy->stats = vb_seam_stats(dev);
     buddy->arena_size = settings.arena_mb * VB_MiB;
     for (unsigned order = 0; order < BUDDY_ORDERS; order++) vb_oset_init(&buddy->free_blocks[order], vb_chunk_compare_addr);
     vb_oset_init(&buddy->arenas, vb_region_compare_base);
@@ -227,14 +227,14 @@ static void buddy_destroy(void *state)
     vb_deferred_destroy(&buddy->deferred);
     for (vb_oset_node *node; (node = vb_oset_first(&buddy->arenas));) {
         vb_oset_remove(&buddy->arenas, node);
-        vb_region_release(&buddy->store, buddy->device, &buddy->stats, VB_REGION_OF(node));
+        vb_region_release(&buddy->store, buddy->device, VB_REGION_OF(node));
     }
     vb_addr_map_clear(&buddy->used);
     vb_chunk_store_destroy(&buddy->store);
     free(buddy);
 }
 
-static vb_status buddy_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+static vb_status buddy_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out)
 {
     buddy_state *buddy = state;
     vb_deferred_poll(&buddy->deferred, event_done, buddy);
@@ -247,22 +247,20 @@ static vb_status buddy_malloc(void *state, uint64_t size, vb_stream stream, vb_a
         if (!block) {
             /* Free the cache (held blocks, wholly free arenas) and try once more. */
             int had_held = vb_deferred_any(&buddy->deferred);
-            uint64_t reserved_before = buddy->stats.reserved_bytes;
+            uint64_t reserved_before = buddy->stats->reserved_bytes;
             vb_deferred_drain(&buddy->deferred, event_done, buddy);
             status = release_free_arenas(buddy);
             if (status != VB_OK) return status;
-            if (had_held || buddy->stats.reserved_bytes < reserved_before) {
-                buddy->stats.alloc_retries++;
+            if (had_held || buddy->stats->reserved_bytes < reserved_before) {
+                out->retried = 1;
                 block = find_or_grow(buddy, block_size, &status);
                 if (!block && status != VB_ERR_OOM) return status;
             }
         }
     }
-    if (!block) {
-        buddy->stats.ooms++;
+    if (!block)
         return vb_error(VB_ERR_OOM, "buddy: out of memory for %llu bytes (%llu reserved)", (unsigned long long)size,
-                        (unsigned long long)buddy->stats.reserved_bytes);
-    }
+                        (unsigned long long)buddy->stats->reserved_bytes);
     return take_block(buddy, block, block_size, size, stream, out);
 }
 
@@ -270,7 +268,7 @@ static vb_status buddy_free(void *state, vb_addr addr)
 {
     buddy_state *buddy = state;
     vb_chunk *block;
-    vb_status status = vb_chunk_free_used(&buddy->used, &buddy->stats, &buddy->deferred, addr, "buddy", &block);
+    vb_status status = vb_chunk_free_used(&buddy->used, &buddy->deferred, addr, "buddy", &block);
     if (status == VB_OK && block) release_block(buddy, block);
     return status;
 }
@@ -291,12 +289,10 @@ static vb_status buddy_empty_cache(void *state)
 
 /* A request can only be served from one free block, so the largest free
  * block is the largest of the highest non-empty order. */
-static void buddy_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
+static uint64_t buddy_largest_free_block(void *state)
 {
     buddy_state *buddy = state;
-    *free_cached_bytes = buddy->stats.reserved_bytes - buddy->stats.allocated_bytes;
-    *largest_free_block =
-        buddy->nonempty_orders ? (uint64_t)BUDDY_MIN_BLOCK << vb_log2_floor(buddy->nonempty_orders) : 0;
+    return buddy->nonempty_orders ? (uint64_t)BUDDY_MIN_BLOCK << vb_log2_floor(buddy->nonempty_orders) : 0;
 }
 
 static void buddy_segments(void *state, vb_block_visitor visit, void *context)
@@ -318,6 +314,6 @@ const vb_allocator_ops vb_buddy_allocator = {
     .free = buddy_free,
     .record_stream = buddy_record_stream,
     .empty_cache = buddy_empty_cache,
-    .cached = buddy_cached,
+    .largest_free_block = buddy_largest_free_block,
     .segments = buddy_segments,
 };

@@ -24,7 +24,6 @@ static vb_status driver_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_st
     (void)size;
     vb_device *dev = cc->device;
     vb_addr addr = 0;
-    cc->stats.driver_alloc_calls++;
     vb_status status = dev->ops->mem_alloc(dev, alloc_size, &addr);
     if (status != VB_OK) return status;
     vb_cc_segment *segment = malloc(sizeof *segment);
@@ -32,8 +31,7 @@ static vb_status driver_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_st
     if (!block) {
         free(segment);
         dev->ops->mem_free(dev, addr);
-        cc->stats.driver_free_calls++;
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     segment->base = addr;
     segment->size = alloc_size;
@@ -41,7 +39,6 @@ static vb_status driver_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_st
     segment->pool = pool;
     segment->stream = stream;
     vb_cc_segment_add(cc, segment);
-    vb_stats_add_reserved(&cc->stats, alloc_size);
     *out = block;
     return VB_OK;
 }
@@ -52,10 +49,8 @@ static void driver_release_block(vb_cc_allocator *cc, vb_cc_block *block)
 {
     if (vb_cc_block_is_split(block)) return;
     vb_device *dev = cc->device;
-    cc->stats.driver_free_calls++;
     if (dev->ops->mem_free(dev, block->addr) != VB_OK) return;
     vb_cc_pool_erase(block->pool, block);
-    vb_stats_remove_reserved(&cc->stats, block->size);
     vb_cc_segment_remove(cc, block->segment);
     free(block->segment);
     vb_cc_block_recycle(cc, block);

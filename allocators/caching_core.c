@@ -704,8 +704,8 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
 {
     if (!cc->source->release_block) return;
     uint64_t threshold = (uint64_t)(cc->gc_threshold * (double)cc->allowed_memory_maximum);
-    if (cc->stats.reserved_bytes <= threshold) return;
-    uint64_t target = cc->stats.reserved_bytes - threshold, reclaimed = 0, total_age = 0;
+    if (cc->stats->reserved_bytes <= threshold) return;
+    uint64_t target = cc->stats->reserved_bytes - threshold, reclaimed = 0, total_age = 0;
     size_t freeable = 0;
     complete_blocks(&cc->large_pool);
     vb_ordered_set *blocks = &cc->large_pool.blocks;
@@ -734,14 +734,11 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
     forget_blocks(&cc->large_pool);
 }
 
-/* alloc_block: new memory from the source, unless memory_fraction forbids
- * it. alloc_retries is PyTorch's num_alloc_retries: only the last attempt,
- * after the whole cache was released, counts, whether or not it succeeds. */
+/* alloc_block: new memory from the source, unless memory_fraction forbids it. */
 static vb_status alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
-                             uint64_t alloc_size, int is_retry, vb_cc_block **out)
+                             uint64_t alloc_size, vb_cc_block **out)
 {
-    if (is_retry) cc->stats.alloc_retries++;
-    if (cc->set_fraction && cc->stats.reserved_bytes + alloc_size > cc->allowed_memory_maximum)
+    if (cc->set_fraction && cc->stats->reserved_bytes + alloc_size > cc->allowed_memory_maximum)
         return vb_error(VB_ERR_OOM, "%s: memory_fraction allows %llu bytes", cc->name,
                         (unsigned long long)cc->allowed_memory_maximum);
     return cc->source->alloc_block(cc, pool, stream, size, alloc_size, out);
@@ -801,7 +798,6 @@ static vb_cc_block *alloc_found_block(vb_cc_allocator *cc, vb_cc_block *block, u
     }
     block->allocated = 1;
     block->requested = requested;
-    vb_stats_add_use(&cc->stats, requested, block->size);
     return block;
 }
 
@@ -813,46 +809,46 @@ static vb_cc_block *alloc_found_block(vb_cc_allocator *cc, vb_cc_block *block, u
  * the pool; otherwise garbage-collect (if configured), get new memory, and
  * on failure free oversize blocks and retry, then free the whole cache and
  * retry once more before reporting out of memory. */
-vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out)
 {
     vb_cc_allocator *cc = state;
     if (cc->outstanding_events) process_events(cc);
     uint64_t rounded = vb_cc_round_size(cc, size);
-    if (rounded == 0) {
-        cc->stats.ooms++;
+    if (rounded == 0)
         return vb_error(VB_ERR_OOM, "%s: out of memory: %llu bytes is more than any device has", cc->name,
                         (unsigned long long)size);
-    }
     vb_cc_pool *pool = rounded <= VB_CC_SMALL_SIZE ? &cc->small_pool : &cc->large_pool;
     vb_cc_block *block = get_free_block(cc, pool, stream, rounded);
     if (!block) {
         uint64_t alloc_size = vb_cc_allocation_size(rounded);
         if (cc->set_fraction && cc->gc_threshold > 0.0) garbage_collect_cached_blocks(cc);
-        vb_status status = alloc_block(cc, pool, stream, rounded, alloc_size, 0, &block);
+        vb_status status = alloc_block(cc, pool, stream, rounded, alloc_size, &block);
         if (status == VB_ERR_OOM && release_available_cached_blocks(cc, pool, stream, rounded))
-            status = alloc_block(cc, pool, stream, rounded, alloc_size, 0, &block);
+            status = alloc_block(cc, pool, stream, rounded, alloc_size, &block);
         if (status == VB_ERR_OOM) {
+            /* alloc_retries is PyTorch's num_alloc_retries: only this last
+             * attempt, after the whole cache was released, counts, whether
+             * or not it succeeds. */
             release_cached_blocks(cc);
-            status = alloc_block(cc, pool, stream, rounded, alloc_size, 1, &block);
+            out->retried = 1;
+            status = alloc_block(cc, pool, stream, rounded, alloc_size, &block);
         }
         if (status != VB_OK) {
             if (status != VB_ERR_OOM) return status;
-            cc->stats.ooms++;
             return vb_error(VB_ERR_OOM,
                             "%s: out of memory: tried to allocate %llu bytes; %llu reserved, %llu allocated",
-                            cc->name, (unsigned long long)rounded, (unsigned long long)cc->stats.reserved_bytes,
-                            (unsigned long long)cc->stats.allocated_bytes);
+                            cc->name, (unsigned long long)rounded, (unsigned long long)cc->stats->reserved_bytes,
+                            (unsigned long long)cc->stats->allocated_bytes);
         }
     }
     vb_cc_block *handed = alloc_found_block(cc, block, rounded, size, should_split(cc, block, rounded));
     if (vb_addr_map_put(&cc->allocated_blocks, handed->addr, (uint64_t)(uintptr_t)handed) != 0) {
         handed->allocated = 0;
-        vb_stats_remove_use(&cc->stats, size, handed->size);
         free_block(cc, handed);
-        cc->stats.ooms++;
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    *out = handed->addr;
+    out->addr = handed->addr;
+    out->size = handed->size;
     return VB_OK;
 }
 
@@ -878,7 +874,6 @@ vb_status vb_cc_free(void *state, vb_addr addr)
         return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated (unknown or freed twice)",
                         cc->name, (unsigned long long)addr);
     block->allocated = 0;
-    vb_stats_remove_use(&cc->stats, block->requested, block->size);
     if (block->use_count) insert_events(cc, block);
     if (block->event_count == 0) free_block(cc, block);
     return VB_OK;
@@ -930,15 +925,13 @@ static uint64_t largest_in(const vb_cc_pool *pool)
     return largest;
 }
 
-/* Cached bytes are everything reserved that is not handed out (blocks
- * waiting for other streams' events included); the largest is the largest
- * free block of either pool. */
-void vb_cc_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
+/* The largest free block of either pool (blocks waiting for other streams'
+ * events are cached bytes too, but not free). */
+uint64_t vb_cc_largest_free_block(void *state)
 {
     vb_cc_allocator *cc = state;
-    *free_cached_bytes = cc->stats.reserved_bytes - cc->stats.allocated_bytes;
     uint64_t small = largest_in(&cc->small_pool), large = largest_in(&cc->large_pool);
-    *largest_free_block = small > large ? small : large;
+    return small > large ? small : large;
 }
 
 /* Visits the blocks of every segment in address order. A segment, as in
@@ -999,6 +992,7 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
         settings->max_non_split_rounding_mb < VB_CC_LARGE_BUFFER / VB_MiB)
         return vb_error(VB_ERR_INVALID, "%s: max_split_size_mb and max_non_split_rounding_mb must be >= 20", name);
     cc->device = dev;
+    cc->stats = vb_seam_stats(dev);
     cc->source = source;
     cc->name = name;
     cc->max_split_size = mib_to_bytes(settings->max_split_size_mb);
@@ -1030,7 +1024,7 @@ vb_status vb_cc_create(vb_device *dev, const vb_config *config, const vb_option 
     vb_status status = vb_config_apply(config, options, option_count, &settings, name);
     if (status != VB_OK) return status;
     vb_cc_allocator *cc = calloc(1, sizeof *cc);
-    if (!cc) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!cc) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     status = vb_cc_init(cc, dev, source, &settings, name);
     if (status != VB_OK) {
         free(cc);

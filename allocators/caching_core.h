@@ -145,8 +145,8 @@ typedef struct vb_cc_stream_events {
 } vb_cc_stream_events;
 
 struct vb_cc_allocator {
-    vb_alloc_stats stats;         /* first member: see allocator.h */
     vb_device *device;
+    const vb_alloc_stats *stats;  /* the seam's counts (allocator.h) */
     const vb_cc_source *source;
     const char *name;             /* for messages */
 
@@ -184,18 +184,19 @@ vb_status vb_cc_create(vb_device *dev, const vb_config *config, const vb_option 
 
 /* ---- the ops every caching-style strategy shares (state = vb_cc_allocator) ---- */
 void vb_cc_destroy(void *state);
-vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out);
+vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out);
 vb_status vb_cc_free(void *state, vb_addr addr);
 vb_status vb_cc_record_stream(void *state, vb_addr addr, vb_stream stream);
 vb_status vb_cc_empty_cache(void *state);
-void vb_cc_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block);
+uint64_t vb_cc_largest_free_block(void *state);
 void vb_cc_segments(void *state, vb_block_visitor visit, void *context);
 
 /* Designated initialisers of those ops, for a strategy's vb_allocator_ops:
  * the strategies differ only in name, options and create. */
 #define VB_CC_SHARED_OPS                                                                                \
     .destroy = vb_cc_destroy, .malloc = vb_cc_malloc, .free = vb_cc_free,                               \
-    .record_stream = vb_cc_record_stream, .empty_cache = vb_cc_empty_cache, .cached = vb_cc_cached,     \
+    .record_stream = vb_cc_record_stream, .empty_cache = vb_cc_empty_cache,                                \
+    .largest_free_block = vb_cc_largest_free_block,                                                     \
     .segments = vb_cc_segments
 
 /* ---- the policy's pure functions (exposed for tests) ---- */

@@ -155,15 +155,14 @@ vb_status vb_chunk_record_stream(vb_addr_map *used, vb_addr addr, vb_stream stre
     return vb_chunk_record_use(vb_chunk_from_key(key), stream);
 }
 
-vb_status vb_chunk_free_used(vb_addr_map *used, vb_alloc_stats *stats, vb_deferred *deferred, vb_addr addr,
-                             const char *owner, vb_chunk **release_now)
+vb_status vb_chunk_free_used(vb_addr_map *used, vb_deferred *deferred, vb_addr addr, const char *owner,
+                             vb_chunk **release_now)
 {
     uint64_t key;
     *release_now = NULL;
     if (!vb_addr_map_remove(used, addr, &key))
         return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated", owner, (unsigned long long)addr);
     vb_chunk *chunk = vb_chunk_from_key(key);
-    vb_stats_remove_use(stats, chunk->requested, chunk->size);
     if (!vb_chunk_hold(deferred, chunk)) *release_now = chunk;
     return VB_OK;
 }
@@ -195,24 +194,21 @@ int vb_region_compare_base(const vb_oset_node *a, const vb_oset_node *b)
 /* Regions that are driver allocations                                       */
 /* ------------------------------------------------------------------------ */
 
-vb_status vb_region_acquire(vb_chunk_store *store, vb_device *dev, vb_alloc_stats *stats, uint64_t size,
-                            vb_region **out)
+vb_status vb_region_acquire(vb_chunk_store *store, vb_device *dev, uint64_t size, vb_region **out)
 {
     vb_region *region = vb_region_new(store);
     vb_chunk *chunk = region ? vb_chunk_new(store) : NULL;
     if (!chunk) {
         if (region) vb_region_recycle(store, region);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     vb_addr base = 0;
-    stats->driver_alloc_calls++;
     vb_status status = dev->ops->mem_alloc(dev, size, &base);
     if (status != VB_OK) {
         vb_chunk_recycle(store, chunk);
         vb_region_recycle(store, region);
         return status;
     }
-    vb_stats_add_reserved(stats, size);
     region->base = base;
     region->size = size;
     region->first = chunk;
@@ -224,12 +220,10 @@ vb_status vb_region_acquire(vb_chunk_store *store, vb_device *dev, vb_alloc_stat
     return VB_OK;
 }
 
-vb_status vb_region_release(vb_chunk_store *store, vb_device *dev, vb_alloc_stats *stats, vb_region *region)
+vb_status vb_region_release(vb_chunk_store *store, vb_device *dev, vb_region *region)
 {
-    stats->driver_free_calls++;
     vb_status status = dev->ops->mem_free(dev, region->base);
     if (status != VB_OK) return status;
-    vb_stats_remove_reserved(stats, region->size);
     for (vb_chunk *chunk = region->first; chunk;) {
         vb_chunk *next = chunk->next;
         vb_chunk_recycle(store, chunk);

@@ -91,7 +91,7 @@ vb_chunk *vb_chunk_split(vb_chunk_store *store, vb_chunk *chunk, uint64_t size);
 /* Merges chunk->next (which must exist) into `chunk` and recycles it. */
 void vb_chunk_absorb_next(vb_chunk_store *store, vb_chunk *chunk);
 
-/* Notes that `chunk` is used on `stream` too. VB_ERR_OOM when host memory runs out. */
+/* Notes that `chunk` is used on `stream` too. VB_ERR_HOST_OOM when host memory runs out. */
 vb_status vb_chunk_record_use(vb_chunk *chunk, vb_stream stream);
 
 /* For a chunk being freed: hands its recorded streams to `deferred`. Returns
@@ -121,15 +121,13 @@ int vb_region_compare_base(const vb_oset_node *a, const vb_oset_node *b);
 /* ---- regions that are driver allocations ---- */
 
 /* Gets `size` bytes (a multiple of the driver page) from the device as a new
- * region holding one FREE chunk, counting the driver call, and on success the
- * reserved bytes. The device's status on failure (VB_ERR_OOM when it is full). */
-vb_status vb_region_acquire(vb_chunk_store *store, vb_device *dev, vb_alloc_stats *stats, uint64_t size,
-                            vb_region **out);
+ * region holding one FREE chunk. The device's status on failure (VB_ERR_OOM
+ * when it is full). */
+vb_status vb_region_acquire(vb_chunk_store *store, vb_device *dev, uint64_t size, vb_region **out);
 
 /* Returns a region to the device and recycles it with all its chunks (which
- * the owner has taken out of its free index), counting the driver call and
- * the reserved bytes. */
-vb_status vb_region_release(vb_chunk_store *store, vb_device *dev, vb_alloc_stats *stats, vb_region *region);
+ * the owner has taken out of its free index). */
+vb_status vb_region_release(vb_chunk_store *store, vb_device *dev, vb_region *region);
 
 /* Reports every chunk of `region` as one block of segment `segment`, in
  * address order (a chunk is "allocated" when USED). */
@@ -150,17 +148,17 @@ static inline vb_chunk *vb_chunk_from_key(uint64_t key)
 
 /* record_stream of a strategy that keeps its handed-out chunks in `used`:
  * the chunk at `addr` is used on `stream` too. VB_ERR_INVALID, naming
- * `owner`, for an address not handed out; VB_ERR_OOM when host memory runs
+ * `owner`, for an address not handed out; VB_ERR_HOST_OOM when host memory runs
  * out. */
 vb_status vb_chunk_record_stream(vb_addr_map *used, vb_addr addr, vb_stream stream, const char *owner);
 
 /* The bookkeeping half of such a strategy's free: takes the chunk at `addr`
- * out of `used` and its use out of `stats`, and hands it to `deferred` when
+ * out of `used`, and hands it to `deferred` when
  * it was recorded on other streams. *release_now is the chunk the owner
  * frees at once, or NULL when it is held (PENDING) until its events come
  * back. VB_ERR_INVALID, naming `owner`, for an address not handed out. */
-vb_status vb_chunk_free_used(vb_addr_map *used, vb_alloc_stats *stats, vb_deferred *deferred, vb_addr addr,
-                             const char *owner, vb_chunk **release_now);
+vb_status vb_chunk_free_used(vb_addr_map *used, vb_deferred *deferred, vb_addr addr, const char *owner,
+                             vb_chunk **release_now);
 
 /* The smallest power of two >= `size` (size >= 1), or 0 if it overflows. */
 static inline uint64_t vb_next_power_of_two(uint64_t size)

@@ -73,7 +73,10 @@ static vb_status apply_entry(const vb_config_entry *entry, const vb_option *opti
                              const char *allocator_name)
 {
     char *field = (char *)settings + option->offset;
-    if (option->type == VB_OPTION_U64) {
+    if (option->type == VB_OPTION_STRING) {
+        const char *value = entry->value;
+        memcpy(field, &value, sizeof value);
+    } else if (option->type == VB_OPTION_U64) {
         uint64_t value;
         if (parse_u64(entry->value, &value) != 0 || (double)value < option->min ||
             (double)value > option->max)

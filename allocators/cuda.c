@@ -10,7 +10,6 @@
 #include "base/addr_map.h"
 
 typedef struct cuda_state {
-    vb_alloc_stats stats;       /* first member: see allocator.h */
     vb_device *device;
     vb_addr_map requested;      /* address -> requested size */
 } cuda_state;
@@ -26,7 +25,7 @@ static vb_status cuda_create(vb_device *dev, const vb_config *config, void **sta
     vb_status status = vb_config_apply(config, NULL, 0, NULL, "cuda");
     if (status != VB_OK) return status;
     cuda_state *cuda = calloc(1, sizeof *cuda);
-    if (!cuda) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!cuda) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     cuda->device = dev;
     *state = cuda;
     return VB_OK;
@@ -48,42 +47,32 @@ static void cuda_destroy(void *state)
     free(cuda);
 }
 
-static vb_status cuda_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+static vb_status cuda_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out)
 {
     cuda_state *cuda = state;
     (void)stream;
     uint64_t rounded = driver_size(size);
+    if (rounded == 0)
+        return vb_error(VB_ERR_OOM, "cuda: %llu bytes cannot be allocated", (unsigned long long)size);
     vb_addr addr = 0;
-    vb_status status = rounded ? cuda->device->ops->mem_alloc(cuda->device, size, &addr)
-                               : vb_error(VB_ERR_OOM, "cuda: %llu bytes cannot be allocated",
-                                          (unsigned long long)size);
-    cuda->stats.driver_alloc_calls += rounded != 0;
-    if (status == VB_OK && vb_addr_map_put(&cuda->requested, addr, size) != 0) {
+    vb_status status = cuda->device->ops->mem_alloc(cuda->device, size, &addr);
+    if (status != VB_OK) return status;
+    if (vb_addr_map_put(&cuda->requested, addr, size) != 0) {
         cuda->device->ops->mem_free(cuda->device, addr);
-        status = vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    if (status != VB_OK) {
-        if (status == VB_ERR_OOM) cuda->stats.ooms++;
-        return status;
-    }
-    vb_stats_add_reserved(&cuda->stats, rounded);
-    vb_stats_add_use(&cuda->stats, size, rounded);
-    *out = addr;
+    *out = (vb_grant){addr, rounded, 0};
     return VB_OK;
 }
 
 static vb_status cuda_free(void *state, vb_addr addr)
 {
     cuda_state *cuda = state;
-    uint64_t size;
-    if (!vb_addr_map_get(&cuda->requested, addr, &size))
+    if (!vb_addr_map_get(&cuda->requested, addr, NULL))
         return vb_error(VB_ERR_INVALID, "cuda: free of 0x%llx, which is not allocated", (unsigned long long)addr);
     vb_status status = cuda->device->ops->mem_free(cuda->device, addr);
-    cuda->stats.driver_free_calls++;
     if (status != VB_OK) return status;
     vb_addr_map_remove(&cuda->requested, addr, NULL);
-    vb_stats_remove_use(&cuda->stats, size, driver_size(size));
-    vb_stats_remove_reserved(&cuda->stats, driver_size(size));
     return VB_OK;
 }
 
@@ -92,13 +81,6 @@ static vb_status cuda_empty_cache(void *state)
 {
     (void)state;
     return VB_OK;
-}
-
-static void cuda_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
-{
-    (void)state;
-    *free_cached_bytes = 0;
-    *largest_free_block = 0;
 }
 
 /* Context for listing segments in address order. */
@@ -146,6 +128,6 @@ const vb_allocator_ops vb_cuda_allocator = {
     .free = cuda_free,
     .record_stream = NULL, /* cudaFree waits for the device: nothing to track */
     .empty_cache = cuda_empty_cache,
-    .cached = cuda_cached,
+    .largest_free_block = NULL, /* nothing is cached */
     .segments = cuda_segments,
 };

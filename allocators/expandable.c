@@ -14,7 +14,9 @@
  * releases the chunks that are wholly free, and gives a range back when
  * nothing of it is mapped any more.
  *
- * Statistics: reserved = mapped bytes; driver_alloc_calls counts vm_create
+ * Statistics (counted at the seam, allocator.h): reserved = the physical
+ * chunks created (each is mapped from the moment map_chunks succeeds until
+ * it is unmapped and released); driver_alloc_calls counts vm_create
  * (cuMemCreate) calls and driver_free_calls vm_release (cuMemRelease) calls.
  */
 #include <stddef.h>
@@ -66,7 +68,6 @@ static void unmap_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t beg
     for (size_t i = begin; i < end; i++) {
         dev->ops->vm_unmap(dev, es->segment.base + i * es->chunk_size, es->chunk_size);
         dev->ops->vm_release(dev, es->chunks[i].handle);
-        cc->stats.driver_free_calls++;
         es->chunks[i].present = 0;
     }
 }
@@ -77,11 +78,10 @@ static void unmap_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t beg
 static vb_status map_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t begin, size_t end)
 {
     vb_device *dev = cc->device;
-    if (reserve_slots(es, end) != 0) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (reserve_slots(es, end) != 0) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     vb_status status = VB_OK;
     size_t created = begin, mapped = begin;
     for (; created < end && status == VB_OK; created++) {
-        cc->stats.driver_alloc_calls++;
         status = dev->ops->vm_create(dev, es->chunk_size, &es->chunks[created].handle);
         if (status != VB_OK) break;
     }
@@ -95,7 +95,6 @@ static vb_status map_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t 
     for (size_t i = begin; i < created; i++) {
         if (i < mapped) dev->ops->vm_unmap(dev, es->segment.base + i * es->chunk_size, es->chunk_size);
         dev->ops->vm_release(dev, es->chunks[i].handle);
-        cc->stats.driver_free_calls++;
     }
     return status;
 }
@@ -133,7 +132,7 @@ static vb_status new_range(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stre
     if (!block) {
         free(es);
         dev->ops->vm_free(dev, base, size);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     es->chunk_size = chunk;
     es->segment.base = base;
@@ -182,7 +181,7 @@ static vb_status map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64_t si
     if (mapped_size < to_map->size) {
         rest = vb_cc_block_new(cc, to_map->addr + mapped_size, to_map->size - mapped_size, to_map->stream,
                                to_map->pool, to_map->segment);
-        if (!rest) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!rest) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     vb_status status = map_chunks(cc, es, begin, end);
     if (status != VB_OK) {
@@ -200,7 +199,6 @@ static vb_status map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64_t si
     vb_cc_try_merge(cc, to_map, to_map->prev);
     vb_cc_try_merge(cc, to_map, to_map->next);
     vb_cc_pool_insert(to_map->pool, to_map);
-    vb_stats_add_reserved(&cc->stats, mapped_size);
     return VB_OK;
 }
 
@@ -277,7 +275,6 @@ static void unmap_block(vb_cc_allocator *cc, vb_cc_block *block)
     vb_cc_try_merge(cc, block, block->prev);
     vb_cc_try_merge(cc, block, block->next);
     vb_oset_insert(&block->pool->unmapped, &block->node);
-    vb_stats_remove_reserved(&cc->stats, unmapped_size);
 }
 
 /* release_expandable_segment: a range with nothing mapped goes back. */

@@ -58,9 +58,11 @@
  * (they become idle, hence usable) and tries again, counting alloc_retries.
  * A request larger than the device is refused without a driver call.
  *
- * Statistics: reserved = physical chunks held (vm_create'd, not released);
- * driver_alloc_calls = vm_create calls, driver_free_calls = vm_release calls.
- * "Largest free block" (cached()) is the largest request that could be served
+ * Statistics (counted at the seam, allocator.h): reserved = physical chunks
+ * held (vm_create'd, not released); driver_alloc_calls = vm_create calls,
+ * driver_free_calls = vm_release calls. A used range whose excess chunks are
+ * unmapped shrinks, and the seam is told (vb_seam_resize_block).
+ * "Largest free block" (largest_free_block()) is the largest request that could be served
  * without new device memory: every unmapped chunk plus every chunk of an idle
  * range or idle small segment, since stitching joins them into one range, or
  * the largest free piece of a small segment if that is larger.
@@ -123,8 +125,8 @@ typedef struct stitch_range {
 } stitch_range;
 
 typedef struct stitch_state {
-    vb_alloc_stats stats;               /* first member: see allocator.h */
     vb_device *device;
+    const vb_alloc_stats *stats;        /* the seam's counts (allocator.h) */
     uint64_t chunk_size;                /* bytes */
     uint64_t max_chunks;                /* chunks the device has: no request may need more */
     uint64_t small_max;                 /* requests up to this are carved, not stitched */
@@ -184,22 +186,16 @@ static int compare_spare(const vb_oset_node *a, const vb_oset_node *b)
 /* Physical chunks                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* vm_create of one chunk, counting the call and, on success, the bytes. */
+/* vm_create of one chunk. */
 static vb_status create_chunk(stitch_state *st, vb_phys *out)
 {
-    vb_device *dev = st->device;
-    st->stats.driver_alloc_calls++;
-    vb_status status = dev->ops->vm_create(dev, st->chunk_size, out);
-    if (status == VB_OK) vb_stats_add_reserved(&st->stats, st->chunk_size);
-    return status;
+    return st->device->ops->vm_create(st->device, st->chunk_size, out);
 }
 
-/* vm_release of an unmapped chunk, counting the call and the bytes. */
+/* vm_release of an unmapped chunk. */
 static void release_chunk(stitch_state *st, vb_phys handle)
 {
-    vb_device *dev = st->device;
-    st->stats.driver_free_calls++;
-    if (dev->ops->vm_release(dev, handle) == VB_OK) vb_stats_remove_reserved(&st->stats, st->chunk_size);
+    st->device->ops->vm_release(st->device, handle);
 }
 
 /* Keeps an unmapped chunk for later use; one the list has no room for
@@ -257,7 +253,7 @@ static vb_status take_reservation(stitch_state *st, uint64_t chunks, stitch_rang
     vb_phys *handles = range ? calloc(capacity, sizeof *handles) : NULL;
     if (!handles) {
         free(range);
-        return vb_error(VB_ERR_OOM, "stitch: out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "stitch: out of host memory");
     }
     vb_status status = st->device->ops->vm_reserve(st->device, capacity * st->chunk_size, &range->base);
     if (status != VB_OK) {
@@ -315,14 +311,14 @@ static void resize_large(stitch_state *st, stitch_range *range)
 }
 
 /* Makes `range` (with its chunks mapped) a segment of one free block of
- * `kind` for `stream`, listed by address. VB_ERR_OOM when host memory runs out. */
+ * `kind` for `stream`, listed by address. VB_ERR_HOST_OOM when host memory runs out. */
 static vb_status attach_segment(stitch_state *st, stitch_range *range, uint32_t kind, vb_stream stream)
 {
     vb_region *region = vb_region_new(&st->store);
     vb_chunk *block = region ? vb_chunk_new(&st->store) : NULL;
     if (!block) {
         if (region) vb_region_recycle(&st->store, region);
-        return vb_error(VB_ERR_OOM, "stitch: out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "stitch: out of host memory");
     }
     region->base = range->base;
     region->size = range->mapped * st->chunk_size;
@@ -431,7 +427,7 @@ static void trim_range(stitch_state *st, stitch_range *range, uint64_t count, vb
 {
     unmap_tail(st, range, count, into);
     resize_large(st, range);
-    st->stats.allocated_bytes -= count * st->chunk_size;
+    vb_seam_resize_block(st->device, range->region->first->addr, range->region->first->size);
     range->excess -= count;
     st->excess_chunks -= count;
     if (range->excess == 0) trim_remove(st, range);
@@ -492,7 +488,7 @@ static uint64_t chunks_for(const stitch_state *st, uint64_t size)
 /* Hands out free `block` (in no set, its range not idle) for `size` bytes
  * on `stream`; a range handed out with chunks to spare goes on the
  * trimmable list. */
-static vb_status hand_out(stitch_state *st, vb_chunk *block, uint64_t size, vb_stream stream, vb_addr *out)
+static vb_status hand_out(stitch_state *st, vb_chunk *block, uint64_t size, vb_stream stream, vb_grant *out)
 {
     block->state = VB_CHUNK_USED;
     block->requested = size;
@@ -500,15 +496,15 @@ static vb_status hand_out(stitch_state *st, vb_chunk *block, uint64_t size, vb_s
     block->region->busy_chunks++;
     if (vb_addr_map_put(&st->used, block->addr, vb_chunk_key(block)) != 0) {
         release_block(st, block);
-        return vb_error(VB_ERR_OOM, "stitch: out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "stitch: out of host memory");
     }
-    vb_stats_add_use(&st->stats, size, block->size);
+    out->addr = block->addr;
+    out->size = block->size;
     if (block->tag == STITCH_LARGE) {
         stitch_range *range = range_of(block);
         uint64_t needed = chunks_for(st, size);
         if (range->mapped > needed) trim_push(st, range, range->mapped - needed);
     }
-    *out = block->addr;
     return VB_OK;
 }
 
@@ -589,7 +585,7 @@ static stitch_range *growable_range(stitch_state *st, vb_stream stream, uint64_t
 
 /* Grows idle range `range` in place to `chunks` chunks and hands it out. */
 static vb_status grow_range(stitch_state *st, stitch_range *range, uint64_t chunks, uint64_t size, vb_stream stream,
-                            vb_addr *out)
+                            vb_grant *out)
 {
     vb_chunk *block = claim_idle_large(st, range);
     uint64_t first = range->mapped, count = chunks - range->mapped;
@@ -610,7 +606,7 @@ static vb_status grow_range(stitch_state *st, stitch_range *range, uint64_t chun
 }
 
 /* Builds a new range of `chunks` stitched chunks and hands it out. */
-static vb_status build_range(stitch_state *st, uint64_t chunks, uint64_t size, vb_stream stream, vb_addr *out)
+static vb_status build_range(stitch_state *st, uint64_t chunks, uint64_t size, vb_stream stream, vb_grant *out)
 {
     stitch_range *range = NULL;
     vb_status status = take_reservation(st, chunks, &range);
@@ -636,7 +632,7 @@ static vb_status build_range(stitch_state *st, uint64_t chunks, uint64_t size, v
 }
 
 /* A request of more than half a chunk: `chunks` whole chunks. */
-static vb_status large_malloc(stitch_state *st, uint64_t size, uint64_t chunks, vb_stream stream, vb_addr *out)
+static vb_status large_malloc(stitch_state *st, uint64_t size, uint64_t chunks, vb_stream stream, vb_grant *out)
 {
     uint64_t rounded = chunks * st->chunk_size;
     vb_chunk probe = {.stream = stream, .size = rounded, .addr = 0};
@@ -704,7 +700,7 @@ static vb_chunk *find_small(stitch_state *st, uint64_t rounded, vb_stream stream
 }
 
 /* A request of at most half a chunk, carved out of a small segment. */
-static vb_status small_malloc(stitch_state *st, uint64_t size, vb_stream stream, vb_addr *out)
+static vb_status small_malloc(stitch_state *st, uint64_t size, vb_stream stream, vb_grant *out)
 {
     uint64_t rounded = vb_round_up(size, STITCH_SMALL_ROUNDING);
     vb_chunk *block = find_small(st, rounded, stream);
@@ -747,8 +743,9 @@ static vb_status stitch_create(vb_device *dev, const vb_config *config, void **s
     if (status != VB_OK) return status;
 
     stitch_state *st = calloc(1, sizeof *st);
-    if (!st) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!st) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     st->device = dev;
+    st->stats = vb_seam_stats(dev);
     st->chunk_size = chunk_size;
     st->max_chunks = total_bytes / chunk_size;
     st->small_max = chunk_size / 2 / STITCH_SMALL_ROUNDING * STITCH_SMALL_ROUNDING;
@@ -787,36 +784,32 @@ static void stitch_destroy(void *state)
     free(st);
 }
 
-/* One attempt at a request; VB_ERR_OOM is counted by the caller. */
-static vb_status try_malloc(stitch_state *st, uint64_t size, vb_stream stream, vb_addr *out)
+/* One attempt at a request. */
+static vb_status try_malloc(stitch_state *st, uint64_t size, vb_stream stream, vb_grant *out)
 {
     if (size <= st->small_max) return small_malloc(st, size, stream, out);
     return large_malloc(st, size, chunks_for(st, size), stream, out);
 }
 
-static vb_status stitch_malloc(void *state, uint64_t size, vb_stream stream, vb_addr *out)
+static vb_status stitch_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out)
 {
     stitch_state *st = state;
     vb_deferred_poll(&st->deferred, event_done, st);
-    if (size > st->small_max && chunks_for(st, size) > st->max_chunks) {
-        st->stats.ooms++;
+    if (size > st->small_max && chunks_for(st, size) > st->max_chunks)
         return vb_error(VB_ERR_OOM, "stitch: %llu bytes are more than the device's %llu chunks of %llu bytes",
                         (unsigned long long)size, (unsigned long long)st->max_chunks,
                         (unsigned long long)st->chunk_size);
-    }
     vb_status status = try_malloc(st, size, stream, out);
     if (status == VB_ERR_OOM && vb_deferred_any(&st->deferred)) {
         /* Held blocks become idle, hence stitchable, once their streams' work completed. */
-        st->stats.alloc_retries++;
+        out->retried = 1;
         vb_deferred_drain(&st->deferred, event_done, st);
         status = try_malloc(st, size, stream, out);
     }
-    if (status == VB_ERR_OOM) {
-        st->stats.ooms++;
+    if (status == VB_ERR_OOM)
         return vb_error(VB_ERR_OOM, "stitch: out of memory for %llu bytes (%llu reserved, %llu of them free)",
-                        (unsigned long long)size, (unsigned long long)st->stats.reserved_bytes,
-                        (unsigned long long)(st->stats.reserved_bytes - st->stats.allocated_bytes));
-    }
+                        (unsigned long long)size, (unsigned long long)st->stats->reserved_bytes,
+                        (unsigned long long)(st->stats->reserved_bytes - st->stats->allocated_bytes));
     return status;
 }
 
@@ -829,7 +822,7 @@ static vb_status stitch_free(void *state, vb_addr addr)
         if (used->tag == STITCH_LARGE && range_of(used)->excess) trim_remove(st, range_of(used));
     }
     vb_chunk *block;
-    vb_status status = vb_chunk_free_used(&st->used, &st->stats, &st->deferred, addr, "stitch", &block);
+    vb_status status = vb_chunk_free_used(&st->used, &st->deferred, addr, "stitch", &block);
     if (status == VB_OK && block) release_block(st, block);
     return status;
 }
@@ -856,18 +849,17 @@ static vb_status stitch_empty_cache(void *state)
     return VB_OK;
 }
 
-/* Free bytes are everything reserved and not handed out. The largest free
- * block is what one request could get without new device memory: all
- * stitchable chunks (unmapped, or in idle ranges and idle small segments of
- * any stream) together, or the largest free piece of a small segment. */
-static void stitch_cached(void *state, uint64_t *free_cached_bytes, uint64_t *largest_free_block)
+/* The largest free block is what one request could get without new device
+ * memory: all stitchable chunks (unmapped, or in idle ranges and idle small
+ * segments of any stream) together, or the largest free piece of a small
+ * segment. */
+static uint64_t stitch_largest_free_block(void *state)
 {
     stitch_state *st = state;
-    *free_cached_bytes = st->stats.reserved_bytes - st->stats.allocated_bytes;
     uint64_t largest = (st->free_count + st->idle_chunks) * st->chunk_size;
     for (vb_oset_node *node = vb_oset_first(&st->small_free); node; node = vb_oset_next(&st->small_free, node))
         if (VB_CHUNK_OF(node)->size > largest) largest = VB_CHUNK_OF(node)->size;
-    *largest_free_block = largest;
+    return largest;
 }
 
 /* Every mapped range is a segment (a large one: one block; a small one: its
@@ -891,6 +883,6 @@ const vb_allocator_ops vb_stitch_allocator = {
     .free = stitch_free,
     .record_stream = stitch_record_stream,
     .empty_cache = stitch_empty_cache,
-    .cached = stitch_cached,
+    .largest_free_block = stitch_largest_free_block,
     .segments = stitch_segments,
 };

@@ -10,7 +10,7 @@ vb_status vb_stream_list_add(vb_stream **streams, uint32_t *count, uint32_t *cap
     if (*count == *capacity) {
         uint32_t grown_capacity = *capacity ? *capacity * 2 : 2;
         vb_stream *grown = realloc(*streams, grown_capacity * sizeof *grown);
-        if (!grown) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!grown) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         *streams = grown;
         *capacity = grown_capacity;
     }

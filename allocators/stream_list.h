@@ -13,7 +13,7 @@
 #include "base/status.h"
 
 /* Adds `stream` to streams[0..*count) unless it is there already, doubling
- * the array (from 2) when it is full. VB_ERR_OOM, with the list unchanged,
+ * the array (from 2) when it is full. VB_ERR_HOST_OOM, with the list unchanged,
  * when host memory runs out. */
 vb_status vb_stream_list_add(vb_stream **streams, uint32_t *count, uint32_t *capacity, vb_stream stream);
 

@@ -16,6 +16,7 @@
 /* A measurement being read for one decision; the first missing step or
  * counter makes the decision undecidable and says which. */
 typedef struct reader {
+    const vb_scenario *scenario; /* whose tables name the steps and counters */
     const vb_measurement *measurement;
     vb_decision *decision;
     int missing;
@@ -41,13 +42,14 @@ static void lack(reader *r, const char *kind, const char *what)
     snprintf(r->decision->reason, sizeof r->decision->reason, "the measurement has no %s '%s'", kind, what);
 }
 
-/* A field of the sample taken at `step` (the last one of that name). */
-static double step_value(reader *r, const char *step, sample_field field)
+/* A field of the sample taken at the step named `text` (the last one of
+ * that name). */
+static double sample_value(reader *r, const char *text, sample_field field)
 {
     const vb_measurement *m = r->measurement;
     for (size_t i = m->timeline_count; i-- > 0;) {
         const vb_timeline_sample *s = &m->timeline[i];
-        if (strcmp(s->step, step) != 0) continue;
+        if (strcmp(s->step, text) != 0) continue;
         switch (field) {
         case REQUESTED: return (double)s->requested;
         case ALLOCATED: return (double)s->allocated;
@@ -55,8 +57,34 @@ static double step_value(reader *r, const char *step, sample_field field)
         case DRIVER_USED: return (double)s->driver_used;
         }
     }
-    lack(r, "step", step);
+    lack(r, "step", text);
     return NAN;
+}
+
+/* A field of the sample at the scenario's step `key` (its steps table,
+ * scenarios/scenario.h). */
+static double step_value(reader *r, const char *key, sample_field field)
+{
+    const char *text = vb_scenario_step(r->scenario, key);
+    if (!text) {
+        lack(r, "step key", key);
+        return NAN;
+    }
+    return sample_value(r, text, field);
+}
+
+/* A field of the sample at the scenario's numbered step `key` (a pattern
+ * with one %d) for `number`. */
+static double numbered_step_value(reader *r, const char *key, int number, sample_field field)
+{
+    const char *pattern = vb_scenario_step(r->scenario, key);
+    if (!pattern) {
+        lack(r, "step key", key);
+        return NAN;
+    }
+    char text[64];
+    snprintf(text, sizeof text, pattern, number);
+    return sample_value(r, text, field);
 }
 
 /* A counter's value. */
@@ -67,6 +95,29 @@ static double counter(reader *r, const char *name)
         if (strcmp(m->counters[i].name, name) == 0) return m->counters[i].value;
     lack(r, "counter", name);
     return NAN;
+}
+
+/* The counter of the scenario's family `family` for its member `member`
+ * (scenarios/scenario.h), written into name (64 bytes). */
+static double family_counter(reader *r, const char *family, const vb_family_member *member, char name[64])
+{
+    snprintf(name, 64, "%s", family);
+    for (const vb_counter_family *f = r->scenario->families; f && f->key; f++) {
+        if (strcmp(f->key, family) != 0) continue;
+        vb_scenario_family_counter(f, member, name, 64);
+        return counter(r, name);
+    }
+    lack(r, "counter family", family);
+    return NAN;
+}
+
+/* The scenario's family member named `name`, or NULL (a lack). */
+static const vb_family_member *member_named(reader *r, const char *name)
+{
+    for (const vb_family_member *m = r->scenario->members; m && m->name; m++)
+        if (strcmp(m->name, name) == 0) return m;
+    lack(r, "family member", name);
+    return NULL;
 }
 
 /* The counter `name`, noted under its own name (NAN and a lack when the
@@ -103,9 +154,9 @@ static void conclude(reader *r, vb_verdict verdict, const char *format, ...)
 static void decide_release_specific(reader *r)
 {
     double large = counter(r, "large_tensor_bytes"), small = counter(r, "small_tensor_bytes");
-    double large_drop = step_value(r, "x=randn(1000,1000)", DRIVER_USED) - step_value(r, "empty_cache", DRIVER_USED);
-    double small_drop = step_value(r, "small,neighbour=randn(100,100)", DRIVER_USED) -
-                        step_value(r, "empty_cache (neighbour alive)", DRIVER_USED);
+    double large_drop = step_value(r, "large_made", DRIVER_USED) - step_value(r, "emptied", DRIVER_USED);
+    double small_drop = step_value(r, "small_made", DRIVER_USED) -
+                        step_value(r, "emptied_neighbour_alive", DRIVER_USED);
     note(r, "large_tensor_bytes", large);
     note(r, "large_driver_drop_bytes", large_drop);
     note(r, "small_tensor_bytes", small);
@@ -127,8 +178,8 @@ static void decide_release_specific(reader *r)
 static void decide_reuse_after_del(reader *r)
 {
     double tensor = counter(r, "tensor_bytes");
-    double returned = step_value(r, "a,b=randn; c=a+b", DRIVER_USED) - step_value(r, "del a; del b", DRIVER_USED);
-    double growth = step_value(r, "d,e=randn (no empty_cache)", DRIVER_USED) - step_value(r, "del a; del b", DRIVER_USED);
+    double returned = step_value(r, "made", DRIVER_USED) - step_value(r, "deleted", DRIVER_USED);
+    double growth = step_value(r, "new_tensors", DRIVER_USED) - step_value(r, "deleted", DRIVER_USED);
     note(r, "tensor_bytes", tensor);
     note(r, "driver_drop_at_del_bytes", returned);
     note(r, "driver_growth_for_new_tensors_bytes", growth);
@@ -148,8 +199,8 @@ static void decide_reuse_after_del(reader *r)
  * iteration 10 to 100 of the loop whose results nothing references. */
 static void decide_unreferenced_leak(reader *r)
 {
-    double growth = step_value(r, "unreferenced 100", ALLOCATED) - step_value(r, "unreferenced 10", ALLOCATED);
-    double reserved = step_value(r, "unreferenced 100", RESERVED);
+    double growth = numbered_step_value(r, "unreferenced", 100, ALLOCATED) - numbered_step_value(r, "unreferenced", 10, ALLOCATED);
+    double reserved = numbered_step_value(r, "unreferenced", 100, RESERVED);
     note(r, "allocated_growth_bytes", growth);
     note(r, "reserved_at_100_bytes", reserved);
     note(r, "leak_threshold_bytes", LEAK_THRESHOLD_BYTES);
@@ -173,17 +224,17 @@ static int large_gap(double reserved, double allocated)
  * of the loop that keeps its results. */
 static void decide_gap_means_leak(reader *r)
 {
-    static const char *const leak_free_steps[] = {"unreferenced 50", "unreferenced 60", "unreferenced 70",
-                                                  "unreferenced 80", "unreferenced 90", "unreferenced 100"};
     int false_alarm = 1;
     double smallest_gap = INFINITY;
-    for (size_t i = 0; i < sizeof leak_free_steps / sizeof leak_free_steps[0]; i++) {
-        double reserved = step_value(r, leak_free_steps[i], RESERVED), allocated = step_value(r, leak_free_steps[i], ALLOCATED);
+    for (int done = 50; done <= 100; done += 10) {
+        double reserved = numbered_step_value(r, "unreferenced", done, RESERVED);
+        double allocated = numbered_step_value(r, "unreferenced", done, ALLOCATED);
         if (!large_gap(reserved, allocated)) false_alarm = 0;
         if (reserved - allocated < smallest_gap) smallest_gap = reserved - allocated;
     }
-    double kept_reserved = step_value(r, "kept 100", RESERVED), kept_allocated = step_value(r, "kept 100", ALLOCATED);
-    double leak_growth = kept_allocated - step_value(r, "kept 10", ALLOCATED);
+    double kept_reserved = numbered_step_value(r, "kept", 100, RESERVED);
+    double kept_allocated = numbered_step_value(r, "kept", 100, ALLOCATED);
+    double leak_growth = kept_allocated - numbered_step_value(r, "kept", 10, ALLOCATED);
     int leak_in_gap = large_gap(kept_reserved, kept_allocated);
     note(r, "leak_free_smallest_gap_bytes", smallest_gap);
     note(r, "leaking_gap_bytes", kept_reserved - kept_allocated);
@@ -221,8 +272,8 @@ static void decide_empty_cache_avoids_oom(reader *r)
  * del y drops them by at least the tensor's size. */
 static void decide_views(reader *r)
 {
-    double made = step_value(r, "x,y=x[:]", REQUESTED), start = step_value(r, "start", REQUESTED);
-    double at_del_x = step_value(r, "del x", REQUESTED), at_del_y = step_value(r, "del y", REQUESTED);
+    double made = step_value(r, "made", REQUESTED), start = step_value(r, "start", REQUESTED);
+    double at_del_x = step_value(r, "del_x", REQUESTED), at_del_y = step_value(r, "del_y", REQUESTED);
     double size = made - start;
     note(r, "tensor_bytes", size);
     note(r, "freed_at_del_x_bytes", made - at_del_x);
@@ -237,7 +288,7 @@ static void decide_views(reader *r)
 /* The bytes the async_matmul example's tensors take (x, y, z). */
 static double matmul_tensor_bytes(reader *r)
 {
-    return step_value(r, "z = matmul(x, y) (dispatched)", REQUESTED) - step_value(r, "start", REQUESTED);
+    return step_value(r, "dispatched", REQUESTED) - step_value(r, "start", REQUESTED);
 }
 
 /* Holds if, once the function returned, the driver still shows its tensors'
@@ -246,9 +297,9 @@ static double matmul_tensor_bytes(reader *r)
 static void decide_scope_stays_reserved(reader *r)
 {
     double tensors = matmul_tensor_bytes(r);
-    double dispatched = step_value(r, "z = matmul(x, y) (dispatched)", DRIVER_USED);
-    double returned = step_value(r, "async_gpu_example() returned", DRIVER_USED);
-    double emptied = step_value(r, "empty_cache", DRIVER_USED);
+    double dispatched = step_value(r, "dispatched", DRIVER_USED);
+    double returned = step_value(r, "returned", DRIVER_USED);
+    double emptied = step_value(r, "emptied", DRIVER_USED);
     note(r, "tensor_bytes", tensors);
     note(r, "driver_drop_at_return_bytes", dispatched - returned);
     note(r, "driver_drop_at_empty_cache_bytes", returned - emptied);
@@ -268,7 +319,7 @@ static void decide_scope_stays_reserved(reader *r)
 static void decide_synchronize_releases(reader *r)
 {
     double tensors = matmul_tensor_bytes(r);
-    double drop = step_value(r, "z = matmul(x, y) (dispatched)", DRIVER_USED) - step_value(r, "synchronize()", DRIVER_USED);
+    double drop = step_value(r, "dispatched", DRIVER_USED) - step_value(r, "synchronized", DRIVER_USED);
     note(r, "tensor_bytes", tensors);
     note(r, "driver_drop_at_synchronize_bytes", drop);
     noted_counter(r, "kernel_in_flight_at_dispatch");
@@ -336,15 +387,15 @@ static void decide_no_grad_less(reader *r)
  * needs no less; does not hold if a larger batch needs less. */
 static void decide_smaller_batch_less(reader *r)
 {
-    static const char *const names[] = {"batch32_peak_reserved_bytes", "batch256_peak_reserved_bytes",
-                                        "batch2048_peak_reserved_bytes", "batch8192_peak_reserved_bytes"};
-    double peaks[4];
+    char name[64];
+    double previous = NAN;
     int rising = 1, falling = 0;
-    for (int i = 0; i < 4; i++) {
-        peaks[i] = counter(r, names[i]);
-        note(r, names[i], peaks[i]);
-        if (i > 0 && peaks[i] <= peaks[i - 1]) rising = 0;
-        if (i > 0 && peaks[i] < peaks[i - 1]) falling = 1;
+    for (const vb_family_member *size = r->scenario->members; size && size->name; size++) {
+        double peak = family_counter(r, "peak_reserved_bytes", size, name);
+        note(r, name, peak);
+        if (size != r->scenario->members && peak <= previous) rising = 0;
+        if (size != r->scenario->members && peak < previous) falling = 1;
+        previous = peak;
     }
     if (rising)
         conclude(r, VB_VERDICT_HOLDS, "peak reserved memory rose with every batch size");
@@ -358,10 +409,15 @@ static void decide_smaller_batch_less(reader *r)
  * least 10% longer per iteration than without. Sim times are not GPU times. */
 static void decide_empty_cache_costs_time(reader *r)
 {
-    double every = noted_counter(r, "every1_iter_ns");
-    double never = noted_counter(r, "never_iter_ns");
-    noted_counter(r, "every1_driver_calls");
-    noted_counter(r, "never_driver_calls");
+    const vb_family_member *every_iteration = member_named(r, "every1"), *never_emptied = member_named(r, "never");
+    if (!every_iteration || !never_emptied) return;
+    char name[64];
+    double every = family_counter(r, "iter_ns", every_iteration, name);
+    note(r, name, every);
+    double never = family_counter(r, "iter_ns", never_emptied, name);
+    note(r, name, never);
+    note(r, name, family_counter(r, "driver_calls", every_iteration, name));
+    note(r, name, family_counter(r, "driver_calls", never_emptied, name));
     if (r->measurement->simulated)
         conclude(r, VB_VERDICT_UNDECIDABLE, "times on the simulated device are not GPU times");
     else
@@ -374,11 +430,11 @@ static void decide_empty_cache_costs_time(reader *r)
 /* ------------------------------------------------------------------------ */
 
 /* Adapts a reader-based criterion to the catalogue's signature. */
-#define CRITERION(name)                                                   \
-    static void name##_entry(const vb_measurement *m, vb_decision *d)     \
-    {                                                                     \
-        reader r = {m, d, 0};                                             \
-        name(&r);                                                         \
+#define CRITERION(name)                                                                     \
+    static void name##_entry(const vb_scenario *s, const vb_measurement *m, vb_decision *d) \
+    {                                                                                       \
+        reader r = {s, m, d, 0};                                                            \
+        name(&r);                                                                           \
     }
 CRITERION(decide_release_specific)
 CRITERION(decide_reuse_after_del)
@@ -511,7 +567,13 @@ const vb_claim *vb_claim_find(const char *id)
 void vb_claim_decide(const vb_claim *claim, const vb_measurement *measurement, vb_decision *out)
 {
     memset(out, 0, sizeof *out);
-    claim->decide(measurement, out);
+    const vb_scenario *scenario = vb_scenario_find(claim->scenario);
+    if (!scenario) {
+        out->verdict = VB_VERDICT_UNDECIDABLE;
+        snprintf(out->reason, sizeof out->reason, "no scenario '%s'", claim->scenario);
+        return;
+    }
+    claim->decide(scenario, measurement, out);
 }
 
 const char *vb_verdict_name(vb_verdict verdict)

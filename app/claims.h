@@ -43,7 +43,7 @@ typedef struct vb_claim {
     const char *scenario;    /* the scenario whose run measures it */
     const char *measurement; /* what is read from that run */
     const char *criterion;   /* fixed in advance */
-    void (*decide)(const vb_measurement *measurement, vb_decision *out);
+    void (*decide)(const vb_scenario *scenario, const vb_measurement *measurement, vb_decision *out);
 } vb_claim;
 
 /* The catalogue, NULL-terminated. */

@@ -333,6 +333,10 @@ static int fill_document(claims_state *state)
                                     state->columns[c].simulated);
             failed |= !row || json_array_append_new(claims, row);
         }
+    for (size_t i = 0; i < state->claim_count && !failed; i++) {
+        const vb_scenario *scenario = vb_scenario_find(state->claims[i]->scenario);
+        if (scenario) failed |= vb_report_add_names(state->document, scenario->name, scenario) != 0;
+    }
     failed |= json_object_set_new(state->document, "catalogue", catalogue);
     failed |= json_object_set_new(state->document, "claims", claims);
     json_object_del(state->document, "benchmarks");

@@ -11,11 +11,20 @@
  * clock's own cost under 1%; a batch's time per call is one sample, and the
  * p50/p99 of a cell are taken over its samples (at least 30, up to ~0.25 s of
  * timed work per measurement). A strategy without a cache (cuda) pays the
- * driver on every call, which is the point. */
+ * driver on every call, which is the point.
+ *
+ * --threads N (N > 1): N - 1 more threads run malloc+free pairs of the same
+ * size on the same allocator for as long as the cell is measured, so the
+ * figures are one thread's latency while others contend for the allocator's
+ * lock (allocators/allocator.c); entries are then named .../threads:N. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "allocators/allocator.h"
+#include "allocators/spec.h"
 #include "cli.h"
 #include "base/measure.h"
 #include "report.h"
@@ -84,6 +93,28 @@ static void take_quantiles(vb_samples *samples, double *p50, double *p99)
     *p99 = vb_quantile(samples->values, samples->count, 0.99);
 }
 
+#define MAX_THREADS 64
+
+/* What the contending threads share. */
+typedef struct contention {
+    vb_allocator *allocator;
+    uint64_t size;
+    atomic_int stop;
+    atomic_int failed;
+} contention;
+
+/* A contending thread: pairs until told to stop. */
+static void *contend(void *argument)
+{
+    contention *c = argument;
+    while (!atomic_load_explicit(&c->stop, memory_order_relaxed))
+        if (time_pairs(c->allocator, c->size, 64) < 0) {
+            atomic_store(&c->failed, 1);
+            break;
+        }
+    return NULL;
+}
+
 /* Measures one (allocator, size) cell. */
 static vb_status measure_cell(vb_allocator *allocator, uint64_t size, cell_result *out)
 {
@@ -128,12 +159,17 @@ done:
 /* Appends the cell as a Google Benchmark entry "microbench/ALLOCATOR/BYTES"
  * (real_time and cpu_time: the pair's p50; the counters as docs/results-json.md
  * names them); 0 on success. */
-static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, const cell_result *cell)
+static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, unsigned threads,
+                     const cell_result *cell)
 {
-    char name[128];
-    snprintf(name, sizeof name, "microbench/%s/%llu", allocator, (unsigned long long)size);
+    char name[700];
+    if (threads > 1)
+        snprintf(name, sizeof name, "microbench/%s/%llu/threads:%u", allocator, (unsigned long long)size, threads);
+    else
+        snprintf(name, sizeof name, "microbench/%s/%llu", allocator, (unsigned long long)size);
     json_t *entry = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s}", "name", name, "run_name", name, "run_type",
-                              "iteration", "repetitions", 1, "repetition_index", 0, "threads", 1, "time_unit", "ns",
+                              "iteration", "repetitions", 1, "repetition_index", 0, "threads", (int)threads,
+                              "time_unit", "ns",
                               "allocator", allocator);
     if (!entry) return -1;
     const struct {
@@ -152,6 +188,8 @@ static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, c
                    {"depth", cell->depth},
                    {"driver_allocs_per_pair", cell->driver_allocs_per_pair}};
     int failed = 0;
+    if (strncmp(allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0)
+        failed |= json_object_set_new(entry, "reserved_bytes_source", json_string(VB_EXTERNAL_RESERVED_SOURCE));
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
         json_t *number = vb_json_number(numbers[i].value);
         failed |= !number || json_object_set_new(entry, numbers[i].key, number);
@@ -161,13 +199,23 @@ static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, c
 
 /* Creates the allocator, measures a cell, prints its line and, when a
  * document is given, adds its entry. */
-static int run_cell(vb_device *dev, const char *name, uint64_t size, json_t *document)
+static int run_cell(vb_device *dev, const vb_allocator_spec *spec, uint64_t size, unsigned threads, json_t *document)
 {
     vb_allocator *allocator;
-    vb_status status = vb_allocator_create(name, dev, NULL, &allocator);
+    const char *name = spec->label;
+    vb_config config = vb_allocator_spec_config(spec);
+    vb_status status = vb_allocator_create(spec->name, dev, &config, &allocator);
     if (status != VB_OK) return vb_cli_status_error(status);
     cell_result cell = {0};
+    contention c = {allocator, size, 0, 0};
+    pthread_t helpers[MAX_THREADS];
+    unsigned started = 0;
+    while (started + 1 < threads && pthread_create(&helpers[started], NULL, contend, &c) == 0) started++;
     status = measure_cell(allocator, size, &cell);
+    atomic_store(&c.stop, 1);
+    for (unsigned i = 0; i < started; i++) pthread_join(helpers[i], NULL);
+    if (status == VB_OK && (started + 1 < threads || atomic_load(&c.failed)))
+        status = vb_error(VB_ERR_DEVICE, "a contending thread %s", started + 1 < threads ? "could not start" : "failed");
     vb_allocator_destroy(allocator);
     if (status != VB_OK)
         return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
@@ -175,7 +223,7 @@ static int run_cell(vb_device *dev, const char *name, uint64_t size, json_t *doc
     printf("%-12s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
            cell.pair_p50, cell.pair_p99, cell.malloc_p50, cell.malloc_p99, cell.free_p50, cell.free_p99, cell.depth,
            cell.driver_allocs_per_pair);
-    if (document && add_entry(json_object_get(document, "benchmarks"), name, size, &cell) != 0)
+    if (document && add_entry(json_object_get(document, "benchmarks"), name, size, threads, &cell) != 0)
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     return VB_EXIT_OK;
 }
@@ -183,19 +231,30 @@ static int run_cell(vb_device *dev, const char *name, uint64_t size, json_t *doc
 int vb_cmd_microbench(int argc, char **argv)
 {
     const char *allocator_spec = "all", *device_kind = "auto", *out = NULL;
+    unsigned threads = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--allocator") == 0 && i + 1 < argc) allocator_spec = argv[++i];
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            unsigned long value = strtoul(argv[++i], &end, 10);
+            if (*end != '\0' || value < 1 || value > MAX_THREADS || argv[i][0] == '-')
+                return vb_cli_error(VB_EXIT_USAGE, "microbench: bad --threads '%s' (a whole number from 1 to %d)",
+                                    argv[i], MAX_THREADS);
+            threads = (unsigned)value;
+        }
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device_kind = argv[++i];
         else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
         else return vb_cli_error(VB_EXIT_USAGE, "microbench: unknown or incomplete option '%s'", argv[i]);
     }
-    vb_name_list allocators;
-    int exit_status = vb_cli_names(allocator_spec, "allocator", vb_cli_allocator_names(), &allocators);
-    if (exit_status != VB_EXIT_OK) return exit_status;
+    vb_allocator_spec *specs = NULL;
+    size_t spec_count = 0;
+    vb_status status = vb_allocator_spec_list_parse(allocator_spec, &specs, &spec_count);
+    if (status != VB_OK) return vb_cli_status_error(status);
+    int exit_status = VB_EXIT_OK;
     vb_device *dev = NULL;
-    vb_status status = vb_device_open(device_kind, NULL, &dev);
+    status = vb_device_open(device_kind, NULL, &dev);
     if (status != VB_OK) {
-        vb_name_list_free(&allocators);
+        vb_allocator_spec_list_free(specs, spec_count);
         return vb_cli_status_error(status);
     }
     vb_device_info info;
@@ -207,18 +266,20 @@ int vb_cmd_microbench(int argc, char **argv)
         if (status == VB_OK) document = vb_report_document(vb_report_context(dev, NULL, NULL, 0));
         if (status != VB_OK || !document) {
             vb_device_close(dev);
-            vb_name_list_free(&allocators);
+            vb_allocator_spec_list_free(specs, spec_count);
             return status != VB_OK ? vb_cli_status_error(status) : vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
         }
     }
-    printf("# microbench on %s%s: ns per call, cache-hit steady state\n", info.name,
-           info.simulated ? " (simulated: host-side cost of the allocator logic; no driver time)" : "");
+    printf("# microbench on %s%s: ns per call, cache-hit steady state%s\n", info.name,
+           info.simulated ? " (simulated: host-side cost of the allocator logic; no driver time)" : "",
+           threads > 1 ? ", one thread's figures while the others contend" : "");
+    if (threads > 1) printf("# threads: %u on one allocator\n", threads);
     printf("# pair = malloc then free; malloc/free = `depth` calls in a row, timed apart; drv/pr = driver allocations per pair\n");
     printf("%-12s %10s %9s %9s %10s %10s %9s %9s %7s %6s\n", "allocator", "bytes", "pair p50", "pair p99",
            "malloc p50", "malloc p99", "free p50", "free p99", "depth", "drv/pr");
-    for (size_t a = 0; a < allocators.count && exit_status == VB_EXIT_OK; a++)
+    for (size_t a = 0; a < spec_count && exit_status == VB_EXIT_OK; a++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++) {
-            exit_status = run_cell(dev, allocators.names[a], sizes[s], document);
+            exit_status = run_cell(dev, &specs[a], sizes[s], threads, document);
             fflush(stdout);
         }
     if (exit_status == VB_EXIT_OK && document) {
@@ -227,6 +288,6 @@ int vb_cmd_microbench(int argc, char **argv)
     }
     json_decref(document);
     vb_device_close(dev);
-    vb_name_list_free(&allocators);
+    vb_allocator_spec_list_free(specs, spec_count);
     return exit_status;
 }

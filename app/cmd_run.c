@@ -263,6 +263,8 @@ static int run_cases(const run_args *args, run_state *state)
             state->result_count++;
             status = vb_report_add_case(json_object_get(state->document, "benchmarks"), result, s, a);
             if (status != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "%s", vb_last_error());
+            if (vb_report_add_names(state->document, result->scenario, c.scenario) != 0)
+                return vb_cli_error(VB_EXIT_FAILURE, "%s: could not build its names (host memory)", result->name);
             if (!args->quiet)
                 fprintf(stderr, "[%zu/%zu] %s ... %.2f s (elapsed %.1f s)\n", state->result_count, total, result->name,
                         (double)(vb_now_ns() - case_started) / 1e9, (double)(vb_now_ns() - started) / 1e9);
@@ -291,6 +293,7 @@ static int check_trace(run_args *args)
     if (status != VB_OK) return vb_cli_status_error(VB_ERR_INVALID); /* bad input either way */
     const char *slash = strrchr(args->trace, '/');
     snprintf(args->trace_label, sizeof args->trace_label, "replay:%s", slash ? slash + 1 : args->trace);
+    vb_text_sanitize(args->trace_label, 1); /* a file name need not be UTF-8: the label is a JSON key */
     return VB_EXIT_OK;
 }
 

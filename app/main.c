@@ -11,7 +11,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"list", vb_cmd_list, "list allocators|scenarios      what can be run"},
+    {"list", vb_cmd_list, "list allocators|scenarios|names [--json]  what can be run, the names results use"},
     {"run", vb_cmd_run,
      "run [--scenario S[,S]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n"
      "    [--repetitions N] [--min-time SECONDS] [--config ALLOC.KEY=VALUE]... [--out FILE.json]\n"

@@ -43,6 +43,25 @@
 /* A progress line goes to a terminal once a replay has run this long. */
 #define PROGRESS_AFTER_NS 2000000000ull
 
+/* Its steps (docs/results-json.md, "names"). */
+enum { START, EVENT, PEAK, END };
+static const vb_name steps[] = {
+    [START] = {"start", "start of trace"},
+    [EVENT] = {"event", "event %s"},
+    [PEAK] = {"peak", "peak reserved"},
+    [END] = {"end", "end of trace"},
+    {NULL, NULL},
+};
+
+/* Its counters. */
+enum { EVENTS, LIVE_AT_END, RECORDED_FAILURES };
+static const char *const counters[] = {
+    [EVENTS] = "events",
+    [LIVE_AT_END] = "live_at_end",
+    [RECORDED_FAILURES] = "recorded_failures",
+    NULL,
+};
+
 typedef struct replay {
     vb_run *run;
     vb_trace *trace;
@@ -76,21 +95,21 @@ static vb_status stream_of(replay *state, uint32_t id, vb_stream *out)
 
 /* Notes the allocator's state now, when its reserved peak has just risen,
  * and where in the timeline that falls. */
-static void capture_peak(replay *state, const vb_allocator *allocator)
+static void capture_peak(replay *state, vb_allocator *allocator)
 {
-    /* allocator.h: every strategy's state starts with its vb_alloc_stats. */
-    const vb_alloc_stats *stats = allocator->state;
+    vb_alloc_stats stats;
+    vb_allocator_counts(allocator, &stats);
     size_t count;
     vb_run_timeline(state->run, &count);
     state->peak_reserved = allocator->seen_reserved_peak;
     state->peak_position = count;
     state->peak_sample = (vb_timeline_sample){
-        .step = "peak reserved",
-        .requested = stats->requested_bytes,
-        .allocated = stats->allocated_bytes,
-        .reserved = stats->reserved_bytes,
+        .requested = stats.requested_bytes,
+        .allocated = stats.allocated_bytes,
+        .reserved = stats.reserved_bytes,
         .driver_used = vb_device_used_bytes(vb_run_device(state->run)),
     };
+    snprintf(state->peak_sample.step, sizeof state->peak_sample.step, "%s", steps[PEAK].text);
 }
 
 /* Replays one allocation; out of memory is counted (by the allocator), not fatal. */
@@ -105,8 +124,8 @@ static vb_status replay_alloc(replay *state, const vb_trace_event *event)
     else if (status != VB_OK)
         return vb_trace_error(state->trace, status, "allocation of %llu bytes failed: %s",
                               (unsigned long long)event->size, vb_last_error());
-    /* vb_malloc keeps seen_reserved_peak: one comparison per allocation. */
-    const vb_allocator *allocator = vb_run_allocator(state->run);
+    /* vb_run_malloc keeps seen_reserved_peak: one comparison per allocation. */
+    vb_allocator *allocator = vb_run_allocator(state->run);
     if (allocator->seen_reserved_peak > state->peak_reserved) capture_peak(state, allocator);
     /* The reader keeps the address with the live id (0: it got no memory). */
     vb_trace_tag(state->trace, addr);
@@ -152,7 +171,9 @@ static vb_status take_regular_sample(replay *state)
     while (consumed >= sample_mark(state, state->samples_taken + 1)) state->samples_taken++;
     state->next_sample_bytes = sample_mark(state, state->samples_taken + 1);
     char name[64];
-    snprintf(name, sizeof name, "event %llu", (unsigned long long)state->events);
+    char events[24];
+    snprintf(events, sizeof events, "%llu", (unsigned long long)state->events);
+    snprintf(name, sizeof name, steps[EVENT].text, events);
     show_progress(state);
     return vb_run_step(state->run, name);
 }
@@ -192,12 +213,12 @@ static vb_status finish(replay *state, vb_status status)
 {
     if (status == VB_OK && state->peak_reserved > 0)
         status = vb_run_insert_sample(state->run, state->peak_position, &state->peak_sample);
-    if (status == VB_OK) status = vb_run_step(state->run, "end of trace");
-    if (status == VB_OK) status = vb_run_set_counter(state->run, "events", (double)state->events);
+    if (status == VB_OK) status = vb_run_step(state->run, steps[END].text);
+    if (status == VB_OK) status = vb_run_set_counter(state->run, counters[EVENTS], (double)state->events);
     if (status == VB_OK)
-        status = vb_run_set_counter(state->run, "live_at_end", (double)vb_trace_live_count(state->trace));
+        status = vb_run_set_counter(state->run, counters[LIVE_AT_END], (double)vb_trace_live_count(state->trace));
     if (status == VB_OK)
-        status = vb_run_set_counter(state->run, "recorded_failures", (double)state->recorded_failures);
+        status = vb_run_set_counter(state->run, counters[RECORDED_FAILURES], (double)state->recorded_failures);
     vb_trace_each_live(state->trace, free_leftover, state->run);
     if (state->progress_shown) fputs("\r\033[K", stderr);
     return status;
@@ -209,7 +230,7 @@ static vb_status replay_run(vb_run *run)
     const char *path = vb_run_parameter(run);
     if (!path || !*path) return vb_error(VB_ERR_INVALID, "replay: no trace given (the run's parameter is its path)");
     replay *state = calloc(1, sizeof *state);
-    if (!state) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!state) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     state->run = run;
     state->started_ns = vb_now_ns();
     vb_status status = vb_trace_open(path, &state->trace);
@@ -218,7 +239,7 @@ static vb_status replay_run(vb_run *run)
         uint64_t every = events_guess / LATENCY_SAMPLES_WANTED;
         vb_run_set_latency_sampling(run, (uint32_t)(every > LATENCY_SAMPLE_EVERY ? every : LATENCY_SAMPLE_EVERY));
         state->next_sample_bytes = sample_mark(state, 1);
-        status = vb_run_step(run, "start of trace");
+        status = vb_run_step(run, steps[START].text);
         if (status == VB_OK) status = replay_events(state);
         status = finish(state, status);
     }
@@ -232,4 +253,6 @@ const vb_scenario vb_replay_scenario = {
     .documents = "trace",
     .description = "replays an allocation trace (vbtrace or RMM log, plain or .gz) given as the run's parameter",
     .run = replay_run,
+    .steps = steps,
+    .counters = counters,
 };

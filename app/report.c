@@ -32,18 +32,24 @@ json_t *vb_json_number(double value)
  * document never fails on a name. NULL on host OOM. */
 static json_t *text(const char *value)
 {
-    size_t length = strlen(value);
-    if (vb_text_valid(value, length, 1)) return json_string(value);
+    if (vb_text_valid(value, strlen(value), 1)) return json_string(value);
     char *copy = strdup(value);
     if (!copy) return NULL;
-    for (size_t at = 0; at < length;) {
-        size_t good = vb_utf8_sequence(copy + at, length - at);
-        if (good == 0) copy[at++] = '?';
-        else at += good;
-    }
+    vb_text_sanitize(copy, 0);
     json_t *result = json_string(copy);
     free(copy);
     return result;
+}
+
+void vb_text_sanitize(char *text, int controls_too)
+{
+    size_t length = strlen(text);
+    for (size_t at = 0; at < length;) {
+        unsigned char c = (unsigned char)text[at];
+        size_t good = vb_utf8_sequence(text + at, length - at);
+        if (good == 0 || (controls_too && (c < 0x20 || c == 0x7F))) text[at++] = '?';
+        else at += good;
+    }
 }
 
 size_t vb_utf8_sequence(const char *bytes, size_t available)
@@ -243,6 +249,88 @@ json_t *vb_report_document(json_t *context)
 }
 
 /* ======================================================================== */
+/* Names                                                                    */
+/* ======================================================================== */
+
+/* Adds the steps of `table` (NULL-ended) to the object `steps`; 0 on success. */
+static int add_steps(json_t *steps, const vb_name *table)
+{
+    int failed = 0;
+    for (const vb_name *step = table; step && step->key; step++) failed |= set_new(steps, step->key, json_string(step->text));
+    return failed;
+}
+
+/* Appends the counter names of `table` (NULL-ended) to the array `counters`. */
+static int add_counters(json_t *counters, const char *const *table)
+{
+    int failed = 0;
+    for (const char *const *name = table; name && *name; name++)
+        failed |= json_array_append_new(counters, json_string(*name));
+    return failed;
+}
+
+/* The "counter_families" object of a scenario that has families. */
+static json_t *families_json(const vb_scenario *scenario)
+{
+    json_t *object = json_object(), *members = json_array(), *families = json_object();
+    int failed = !object || !members || !families;
+    for (const vb_family_member *m = scenario->members; !failed && m->name; m++)
+        failed |= json_array_append_new(members, json_pack("{s:s, s:I}", "name", m->name, "parameter",
+                                                           (json_int_t)m->parameter));
+    for (const vb_counter_family *f = scenario->families; !failed && f->key; f++) {
+        json_t *counters = json_object();
+        failed |= !counters;
+        for (const vb_family_member *m = scenario->members; !failed && m->name; m++) {
+            char name[64];
+            vb_scenario_family_counter(f, m, name, sizeof name);
+            failed |= set_new(counters, m->name, json_string(name));
+        }
+        failed |= set_new(families, f->key, counters);
+    }
+    failed |= set_new(object, "member_parameter", json_string(scenario->member_parameter ? scenario->member_parameter : ""));
+    failed |= json_object_set(object, "members", members);
+    failed |= json_object_set(object, "families", families);
+    json_decref(members);
+    json_decref(families);
+    if (failed) {
+        json_decref(object);
+        return NULL;
+    }
+    return object;
+}
+
+json_t *vb_report_names(const vb_scenario *scenario)
+{
+    json_t *names = json_object(), *steps = json_object(), *counters = json_array();
+    int failed = !names || !steps || !counters;
+    if (!failed) {
+        failed |= add_steps(steps, vb_scenario_common_steps);
+        failed |= add_steps(steps, scenario->steps);
+        failed |= add_steps(steps, scenario->shared_steps);
+        failed |= add_counters(counters, scenario->counters);
+        failed |= json_object_set(names, "steps", steps);
+        failed |= json_object_set(names, "counters", counters);
+        if (scenario->families) failed |= set_new(names, "counter_families", families_json(scenario));
+    }
+    json_decref(steps);
+    json_decref(counters);
+    if (failed) {
+        json_decref(names);
+        return NULL;
+    }
+    return names;
+}
+
+int vb_report_add_names(json_t *document, const char *label, const vb_scenario *scenario)
+{
+    json_t *all = json_object_get(document, "names");
+    if (!all && set_new(document, "names", json_object()) != 0) return -1;
+    all = json_object_get(document, "names");
+    if (json_object_get(all, label)) return 0;
+    return set_new(all, label, vb_report_names(scenario));
+}
+
+/* ======================================================================== */
 /* Entries                                                                  */
 /* ======================================================================== */
 
@@ -273,6 +361,9 @@ static int entry_times(json_t *entry, const vb_case_result *result, double itera
     failed |= set_new(entry, "time_unit", json_string("ns"));
     failed |= set_new(entry, "scenario", text(result->scenario));
     failed |= set_new(entry, "allocator", text(result->allocator));
+    /* An external library's reserved bytes are the driver's figure (allocators/external.c). */
+    if (strncmp(result->allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0)
+        failed |= set_new(entry, "reserved_bytes_source", json_string(VB_EXTERNAL_RESERVED_SOURCE));
     return failed;
 }
 
@@ -357,7 +448,7 @@ static vb_status add_iteration_entry(json_t *benchmarks, const vb_case_result *r
     }
     if (failed || json_array_append_new(benchmarks, entry) != 0) {
         if (failed) json_decref(entry);
-        return vb_error(VB_ERR_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
+        return vb_error(VB_ERR_HOST_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
                         result->name);
     }
     return VB_OK;
@@ -409,7 +500,7 @@ static vb_status add_aggregate_entry(json_t *benchmarks, const vb_case_result *r
     }
     if (failed || json_array_append_new(benchmarks, entry) != 0) {
         if (failed) json_decref(entry);
-        return vb_error(VB_ERR_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
+        return vb_error(VB_ERR_HOST_OOM, "%s: could not build its JSON entry (host memory, or a non-finite number)",
                         name);
     }
     return VB_OK;
@@ -423,7 +514,7 @@ vb_status vb_report_add_case(json_t *benchmarks, const vb_case_result *result, s
         status = add_iteration_entry(benchmarks, result, i, family_index, instance_index);
     if (status != VB_OK || result->repetition_count < 2) return status;
     double *values = malloc(result->repetition_count * sizeof *values);
-    if (!values) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!values) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     for (size_t s = 0; s < sizeof statistics / sizeof statistics[0] && status == VB_OK; s++)
         status = add_aggregate_entry(benchmarks, result, &statistics[s], values, family_index, instance_index);
     free(values);
@@ -568,7 +659,7 @@ vb_status vb_output_commit(vb_output *out)
 vb_status vb_report_write(json_t *root, const char *path)
 {
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-    if (!text) return vb_error(VB_ERR_OOM, "cannot write '%s': out of host memory", path);
+    if (!text) return vb_error(VB_ERR_HOST_OOM, "cannot write '%s': out of host memory", path);
     vb_output out;
     vb_status status = vb_output_open(&out, path);
     if (status == VB_OK) status = vb_output_write(&out, text, strlen(text));

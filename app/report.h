@@ -36,6 +36,20 @@ json_t *vb_report_document(json_t *context);
 vb_status vb_report_add_case(json_t *benchmarks, const vb_case_result *result, size_t family_index,
                              size_t instance_index);
 
+/* The names `scenario` defines (scenarios/scenario.h), as results JSON's
+ * "names" shows them (docs/results-json.md): {"steps": {KEY: TEXT},
+ * "counters": [NAME], and when it has counter families "counter_families":
+ * {"member_parameter", "members": [{"name", "parameter"}], "families":
+ * {KEY: {MEMBER: COUNTER}}}}. The common steps ("start", "out of memory") and
+ * the steps of shared code it runs are included; the common counters are
+ * not (vrambench list names lists them once, under "common").
+ * NULL on host OOM. */
+json_t *vb_report_names(const vb_scenario *scenario);
+
+/* Sets document["names"][label] to vb_report_names(scenario): `label` is
+ * the "scenario" of its entries. 0 on success, -1 on host OOM. */
+int vb_report_add_names(json_t *document, const char *label, const vb_scenario *scenario);
+
 /* A JSON number for `value`: an integer when it is a whole number that a
  * double holds exactly, else a real. NULL for NaN or infinity. */
 json_t *vb_json_number(double value);
@@ -90,6 +104,11 @@ size_t vb_utf8_sequence(const char *bytes, size_t available);
 /* 1 if `length` bytes are valid UTF-8 (and, unless `controls_allowed`,
  * hold no control character: C0, DEL). */
 int vb_text_valid(const char *bytes, size_t length, int controls_allowed);
+
+/* Replaces, in place, every byte of `text` that is not part of a valid
+ * UTF-8 sequence (and, with `controls_too`, every control character) with
+ * '?': a name from the user made safe for JSON and a terminal. */
+void vb_text_sanitize(char *text, int controls_too);
 
 /* The device as a file-name part: "sim" on the simulated device, else its
  * name in lower case with runs of other characters as one '-'

@@ -9,180 +9,6 @@
 #include "base/measure.h"
 
 /* ======================================================================== */
-/* Allocator specs                                                          */
-/* ======================================================================== */
-
-/* Keeps a copy of `text` owned by the spec; NULL when out of room or memory. */
-static const char *spec_own(vb_allocator_spec *spec, const char *text)
-{
-    if (spec->string_count == sizeof spec->strings / sizeof spec->strings[0]) return NULL;
-    char *copy = strdup(text);
-    if (copy) spec->strings[spec->string_count++] = copy;
-    return copy;
-}
-
-/* Rebuilds "name" or "name[k=v,...]" from the entries. */
-static vb_status spec_relabel(vb_allocator_spec *spec)
-{
-    size_t used = (size_t)snprintf(spec->label, sizeof spec->label, "%s", spec->name);
-    for (size_t i = 0; i < spec->entry_count && used < sizeof spec->label; i++)
-        used += (size_t)snprintf(spec->label + used, sizeof spec->label - used, "%c%s=%s", i ? ',' : '[',
-                                 spec->entries[i].key, spec->entries[i].value);
-    if (spec->entry_count && used < sizeof spec->label)
-        used += (size_t)snprintf(spec->label + used, sizeof spec->label - used, "]");
-    if (used >= sizeof spec->label)
-        return vb_error(VB_ERR_INVALID, "allocator spec for '%s' is too long", spec->name);
-    return VB_OK;
-}
-
-vb_status vb_allocator_spec_set(vb_allocator_spec *spec, const char *key, const char *value)
-{
-    if (key[0] == '\0') return vb_error(VB_ERR_INVALID, "%s: empty config key", spec->name);
-    size_t index = spec->entry_count;
-    for (size_t i = 0; i < spec->entry_count; i++)
-        if (strcmp(spec->entries[i].key, key) == 0) index = i;
-    if (index == VB_SPEC_MAX_ENTRIES)
-        return vb_error(VB_ERR_INVALID, "%s: more than %d config options", spec->name, VB_SPEC_MAX_ENTRIES);
-    const char *owned_value = spec_own(spec, value);
-    const char *owned_key = index < spec->entry_count ? spec->entries[index].key : spec_own(spec, key);
-    if (!owned_value || !owned_key)
-        return vb_error(VB_ERR_INVALID, "%s: too many config options", spec->name);
-    spec->entries[index] = (vb_config_entry){owned_key, owned_value};
-    if (index == spec->entry_count) spec->entry_count++;
-    return spec_relabel(spec);
-}
-
-/* Parses the inside of "[...]" (already cut out, modifiable) into `spec`. */
-static vb_status spec_parse_options(vb_allocator_spec *spec, char *inside, const char *text)
-{
-    if (inside[0] == '\0') return vb_error(VB_ERR_INVALID, "allocator spec '%s' has empty brackets", text);
-    for (char *save = NULL, *item = strtok_r(inside, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        vb_config_entry entry;
-        if (vb_config_entry_parse(item, &entry) != VB_OK)
-            return vb_error(VB_ERR_INVALID, "allocator spec '%s': '%s' is not KEY=VALUE", text, item);
-        vb_status status = vb_allocator_spec_set(spec, entry.key, entry.value);
-        if (status != VB_OK) return status;
-    }
-    return VB_OK;
-}
-
-vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
-{
-    memset(out, 0, sizeof *out);
-    size_t name_length = strcspn(text, "[");
-    if (name_length == 0) return vb_error(VB_ERR_INVALID, "allocator spec '%s' has no allocator name", text);
-    if (name_length >= sizeof out->name)
-        return vb_error(VB_ERR_INVALID, "allocator name in '%s' is too long", text);
-    memcpy(out->name, text, name_length);
-    if (!vb_allocator_find(out->name)) {
-        char names[512];
-        vb_allocator_names(names, sizeof names);
-        return vb_error(VB_ERR_INVALID, "unknown allocator '%s' (known: %s, or all)", out->name, names);
-    }
-    vb_status status = spec_relabel(out);
-    if (status != VB_OK || text[name_length] == '\0') return status;
-    size_t length = strlen(text);
-    if (text[length - 1] != ']' || strchr(text + name_length + 1, '[') ||
-        strchr(text + name_length + 1, ']') != text + length - 1)
-        return vb_error(VB_ERR_INVALID, "allocator spec '%s' is not NAME[KEY=VALUE,...]", text);
-    char *inside = strndup(text + name_length + 1, length - name_length - 2);
-    if (!inside) return vb_error(VB_ERR_OOM, "out of host memory");
-    status = spec_parse_options(out, inside, text);
-    free(inside);
-    if (status != VB_OK) vb_allocator_spec_free(out);
-    return status;
-}
-
-vb_config vb_allocator_spec_config(const vb_allocator_spec *spec)
-{
-    return (vb_config){spec->entries, spec->entry_count};
-}
-
-void vb_allocator_spec_free(vb_allocator_spec *spec)
-{
-    for (size_t i = 0; i < spec->string_count; i++) free(spec->strings[i]);
-    spec->string_count = 0;
-    spec->entry_count = 0;
-}
-
-void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count)
-{
-    for (size_t i = 0; specs && i < count; i++) vb_allocator_spec_free(&specs[i]);
-    free(specs);
-}
-
-/* Appends a parsed spec unless one with the same label is there already. */
-static vb_status spec_list_add(vb_allocator_spec **specs, size_t *count, size_t *capacity, const char *text)
-{
-    vb_allocator_spec spec;
-    vb_status status = vb_allocator_spec_parse(text, &spec);
-    if (status != VB_OK) return status;
-    for (size_t i = 0; i < *count; i++)
-        if (strcmp((*specs)[i].label, spec.label) == 0) {
-            vb_allocator_spec_free(&spec);
-            return VB_OK;
-        }
-    if (*count == *capacity) {
-        size_t grown = *capacity ? *capacity * 2 : 16;
-        vb_allocator_spec *more = realloc(*specs, grown * sizeof *more);
-        if (!more) {
-            vb_allocator_spec_free(&spec);
-            return vb_error(VB_ERR_OOM, "out of host memory");
-        }
-        *specs = more;
-        *capacity = grown;
-    }
-    (*specs)[(*count)++] = spec;
-    return VB_OK;
-}
-
-/* Adds one item of a list: "all" or a spec. */
-static vb_status spec_list_item(vb_allocator_spec **specs, size_t *count, size_t *capacity, const char *item,
-                                const char *text)
-{
-    if (item[0] == '\0') return vb_error(VB_ERR_INVALID, "empty allocator name in '%s'", text);
-    if (strcmp(item, "all") != 0) return spec_list_add(specs, count, capacity, item);
-    for (size_t i = 0; vb_allocator_registry[i]; i++) {
-        vb_status status = spec_list_add(specs, count, capacity, vb_allocator_registry[i]->name);
-        if (status != VB_OK) return status;
-    }
-    return VB_OK;
-}
-
-vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out, size_t *count)
-{
-    vb_allocator_spec *specs = NULL;
-    size_t spec_count = 0, capacity = 0;
-    char *copy = strdup(text);
-    if (!copy) return vb_error(VB_ERR_OOM, "out of host memory");
-    vb_status status = VB_OK;
-    int depth = 0;
-    char *item = copy;
-    for (char *cursor = copy;; cursor++) {
-        if (*cursor == '[') depth++;
-        if (*cursor == ']' && --depth < 0) break;
-        if ((*cursor == ',' && depth == 0) || *cursor == '\0') {
-            if (*cursor == '\0' && depth != 0) break;
-            int last = *cursor == '\0';
-            *cursor = '\0';
-            status = spec_list_item(&specs, &spec_count, &capacity, item, text);
-            if (status != VB_OK || last) break;
-            item = cursor + 1;
-        }
-    }
-    if (status == VB_OK && depth != 0)
-        status = vb_error(VB_ERR_INVALID, "unbalanced brackets in allocator list '%s'", text);
-    free(copy);
-    if (status != VB_OK) {
-        vb_allocator_spec_list_free(specs, spec_count);
-        return status;
-    }
-    *out = specs;
-    *count = spec_count;
-    return VB_OK;
-}
-
-/* ======================================================================== */
 /* Statistics                                                               */
 /* ======================================================================== */
 
@@ -323,7 +149,7 @@ static vb_status keep_timeline(const vb_run *run, vb_repetition_result *out)
     const vb_timeline_sample *timeline = vb_run_timeline(run, &count);
     if (count == 0) return VB_OK;
     out->timeline = malloc(count * sizeof *out->timeline);
-    if (!out->timeline) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!out->timeline) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     memcpy(out->timeline, timeline, count * sizeof *out->timeline);
     out->timeline_count = count;
     return VB_OK;
@@ -340,7 +166,7 @@ static vb_status keep_segments(vb_run *run, vb_case_result *out)
     vb_stream *seen = malloc(count * sizeof *seen);
     if (!out->segments_at_peak || !seen) {
         free(seen);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     size_t seen_count = 0;
     vb_stream run_stream = vb_run_stream(run);
@@ -391,6 +217,11 @@ static vb_status repetition_finish(repetition_state *rep, vb_repetition_result *
     failed |= counter_set(&counters, "driver_free_calls", (double)stats.driver_free_calls);
     failed |= counter_set(&counters, "alloc_retries", (double)stats.alloc_retries);
     failed |= counter_set(&counters, "ooms", (double)stats.ooms);
+    for (int kind = 0; kind < VB_DRIVER_CALL_KINDS; kind++) {
+        char name[64];
+        snprintf(name, sizeof name, "driver_calls_%s", vb_driver_call_names[kind]);
+        failed |= counter_set(&counters, name, (double)stats.driver_calls[kind]);
+    }
     failed |= counter_set(&counters, "malloc_ns_p50", latency_quantile(malloc_ns, 0.50));
     failed |= counter_set(&counters, "malloc_ns_p99", latency_quantile(malloc_ns, 0.99));
     failed |= counter_set(&counters, "free_ns_p50", latency_quantile(free_ns, 0.50));
@@ -400,7 +231,7 @@ static vb_status repetition_finish(repetition_state *rep, vb_repetition_result *
         failed |= counter_set(&counters, rep->scenario_counters.items[i].name, rep->scenario_counters.items[i].value);
     if (failed) {
         free(counters.items);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     for (size_t i = 0; i < counters.count; i++)
         if (!isfinite(counters.items[i].value)) {
@@ -435,7 +266,7 @@ static vb_status run_repetition(vb_device *dev, const vb_case *c, const vb_runne
             const vb_run_counter *counters = vb_run_counters(rep.run, &count);
             for (size_t i = 0; i < count && status == VB_OK; i++)
                 if (counter_set(&rep.scenario_counters, counters[i].name, counters[i].value) != 0)
-                    status = vb_error(VB_ERR_OOM, "out of host memory");
+                    status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
             if (result && status == VB_OK) status = keep_timeline(rep.run, &rep.kept);
         }
         if (!result) break;
@@ -475,7 +306,7 @@ vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_o
         return vb_error(VB_ERR_INVALID, "%s: repetitions and iterations must be >= 1, min time >= 0", out->name);
 
     out->repetitions = calloc(options->repetitions, sizeof *out->repetitions);
-    if (!out->repetitions) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!out->repetitions) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     status = run_repetition(dev, c, options, 0, 1, out, NULL); /* warm-up */
     for (size_t i = 0; i < options->repetitions && status == VB_OK; i++) {
         uint64_t fixed = i == 0 ? 0 : out->repetitions[0].iterations;

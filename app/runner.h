@@ -21,43 +21,8 @@
 #include <stdint.h>
 
 #include "allocators/allocator.h"
+#include "allocators/spec.h"
 #include "scenarios/scenario.h"
-
-/* ------------------------------------------------------------------------ */
-/* Allocator specs: "caching" or "caching[max_split_size_mb=256,...]"         */
-/* ------------------------------------------------------------------------ */
-
-#define VB_SPEC_MAX_ENTRIES 32
-
-typedef struct vb_allocator_spec {
-    char name[64];                    /* the registered allocator */
-    char label[512];                  /* canonical: name, or name[k=v,...] */
-    vb_config_entry entries[VB_SPEC_MAX_ENTRIES];
-    size_t entry_count;
-    char *strings[2 * VB_SPEC_MAX_ENTRIES]; /* owned copies behind entries */
-    size_t string_count;
-} vb_allocator_spec;
-
-/* Parses one spec. An unknown allocator, an unclosed bracket, an empty or
- * malformed KEY=VALUE is VB_ERR_INVALID with a message. Keys and values are
- * checked against the allocator's options only when it is created. */
-vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out);
-
-/* Sets KEY=VALUE on a spec (replacing an earlier value of KEY) and rebuilds
- * its label. */
-vb_status vb_allocator_spec_set(vb_allocator_spec *spec, const char *key, const char *value);
-
-/* The spec's entries as a config for vb_allocator_create. */
-vb_config vb_allocator_spec_config(const vb_allocator_spec *spec);
-
-void vb_allocator_spec_free(vb_allocator_spec *spec);
-
-/* Parses a list: specs split at top-level commas (commas inside brackets
- * belong to the spec), where the item "all" stands for every registered
- * allocator. Repeated labels are kept once. On success `*out` holds
- * `*count` specs (free with vb_allocator_spec_list_free). */
-vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out, size_t *count);
-void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count);
 
 /* ------------------------------------------------------------------------ */
 /* Running cases                                                             */

@@ -177,7 +177,7 @@ static vb_status input_read(vb_trace *trace, char *out, size_t capacity, size_t 
                             "trailing data after the gzip data, at byte %llu of the file (not a gzip member)",
                             (unsigned long long)(in->base + in->start));
             }
-            if (inflateReset(&in->z) != Z_OK) return fail(trace, VB_ERR_OOM, "cannot reset the decompressor");
+            if (inflateReset(&in->z) != Z_OK) return fail(trace, VB_ERR_HOST_OOM, "cannot reset the decompressor");
             in->member_ended = 0;
         }
         if (in->start == in->end && !in->eof) {
@@ -194,7 +194,7 @@ static vb_status input_read(vb_trace *trace, char *out, size_t capacity, size_t 
         if (result == Z_STREAM_END) in->member_ended = 1;
         else if (result == Z_NEED_DICT || result == Z_DATA_ERROR || result == Z_MEM_ERROR || result == Z_STREAM_ERROR) {
             trace->line++;
-            return fail(trace, result == Z_MEM_ERROR ? VB_ERR_OOM : VB_ERR_INVALID,
+            return fail(trace, result == Z_MEM_ERROR ? VB_ERR_HOST_OOM : VB_ERR_INVALID,
                         "corrupt gzip data at byte %llu of the file: %s", (unsigned long long)(in->base + in->start),
                         in->z.msg ? in->z.msg : "invalid data");
         }
@@ -365,7 +365,7 @@ static vb_status vbtrace_allocated(vb_trace *trace, uint64_t id, uint64_t size, 
 {
     int added;
     uint64_t *tag = vb_addr_map_slot(&trace->live, id + 1, &added);
-    if (!tag) return fail(trace, VB_ERR_OOM, "out of host memory");
+    if (!tag) return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
     if (!added)
         return fail(trace, VB_ERR_INVALID, "id %llu allocated again while it is live", (unsigned long long)id);
     trace->tag_slot = tag;
@@ -531,7 +531,7 @@ static vb_status rmm_stream(vb_trace *trace, const char *field, uint32_t *stream
             return fail(trace, VB_ERR_INVALID, "more than %d distinct streams", VB_TRACE_MAX_STREAMS);
         id = trace->rmm_stream_count++;
         if (vb_addr_map_put(&trace->rmm_streams, handle, id) != 0)
-            return fail(trace, VB_ERR_OOM, "out of host memory");
+            return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
     }
     *stream = (uint32_t)id;
     return VB_OK;
@@ -605,13 +605,13 @@ static vb_status rmm_next(vb_trace *trace, vb_trace_event *event)
         if (is_alloc) {
             int added;
             uint64_t *record = vb_addr_map_slot(&trace->live, pointer, &added);
-            if (!record) return fail(trace, VB_ERR_OOM, "out of host memory");
+            if (!record) return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
             if (!added)
                 return fail(trace, VB_ERR_INVALID, "pointer 0x%llx allocated again while it is live",
                             (unsigned long long)pointer);
             if (rmm_record_take(trace, record) != 0) {
                 vb_addr_map_remove(&trace->live, pointer, NULL);
-                return fail(trace, VB_ERR_OOM, "out of host memory");
+                return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
             }
             event->id = trace->next_rmm_id++;
             trace->records[*record].id = event->id;
@@ -757,7 +757,7 @@ vb_status vb_trace_spool(const char *path)
         close(copy);
         if (entry) free(entry);
         if (error) return vb_error(VB_ERR_IO, "%s: cannot read trace into a temporary copy: %s", path, strerror(error));
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     entry->fd = copy;
     entry->next = spooled_inputs;
@@ -800,7 +800,7 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
     if (!trace || !trace->path || !trace->buffer || !trace->input.bytes) {
         close(fd);
         vb_trace_close(trace);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     trace->live.sparse = 1; /* a lookup on every allocation and free */
     trace->total_bytes = uncompressed_size(fd, &info);
@@ -811,7 +811,7 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
     if (status == VB_OK && trace->input.end >= 2 && trace->input.bytes[0] == 0x1f && trace->input.bytes[1] == 0x8b) {
         trace->input.gzip = 1;
         /* 16 + 15: a gzip wrapper, the largest window. */
-        if (inflateInit2(&trace->input.z, 16 + MAX_WBITS) != Z_OK) status = vb_error(VB_ERR_OOM, "out of host memory");
+        if (inflateInit2(&trace->input.z, 16 + MAX_WBITS) != Z_OK) status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
         else trace->input.inflating = 1;
     }
     if (status == VB_OK) status = read_header(trace);

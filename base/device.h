@@ -58,6 +58,7 @@ typedef struct vb_device_info {
     int runtime_version;      /* cudaRuntimeGetVersion, 0 on sim */
     uint64_t total_bytes;     /* device memory (sim: its capacity) */
     int simulated;            /* 1 on sim: times are not GPU times */
+    int ordinal;              /* the CUDA device index (cudaGetDevice when opened); 0 on sim */
     uint64_t context_bytes;   /* driver-used memory the CUDA context took when the device was
                                * opened (NVML before vs cudaMemGetInfo after); 0 when unknown */
 } vb_device_info;
@@ -144,6 +145,12 @@ typedef struct vb_device_ops {
     vb_status (*pool_trim)(vb_device *dev, vb_pool pool, uint64_t keep_bytes);
     /* Bytes the pool holds from the device, and bytes of it handed out. */
     vb_status (*pool_usage)(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes);
+    /* The most bytes the pool has held from the device, and handed out, since
+     * it was created or its marks were last reset (cudaMemPoolAttrReservedMemHigh
+     * and cudaMemPoolAttrUsedMemHigh): the peaks, with no query per allocation. */
+    vb_status (*pool_high)(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high);
+    /* Restarts both marks from the current values (CUDA: setting them to 0). */
+    vb_status (*pool_reset_high)(vb_device *dev, vb_pool pool);
 
     /* ---- host memory and copies ---- */
     /* Page-locked host memory (cudaMallocHost; plain malloc on sim). */

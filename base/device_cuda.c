@@ -571,6 +571,33 @@ static vb_status cuda_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserve
     return VB_OK;
 }
 
+/* The pool's ReservedMemHigh and UsedMemHigh attributes. */
+static vb_status cuda_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high)
+{
+    uint64_t reserved = 0, used = 0;
+    (void)dev;
+    cudaError_t err = cudaMemPoolGetAttribute(pool_of(pool), cudaMemPoolAttrReservedMemHigh, &reserved);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolGetAttribute(ReservedMemHigh)");
+    err = cudaMemPoolGetAttribute(pool_of(pool), cudaMemPoolAttrUsedMemHigh, &used);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolGetAttribute(UsedMemHigh)");
+    *reserved_high = reserved;
+    *used_high = used;
+    return VB_OK;
+}
+
+/* Setting a high-water mark to 0 restarts it from the current value (the
+ * only value CUDA accepts for these attributes). */
+static vb_status cuda_pool_reset_high(vb_device *dev, vb_pool pool)
+{
+    uint64_t zero = 0;
+    (void)dev;
+    cudaError_t err = cudaMemPoolSetAttribute(pool_of(pool), cudaMemPoolAttrReservedMemHigh, &zero);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolSetAttribute(ReservedMemHigh, 0)");
+    err = cudaMemPoolSetAttribute(pool_of(pool), cudaMemPoolAttrUsedMemHigh, &zero);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolSetAttribute(UsedMemHigh, 0)");
+    return VB_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Host memory and copies                                                    */
 /* ------------------------------------------------------------------------ */
@@ -777,6 +804,8 @@ static const vb_device_ops cuda_ops = {
     .pool_free = cuda_pool_free,
     .pool_trim = cuda_pool_trim,
     .pool_usage = cuda_pool_usage,
+    .pool_high = cuda_pool_high,
+    .pool_reset_high = cuda_pool_reset_high,
     .host_alloc_pinned = cuda_host_alloc_pinned,
     .host_free_pinned = cuda_host_free_pinned,
     .memcpy_async = cuda_memcpy_async,
@@ -898,6 +927,12 @@ static vb_status init_device(cuda_state *cuda)
     uint64_t used_after_context = have_nvml && err == cudaSuccess ? nvml_used(&nvml) : 0;
     if (have_nvml) nvml_close(&nvml);
     if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "initialising device %d", cuda->device);
+    /* Loads our kernels now (CUDA loads modules lazily, at first launch), so
+     * a later first launch does not move the driver's used memory under an
+     * allocator that reads it (external:, allocators/external.c). */
+    err = vb_cuda_launch_busy(NULL, 0);
+    if (err == cudaSuccess) err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "loading the backend's kernels");
 
     struct cudaDeviceProp props;
     err = cudaGetDeviceProperties(&props, cuda->device);
@@ -905,6 +940,7 @@ static vb_status init_device(cuda_state *cuda)
     vb_device_info *info = &cuda->info;
     memset(info, 0, sizeof *info);
     info->kind = VB_DEVICE_CUDA;
+    info->ordinal = cuda->device;
     size_t name_length = strnlen(props.name, sizeof props.name);
     if (name_length >= sizeof info->name) name_length = sizeof info->name - 1; /* names are far shorter */
     memcpy(info->name, props.name, name_length);
@@ -940,7 +976,7 @@ vb_status vb_cuda_open(vb_device **out)
     if (!dev || !cuda) {
         free(dev);
         free(cuda);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     vb_status status = init_device(cuda);
     if (status != VB_OK) {

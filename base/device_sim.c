@@ -107,12 +107,12 @@ static vb_status sim_stream_create(vb_device *dev, vb_stream *out)
     if (sim->stream_count == sim->stream_capacity) {
         size_t capacity = sim->stream_capacity ? sim->stream_capacity * 2 : 8;
         struct vb_stream_s **streams = realloc(sim->streams, capacity * sizeof *streams);
-        if (!streams) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!streams) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         sim->streams = streams;
         sim->stream_capacity = capacity;
     }
     struct vb_stream_s *stream = calloc(1, sizeof *stream);
-    if (!stream) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!stream) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     stream->tail_ns = sim->now_ns;
     sim->streams[sim->stream_count++] = stream;
     *out = stream;
@@ -135,7 +135,7 @@ static vb_status sim_event_create(vb_device *dev, vb_event *out)
 {
     (void)dev;
     *out = calloc(1, sizeof **out);
-    return *out ? VB_OK : vb_error(VB_ERR_OOM, "out of host memory");
+    return *out ? VB_OK : vb_error(VB_ERR_HOST_OOM, "out of host memory");
 }
 
 static void sim_event_destroy(vb_device *dev, vb_event event)
@@ -194,7 +194,7 @@ static vb_status sim_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
     vb_addr addr = sim_next_address(dev, rounded);
     if (vb_addr_map_put(&sim_of(dev)->live, addr, rounded) != 0) {
         sim_give(dev, rounded);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     *out = addr;
     return VB_OK;
@@ -266,7 +266,7 @@ static vb_status sim_vm_reserve(vb_device *dev, uint64_t size, vb_addr *out)
     if (sim->reservation_count == sim->reservation_capacity) {
         size_t capacity = sim->reservation_capacity ? sim->reservation_capacity * 2 : 8;
         sim_reservation *r = realloc(sim->reservations, capacity * sizeof *r);
-        if (!r) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!r) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         sim->reservations = r;
         sim->reservation_capacity = capacity;
     }
@@ -313,7 +313,7 @@ static vb_status sim_vm_create(vb_device *dev, uint64_t size, vb_phys *out)
     vb_phys handle = ++sim->next_phys;
     if (vb_addr_map_put(&sim->phys, handle, size) != 0) {
         sim_give(dev, size);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     *out = handle;
     return VB_OK;
@@ -348,7 +348,7 @@ static vb_status sim_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys
                  vb_addr_map_put(&sim->mapped_handles, handle, mapped_count + 1);
     for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
         failed |= vb_addr_map_put(&sim->mapped_pages, page, addr);
-    return failed ? vb_error(VB_ERR_OOM, "out of host memory") : VB_OK;
+    return failed ? vb_error(VB_ERR_HOST_OOM, "out of host memory") : VB_OK;
 }
 
 static vb_status sim_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
@@ -378,7 +378,7 @@ static vb_status sim_host_alloc_pinned(vb_device *dev, uint64_t size, void **out
 {
     (void)dev;
     *out = malloc(size ? size : 1);
-    return *out ? VB_OK : vb_error(VB_ERR_OOM, "out of host memory for %llu pinned bytes", (unsigned long long)size);
+    return *out ? VB_OK : vb_error(VB_ERR_HOST_OOM, "out of host memory for %llu pinned bytes", (unsigned long long)size);
 }
 
 static void sim_host_free_pinned(vb_device *dev, void *ptr)
@@ -485,51 +485,121 @@ static void sim_close(vb_device *dev)
     vb_addr_map_clear(&sim->mappings);
     vb_addr_map_clear(&sim->mapped_pages);
     vb_addr_map_clear(&sim->mapped_handles);
+    pthread_mutex_destroy(&sim->lock);
     free(sim);
     free(dev);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The lock: every op of the table runs under the device's mutex             */
+/* ------------------------------------------------------------------------ */
+
+/* The sim's state is plain data shared by every caller: allocators on
+ * several threads (the conformance suite's threaded test, the PyTorch
+ * plug-in's pattern) reach it through the table, so each entry takes the
+ * device's mutex around the unlocked function. Functions inside the backend
+ * call each other unlocked. The mutex is recursive so that an op reached
+ * again from inside (none is today) cannot deadlock. */
+#define SIM_LOCKED(type, name, params, args)          \
+    static type locked_##name params                  \
+    {                                                 \
+        pthread_mutex_lock(&sim_of(dev)->lock);       \
+        type result_ = sim_##name args;               \
+        pthread_mutex_unlock(&sim_of(dev)->lock);     \
+        return result_;                               \
+    }
+#define SIM_LOCKED_VOID(name, params, args)           \
+    static void locked_##name params                  \
+    {                                                 \
+        pthread_mutex_lock(&sim_of(dev)->lock);       \
+        sim_##name args;                              \
+        pthread_mutex_unlock(&sim_of(dev)->lock);     \
+    }
+
+SIM_LOCKED_VOID(info, (vb_device *dev, vb_device_info *out), (dev, out))
+SIM_LOCKED(vb_status, mem_alloc, (vb_device *dev, uint64_t size, vb_addr *out), (dev, size, out))
+SIM_LOCKED(vb_status, mem_free, (vb_device *dev, vb_addr addr), (dev, addr))
+SIM_LOCKED(vb_status, mem_info, (vb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes), (dev, free_bytes, total_bytes))
+SIM_LOCKED(vb_status, stream_create, (vb_device *dev, vb_stream *out), (dev, out))
+SIM_LOCKED_VOID(stream_destroy, (vb_device *dev, vb_stream stream), (dev, stream))
+SIM_LOCKED(vb_status, stream_synchronize, (vb_device *dev, vb_stream stream), (dev, stream))
+SIM_LOCKED(vb_status, device_synchronize, (vb_device *dev), (dev))
+SIM_LOCKED(vb_status, event_create, (vb_device *dev, vb_event *out), (dev, out))
+SIM_LOCKED_VOID(event_destroy, (vb_device *dev, vb_event event), (dev, event))
+SIM_LOCKED(vb_status, event_record, (vb_device *dev, vb_event event, vb_stream stream), (dev, event, stream))
+SIM_LOCKED(int, event_query, (vb_device *dev, vb_event event), (dev, event))
+SIM_LOCKED(vb_status, event_synchronize, (vb_device *dev, vb_event event), (dev, event))
+SIM_LOCKED(vb_status, event_elapsed_ms, (vb_device *dev, vb_event start, vb_event end, double *out), (dev, start, end, out))
+SIM_LOCKED(vb_status, stream_wait_event, (vb_device *dev, vb_stream stream, vb_event event), (dev, stream, event))
+SIM_LOCKED(uint64_t, vm_granularity, (vb_device *dev), (dev))
+SIM_LOCKED(vb_status, vm_reserve, (vb_device *dev, uint64_t size, vb_addr *out), (dev, size, out))
+SIM_LOCKED(vb_status, vm_free, (vb_device *dev, vb_addr addr, uint64_t size), (dev, addr, size))
+SIM_LOCKED(vb_status, vm_create, (vb_device *dev, uint64_t size, vb_phys *out), (dev, size, out))
+SIM_LOCKED(vb_status, vm_release, (vb_device *dev, vb_phys handle), (dev, handle))
+SIM_LOCKED(vb_status, vm_map, (vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle), (dev, addr, size, handle))
+SIM_LOCKED(vb_status, vm_unmap, (vb_device *dev, vb_addr addr, uint64_t size), (dev, addr, size))
+SIM_LOCKED(vb_status, pool_create, (vb_device *dev, uint64_t release_threshold, vb_pool *out), (dev, release_threshold, out))
+SIM_LOCKED_VOID(pool_destroy, (vb_device *dev, vb_pool pool), (dev, pool))
+SIM_LOCKED(vb_status, pool_malloc, (vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out), (dev, pool, size, stream, out))
+SIM_LOCKED(vb_status, pool_free, (vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream), (dev, pool, addr, stream))
+SIM_LOCKED(vb_status, pool_trim, (vb_device *dev, vb_pool pool, uint64_t keep_bytes), (dev, pool, keep_bytes))
+SIM_LOCKED(vb_status, pool_usage, (vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes), (dev, pool, reserved_bytes, used_bytes))
+SIM_LOCKED(vb_status, pool_high, (vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high), (dev, pool, reserved_high, used_high))
+SIM_LOCKED(vb_status, pool_reset_high, (vb_device *dev, vb_pool pool), (dev, pool))
+SIM_LOCKED(vb_status, host_alloc_pinned, (vb_device *dev, uint64_t size, void **out), (dev, size, out))
+SIM_LOCKED_VOID(host_free_pinned, (vb_device *dev, void *ptr), (dev, ptr))
+SIM_LOCKED(vb_status, memcpy_async, (vb_device *dev, void *host, vb_addr device_addr, uint64_t size, vb_copy_kind kind, vb_stream stream), (dev, host, device_addr, size, kind, stream))
+SIM_LOCKED(vb_status, enqueue_busy, (vb_device *dev, vb_stream stream, uint64_t nanoseconds), (dev, stream, nanoseconds))
+SIM_LOCKED(vb_status, gemm_f32, (vb_device *dev, vb_stream stream, int transpose_a, int transpose_b, int m, int n, int k, float alpha, vb_addr a, int lda, vb_addr b, int ldb, float beta, vb_addr c, int ldc), (dev, stream, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+SIM_LOCKED(vb_status, fill_random_f32, (vb_device *dev, vb_stream stream, vb_addr addr, uint64_t count, uint64_t seed), (dev, stream, addr, count, seed))
+SIM_LOCKED(vb_status, relu_f32, (vb_device *dev, vb_stream stream, vb_addr out, vb_addr in, uint64_t count), (dev, stream, out, in, count))
+SIM_LOCKED(vb_status, axpy_f32, (vb_device *dev, vb_stream stream, float alpha, vb_addr x, vb_addr y, uint64_t count), (dev, stream, alpha, x, y, count))
+SIM_LOCKED(vb_status, fill_pattern, (vb_device *dev, vb_stream stream, vb_addr addr, uint64_t size, uint64_t seed), (dev, stream, addr, size, seed))
+SIM_LOCKED(vb_status, verify_pattern, (vb_device *dev, vb_addr addr, uint64_t size, uint64_t seed, uint64_t *mismatched_bytes), (dev, addr, size, seed, mismatched_bytes))
+
 static const vb_device_ops sim_ops = {
     .name = "sim",
     .close = sim_close,
-    .info = sim_info,
-    .mem_alloc = sim_mem_alloc,
-    .mem_free = sim_mem_free,
-    .mem_info = sim_mem_info,
-    .stream_create = sim_stream_create,
-    .stream_destroy = sim_stream_destroy,
-    .stream_synchronize = sim_stream_synchronize,
-    .device_synchronize = sim_device_synchronize,
-    .event_create = sim_event_create,
-    .event_destroy = sim_event_destroy,
-    .event_record = sim_event_record,
-    .event_query = sim_event_query,
-    .event_synchronize = sim_event_synchronize,
-    .event_elapsed_ms = sim_event_elapsed_ms,
-    .stream_wait_event = sim_stream_wait_event,
-    .vm_granularity = sim_vm_granularity,
-    .vm_reserve = sim_vm_reserve,
-    .vm_free = sim_vm_free,
-    .vm_create = sim_vm_create,
-    .vm_release = sim_vm_release,
-    .vm_map = sim_vm_map,
-    .vm_unmap = sim_vm_unmap,
-    .pool_create = sim_pool_create,
-    .pool_destroy = sim_pool_destroy,
-    .pool_malloc = sim_pool_malloc,
-    .pool_free = sim_pool_free,
-    .pool_trim = sim_pool_trim,
-    .pool_usage = sim_pool_usage,
-    .host_alloc_pinned = sim_host_alloc_pinned,
-    .host_free_pinned = sim_host_free_pinned,
-    .memcpy_async = sim_memcpy_async,
-    .enqueue_busy = sim_enqueue_busy,
-    .gemm_f32 = sim_gemm_f32,
-    .fill_random_f32 = sim_fill_random_f32,
-    .relu_f32 = sim_relu_f32,
-    .axpy_f32 = sim_axpy_f32,
-    .fill_pattern = sim_fill_pattern,
-    .verify_pattern = sim_verify_pattern,
+    .info = locked_info,
+    .mem_alloc = locked_mem_alloc,
+    .mem_free = locked_mem_free,
+    .mem_info = locked_mem_info,
+    .stream_create = locked_stream_create,
+    .stream_destroy = locked_stream_destroy,
+    .stream_synchronize = locked_stream_synchronize,
+    .device_synchronize = locked_device_synchronize,
+    .event_create = locked_event_create,
+    .event_destroy = locked_event_destroy,
+    .event_record = locked_event_record,
+    .event_query = locked_event_query,
+    .event_synchronize = locked_event_synchronize,
+    .event_elapsed_ms = locked_event_elapsed_ms,
+    .stream_wait_event = locked_stream_wait_event,
+    .vm_granularity = locked_vm_granularity,
+    .vm_reserve = locked_vm_reserve,
+    .vm_free = locked_vm_free,
+    .vm_create = locked_vm_create,
+    .vm_release = locked_vm_release,
+    .vm_map = locked_vm_map,
+    .vm_unmap = locked_vm_unmap,
+    .pool_create = locked_pool_create,
+    .pool_destroy = locked_pool_destroy,
+    .pool_malloc = locked_pool_malloc,
+    .pool_free = locked_pool_free,
+    .pool_trim = locked_pool_trim,
+    .pool_usage = locked_pool_usage,
+    .pool_high = locked_pool_high,
+    .pool_reset_high = locked_pool_reset_high,
+    .host_alloc_pinned = locked_host_alloc_pinned,
+    .host_free_pinned = locked_host_free_pinned,
+    .memcpy_async = locked_memcpy_async,
+    .enqueue_busy = locked_enqueue_busy,
+    .gemm_f32 = locked_gemm_f32,
+    .fill_random_f32 = locked_fill_random_f32,
+    .relu_f32 = locked_relu_f32,
+    .axpy_f32 = locked_axpy_f32,
+    .fill_pattern = locked_fill_pattern,
+    .verify_pattern = locked_verify_pattern,
 };
 
 /* Opens a sim device of the given capacity. */
@@ -540,8 +610,13 @@ vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out)
     if (!dev || !sim) {
         free(dev);
         free(sim);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&sim->lock, &recursive);
+    pthread_mutexattr_destroy(&recursive);
     sim->capacity = capacity_bytes ? capacity_bytes : VB_SIM_DEFAULT_CAPACITY;
     sim->next_addr = SIM_FIRST_ADDRESS;
     sim->next_va = SIM_FIRST_VA;
@@ -558,20 +633,28 @@ int vb_device_is_sim(vb_device *dev)
 
 void vb_sim_advance(vb_device *dev, uint64_t nanoseconds)
 {
+    pthread_mutex_lock(&sim_of(dev)->lock);
     advance_to(dev, sim_of(dev)->now_ns + nanoseconds);
+    pthread_mutex_unlock(&sim_of(dev)->lock);
 }
 
 void vb_sim_complete_stream(vb_device *dev, vb_stream stream)
 {
-    sim_stream_synchronize(dev, stream);
+    locked_stream_synchronize(dev, stream);
 }
 
 uint64_t vb_sim_now(vb_device *dev)
 {
-    return sim_of(dev)->now_ns;
+    pthread_mutex_lock(&sim_of(dev)->lock);
+    uint64_t now = sim_of(dev)->now_ns;
+    pthread_mutex_unlock(&sim_of(dev)->lock);
+    return now;
 }
 
 uint64_t vb_sim_used_bytes(vb_device *dev)
 {
-    return sim_of(dev)->used;
+    pthread_mutex_lock(&sim_of(dev)->lock);
+    uint64_t used = sim_of(dev)->used;
+    pthread_mutex_unlock(&sim_of(dev)->lock);
+    return used;
 }

@@ -3,6 +3,8 @@
 #ifndef VB_DEVICE_SIM_INTERNAL_H
 #define VB_DEVICE_SIM_INTERNAL_H
 
+#include <pthread.h>
+
 #include "addr_map.h"
 #include "device.h"
 
@@ -22,6 +24,7 @@ typedef struct sim_reservation {
 } sim_reservation;
 
 typedef struct sim_state {
+    pthread_mutex_t lock;       /* held around every op of the table (calls may come from several threads) */
     uint64_t capacity;          /* bytes the device has */
     uint64_t used;              /* bytes handed out: mem_alloc + vm_create + pools */
     uint64_t now_ns;            /* the logical clock */
@@ -74,6 +77,8 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
 vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream);
 vb_status sim_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes);
 vb_status sim_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes);
+vb_status sim_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high);
+vb_status sim_pool_reset_high(vb_device *dev, vb_pool pool);
 
 /* Called by every synchronization (stream, event, device), after the clock
  * moved: pools release what exceeds their release threshold, as CUDA's do. */

@@ -15,7 +15,8 @@
  *    safely release": memory behind live allocations, or behind frees whose
  *    completion the host has not seen, stays.
  *  - Reserved and used bytes are cudaMemPoolAttrReservedMemCurrent and
- *    cudaMemPoolAttrUsedMemCurrent.
+ *    cudaMemPoolAttrUsedMemCurrent; their high-water marks ...MemHigh, which
+ *    setting to 0 resets to the current values.
  *
  * What CUDA leaves undocumented, and this model chooses:
  *  - Chunks. The pool backs its allocations with physical memory mapped at
@@ -80,6 +81,7 @@ struct vb_pool_s {
     uint64_t release_threshold;
     uint64_t reserved_bytes;       /* sum of chunk sizes */
     uint64_t used_bytes;           /* sum of live block sizes */
+    uint64_t reserved_high, used_high; /* the maxima since creation or the last reset */
     vb_ordered_set free_blocks;    /* by (size, address) */
     vb_addr_map live;              /* address -> pool_block* of live blocks */
     pool_chunk *oldest, *newest;
@@ -178,7 +180,7 @@ static vb_status grow(vb_device *dev, vb_pool pool, uint64_t size, pool_block **
     if (!chunk || !block) {
         free(chunk);
         free(block);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     vb_status status = sim_take(dev, size);
     if (status != VB_OK) {
@@ -194,6 +196,7 @@ static vb_status grow(vb_device *dev, vb_pool pool, uint64_t size, pool_block **
     else pool->oldest = chunk;
     pool->newest = chunk;
     pool->reserved_bytes += size;
+    if (pool->reserved_bytes > pool->reserved_high) pool->reserved_high = pool->reserved_bytes;
     block->addr = chunk->addr;
     block->size = size;
     block->chunk = chunk;
@@ -250,12 +253,12 @@ vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *o
     if (sim->pool_count == sim->pool_capacity) {
         size_t capacity = sim->pool_capacity ? sim->pool_capacity * 2 : 4;
         vb_pool *pools = realloc(sim->pools, capacity * sizeof *pools);
-        if (!pools) return vb_error(VB_ERR_OOM, "out of host memory");
+        if (!pools) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         sim->pools = pools;
         sim->pool_capacity = capacity;
     }
     vb_pool pool = calloc(1, sizeof *pool);
-    if (!pool) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!pool) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     pool->release_threshold = release_threshold;
     vb_oset_init(&pool->free_blocks, compare_size_addr);
     sim->pools[sim->pool_count++] = pool;
@@ -299,7 +302,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
         if (status != VB_OK) return status;
     }
     if (vb_addr_map_put(&pool->live, block->addr, (uint64_t)(uintptr_t)block) != 0)
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
 
     vb_oset_remove(&pool->free_blocks, &block->by_size);
     if (block->size > rounded) {
@@ -307,7 +310,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
         if (!rest) {
             vb_addr_map_remove(&pool->live, block->addr, NULL);
             vb_oset_insert(&pool->free_blocks, &block->by_size);
-            return vb_error(VB_ERR_OOM, "out of host memory");
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         }
         *rest = *block; /* same chunk, same reuse rule */
         rest->addr = block->addr + rounded;
@@ -323,6 +326,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
     block->ready_ns = 0;
     block->chunk->used_bytes += rounded;
     pool->used_bytes += rounded;
+    if (pool->used_bytes > pool->used_high) pool->used_high = pool->used_bytes;
     *out = block->addr;
     return VB_OK;
 }
@@ -363,6 +367,24 @@ vb_status sim_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserved_bytes,
     (void)dev;
     *reserved_bytes = pool->reserved_bytes;
     *used_bytes = pool->used_bytes;
+    return VB_OK;
+}
+
+/* The high-water marks of reserved and used bytes. */
+vb_status sim_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high)
+{
+    (void)dev;
+    *reserved_high = pool->reserved_high;
+    *used_high = pool->used_high;
+    return VB_OK;
+}
+
+/* The marks start again from the current values. */
+vb_status sim_pool_reset_high(vb_device *dev, vb_pool pool)
+{
+    (void)dev;
+    pool->reserved_high = pool->reserved_bytes;
+    pool->used_high = pool->used_bytes;
     return VB_OK;
 }
 

@@ -16,6 +16,7 @@ const char *vb_status_name(vb_status status)
     case VB_ERR_UNSUPPORTED: return "unsupported";
     case VB_ERR_DEVICE: return "device error";
     case VB_ERR_IO: return "i/o error";
+    case VB_ERR_HOST_OOM: return "out of host memory";
     }
     return "unknown status";
 }

@@ -13,6 +13,8 @@ typedef enum vb_status {
     VB_ERR_UNSUPPORTED = -3, /* the device or allocator cannot do this */
     VB_ERR_DEVICE = -4,      /* the driver or runtime failed */
     VB_ERR_IO = -5,          /* a file could not be read or written */
+    VB_ERR_HOST_OOM = -6,    /* host memory (malloc/calloc/realloc) ran out: a failure of the
+                              * run, never a measurement (unlike VB_ERR_OOM, which is the device's) */
 } vb_status;
 
 /* Returns from the calling function with the status of `expr` unless it is VB_OK. */

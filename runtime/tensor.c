@@ -48,7 +48,7 @@ static vb_status new_reference(vb_storage *storage, uint64_t offset, int64_t row
                                vb_tensor **out)
 {
     vb_tensor *t = malloc(sizeof *t);
-    if (!t) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!t) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     t->storage = storage;
     t->offset = offset;
     t->rows = rows;
@@ -67,7 +67,7 @@ vb_status vb_tensor_empty_typed(vb_run *run, vb_dtype dtype, int64_t rows, int64
     vb_status status = shape_bytes(dtype, rows, cols, &bytes);
     if (status != VB_OK) return status;
     vb_storage *storage = calloc(1, sizeof *storage);
-    if (!storage) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!storage) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     status = vb_run_malloc(run, bytes, stream, &storage->addr);
     if (status != VB_OK) {
         free(storage);

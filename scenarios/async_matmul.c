@@ -23,6 +23,28 @@
 
 #define MATRIX_SIZE 10000
 
+/* Its steps, in the order it marks them. */
+enum { X_MADE, Y_MADE, DISPATCHED, SYNCHRONIZED, RETURNED, EMPTIED };
+static const vb_name steps[] = {
+    [X_MADE] = {"x_made", "x = randn(10000, 10000)"},
+    [Y_MADE] = {"y_made", "y = randn(10000, 10000)"},
+    [DISPATCHED] = {"dispatched", "z = matmul(x, y) (dispatched)"},
+    [SYNCHRONIZED] = {"synchronized", "synchronize()"},
+    [RETURNED] = {"returned", "async_gpu_example() returned"},
+    [EMPTIED] = {"emptied", "empty_cache"},
+    {NULL, NULL},
+};
+
+enum { REQUESTED_CHANGE, RESERVED_CHANGE, DRIVER_USED_CHANGE, KERNEL_IN_FLIGHT, MATMUL_MS };
+static const char *const counters[] = {
+    [REQUESTED_CHANGE] = "requested_change_at_synchronize_bytes",
+    [RESERVED_CHANGE] = "reserved_change_at_synchronize_bytes",
+    [DRIVER_USED_CHANGE] = "driver_used_change_at_synchronize_bytes",
+    [KERNEL_IN_FLIGHT] = "kernel_in_flight_at_dispatch",
+    [MATMUL_MS] = "matmul_ms",
+    NULL,
+};
+
 /* The events around the product and the three matrices. */
 typedef struct matmul_state {
     vb_event before, after;
@@ -35,11 +57,11 @@ static vb_status count_synchronize_change(vb_run *run, const vb_alloc_stats *bef
 {
     vb_alloc_stats after = vb_scenario_stats(run);
     uint64_t driver_after = vb_device_used_bytes(vb_run_device(run));
-    vb_status status = vb_run_set_counter(run, "requested_change_at_synchronize_bytes",
+    vb_status status = vb_run_set_counter(run, counters[REQUESTED_CHANGE],
                                           (double)after.requested_bytes - (double)before->requested_bytes);
-    vb_keep_first(&status, vb_run_set_counter(run, "reserved_change_at_synchronize_bytes",
+    vb_keep_first(&status, vb_run_set_counter(run, counters[RESERVED_CHANGE],
                                               (double)after.reserved_bytes - (double)before->reserved_bytes));
-    vb_keep_first(&status, vb_run_set_counter(run, "driver_used_change_at_synchronize_bytes",
+    vb_keep_first(&status, vb_run_set_counter(run, counters[DRIVER_USED_CHANGE],
                                               (double)driver_after - (double)driver_before));
     return status;
 }
@@ -51,33 +73,33 @@ static vb_status async_gpu_example(vb_run *run, matmul_state *s)
     vb_stream stream = vb_run_stream(run);
     vb_status status = vb_tensor_empty(run, MATRIX_SIZE, MATRIX_SIZE, stream, &s->x);
     if (status == VB_OK) status = vb_tensor_fill_random(s->x, 1, stream);
-    if (status == VB_OK) status = vb_run_step(run, "x = randn(10000, 10000)");
+    if (status == VB_OK) status = vb_run_step(run, steps[X_MADE].text);
     if (status == VB_OK) status = vb_tensor_empty(run, MATRIX_SIZE, MATRIX_SIZE, stream, &s->y);
     if (status == VB_OK) status = vb_tensor_fill_random(s->y, 2, stream);
-    if (status == VB_OK) status = vb_run_step(run, "y = randn(10000, 10000)");
+    if (status == VB_OK) status = vb_run_step(run, steps[Y_MADE].text);
     if (status == VB_OK) status = vb_tensor_empty(run, MATRIX_SIZE, MATRIX_SIZE, stream, &s->z);
     if (status == VB_OK) status = dev->ops->event_record(dev, s->before, stream);
     if (status == VB_OK) status = vb_tensor_matmul(s->x, 0, s->y, 0, s->z, stream);
     if (status == VB_OK) status = dev->ops->event_record(dev, s->after, stream);
-    if (status == VB_OK) status = vb_run_step(run, "z = matmul(x, y) (dispatched)");
+    if (status == VB_OK) status = vb_run_step(run, steps[DISPATCHED].text);
     if (status != VB_OK) return status;
     /* Asked right after the sample: was the product still running then? */
-    status = vb_run_set_counter(run, "kernel_in_flight_at_dispatch", dev->ops->event_query(dev, s->after) ? 0 : 1);
+    status = vb_run_set_counter(run, counters[KERNEL_IN_FLIGHT], dev->ops->event_query(dev, s->after) ? 0 : 1);
     vb_alloc_stats before_sync = vb_scenario_stats(run);
     uint64_t driver_before_sync = vb_device_used_bytes(dev);
     if (status == VB_OK) status = vb_scenario_synchronize(run);
-    if (status == VB_OK) status = vb_run_step(run, "synchronize()");
+    if (status == VB_OK) status = vb_run_step(run, steps[SYNCHRONIZED].text);
     if (status == VB_OK) status = count_synchronize_change(run, &before_sync, driver_before_sync);
     double matmul_ms = 0.0;
     if (status == VB_OK) status = dev->ops->event_elapsed_ms(dev, s->before, s->after, &matmul_ms);
-    if (status == VB_OK) status = vb_run_set_counter(run, "matmul_ms", matmul_ms);
+    if (status == VB_OK) status = vb_run_set_counter(run, counters[MATMUL_MS], matmul_ms);
     /* The function returns: its locals x, y and z go. */
     if (status == VB_OK) status = vb_tensor_drop(&s->x);
     if (status == VB_OK) status = vb_tensor_drop(&s->y);
     if (status == VB_OK) status = vb_tensor_drop(&s->z);
-    if (status == VB_OK) status = vb_run_step(run, "async_gpu_example() returned");
+    if (status == VB_OK) status = vb_run_step(run, steps[RETURNED].text);
     if (status == VB_OK) status = vb_run_empty_cache(run);
-    if (status == VB_OK) status = vb_run_step(run, "empty_cache");
+    if (status == VB_OK) status = vb_run_step(run, steps[EMPTIED].text);
     return status;
 }
 
@@ -106,4 +128,6 @@ const vb_scenario vb_async_matmul_scenario = {
     .documents = "001",
     .description = "two 10000x10000 fp32 matrices, z = x @ y in flight, synchronize, return, empty_cache",
     .run = run_async_matmul,
+    .steps = steps,
+    .counters = counters,
 };

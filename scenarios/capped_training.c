@@ -16,6 +16,29 @@
 #define LAYERS 4
 #define STEPS 5
 #define SEARCH_FROM 1024ull
+
+/* Its steps (docs/results-json.md, "names"). */
+enum { MODEL, SEARCHED_WITHOUT, SEARCHED_WITH, BALLAST, BALLAST_FREED };
+static const vb_name steps[] = {
+    [MODEL] = {"model", "model, grads, Adam moments"},
+    [SEARCHED_WITHOUT] = {"searched_without", "search without empty_cache"},
+    [SEARCHED_WITH] = {"searched_with", "search with empty_cache"},
+    [BALLAST] = {"ballast", "ballast: 1 GiB left free"},
+    [BALLAST_FREED] = {"ballast_freed", "ballast freed"},
+    {NULL, NULL},
+};
+
+/* Its counters. */
+enum { MAX_BATCH_WITHOUT, MAX_BATCH_WITH, COMMON_BATCH, PEAK_WITHOUT, PEAK_WITH, CAP };
+static const char *const counters[] = {
+    [MAX_BATCH_WITHOUT] = "max_batch_without_empty_cache",
+    [MAX_BATCH_WITH] = "max_batch_with_empty_cache",
+    [COMMON_BATCH] = "common_batch",
+    [PEAK_WITHOUT] = "peak_reserved_without_empty_cache",
+    [PEAK_WITH] = "peak_reserved_with_empty_cache",
+    [CAP] = "cap_bytes",
+    NULL,
+};
 #define SEARCH_RESOLUTION 256ull
 
 /* Batch of step s for nominal batch B: B, B/2, B, 3B/4, B (a short last batch
@@ -116,21 +139,21 @@ static vb_status measure(vb_run *run)
     vb_addr state[LAYERS * 4];
     uint64_t with_empty_cache, without_empty_cache;
     VB_TRY(model_state(run, state, LAYERS * 4));
-    vb_status status = vb_run_step(run, "model, grads, Adam moments");
+    vb_status status = vb_run_step(run, steps[MODEL].text);
     if (status == VB_OK) status = largest_batch(run, 0, &without_empty_cache);
-    if (status == VB_OK) status = vb_run_step(run, "search without empty_cache");
+    if (status == VB_OK) status = vb_run_step(run, steps[SEARCHED_WITHOUT].text);
     if (status == VB_OK) status = largest_batch(run, 1, &with_empty_cache);
-    if (status == VB_OK) status = vb_run_step(run, "search with empty_cache");
+    if (status == VB_OK) status = vb_run_step(run, steps[SEARCHED_WITH].text);
     if (status == VB_OK) {
         uint64_t common = with_empty_cache < without_empty_cache ? with_empty_cache : without_empty_cache;
         double peak_with = 0, peak_without = 0;
         if (common > 0) status = peak_reserved_at(run, common, 0, &peak_without);
         if (status == VB_OK && common > 0) status = peak_reserved_at(run, common, 1, &peak_with);
-        if (status == VB_OK) status = vb_run_set_counter(run, "max_batch_without_empty_cache", (double)without_empty_cache);
-        if (status == VB_OK) status = vb_run_set_counter(run, "max_batch_with_empty_cache", (double)with_empty_cache);
-        if (status == VB_OK) status = vb_run_set_counter(run, "common_batch", (double)common);
-        if (status == VB_OK) status = vb_run_set_counter(run, "peak_reserved_without_empty_cache", peak_without);
-        if (status == VB_OK) status = vb_run_set_counter(run, "peak_reserved_with_empty_cache", peak_with);
+        if (status == VB_OK) status = vb_run_set_counter(run, counters[MAX_BATCH_WITHOUT], (double)without_empty_cache);
+        if (status == VB_OK) status = vb_run_set_counter(run, counters[MAX_BATCH_WITH], (double)with_empty_cache);
+        if (status == VB_OK) status = vb_run_set_counter(run, counters[COMMON_BATCH], (double)common);
+        if (status == VB_OK) status = vb_run_set_counter(run, counters[PEAK_WITHOUT], peak_without);
+        if (status == VB_OK) status = vb_run_set_counter(run, counters[PEAK_WITH], peak_with);
     }
     for (int i = 0; i < LAYERS * 4; i++) {
         vb_status freed = vb_run_free(run, state[i]);
@@ -149,15 +172,15 @@ static vb_status capped_training_run(vb_run *run)
     VB_TRY(dev->ops->mem_info(dev, &free_bytes, &total_bytes));
     if (free_bytes > CAP_BYTES + VB_DRIVER_PAGE)
         VB_TRY(dev->ops->mem_alloc(dev, (free_bytes - CAP_BYTES) & ~(VB_DRIVER_PAGE - 1), &ballast));
-    VB_TRY(vb_run_set_counter(run, "cap_bytes", (double)CAP_BYTES));
-    vb_status status = vb_run_step(run, "ballast: 1 GiB left free");
+    VB_TRY(vb_run_set_counter(run, counters[CAP], (double)CAP_BYTES));
+    vb_status status = vb_run_step(run, steps[BALLAST].text);
     if (status == VB_OK) status = measure(run);
     if (status == VB_OK) status = vb_run_empty_cache(run);
     if (ballast) {
         vb_status freed = dev->ops->mem_free(dev, ballast);
         if (status == VB_OK) status = freed;
     }
-    if (status == VB_OK) status = vb_run_step(run, "ballast freed");
+    if (status == VB_OK) status = vb_run_step(run, steps[BALLAST_FREED].text);
     return status;
 }
 
@@ -166,4 +189,6 @@ const vb_scenario vb_capped_training_scenario = {
     .documents = "003, 004",
     .description = "largest batch that trains under a 1 GiB cap, with and without empty_cache every step",
     .run = capped_training_run,
+    .steps = steps,
+    .counters = counters,
 };

@@ -7,8 +7,6 @@
 #include "runtime/tensor.h"
 #include "scenario.h"
 
-/* The counter every scenario sets: 1 when it stopped at an out-of-memory. */
-#define VB_COUNTER_OUT_OF_MEMORY "out_of_memory"
 
 /* Keeps the first failure: *status becomes `next` only while it is VB_OK. */
 static inline void vb_keep_first(vb_status *status, vb_status next)

@@ -33,13 +33,33 @@
 #define SAMPLES 10000
 #define FEATURES 100
 
-static const int64_t batch_sizes[] = {32, 256, 2048, 8192};
+/* The batch sizes, the members of its counter families. */
+static const vb_family_member batch_sizes[] = {{"32", 32}, {"256", 256}, {"2048", 2048}, {"8192", 8192}, {NULL, 0}};
+
+/* Its counter families (docs/results-json.md, "names"), one counter per batch size. */
+enum { PEAK_RESERVED, PEAK_REQUESTED, BATCH_NS };
+static const vb_counter_family families[] = {
+    [PEAK_RESERVED] = {"peak_reserved_bytes", "batch%s_peak_reserved_bytes"},
+    [PEAK_REQUESTED] = {"peak_requested_bytes", "batch%s_peak_requested_bytes"},
+    [BATCH_NS] = {"batch_ns", "batch%s_batch_ns"},
+    {NULL, NULL},
+};
+
+/* Its steps. */
+enum { MODEL, EPOCH_DONE, END };
+static const vb_name steps[] = {
+    [MODEL] = {"model", "model, optimizer, pinned dataset"},
+    [EPOCH_DONE] = {"epoch_done", "batch_size=%s: epoch done"},
+    [END] = {"end", "del model, optimizer"},
+    {NULL, NULL},
+};
 
 /* One epoch at `batch_size` (the last batch holds the remainder), then the
  * counters and the step "batch_size=N: epoch done". */
 static vb_status epoch(vb_run *run, vb_mlp *model, vb_optimizer *optimizer, const vb_pinned_dataset *dataset,
-                       int64_t batch_size)
+                       const vb_family_member *size)
 {
+    int64_t batch_size = size->parameter;
     vb_run_reset_peaks(run);
     vb_status status = vb_scenario_synchronize(run);
     uint64_t start = vb_now_ns();
@@ -54,13 +74,13 @@ static vb_status epoch(vb_run *run, vb_mlp *model, vb_optimizer *optimizer, cons
     double batch_ns = (double)(vb_now_ns() - start) / (double)batches;
     vb_alloc_stats stats = vb_scenario_stats(run);
     char name[64];
-    snprintf(name, sizeof name, "batch%lld_peak_reserved_bytes", (long long)batch_size);
+    vb_scenario_family_counter(&families[PEAK_RESERVED], size, name, sizeof name);
     status = vb_run_set_counter(run, name, (double)stats.reserved_bytes_peak);
-    snprintf(name, sizeof name, "batch%lld_peak_requested_bytes", (long long)batch_size);
+    vb_scenario_family_counter(&families[PEAK_REQUESTED], size, name, sizeof name);
     vb_keep_first(&status, vb_run_set_counter(run, name, (double)stats.requested_bytes_peak));
-    snprintf(name, sizeof name, "batch%lld_batch_ns", (long long)batch_size);
+    vb_scenario_family_counter(&families[BATCH_NS], size, name, sizeof name);
     vb_keep_first(&status, vb_run_set_counter(run, name, batch_ns));
-    snprintf(name, sizeof name, "batch_size=%lld: epoch done", (long long)batch_size);
+    snprintf(name, sizeof name, steps[EPOCH_DONE].text, size->name);
     vb_keep_first(&status, vb_run_step(run, name));
     return status;
 }
@@ -76,12 +96,12 @@ static vb_status run_dataloader_batches(vb_run *run)
     if (status == VB_OK) status = vb_pinned_dataset_create(run, SAMPLES, FEATURES, 1, &dataset);
     if (status == VB_OK) status = vb_mlp_create(run, widths, 3, vb_run_stream(run), 2, &model);
     if (status == VB_OK) status = vb_optimizer_create(VB_OPTIMIZER_SGD, model, 0.01f, &optimizer);
-    if (status == VB_OK) status = vb_run_step(run, "model, optimizer, pinned dataset");
-    for (size_t i = 0; i < sizeof batch_sizes / sizeof batch_sizes[0] && status == VB_OK; i++)
-        status = epoch(run, model, optimizer, &dataset, batch_sizes[i]);
+    if (status == VB_OK) status = vb_run_step(run, steps[MODEL].text);
+    for (const vb_family_member *size = batch_sizes; size->name && status == VB_OK; size++)
+        status = epoch(run, model, optimizer, &dataset, size);
     if (status == VB_OK) status = vb_optimizer_drop(&optimizer);
     if (status == VB_OK) status = vb_mlp_drop(&model);
-    if (status == VB_OK) status = vb_run_step(run, "del model, optimizer");
+    if (status == VB_OK) status = vb_run_step(run, steps[END].text);
     status = vb_scenario_outcome(run, status);
     vb_keep_first(&status, vb_optimizer_drop(&optimizer));
     vb_keep_first(&status, vb_mlp_drop(&model));
@@ -94,4 +114,8 @@ const vb_scenario vb_dataloader_batches_scenario = {
     .documents = "003, 004",
     .description = "pinned host batches copied to the device, MLP training step; batch size 32/256/2048/8192",
     .run = run_dataloader_batches,
+    .steps = steps,
+    .families = families,
+    .members = batch_sizes,
+    .member_parameter = "batch size",
 };

@@ -46,18 +46,40 @@
 #define FEATURES 100
 #define BATCH_SIZE 32
 
-/* empty_cache every `every` iterations (0: never), named as in the counters. */
-typedef struct variant {
-    int every;
-    const char *name;
-} variant;
+/* The variants, the members of its counter families: empty_cache every
+ * `parameter` iterations (0: never), named as in the counters. */
+typedef vb_family_member variant;
+static const variant variants[] = {{"every1", 1}, {"every10", 10}, {"never", 0}, {NULL, 0}};
 
-static const variant variants[] = {{1, "every1"}, {10, "every10"}, {0, "never"}};
+/* Its counter families (docs/results-json.md, "names"): each variant's
+ * figures over both loops, then each loop's own. */
+enum { TOTAL_FIGURES = 0, OPS_FIGURES = 3, TRAIN_FIGURES = 6 };
+static const vb_counter_family families[] = {
+    {"iter_ns", "%s_iter_ns"},
+    {"driver_calls", "%s_driver_calls"},
+    {"peak_reserved_bytes", "%s_peak_reserved_bytes"},
+    {"ops_iter_ns", "ops_%s_iter_ns"},
+    {"ops_driver_calls", "ops_%s_driver_calls"},
+    {"ops_peak_reserved_bytes", "ops_%s_peak_reserved_bytes"},
+    {"train_iter_ns", "train_%s_iter_ns"},
+    {"train_driver_calls", "train_%s_driver_calls"},
+    {"train_peak_reserved_bytes", "train_%s_peak_reserved_bytes"},
+    {NULL, NULL},
+};
+
+/* Its steps. */
+enum { OPS_DONE, TRAINING_DONE, EMPTIED };
+static const vb_name steps[] = {
+    [OPS_DONE] = {"ops_done", "perform_multiple_ops, empty_cache %s"},
+    [TRAINING_DONE] = {"training_done", "training loop, empty_cache %s"},
+    [EMPTIED] = {"emptied", "empty_cache"},
+    {NULL, NULL},
+};
 
 /* Calls empty_cache after iteration i (0-based) when the variant says so. */
 static vb_status maybe_empty_cache(vb_run *run, const variant *v, int i)
 {
-    if (v->every == 0 || (i + 1) % v->every != 0) return VB_OK;
+    if (v->parameter == 0 || (i + 1) % v->parameter != 0) return VB_OK;
     return vb_run_empty_cache(run);
 }
 
@@ -82,23 +104,25 @@ static vb_status start_loop(vb_run *run, loop_figures *figures)
     return status;
 }
 
-/* Sets PREFIX{variant}_iter_ns, _driver_calls and _peak_reserved_bytes. */
-static vb_status set_variant_counters(vb_run *run, const char *prefix, const variant *v, double iter_ns,
+/* Sets variant v's counters of the three families from `first` on
+ * (TOTAL_FIGURES, OPS_FIGURES or TRAIN_FIGURES: iter_ns, driver_calls,
+ * peak_reserved_bytes). */
+static vb_status set_variant_counters(vb_run *run, int first, const variant *v, double iter_ns,
                                       uint64_t driver_calls, uint64_t peak_reserved)
 {
     char name[64];
-    snprintf(name, sizeof name, "%s%s_iter_ns", prefix, v->name);
+    vb_scenario_family_counter(&families[first], v, name, sizeof name);
     vb_status status = vb_run_set_counter(run, name, iter_ns);
-    snprintf(name, sizeof name, "%s%s_driver_calls", prefix, v->name);
+    vb_scenario_family_counter(&families[first + 1], v, name, sizeof name);
     vb_keep_first(&status, vb_run_set_counter(run, name, (double)driver_calls));
-    snprintf(name, sizeof name, "%s%s_peak_reserved_bytes", prefix, v->name);
+    vb_scenario_family_counter(&families[first + 2], v, name, sizeof name);
     vb_keep_first(&status, vb_run_set_counter(run, name, (double)peak_reserved));
     return status;
 }
 
-/* Ends a timed loop: sets its PREFIX{variant}_* counters, adds its figures to
+/* Ends a timed loop: sets its counters (the families from `first` on), adds its figures to
  * the variant's totals and samples the step `step`. */
-static vb_status finish_loop(vb_run *run, const loop_figures *figures, const char *prefix, const variant *v,
+static vb_status finish_loop(vb_run *run, const loop_figures *figures, int first, const variant *v,
                              variant_totals *totals, const char *step)
 {
     vb_status status = vb_scenario_synchronize(run);
@@ -110,7 +134,7 @@ static vb_status finish_loop(vb_run *run, const loop_figures *figures, const cha
     totals->iterations += ITERATIONS;
     totals->driver_calls += driver_calls;
     if (peak_reserved > totals->peak_reserved) totals->peak_reserved = peak_reserved;
-    status = set_variant_counters(run, prefix, v, loop_ns / ITERATIONS, driver_calls, peak_reserved);
+    status = set_variant_counters(run, first, v, loop_ns / ITERATIONS, driver_calls, peak_reserved);
     vb_keep_first(&status, vb_run_step(run, step));
     return status;
 }
@@ -148,8 +172,8 @@ static vb_status perform_multiple_ops(vb_run *run, const variant *v, variant_tot
     }
     if (status != VB_OK) return status;
     char step[64];
-    snprintf(step, sizeof step, "perform_multiple_ops, empty_cache %s", v->name);
-    return finish_loop(run, &figures, "ops_", v, totals, step);
+    snprintf(step, sizeof step, steps[OPS_DONE].text, v->name);
+    return finish_loop(run, &figures, OPS_FIGURES, v, totals, step);
 }
 
 /* 003's training loop, ITERATIONS batches, with variant v's empty_cache. */
@@ -170,8 +194,8 @@ static vb_status training_loop(vb_run *run, const vb_pinned_dataset *dataset, co
         if (status == VB_OK) status = maybe_empty_cache(run, v, i);
     }
     char step[64];
-    snprintf(step, sizeof step, "training loop, empty_cache %s", v->name);
-    if (status == VB_OK) status = finish_loop(run, &figures, "train_", v, totals, step);
+    snprintf(step, sizeof step, steps[TRAINING_DONE].text, v->name);
+    if (status == VB_OK) status = finish_loop(run, &figures, TRAIN_FIGURES, v, totals, step);
     vb_keep_first(&status, vb_optimizer_drop(&optimizer));
     vb_keep_first(&status, vb_mlp_drop(&model));
     return status;
@@ -180,7 +204,7 @@ static vb_status training_loop(vb_run *run, const vb_pinned_dataset *dataset, co
 /* Both loops in every variant, then each variant's totals. */
 static vb_status run_empty_cache_loop(vb_run *run)
 {
-    enum { VARIANTS = sizeof variants / sizeof variants[0] };
+    enum { VARIANTS = sizeof variants / sizeof variants[0] - 1 };
     vb_pinned_dataset dataset = {NULL, NULL, NULL, 0, 0};
     variant_totals totals[VARIANTS] = {{0.0, 0, 0, 0}};
     vb_status status = vb_scenario_begin(run);
@@ -190,10 +214,10 @@ static vb_status run_empty_cache_loop(vb_run *run)
     for (size_t i = 0; i < VARIANTS && status == VB_OK; i++)
         status = training_loop(run, &dataset, &variants[i], &totals[i]);
     for (size_t i = 0; i < VARIANTS && status == VB_OK; i++)
-        status = set_variant_counters(run, "", &variants[i], totals[i].loop_ns / (double)totals[i].iterations,
+        status = set_variant_counters(run, TOTAL_FIGURES, &variants[i], totals[i].loop_ns / (double)totals[i].iterations,
                                       totals[i].driver_calls, totals[i].peak_reserved);
     if (status == VB_OK) status = vb_run_empty_cache(run);
-    if (status == VB_OK) status = vb_run_step(run, "empty_cache");
+    if (status == VB_OK) status = vb_run_step(run, steps[EMPTIED].text);
     status = vb_scenario_outcome(run, status);
     vb_pinned_dataset_free(&dataset);
     return status;
@@ -204,4 +228,8 @@ const vb_scenario vb_empty_cache_loop_scenario = {
     .documents = "003, 004",
     .description = "100x100 ops loop and a training loop with empty_cache every iteration, every 10, never",
     .run = run_empty_cache_loop,
+    .steps = steps,
+    .families = families,
+    .members = variants,
+    .member_parameter = "empty_cache every N iterations (0: never)",
 };

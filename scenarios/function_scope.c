@@ -33,6 +33,32 @@
  * five-element reduction launches no kernel here: only memory matters). */
 #include "common.h"
 
+/* Its steps (docs/results-json.md, "names"). */
+enum { TENSOR_MADE, SUMMED, DEL_TENSOR, EMPTIED_INSIDE, A_MADE, B_MADE, C_MADE, DEL_A, DEL_B, RETURNED_000, RETURNED_004, EMPTIED, DEL_RESULT };
+static const vb_name steps[] = {
+    [TENSOR_MADE] = {"tensor_made", "tensor = torch.tensor(data)"},
+    [SUMMED] = {"summed", "result = tensor.sum()"},
+    [DEL_TENSOR] = {"del_tensor", "del tensor"},
+    [EMPTIED_INSIDE] = {"emptied_inside", "empty_cache (in process_data)"},
+    [A_MADE] = {"a_made", "a = randn(1000, 1000)"},
+    [B_MADE] = {"b_made", "b = randn(1000, 1000)"},
+    [C_MADE] = {"c_made", "c = a + b"},
+    [DEL_A] = {"del_a", "del a"},
+    [DEL_B] = {"del_b", "del b"},
+    [RETURNED_000] = {"returned_000", "result = process_data(data)"},
+    [RETURNED_004] = {"returned_004", "result = process_data()"},
+    [EMPTIED] = {"emptied", "empty_cache"},
+    [DEL_RESULT] = {"del_result", "del result"},
+    {NULL, NULL},
+};
+
+/* Its counters. */
+enum { REQUESTED_CHANGE };
+static const char *const counters[] = {
+    [REQUESTED_CHANGE] = "requested_change_bytes",
+    NULL,
+};
+
 /* torch.tensor([1, 2, 3, 4, 5]) as int64, copied from the host. */
 static const int64_t example_data[5] = {1, 2, 3, 4, 5};
 
@@ -43,13 +69,13 @@ static vb_status process_data_000(vb_run *run, vb_tensor **result)
     vb_tensor *tensor = NULL;
     vb_status status = vb_tensor_empty_typed(run, VB_DTYPE_I64, 1, 5, stream, &tensor);
     if (status == VB_OK) status = vb_tensor_copy_from_host(tensor, example_data, stream);
-    if (status == VB_OK) status = vb_run_step(run, "tensor = torch.tensor(data)");
+    if (status == VB_OK) status = vb_run_step(run, steps[TENSOR_MADE].text);
     if (status == VB_OK) status = vb_tensor_empty_typed(run, VB_DTYPE_I64, 1, 1, stream, result);
-    if (status == VB_OK) status = vb_run_step(run, "result = tensor.sum()");
+    if (status == VB_OK) status = vb_run_step(run, steps[SUMMED].text);
     if (status == VB_OK) status = vb_tensor_drop(&tensor);
-    if (status == VB_OK) status = vb_run_step(run, "del tensor");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_TENSOR].text);
     if (status == VB_OK) status = vb_run_empty_cache(run);
-    if (status == VB_OK) status = vb_run_step(run, "empty_cache (in process_data)");
+    if (status == VB_OK) status = vb_run_step(run, steps[EMPTIED_INSIDE].text);
     /* The copy reads example_data, which is static: no wait needed. */
     vb_keep_first(&status, vb_tensor_drop(&tensor));
     return status;
@@ -62,19 +88,19 @@ static vb_status process_data_004(vb_run *run, vb_tensor **c)
     vb_tensor *a = NULL, *b = NULL;
     vb_status status = vb_tensor_empty(run, 1000, 1000, stream, &a);
     if (status == VB_OK) status = vb_tensor_fill_random(a, 1, stream);
-    if (status == VB_OK) status = vb_run_step(run, "a = randn(1000, 1000)");
+    if (status == VB_OK) status = vb_run_step(run, steps[A_MADE].text);
     if (status == VB_OK) status = vb_tensor_empty(run, 1000, 1000, stream, &b);
     if (status == VB_OK) status = vb_tensor_fill_random(b, 2, stream);
-    if (status == VB_OK) status = vb_run_step(run, "b = randn(1000, 1000)");
+    if (status == VB_OK) status = vb_run_step(run, steps[B_MADE].text);
     /* c = a + b: relu_f32 reads a and writes c, axpy adds b. */
     if (status == VB_OK) status = vb_tensor_empty(run, 1000, 1000, stream, c);
     if (status == VB_OK) status = vb_tensor_relu(*c, a, stream);
     if (status == VB_OK) status = vb_tensor_axpy(1.0f, b, *c, stream);
-    if (status == VB_OK) status = vb_run_step(run, "c = a + b");
+    if (status == VB_OK) status = vb_run_step(run, steps[C_MADE].text);
     if (status == VB_OK) status = vb_tensor_drop(&a);
-    if (status == VB_OK) status = vb_run_step(run, "del a");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_A].text);
     if (status == VB_OK) status = vb_tensor_drop(&b);
-    if (status == VB_OK) status = vb_run_step(run, "del b");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_B].text);
     vb_keep_first(&status, vb_tensor_drop(&a));
     vb_keep_first(&status, vb_tensor_drop(&b));
     return status;
@@ -87,7 +113,7 @@ static vb_status run_function_scope(vb_run *run)
     vb_status status = vb_scenario_begin(run);
     uint64_t requested_at_start = vb_scenario_stats(run).requested_bytes;
     if (status == VB_OK) status = process_data_000(run, &result);
-    if (status == VB_OK) status = vb_run_step(run, "result = process_data(data)");
+    if (status == VB_OK) status = vb_run_step(run, steps[RETURNED_000].text);
     if (status == VB_OK) status = process_data_004(run, &returned);
     /* `result = process_data()` rebinds result: the old tensor goes. */
     if (status == VB_OK) {
@@ -95,13 +121,13 @@ static vb_status run_function_scope(vb_run *run)
         result = returned;
         returned = NULL;
     }
-    if (status == VB_OK) status = vb_run_step(run, "result = process_data()");
+    if (status == VB_OK) status = vb_run_step(run, steps[RETURNED_004].text);
     if (status == VB_OK) status = vb_run_empty_cache(run);
-    if (status == VB_OK) status = vb_run_step(run, "empty_cache");
+    if (status == VB_OK) status = vb_run_step(run, steps[EMPTIED].text);
     if (status == VB_OK) status = vb_tensor_drop(&result);
-    if (status == VB_OK) status = vb_run_step(run, "del result");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_RESULT].text);
     if (status == VB_OK)
-        status = vb_run_set_counter(run, "requested_change_bytes",
+        status = vb_run_set_counter(run, counters[REQUESTED_CHANGE],
                                     (double)vb_scenario_stats(run).requested_bytes - (double)requested_at_start);
     status = vb_scenario_outcome(run, status);
     vb_keep_first(&status, vb_tensor_drop(&result));
@@ -114,4 +140,6 @@ const vb_scenario vb_function_scope_scenario = {
     .documents = "000, 004",
     .description = "process_data(): tensors created, del'd and returned in a function; ends at its start",
     .run = run_function_scope,
+    .steps = steps,
+    .counters = counters,
 };

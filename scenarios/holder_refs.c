@@ -27,6 +27,25 @@
 
 #define HOLDER_SIZE 10000
 
+/* Its steps (docs/results-json.md, "names"). */
+enum { HOLDER_MADE, COMPUTED, HOLDER_NONE, RESULT_NONE, EMPTIED };
+static const vb_name steps[] = {
+    [HOLDER_MADE] = {"holder_made", "tensor_holder = TensorHolder(10000)"},
+    [COMPUTED] = {"computed", "result = tensor_holder.compute()"},
+    [HOLDER_NONE] = {"holder_none", "tensor_holder = None"},
+    [RESULT_NONE] = {"result_none", "result = None"},
+    [EMPTIED] = {"emptied", "empty_cache"},
+    {NULL, NULL},
+};
+
+/* Its counters. */
+enum { FREED_AT_HOLDER_NONE, HELD_BY_RESULT };
+static const char *const counters[] = {
+    [FREED_AT_HOLDER_NONE] = "freed_at_holder_none_bytes",
+    [HELD_BY_RESULT] = "held_by_result_bytes",
+    NULL,
+};
+
 /* TensorHolder: an object whose attribute is the only reference to its tensor. */
 typedef struct tensor_holder {
     vb_tensor *tensor;
@@ -58,23 +77,23 @@ static vb_status run_holder_refs(vb_run *run)
     vb_status status = vb_scenario_begin(run);
     uint64_t requested_at_start = vb_scenario_stats(run).requested_bytes;
     if (status == VB_OK) status = holder_init(run, &holder, HOLDER_SIZE);
-    if (status == VB_OK) status = vb_run_step(run, "tensor_holder = TensorHolder(10000)");
+    if (status == VB_OK) status = vb_run_step(run, steps[HOLDER_MADE].text);
     if (status == VB_OK) status = holder_compute(run, &holder, &result);
-    if (status == VB_OK) status = vb_run_step(run, "result = tensor_holder.compute()");
+    if (status == VB_OK) status = vb_run_step(run, steps[COMPUTED].text);
     uint64_t requested_before_none = vb_scenario_stats(run).requested_bytes;
     if (status == VB_OK) status = vb_tensor_drop(&holder.tensor); /* the holder object goes, and its attribute */
-    if (status == VB_OK) status = vb_run_step(run, "tensor_holder = None");
+    if (status == VB_OK) status = vb_run_step(run, steps[HOLDER_NONE].text);
     if (status == VB_OK) {
         uint64_t requested_after_none = vb_scenario_stats(run).requested_bytes;
-        status = vb_run_set_counter(run, "freed_at_holder_none_bytes",
+        status = vb_run_set_counter(run, counters[FREED_AT_HOLDER_NONE],
                                     (double)requested_before_none - (double)requested_after_none);
-        vb_keep_first(&status, vb_run_set_counter(run, "held_by_result_bytes",
+        vb_keep_first(&status, vb_run_set_counter(run, counters[HELD_BY_RESULT],
                                                   (double)requested_after_none - (double)requested_at_start));
     }
     if (status == VB_OK) status = vb_tensor_drop(&result);
-    if (status == VB_OK) status = vb_run_step(run, "result = None");
+    if (status == VB_OK) status = vb_run_step(run, steps[RESULT_NONE].text);
     if (status == VB_OK) status = vb_run_empty_cache(run);
-    if (status == VB_OK) status = vb_run_step(run, "empty_cache");
+    if (status == VB_OK) status = vb_run_step(run, steps[EMPTIED].text);
     status = vb_scenario_outcome(run, status);
     vb_keep_first(&status, vb_tensor_drop(&holder.tensor));
     vb_keep_first(&status, vb_tensor_drop(&result));
@@ -86,4 +105,6 @@ const vb_scenario vb_holder_refs_scenario = {
     .documents = "001",
     .description = "TensorHolder(10000); result = holder.compute(); holder = None; result = None",
     .run = run_holder_refs,
+    .steps = steps,
+    .counters = counters,
 };

@@ -21,6 +21,23 @@
 #define SAMPLE_EVERY 10
 #define COLUMNS 1000ull
 
+/* Its steps (docs/results-json.md, "names"). */
+enum { UNREFERENCED, KEPT, END };
+static const vb_name steps[] = {
+    [UNREFERENCED] = {"unreferenced", "unreferenced %d"},
+    [KEPT] = {"kept", "kept %d"},
+    [END] = {"end", "del results; empty_cache"},
+    {NULL, NULL},
+};
+
+/* Its counters. */
+enum { ITERATIONS_COUNTER, LARGEST_TENSOR };
+static const char *const counters[] = {
+    [ITERATIONS_COUNTER] = "iterations",
+    [LARGEST_TENSOR] = "largest_tensor_bytes",
+    NULL,
+};
+
 /* The fp32 bytes of iteration i's tensors: rows 1000, 1250, 1500, 1750, ... */
 static uint64_t tensor_bytes(int iteration)
 {
@@ -40,12 +57,13 @@ static vb_status process_data(vb_run *run, int iteration, vb_addr *c)
     return vb_run_free(run, b);
 }
 
-/* Samples every SAMPLE_EVERY iterations as "<phase> <iterations done>". */
-static vb_status sample(vb_run *run, const char *phase, int done)
+/* Samples every SAMPLE_EVERY iterations as the step `phase` (a pattern of
+ * the steps table) numbered with the iterations done. */
+static vb_status sample(vb_run *run, int phase, int done)
 {
     if (done % SAMPLE_EVERY != 0) return VB_OK;
     char step[64];
-    snprintf(step, sizeof step, "%s %d", phase, done);
+    snprintf(step, sizeof step, steps[phase].text, done);
     return vb_run_step(run, step);
 }
 
@@ -55,19 +73,19 @@ static vb_status leak_loop_run(vb_run *run)
     vb_addr kept[ITERATIONS];
     int kept_count = 0;
     vb_status status = VB_OK;
-    VB_TRY(vb_run_set_counter(run, "iterations", ITERATIONS));
-    VB_TRY(vb_run_set_counter(run, "largest_tensor_bytes", (double)tensor_bytes(3)));
-    VB_TRY(vb_run_step(run, "start"));
+    VB_TRY(vb_run_set_counter(run, counters[ITERATIONS_COUNTER], ITERATIONS));
+    VB_TRY(vb_run_set_counter(run, counters[LARGEST_TENSOR], (double)tensor_bytes(3)));
+    VB_TRY(vb_run_step(run, vb_scenario_common_steps[VB_STEP_START].text));
     for (int i = 0; i < ITERATIONS; i++) {
         vb_addr c;
         VB_TRY(process_data(run, i, &c));
         VB_TRY(vb_run_free(run, c)); /* result = process_data(); dropped at once */
-        VB_TRY(sample(run, "unreferenced", i + 1));
+        VB_TRY(sample(run, UNREFERENCED, i + 1));
     }
     for (int i = 0; i < ITERATIONS && status == VB_OK; i++) {
         status = process_data(run, i, &kept[kept_count]);
         if (status == VB_OK) kept_count++;
-        if (status == VB_OK) status = sample(run, "kept", i + 1); /* results.append(c) */
+        if (status == VB_OK) status = sample(run, KEPT, i + 1); /* results.append(c) */
     }
     for (int i = 0; i < kept_count; i++) {
         vb_status freed = vb_run_free(run, kept[i]);
@@ -75,7 +93,7 @@ static vb_status leak_loop_run(vb_run *run)
     }
     VB_TRY(status);
     VB_TRY(vb_run_empty_cache(run));
-    return vb_run_step(run, "del results; empty_cache");
+    return vb_run_step(run, steps[END].text);
 }
 
 const vb_scenario vb_leak_loop_scenario = {
@@ -83,4 +101,6 @@ const vb_scenario vb_leak_loop_scenario = {
     .documents = "004",
     .description = "100 x process_data() with results dropped, then kept: leak or cache? reserved-allocated gap",
     .run = leak_loop_run,
+    .steps = steps,
+    .counters = counters,
 };

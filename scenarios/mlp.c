@@ -15,7 +15,7 @@ vb_status vb_mlp_create(vb_run *run, const int64_t *widths, int layer_count, vb_
     if (layer_count < 1 || layer_count > VB_MLP_MAX_LAYERS)
         return vb_error(VB_ERR_INVALID, "mlp: %d layers (1 to %d)", layer_count, VB_MLP_MAX_LAYERS);
     vb_mlp *mlp = calloc(1, sizeof *mlp);
-    if (!mlp) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!mlp) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     mlp->run = run;
     mlp->stream = stream;
     mlp->layer_count = layer_count;
@@ -199,7 +199,7 @@ vb_status vb_mlp_saved_release(vb_mlp_saved *saved)
 vb_status vb_optimizer_create(vb_optimizer_kind kind, vb_mlp *mlp, float lr, vb_optimizer **out)
 {
     vb_optimizer *optimizer = calloc(1, sizeof *optimizer);
-    if (!optimizer) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!optimizer) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     optimizer->kind = kind;
     optimizer->params = vb_mlp_retain(mlp);
     optimizer->lr = lr;
@@ -284,6 +284,16 @@ vb_status vb_optimizer_step(vb_optimizer *optimizer)
 /* Document 004, Example 2's training_step                                   */
 /* ------------------------------------------------------------------------ */
 
+/* The steps vb_mlp_training_step marks (when asked to), for the tables of
+ * the scenarios that ask (scenarios/scenario.h, shared_steps). */
+enum { OUTPUT, BACKWARD, OPTIMIZER_STEP };
+const vb_name vb_mlp_training_steps[] = {
+    [OUTPUT] = {"output", "output = model(data)"},
+    [BACKWARD] = {"backward", "loss.backward()"},
+    [OPTIMIZER_STEP] = {"optimizer_step", "optimizer.step()"},
+    {NULL, NULL},
+};
+
 /* Samples `name` when the caller asked for steps. */
 static vb_status mark(vb_mlp *mlp, int mark_steps, const char *name)
 {
@@ -334,7 +344,7 @@ vb_status vb_mlp_training_step(vb_mlp *mlp, vb_optimizer *optimizer, vb_tensor *
     vb_mlp_saved saved = {{NULL}};
     vb_tensor *output = NULL, *target = NULL, *loss = NULL;
     vb_status status = vb_mlp_forward(mlp, data, &saved, &output);
-    if (status == VB_OK) status = mark(mlp, mark_steps, "output = model(data)");
+    if (status == VB_OK) status = mark(mlp, mark_steps, vb_mlp_training_steps[OUTPUT].text);
     if (status == VB_OK)
         status = vb_tensor_empty(mlp->run, vb_tensor_rows(output), vb_tensor_cols(output), mlp->stream, &target);
     if (status == VB_OK) status = vb_tensor_fill_random(target, 7, mlp->stream);
@@ -342,9 +352,9 @@ vb_status vb_mlp_training_step(vb_mlp *mlp, vb_optimizer *optimizer, vb_tensor *
     if (status == VB_OK) status = vb_mlp_zero_grad(optimizer->params);
     if (status == VB_OK) status = loss_backward(mlp, &saved, output, target);
     vb_keep_first(&status, vb_tensor_drop(&target)); /* the graph held it for MseLossBackward */
-    if (status == VB_OK) status = mark(mlp, mark_steps, "loss.backward()");
+    if (status == VB_OK) status = mark(mlp, mark_steps, vb_mlp_training_steps[BACKWARD].text);
     if (status == VB_OK) status = vb_optimizer_step(optimizer);
-    if (status == VB_OK) status = mark(mlp, mark_steps, "optimizer.step()");
+    if (status == VB_OK) status = mark(mlp, mark_steps, vb_mlp_training_steps[OPTIMIZER_STEP].text);
     /* loss.item(): a 4-byte copy to the host, which waits for the stream. */
     float value = 0.0f;
     if (status == VB_OK) status = vb_tensor_copy_to_host(loss, &value, mlp->stream);

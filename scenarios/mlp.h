@@ -107,6 +107,10 @@ vb_status vb_optimizer_drop(vb_optimizer **optimizer);
  *     return loss.item()
  * With `mark_steps`, samples "output = model(data)", "loss.backward()" and
  * "optimizer.step()". loss.item() synchronizes the stream, as it does. */
+/* The steps vb_mlp_training_step marks (NULL-ended), for the shared_steps
+ * of a scenario that passes mark_steps. */
+extern const vb_name vb_mlp_training_steps[];
+
 vb_status vb_mlp_training_step(vb_mlp *mlp, vb_optimizer *optimizer, vb_tensor *data, int mark_steps,
                                float *loss_value);
 

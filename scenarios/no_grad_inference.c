@@ -18,7 +18,6 @@
  * (no_grad_extra_peak_bytes / train_extra_peak_bytes: activations, grads and
  * temporaries). Each phase starts from an emptied cache so that neither
  * inherits the other's cached blocks. */
-#include <stdio.h>
 
 #include "mlp.h"
 
@@ -26,6 +25,30 @@
 #define OUTPUTS 10
 #define HIDDEN 4096
 #define BATCH 4096
+
+/* Its steps (docs/results-json.md, "names"). */
+enum { MODEL, INPUT, NO_GRAD_FORWARD, DEL_OUTPUT, TRAINED, END };
+static const vb_name steps[] = {
+    [MODEL] = {"model", "model = MLP(1000, 4096 x 3, 10).cuda()"},
+    [INPUT] = {"input", "input_tensor = randn(4096, 1000)"},
+    [NO_GRAD_FORWARD] = {"no_grad_forward", "with no_grad(): output = model(input)"},
+    [DEL_OUTPUT] = {"del_output", "del output"},
+    [TRAINED] = {"trained", "training_step returned"},
+    [END] = {"end", "del model, optimizer, input_tensor"},
+    {NULL, NULL},
+};
+
+/* Its counters. */
+enum { NO_GRAD_PEAK_REQUESTED, NO_GRAD_PEAK_RESERVED, NO_GRAD_EXTRA_PEAK, TRAIN_PEAK_REQUESTED, TRAIN_PEAK_RESERVED, TRAIN_EXTRA_PEAK };
+static const char *const counters[] = {
+    [NO_GRAD_PEAK_REQUESTED] = "no_grad_peak_requested_bytes",
+    [NO_GRAD_PEAK_RESERVED] = "no_grad_peak_reserved_bytes",
+    [NO_GRAD_EXTRA_PEAK] = "no_grad_extra_peak_bytes",
+    [TRAIN_PEAK_REQUESTED] = "train_peak_requested_bytes",
+    [TRAIN_PEAK_RESERVED] = "train_peak_reserved_bytes",
+    [TRAIN_EXTRA_PEAK] = "train_extra_peak_bytes",
+    NULL,
+};
 
 /* Starts a phase: empty cache, fresh peaks; returns the requested bytes now. */
 static vb_status begin_phase(vb_run *run, uint64_t *requested_before)
@@ -36,18 +59,15 @@ static vb_status begin_phase(vb_run *run, uint64_t *requested_before)
     return status;
 }
 
-/* Reports a phase's peaks as PREFIX_peak_requested_bytes,
- * PREFIX_peak_reserved_bytes and PREFIX_extra_peak_bytes. */
-static vb_status count_phase(vb_run *run, const char *prefix, uint64_t requested_before)
+/* Reports a phase's peaks as its three counters from `first` on (peak
+ * requested, peak reserved, extra peak: NO_GRAD_* or TRAIN_*). */
+static vb_status count_phase(vb_run *run, int first, uint64_t requested_before)
 {
     vb_alloc_stats stats = vb_scenario_stats(run);
-    char name[64];
-    snprintf(name, sizeof name, "%s_peak_requested_bytes", prefix);
-    vb_status status = vb_run_set_counter(run, name, (double)stats.requested_bytes_peak);
-    snprintf(name, sizeof name, "%s_peak_reserved_bytes", prefix);
-    vb_keep_first(&status, vb_run_set_counter(run, name, (double)stats.reserved_bytes_peak));
-    snprintf(name, sizeof name, "%s_extra_peak_bytes", prefix);
-    vb_keep_first(&status, vb_run_set_counter(run, name, (double)(stats.requested_bytes_peak - requested_before)));
+    vb_status status = vb_run_set_counter(run, counters[first], (double)stats.requested_bytes_peak);
+    vb_keep_first(&status, vb_run_set_counter(run, counters[first + 1], (double)stats.reserved_bytes_peak));
+    vb_keep_first(&status, vb_run_set_counter(run, counters[first + 2],
+                                              (double)(stats.requested_bytes_peak - requested_before)));
     return status;
 }
 
@@ -62,28 +82,28 @@ static vb_status run_no_grad_inference(vb_run *run)
     uint64_t requested_before = 0;
     vb_status status = vb_scenario_begin(run);
     if (status == VB_OK) status = vb_mlp_create(run, widths, 4, stream, 1, &model);
-    if (status == VB_OK) status = vb_run_step(run, "model = MLP(1000, 4096 x 3, 10).cuda()");
+    if (status == VB_OK) status = vb_run_step(run, steps[MODEL].text);
     if (status == VB_OK) status = vb_tensor_empty(run, BATCH, INPUTS, stream, &input);
     if (status == VB_OK) status = vb_tensor_fill_random(input, 2, stream);
-    if (status == VB_OK) status = vb_run_step(run, "input_tensor = randn(4096, 1000)");
+    if (status == VB_OK) status = vb_run_step(run, steps[INPUT].text);
     /* with torch.no_grad(): output = model(input_tensor) */
     if (status == VB_OK) status = begin_phase(run, &requested_before);
     if (status == VB_OK) status = vb_mlp_forward(model, input, NULL, &output);
     if (status == VB_OK) status = vb_scenario_synchronize(run);
-    if (status == VB_OK) status = vb_run_step(run, "with no_grad(): output = model(input)");
-    if (status == VB_OK) status = count_phase(run, "no_grad", requested_before);
+    if (status == VB_OK) status = vb_run_step(run, steps[NO_GRAD_FORWARD].text);
+    if (status == VB_OK) status = count_phase(run, NO_GRAD_PEAK_REQUESTED, requested_before);
     if (status == VB_OK) status = vb_tensor_drop(&output);
-    if (status == VB_OK) status = vb_run_step(run, "del output");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_OUTPUT].text);
     /* The same forward with grad, as part of a training step. */
     if (status == VB_OK) status = vb_optimizer_create(VB_OPTIMIZER_SGD, model, 0.01f, &optimizer);
     if (status == VB_OK) status = begin_phase(run, &requested_before);
     if (status == VB_OK) status = vb_mlp_training_step(model, optimizer, input, 1, NULL);
-    if (status == VB_OK) status = count_phase(run, "train", requested_before);
-    if (status == VB_OK) status = vb_run_step(run, "training_step returned");
+    if (status == VB_OK) status = count_phase(run, TRAIN_PEAK_REQUESTED, requested_before);
+    if (status == VB_OK) status = vb_run_step(run, steps[TRAINED].text);
     if (status == VB_OK) status = vb_optimizer_drop(&optimizer);
     if (status == VB_OK) status = vb_mlp_drop(&model);
     if (status == VB_OK) status = vb_tensor_drop(&input);
-    if (status == VB_OK) status = vb_run_step(run, "del model, optimizer, input_tensor");
+    if (status == VB_OK) status = vb_run_step(run, steps[END].text);
     status = vb_scenario_outcome(run, status);
     vb_keep_first(&status, vb_tensor_drop(&output));
     vb_keep_first(&status, vb_optimizer_drop(&optimizer));
@@ -97,4 +117,7 @@ const vb_scenario vb_no_grad_inference_scenario = {
     .documents = "003",
     .description = "MLP forward under no_grad vs a training step with saved activations and grads (peaks)",
     .run = run_no_grad_inference,
+    .steps = steps,
+    .shared_steps = vb_mlp_training_steps,
+    .counters = counters,
 };

@@ -32,6 +32,22 @@
 /* RMM's allocation probability, in percent. */
 #define ALLOCATION_PERCENT 73
 
+/* Its steps (docs/results-json.md, "names"). */
+enum { OPS, END };
+static const vb_name steps[] = {
+    [OPS] = {"ops", "ops=%s"},
+    [END] = {"end", "end"},
+    {NULL, NULL},
+};
+
+/* Its counters. */
+enum { ALLOCATIONS_MADE, ALLOCATION_FAILURES };
+static const char *const counters[] = {
+    [ALLOCATIONS_MADE] = "allocations_made",
+    [ALLOCATION_FAILURES] = "allocation_failures",
+    NULL,
+};
+
 typedef struct mix_settings {
     uint64_t allocations;   /* allocations to make (RMM: num_allocations) */
     uint64_t max_size;      /* bytes; sizes are uniform in [1, max_size] */
@@ -138,7 +154,7 @@ static vb_status random_mix_run(vb_run *run)
     }
     uint64_t operations = 2 * settings.allocations, step_every = operations / 10 ? operations / 10 : 1;
     live_block *live = malloc(settings.allocations * sizeof *live);
-    if (!live) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!live) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     uint64_t rng = settings.seed, live_count = 0, live_bytes = 0, made = 0, failures = 0;
     vb_status status = VB_OK;
     for (uint64_t op = 1; op <= operations && status == VB_OK; op++) {
@@ -166,8 +182,9 @@ static vb_status random_mix_run(vb_run *run)
         if (!allocate && status == VB_OK && live_count > 0)
             status = free_at(run, live, &live_count, &live_bytes, random_below(&rng, live_count));
         if (status == VB_OK && op % step_every == 0) {
-            char step[32];
-            snprintf(step, sizeof step, "ops=%" PRIu64, op);
+            char ops[24], step[40];
+            snprintf(ops, sizeof ops, "%" PRIu64, op);
+            snprintf(step, sizeof step, steps[OPS].text, ops);
             status = vb_run_step(run, step);
         }
     }
@@ -177,9 +194,9 @@ static vb_status random_mix_run(vb_run *run)
     }
     free(live);
     if (status != VB_OK) return status;
-    status = vb_run_step(run, "end");
-    if (status == VB_OK) status = vb_run_set_counter(run, "allocations_made", (double)made);
-    if (status == VB_OK) status = vb_run_set_counter(run, "allocation_failures", (double)failures);
+    status = vb_run_step(run, steps[END].text);
+    if (status == VB_OK) status = vb_run_set_counter(run, counters[ALLOCATIONS_MADE], (double)made);
+    if (status == VB_OK) status = vb_run_set_counter(run, counters[ALLOCATION_FAILURES], (double)failures);
     return status;
 }
 
@@ -188,4 +205,6 @@ const vb_scenario vb_random_mix_scenario = {
     .documents = "RMM random_allocations",
     .description = "seeded random alloc/free (73% alloc, sizes uniform up to 64 MiB, live memory under 16000 MiB)",
     .run = random_mix_run,
+    .steps = steps,
+    .counters = counters,
 };

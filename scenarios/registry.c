@@ -1,6 +1,7 @@
 /* vrambench — the registered scenarios, in the order users see them.
  * To add one: write scenarios/NAME.c defining `const vb_scenario
  * vb_NAME_scenario`, declare it here and put it in the table. */
+#include <stdio.h>
 #include <string.h>
 
 #include "scenario.h"
@@ -41,4 +42,21 @@ const vb_scenario *vb_scenario_find(const char *name)
     for (size_t i = 0; vb_scenario_registry[i]; i++)
         if (strcmp(vb_scenario_registry[i]->name, name) == 0) return vb_scenario_registry[i];
     return NULL;
+}
+
+const char *vb_scenario_step(const vb_scenario *scenario, const char *key)
+{
+    for (const vb_name *step = scenario->steps; step && step->key; step++)
+        if (strcmp(step->key, key) == 0) return step->text;
+    for (const vb_name *step = scenario->shared_steps; step && step->key; step++)
+        if (strcmp(step->key, key) == 0) return step->text;
+    for (const vb_name *step = vb_scenario_common_steps; step->key; step++)
+        if (strcmp(step->key, key) == 0) return step->text;
+    return NULL;
+}
+
+void vb_scenario_family_counter(const vb_counter_family *family, const vb_family_member *member, char *out,
+                                size_t capacity)
+{
+    snprintf(out, capacity, family->pattern, member->name);
 }

@@ -51,6 +51,39 @@
 #define BATCH_SIZE 256
 #define TRAIN_STEPS 4
 
+/* Its steps (docs/results-json.md, "names"). */
+enum { DATASETS, MODEL, TRAINED, LARGE_TENSOR, DEL_MODEL, DEL_OPTIMIZER, DEL_LARGE_TENSOR, GC, EMPTIED, DEL_TRAIN_DATASET, DEL_TEST_DATASET, DEL_TRAIN_LOADER, DEL_TEST_LOADER, GC_2, EMPTIED_2 };
+static const vb_name steps[] = {
+    [DATASETS] = {"datasets", "datasets and loaders on device"},
+    [MODEL] = {"model", "model, optimizer = MLP().cuda(), Adam(...)"},
+    [TRAINED] = {"trained", "training done"},
+    [LARGE_TENSOR] = {"large_tensor", "some_large_tensor = model(test_x)"},
+    [DEL_MODEL] = {"del_model", "del model"},
+    [DEL_OPTIMIZER] = {"del_optimizer", "del optimizer"},
+    [DEL_LARGE_TENSOR] = {"del_large_tensor", "del some_large_tensor"},
+    [GC] = {"gc", "gc.collect()"},
+    [EMPTIED] = {"emptied", "empty_cache"},
+    [DEL_TRAIN_DATASET] = {"del_train_dataset", "del train_dataset"},
+    [DEL_TEST_DATASET] = {"del_test_dataset", "del test_dataset"},
+    [DEL_TRAIN_LOADER] = {"del_train_loader", "del train_loader"},
+    [DEL_TEST_LOADER] = {"del_test_loader", "del test_loader"},
+    [GC_2] = {"gc_2", "gc.collect() #2"},
+    [EMPTIED_2] = {"emptied_2", "empty_cache #2"},
+    {NULL, NULL},
+};
+
+/* Its counters. */
+enum { FREED_AT_DEL_MODEL, RESIDUAL_RESERVED, RESIDUAL_DRIVER, RESIDUAL_LIBRARY, DRIVER_USED_AFTER, REQUESTED_AFTER };
+static const char *const counters[] = {
+    [FREED_AT_DEL_MODEL] = "freed_at_del_model_bytes",
+    [RESIDUAL_RESERVED] = "residual_reserved_bytes",
+    [RESIDUAL_DRIVER] = "residual_driver_bytes",
+    [RESIDUAL_LIBRARY] = "residual_library_bytes",
+    [DRIVER_USED_AFTER] = "driver_used_after_cleanup_bytes",
+    [REQUESTED_AFTER] = "requested_after_cleanup_bytes",
+    NULL,
+};
+
 /* TensorDataset(data, labels) on the device; a DataLoader is the same pair of
  * references to its dataset's tensors. */
 typedef struct tensor_pair {
@@ -123,15 +156,15 @@ static vb_status model_training_code(vb_run *run, training_state *s)
     if (status == VB_OK) status = make_dataset(run, TEST_SAMPLES, 2, &s->test_dataset);
     if (status == VB_OK) status = make_loader(&s->train_dataset, &s->train_loader);
     if (status == VB_OK) status = make_loader(&s->test_dataset, &s->test_loader);
-    if (status == VB_OK) status = vb_run_step(run, "datasets and loaders on device");
+    if (status == VB_OK) status = vb_run_step(run, steps[DATASETS].text);
     if (status == VB_OK) status = vb_mlp_create(run, widths, 3, vb_run_stream(run), 3, &s->model);
     if (status == VB_OK) status = vb_optimizer_create(VB_OPTIMIZER_ADAM, s->model, 1e-3f, &s->optimizer);
-    if (status == VB_OK) status = vb_run_step(run, "model, optimizer = MLP().cuda(), Adam(...)");
+    if (status == VB_OK) status = vb_run_step(run, steps[MODEL].text);
     if (status == VB_OK) status = train(s);
-    if (status == VB_OK) status = vb_run_step(run, "training done");
+    if (status == VB_OK) status = vb_run_step(run, steps[TRAINED].text);
     if (status == VB_OK) status = vb_mlp_forward(s->model, s->test_loader.data, NULL, &s->some_large_tensor);
     if (status == VB_OK) status = vb_scenario_synchronize(run);
-    if (status == VB_OK) status = vb_run_step(run, "some_large_tensor = model(test_x)");
+    if (status == VB_OK) status = vb_run_step(run, steps[LARGE_TENSOR].text);
     return status;
 }
 
@@ -140,39 +173,39 @@ static vb_status cleanup(vb_run *run, training_state *s, uint64_t driver_used_be
 {
     uint64_t before_del_model = requested_now(run);
     vb_status status = vb_mlp_drop(&s->model);
-    if (status == VB_OK) status = vb_run_step(run, "del model");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_MODEL].text);
     if (status == VB_OK)
-        status = vb_run_set_counter(run, "freed_at_del_model_bytes",
+        status = vb_run_set_counter(run, counters[FREED_AT_DEL_MODEL],
                                     (double)before_del_model - (double)requested_now(run));
     if (status == VB_OK) status = vb_optimizer_drop(&s->optimizer);
-    if (status == VB_OK) status = vb_run_step(run, "del optimizer");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_OPTIMIZER].text);
     if (status == VB_OK) status = vb_tensor_drop(&s->some_large_tensor);
-    if (status == VB_OK) status = vb_run_step(run, "del some_large_tensor");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_LARGE_TENSOR].text);
     /* gc.collect() finds nothing: every reference above was counted. */
-    if (status == VB_OK) status = vb_run_step(run, "gc.collect()");
+    if (status == VB_OK) status = vb_run_step(run, steps[GC].text);
     if (status == VB_OK) status = vb_run_empty_cache(run);
-    if (status == VB_OK) status = vb_run_step(run, "empty_cache");
+    if (status == VB_OK) status = vb_run_step(run, steps[EMPTIED].text);
     if (status == VB_OK) status = drop_pair(&s->train_dataset);
-    if (status == VB_OK) status = vb_run_step(run, "del train_dataset");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_TRAIN_DATASET].text);
     if (status == VB_OK) status = drop_pair(&s->test_dataset);
-    if (status == VB_OK) status = vb_run_step(run, "del test_dataset");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_TEST_DATASET].text);
     if (status == VB_OK) status = drop_pair(&s->train_loader);
-    if (status == VB_OK) status = vb_run_step(run, "del train_loader");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_TRAIN_LOADER].text);
     if (status == VB_OK) status = drop_pair(&s->test_loader);
-    if (status == VB_OK) status = vb_run_step(run, "del test_loader");
-    if (status == VB_OK) status = vb_run_step(run, "gc.collect() #2");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_TEST_LOADER].text);
+    if (status == VB_OK) status = vb_run_step(run, steps[GC_2].text);
     if (status == VB_OK) status = vb_run_empty_cache(run);
-    if (status == VB_OK) status = vb_run_step(run, "empty_cache #2");
+    if (status == VB_OK) status = vb_run_step(run, steps[EMPTIED_2].text);
     if (status != VB_OK) return status;
     vb_alloc_stats after = vb_scenario_stats(run);
     uint64_t driver_used_after = vb_device_used_bytes(vb_run_device(run));
     double residual_driver = (double)driver_used_after - (double)driver_used_before;
-    status = vb_run_set_counter(run, "residual_reserved_bytes", (double)after.reserved_bytes);
-    vb_keep_first(&status, vb_run_set_counter(run, "residual_driver_bytes", residual_driver));
-    vb_keep_first(&status, vb_run_set_counter(run, "residual_library_bytes",
+    status = vb_run_set_counter(run, counters[RESIDUAL_RESERVED], (double)after.reserved_bytes);
+    vb_keep_first(&status, vb_run_set_counter(run, counters[RESIDUAL_DRIVER], residual_driver));
+    vb_keep_first(&status, vb_run_set_counter(run, counters[RESIDUAL_LIBRARY],
                                               residual_driver - (double)after.reserved_bytes));
-    vb_keep_first(&status, vb_run_set_counter(run, "driver_used_after_cleanup_bytes", (double)driver_used_after));
-    vb_keep_first(&status, vb_run_set_counter(run, "requested_after_cleanup_bytes", (double)after.requested_bytes));
+    vb_keep_first(&status, vb_run_set_counter(run, counters[DRIVER_USED_AFTER], (double)driver_used_after));
+    vb_keep_first(&status, vb_run_set_counter(run, counters[REQUESTED_AFTER], (double)after.requested_bytes));
     return status;
 }
 
@@ -200,4 +233,6 @@ const vb_scenario vb_training_cleanup_scenario = {
     .documents = "002",
     .description = "MLP + Adam + datasets trained, then del model/optimizer/datasets/loaders, gc, empty_cache",
     .run = run_training_cleanup,
+    .steps = steps,
+    .counters = counters,
 };

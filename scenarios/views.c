@@ -12,6 +12,16 @@
  * empty_cache depends on the strategy; the timeline shows which. */
 #include "common.h"
 
+/* Its steps (docs/results-json.md, "names"). */
+enum { MADE, DEL_X, DEL_Y, EMPTIED };
+static const vb_name steps[] = {
+    [MADE] = {"made", "x,y=x[:]"},
+    [DEL_X] = {"del_x", "del x"},
+    [DEL_Y] = {"del_y", "del y"},
+    [EMPTIED] = {"emptied", "empty_cache"},
+    {NULL, NULL},
+};
+
 /* Runs Example 2 once, sampling after each line. */
 static vb_status run_views(vb_run *run)
 {
@@ -21,13 +31,13 @@ static vb_status run_views(vb_run *run)
     if (status == VB_OK) status = vb_tensor_empty(run, 1000, 1000, stream, &x);
     if (status == VB_OK) status = vb_tensor_fill_random(x, 0, stream);
     if (status == VB_OK) status = vb_tensor_view(x, &y);
-    if (status == VB_OK) status = vb_run_step(run, "x,y=x[:]");
+    if (status == VB_OK) status = vb_run_step(run, steps[MADE].text);
     if (status == VB_OK) status = vb_tensor_drop(&x);
-    if (status == VB_OK) status = vb_run_step(run, "del x");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_X].text);
     if (status == VB_OK) status = vb_tensor_drop(&y);
-    if (status == VB_OK) status = vb_run_step(run, "del y");
+    if (status == VB_OK) status = vb_run_step(run, steps[DEL_Y].text);
     if (status == VB_OK) status = vb_run_empty_cache(run);
-    if (status == VB_OK) status = vb_run_step(run, "empty_cache");
+    if (status == VB_OK) status = vb_run_step(run, steps[EMPTIED].text);
     status = vb_scenario_outcome(run, status);
     vb_keep_first(&status, vb_tensor_drop(&x));
     vb_keep_first(&status, vb_tensor_drop(&y));
@@ -39,4 +49,5 @@ const vb_scenario vb_views_scenario = {
     .documents = "000",
     .description = "x = randn(1000,1000); y = x[:]; del x (frees nothing); del y; empty_cache",
     .run = run_views,
+    .steps = steps,
 };

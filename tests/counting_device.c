@@ -201,6 +201,16 @@ static vb_status proxy_pool_usage(vb_device *dev, vb_pool pool, uint64_t *reserv
     return inner_of(dev)->ops->pool_usage(inner_of(dev), pool, reserved_bytes, used_bytes);
 }
 
+static vb_status proxy_pool_high(vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high)
+{
+    return inner_of(dev)->ops->pool_high(inner_of(dev), pool, reserved_high, used_high);
+}
+
+static vb_status proxy_pool_reset_high(vb_device *dev, vb_pool pool)
+{
+    return inner_of(dev)->ops->pool_reset_high(inner_of(dev), pool);
+}
+
 static vb_status proxy_host_alloc_pinned(vb_device *dev, uint64_t size, void **out)
 {
     return inner_of(dev)->ops->host_alloc_pinned(inner_of(dev), size, out);
@@ -289,6 +299,8 @@ static const vb_device_ops proxy_ops = {
     .pool_free = proxy_pool_free,
     .pool_trim = proxy_pool_trim,
     .pool_usage = proxy_pool_usage,
+    .pool_high = proxy_pool_high,
+    .pool_reset_high = proxy_pool_reset_high,
     .host_alloc_pinned = proxy_host_alloc_pinned,
     .host_free_pinned = proxy_host_free_pinned,
     .memcpy_async = proxy_memcpy_async,

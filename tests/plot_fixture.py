@@ -7,7 +7,24 @@ model of two policies (cudaMalloc per call, rounded to 2 MiB; and a cache
 that keeps freed blocks for reuse), so timelines look like the real thing.
 """
 
+import copy
+import json
+import os
 import random
+
+# The names the scenarios define (`vrambench list names --json`, committed):
+# counter names are built from its counter families, never re-spelled here.
+NAMES_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "docs", "names.json")
+with open(NAMES_JSON, encoding="utf-8") as names_file:
+    NAMES = json.load(names_file)["scenarios"]
+
+
+def family_counters(scenario, family):
+    """[(member parameter, counter name)] of one counter family of scenario."""
+    families = NAMES[scenario]["counter_families"]
+    return [(member["parameter"], families["families"][family][member["name"]])
+            for member in families["members"]]
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -285,22 +302,24 @@ def sim_result(allocators=("cuda", "caching"), scenarios=None, time_factor=1.0,
             caching = CACHING_POLICY.get(allocator, True)
             if scenario == "empty_cache_loop":
                 base_ns = LATENCY_NS.get(allocator, (500,))[0] * 4
-                counters.update({
-                    "every1_iter_ns": base_ns + 160000, "every1_driver_calls": 48,
-                    "every10_iter_ns": base_ns + (16000 if caching else 160000),
-                    "every10_driver_calls": 6 if caching else 48,
-                    "never_iter_ns": base_ns + (0 if caching else 160000),
-                    "never_driver_calls": 2 if caching else 48,
-                    "every1_peak_reserved_bytes": peak_res,
-                    "every10_peak_reserved_bytes": peak_res,
-                    "never_peak_reserved_bytes": peak_res})
+                # every: empty_cache every N iterations (0: never).
+                iter_ns = {1: 160000, 10: 16000 if caching else 160000, 0: 0 if caching else 160000}
+                driver_calls = {1: 48, 10: 6 if caching else 48, 0: 2 if caching else 48}
+                for every, counter in family_counters(scenario, "iter_ns"):
+                    counters[counter] = base_ns + iter_ns[every]
+                for every, counter in family_counters(scenario, "driver_calls"):
+                    counters[counter] = driver_calls[every]
+                for every, counter in family_counters(scenario, "peak_reserved_bytes"):
+                    counters[counter] = peak_res
             if scenario == "dataloader_batches":
-                for batch in (32, 256, 2048, 8192):
+                for (batch, requested_name), (_, reserved_name) in zip(
+                        family_counters(scenario, "peak_requested_bytes"),
+                        family_counters(scenario, "peak_reserved_bytes")):
                     requested = batch * 602112 + 96 * MIB
                     reserved = (round_up(requested, DRIVER_ROUNDING) if not caching
                                 else round_up(int(requested * (1.08 + 0.03 * index)), 20 * MIB))
-                    counters[f"batch{batch}_peak_requested_bytes"] = requested
-                    counters[f"batch{batch}_peak_reserved_bytes"] = reserved
+                    counters[requested_name] = requested
+                    counters[reserved_name] = reserved
             real_time = time_factor * (40.0 + 15 * len(script)) * (3 if allocator == "cuda" else 1)
             repetitions = 2 if scenario == "views" else 1
             for repetition in range(repetitions):
@@ -311,10 +330,13 @@ def sim_result(allocators=("cuda", "caching"), scenarios=None, time_factor=1.0,
                 benchmarks += aggregates(name, scenario, allocator, counters,
                                          repetitions, real_time)
     return {"context": context(device_name, simulated, date, allocators),
-            "benchmarks": benchmarks}
+            "benchmarks": benchmarks,
+            "names": {scenario: copy.deepcopy(NAMES[scenario]) for scenario in scripts
+                      if scenario in NAMES}}
 
 
-def microbench_result(allocators=("cuda", "caching")):
+def microbench_result(allocators=("cuda", "caching"), device_name="simulated device",
+                      simulated=True, date="2025-01-06T10:00:00+00:00"):
     """A `vrambench microbench` document: microbench/ALLOCATOR/BYTES entries."""
     benchmarks = []
     for allocator in allocators:
@@ -330,4 +352,5 @@ def microbench_result(allocators=("cuda", "caching")):
                                "bytes": size, "malloc_ns_p50": malloc50 * grow,
                                "malloc_ns_p99": malloc99 * grow, "free_ns_p50": free50 * grow,
                                "free_ns_p99": free99 * grow})
-    return {"context": context(allocators=allocators), "benchmarks": benchmarks}
+    return {"context": context(device_name, simulated, date, allocators),
+            "benchmarks": benchmarks}

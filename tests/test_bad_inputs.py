@@ -303,7 +303,7 @@ class EdgeInputTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(os.path.join(self.directory.name, "out.json"), encoding="utf-8") as file:
             document = __import__("json").load(file)
-        self.assertEqual(document["benchmarks"][0]["scenario"], "replay:t?\x01.trace")
+        self.assertEqual(document["benchmarks"][0]["scenario"], "replay:t??.trace")
 
 
 if __name__ == "__main__":

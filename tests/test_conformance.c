@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #endif
 
 #include "allocators/allocator.h"
+#include "allocators/spec.h"
 #include "counting_device.h"
 #include "ledger.h"
 
@@ -108,6 +110,7 @@ typedef struct random_report {
 
 typedef struct suite_context {
     const vb_allocator_ops *ops;
+    const vb_allocator_spec *spec; /* what is created: name (external:PATH too) and options */
     random_report report;
 } suite_context;
 
@@ -162,8 +165,9 @@ static void fixture_open(fixture *f, uint64_t sim_capacity)
     vb_status status = vb_device_open(test_device_kind, &options, &f->device);
     if (status != VB_OK) fail_msg("cannot open device '%s': %s", test_device_kind, vb_last_error());
     vb_counting_init(&f->proxy, f->device);
-    status = vb_allocator_create(f->suite->ops->name, &f->proxy.device, NULL, &f->allocator);
-    if (status != VB_OK) fail_msg("cannot create allocator '%s': %s", f->suite->ops->name, vb_last_error());
+    vb_config config = vb_allocator_spec_config(f->suite->spec);
+    status = vb_allocator_create(f->suite->spec->name, &f->proxy.device, &config, &f->allocator);
+    if (status != VB_OK) fail_msg("cannot create allocator '%s': %s", f->suite->spec->label, vb_last_error());
 }
 
 /* A new stream on the test device, destroyed by the teardown. */
@@ -934,6 +938,173 @@ static void usable_blocks_read_back_written_pattern(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Threads                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define THREADS 4
+#define THREAD_OPS 2500
+#define THREAD_MAX_LIVE 64
+
+/* What the threads share: the fixture (its allocator and ledger), the
+ * ledger's mutex, the first failure. */
+typedef struct thread_shared {
+    fixture *f;
+    pthread_mutex_t ledger_lock;
+    char failure[512];
+} thread_shared;
+
+typedef struct thread_work {
+    thread_shared *shared;
+    unsigned index;
+    vb_stream stream;
+    uint64_t live_peak;   /* the most bytes this thread held at once */
+} thread_work;
+
+/* Notes the first failure of any thread. */
+static void thread_fail(thread_shared *shared, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void thread_fail(thread_shared *shared, const char *format, ...)
+{
+    pthread_mutex_lock(&shared->ledger_lock);
+    if (!shared->failure[0]) {
+        va_list args;
+        va_start(args, format);
+        vsnprintf(shared->failure, sizeof shared->failure, format, args);
+        va_end(args);
+    }
+    pthread_mutex_unlock(&shared->ledger_lock);
+}
+
+/* One thread's random operations on its own stream: malloc 55%, free 43%,
+ * empty_cache 1%, a stats read 1%. Each block it gets enters the shared
+ * ledger (which catches an overlap with any thread's live block) after
+ * malloc returns, and leaves it before free is called, so the ledger never
+ * holds an address the allocator may hand out again. */
+static void *thread_main(void *argument)
+{
+    thread_work *work = argument;
+    thread_shared *shared = work->shared;
+    fixture *f = shared->f;
+    vb_addr live[THREAD_MAX_LIVE];
+    size_t live_count = 0;
+    uint64_t live_bytes = 0;
+    uint64_t rng = test_seed ^ (0x7468726561640000ULL + work->index);
+    for (unsigned op = 0; op < THREAD_OPS; op++) {
+        uint64_t roll = next_random(&rng) % 100;
+        if (live_count == 0 || (roll < 55 && live_count < THREAD_MAX_LIVE && live_bytes < RANDOM_LIVE_CAP / THREADS)) {
+            uint64_t size = random_size(&rng);
+            vb_addr addr = 0;
+            vb_status status = vb_malloc(f->allocator, size, work->stream, &addr);
+            if (status != VB_OK) {
+                thread_fail(shared, "thread %u op %u: malloc(%" PRIu64 "): %s (%s)", work->index, op, size,
+                            vb_status_name(status), vb_last_error());
+                break;
+            }
+            char overlap[sizeof f->ledger.overlap] = "";
+            pthread_mutex_lock(&shared->ledger_lock);
+            if (addr == 0) snprintf(overlap, sizeof overlap, "address 0 with VB_OK");
+            else if (vb_ledger_add(&f->ledger, addr, size, work->stream, work->index) != 0)
+                memcpy(overlap, f->ledger.overlap, sizeof overlap);
+            pthread_mutex_unlock(&shared->ledger_lock);
+            if (overlap[0]) {
+                thread_fail(shared, "thread %u op %u: malloc(%" PRIu64 ") returned 0x%" PRIx64 ": %s", work->index,
+                            op, size, addr, overlap);
+                break;
+            }
+            live[live_count++] = addr;
+            live_bytes += size;
+            if (live_bytes > work->live_peak) work->live_peak = live_bytes;
+        } else if (roll < 98) {
+            size_t pick = (size_t)(next_random(&rng) % live_count);
+            vb_addr addr = live[pick];
+            live[pick] = live[--live_count];
+            pthread_mutex_lock(&shared->ledger_lock);
+            vb_ledger_block *block = vb_ledger_find(&f->ledger, addr);
+            uint64_t size = block ? block->size : 0;
+            vb_ledger_release(&f->ledger, addr);
+            pthread_mutex_unlock(&shared->ledger_lock);
+            vb_status status = vb_free(f->allocator, addr);
+            live_bytes -= size;
+            if (status != VB_OK) {
+                thread_fail(shared, "thread %u op %u: free(0x%" PRIx64 "): %s (%s)", work->index, op, addr,
+                            vb_status_name(status), vb_last_error());
+                break;
+            }
+        } else if (roll < 99) {
+            vb_status status = vb_empty_cache(f->allocator);
+            if (status != VB_OK) {
+                thread_fail(shared, "thread %u op %u: empty_cache: %s (%s)", work->index, op, vb_status_name(status),
+                            vb_last_error());
+                break;
+            }
+        } else {
+            vb_alloc_stats stats = stats_of(f);
+            if (stats.requested_bytes > stats.allocated_bytes || stats.allocated_bytes > stats.reserved_bytes) {
+                thread_fail(shared, "thread %u op %u: requested %" PRIu64 ", allocated %" PRIu64 ", reserved %" PRIu64
+                            " are not in order", work->index, op, stats.requested_bytes, stats.allocated_bytes,
+                            stats.reserved_bytes);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* THREADS threads, each on its own stream, run THREAD_OPS random
+ * operations on one allocator at once (PyTorch calls its allocator from
+ * several threads). No live blocks of any two threads overlap; afterwards the
+ * requested bytes equal the ledger's sum exactly, the driver calls equal what
+ * the device saw, and after freeing everything and empty_cache nothing is
+ * reserved or held. Run under ThreadSanitizer in CI (make test SANITIZER=thread). */
+static void threads_random_ops_no_overlap_ledger_exact(void **state)
+{
+    fixture *f = *state;
+    fixture_open(f, 0);
+    vb_ledger_init(&f->ledger, f->device);
+    f->ledger_open = 1;
+    thread_shared shared = {.f = f};
+    pthread_mutex_init(&shared.ledger_lock, NULL);
+    thread_work work[THREADS];
+    pthread_t threads[THREADS];
+    for (unsigned i = 0; i < THREADS; i++) {
+        work[i] = (thread_work){&shared, i, fixture_stream(f), 0};
+        if (pthread_create(&threads[i], NULL, thread_main, &work[i]) != 0) fail_msg("pthread_create failed");
+    }
+    for (unsigned i = 0; i < THREADS; i++) pthread_join(threads[i], NULL);
+    pthread_mutex_destroy(&shared.ledger_lock);
+    if (shared.failure[0]) fail_msg("%s", shared.failure);
+
+    vb_alloc_stats s = stats_of(f);
+    if (s.requested_bytes != f->ledger.requested_bytes)
+        fail_msg("after %d threads: requested_bytes %" PRIu64 ", the ledger says %" PRIu64, THREADS, s.requested_bytes,
+                 f->ledger.requested_bytes);
+    if (s.requested_bytes > s.allocated_bytes || s.allocated_bytes > s.reserved_bytes)
+        fail_msg("after %d threads: requested %" PRIu64 ", allocated %" PRIu64 ", reserved %" PRIu64 " are not in order",
+                 THREADS, s.requested_bytes, s.allocated_bytes, s.reserved_bytes);
+    /* The peak lies between the ledger's own (the ledger drops a block just
+     * before its free) and the sum of what each thread held at most. */
+    uint64_t threads_peak = 0;
+    for (unsigned i = 0; i < THREADS; i++) threads_peak += work[i].live_peak;
+    if (s.requested_bytes_peak < f->ledger.requested_peak || s.requested_bytes_peak > threads_peak)
+        fail_msg("requested_bytes_peak %" PRIu64 " outside [the ledger's peak %" PRIu64 ", the threads' peaks summed %"
+                 PRIu64 "]", s.requested_bytes_peak, f->ledger.requested_peak, threads_peak);
+    assert_driver_calls_match_device(f);
+    while (f->ledger.live_count > 0) {
+        vb_addr addr = vb_ledger_live_at(&f->ledger, 0)->addr;
+        vb_ledger_release(&f->ledger, addr);
+        ASSERT_OK(vb_free(f->allocator, addr));
+    }
+    ASSERT_OK(vb_empty_cache(f->allocator));
+    s = stats_of(f);
+    if (s.reserved_bytes != 0 || s.allocated_bytes != 0 || s.requested_bytes != 0)
+        fail_msg("after freeing everything and empty_cache: reserved %" PRIu64 ", allocated %" PRIu64
+                 ", requested %" PRIu64 " (all should be 0)", s.reserved_bytes, s.allocated_bytes, s.requested_bytes);
+    uint64_t held = vb_counting_held(&f->proxy);
+    if (on_gpu() ? held > GPU_HELD_TOLERANCE : held != 0)
+        fail_msg("after freeing everything and empty_cache the device still holds %" PRIu64 " bytes", held);
+    assert_driver_calls_match_device(f);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Main: the suite once per registered allocator                             */
 /* ------------------------------------------------------------------------ */
 
@@ -974,19 +1145,27 @@ static int read_environment(void)
     return 0;
 }
 
-/* Runs the suite once per registered allocator; non-zero if any test failed. */
+/* Runs the suite once per registered allocator (or per allocator spec of
+ * VB_TEST_ALLOCATORS: "stitch,external:/path/lib.so"); non-zero if any test
+ * failed. */
 int main(void)
 {
     if (read_environment() != 0) return 2;
+    const char *selection = getenv("VB_TEST_ALLOCATORS");
+    vb_allocator_spec *specs = NULL;
     size_t allocator_count = 0;
-    while (vb_allocator_registry[allocator_count]) allocator_count++;
+    if (vb_allocator_spec_list_parse(selection && selection[0] ? selection : "all", &specs, &allocator_count) != VB_OK) {
+        fprintf(stderr, "test_conformance: VB_TEST_ALLOCATORS: %s\n", vb_last_error());
+        return 2;
+    }
     suite_context *contexts = calloc(allocator_count ? allocator_count : 1, sizeof *contexts);
     if (!contexts) return 1;
 
     int failed = 0;
     for (size_t i = 0; i < allocator_count; i++) {
         suite_context *context = &contexts[i];
-        context->ops = vb_allocator_registry[i];
+        context->spec = &specs[i];
+        context->ops = vb_allocator_find(specs[i].name);
         const struct CMUnitTest tests[] = {
             CONFORMANCE_TEST(alignment_at_least_256_bytes, context),
             CONFORMANCE_TEST(random_ops_live_blocks_never_overlap, context),
@@ -1002,14 +1181,16 @@ int main(void)
             CONFORMANCE_TEST(size_zero_returns_address_zero, context),
             CONFORMANCE_TEST(absurd_sizes_return_oom, context),
             CONFORMANCE_TEST(usable_blocks_read_back_written_pattern, context),
+            CONFORMANCE_TEST(threads_random_ops_no_overlap_ledger_exact, context),
         };
-        char group[160];
-        snprintf(group, sizeof group, "conformance/%s on %s (seed %" PRIu64 ")", context->ops->name,
+        char group[700];
+        snprintf(group, sizeof group, "conformance/%s on %s (seed %" PRIu64 ")", context->spec->label,
                  test_device_kind, test_seed);
         print_message("[----------] %s\n", group);
         failed += cmocka_run_group_tests_name(group, tests, NULL, NULL);
     }
     free(contexts);
+    vb_allocator_spec_list_free(specs, allocator_count);
 #ifdef VB_HAVE_CUDA
     /* compute-sanitizer's leak check reports what is still allocated when
      * the context is destroyed: destroy it here, after every device closed. */

@@ -41,7 +41,7 @@ static vb_status two_blocks_run(vb_run *run)
     return status;
 }
 
-static const vb_scenario two_blocks = {"two_blocks", "test", "1 MiB then 3 MiB, both freed", two_blocks_run};
+static const vb_scenario two_blocks = {.name = "two_blocks", .documents = "test", .description = "1 MiB then 3 MiB, both freed", .run = two_blocks_run};
 
 typedef struct fixture {
     vb_device *device;

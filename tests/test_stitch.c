@@ -141,7 +141,7 @@ static void test_stitched_request_takes_no_new_device_memory(void **state)
 }
 
 /* After a, c, e are freed, all 60 MiB free are one stitchable block:
- * cached() says free 60 MiB, largest 60 MiB (caching would say 20). */
+ * the stats say free 60 MiB, largest 60 MiB (caching would say 20). */
 static void test_largest_free_block_is_every_idle_chunk(void **state)
 {
     (void)state;

@@ -6,6 +6,14 @@
 #   tools/gpu-session.sh check    build, make test-gpu, microbench (JSON)
 #   tools/gpu-session.sh torch    PyTorch reference: claims measurements and
 #                                 training-loop traces (tools/record_torch_traces.py)
+#   tools/gpu-session.sh torch-ab         make plugin; the conformance suite on the plug-in
+#                                         loaded as external:; tools/torch_ab.py on the
+#                                         documents' workloads (training_cleanup,
+#                                         dataloader_batches, empty_cache_loop) x every allocator
+#   tools/gpu-session.sh torch-ab-resnet  the same for resnet50
+#   tools/gpu-session.sh torch-ab-gpt2    the same for gpt2_train and gpt2_generate
+#                                         (all three append to $KEEP/torch-ab-<device>-<date>.json,
+#                                         copied to $OUT after each)
 #   tools/gpu-session.sh bench    make bench; vrambench claims with every allocator
 #                                 and, when recorded, the PyTorch column; the
 #                                 fixture traces replayed with every allocator
@@ -33,6 +41,26 @@ for stage in "$@"; do
         make test-gpu > "$OUT/test-gpu-$day.txt" 2>&1 && echo "test-gpu: passed" || echo "test-gpu: FAILED"
         grep -E "conformance/|PASSED|FAILED|^\[  ERROR" "$OUT/test-gpu-$day.txt" | tail -40
         ./build/vrambench microbench --device cuda --out "$OUT/microbench-{device}-{date}.json" || echo "microbench: FAILED"
+        # The handle lock under contention: one thread's latency while 3 others hammer the same allocator.
+        ./build/vrambench microbench --device cuda --allocator caching,stitch --threads 4 \
+            --out "$OUT/microbench-threads4-{device}-{date}.json" || echo "microbench --threads 4: FAILED"
+        ;;
+    torch-ab|torch-ab-resnet|torch-ab-gpt2)
+        make -j16 all plugin build/tests/test_conformance 2>&1 | grep -E "error|warning:|built" || exit 1
+        # Budgets keep each stage under 10 minutes: no run starts after it, a run lasts 120 s at most.
+        workloads=training_cleanup,dataloader_batches,empty_cache_loop budget=300
+        [ "$stage" = torch-ab-resnet ] && workloads=resnet50 budget=400
+        [ "$stage" = torch-ab-gpt2 ] && workloads=gpt2_train,gpt2_generate budget=400
+        if [ "$stage" = torch-ab ]; then
+            # The plug-in itself as an external allocator, through the conformance suite.
+            VRAMBENCH_ALLOCATOR=caching VRAMBENCH_TORCH_ON_OOM=null VB_TEST_DEVICE=cuda \
+                VB_TEST_ALLOCATORS="external:$PWD/build/libvrambench_torch.so" timeout 120 ./build/tests/test_conformance \
+                > "$OUT/conformance-plugin-$day.txt" 2>&1 && echo "conformance on the plug-in: passed" \
+                || echo "conformance on the plug-in: FAILED (see conformance-plugin-$day.txt)"
+        fi
+        PYTHONUNBUFFERED=1 python3 tools/torch_ab.py --workloads "$workloads" --budget-s "$budget" --append \
+            --out "$KEEP/torch-ab-{device}-{date}.json" || echo "torch_ab: FAILED"
+        cp "$KEEP"/torch-ab-*-"$day".json "$OUT/" 2>/dev/null || echo "no torch-ab results"
         ;;
     torch)
         PYTHONUNBUFFERED=1 python3 tools/pytorch_claims.py "$KEEP/pytorch-claims.json" && cp "$KEEP/pytorch-claims.json" "$OUT/" \

@@ -18,21 +18,52 @@ Usage (on a GPU machine with PyTorch):  python3 tools/pytorch_claims.py OUT.json
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 
 MiB = 1 << 20
 
 
-class Recorder:
-    """Samples PyTorch's allocator and the driver at named steps."""
+# The names vrambench's scenarios define (`vrambench list names --json`,
+# committed as docs/names.json): steps are taken by key, counters checked
+# against the scenario's tables, so no name is spelled twice.
+NAMES_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "names.json")
+# The counter `vrambench claims` adds on a GPU (app/cmd_claims.c), not a scenario's.
+CONTEXT_COUNTER = "context_bytes"
 
-    def __init__(self, torch):
+
+def load_names(path):
+    """{scenario: names} of a `vrambench list names --json` file."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return json.load(stream)["scenarios"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        sys.exit(f"pytorch_claims: error: {path}: not a `vrambench list names --json` file ({error})")
+
+
+class Recorder:
+    """Samples PyTorch's allocator and the driver at a scenario's named
+    steps, and keeps its counters, both by the scenario's names."""
+
+    def __init__(self, torch, names):
         self.torch = torch
+        self.names = names
         self.timeline = []
         self.counters = {}
+        families = names.get("counter_families", {})
+        self.known = set(names["counters"]) | {CONTEXT_COUNTER} | {
+            counter for members in families.get("families", {}).values() for counter in members.values()}
 
-    def step(self, name):
+    def members(self):
+        """[(member name, parameter)] of the scenario's counter families."""
+        return [(m["name"], m["parameter"]) for m in self.names["counter_families"]["members"]]
+
+    def step(self, key, *number):
+        """Samples at the step `key` of the scenario's table (a numbered one
+        formatted with `number`, as the C scenario formats it)."""
+        text = self.names["steps"][key]
+        name = text % number if number else text
         # No synchronize here: a step taken while a kernel runs must see that.
         stats = self.torch.cuda.memory_stats()
         free, total = self.torch.cuda.mem_get_info()
@@ -45,7 +76,13 @@ class Recorder:
         })
 
     def counter(self, name, value):
+        if name not in self.known:
+            raise KeyError(f"counter {name!r} is not in the scenario's names")
         self.counters[name] = float(value)
+
+    def family_counter(self, family, member, value):
+        """Sets the counter of `family` for `member` (the scenario's table)."""
+        self.counter(self.names["counter_families"]["families"][family][member], value)
 
 
 # ---------------------------------------------------------------------------
@@ -59,21 +96,21 @@ def release_specific(torch, r):
     r.counter("small_tensor_bytes", 100 * 100 * 4)
     r.step("start")
     x = torch.randn(1000, 1000, device=device)
-    r.step("x=randn(1000,1000)")
+    r.step("large_made")
     del x
-    r.step("del x")
+    r.step("del_large")
     torch.cuda.empty_cache()
-    r.step("empty_cache")
+    r.step("emptied")
     small = torch.randn(100, 100, device=device)
     neighbour = torch.randn(100, 100, device=device)
-    r.step("small,neighbour=randn(100,100)")
+    r.step("small_made")
     del small
-    r.step("del small")
+    r.step("del_small")
     torch.cuda.empty_cache()
-    r.step("empty_cache (neighbour alive)")
+    r.step("emptied_neighbour_alive")
     del neighbour
     torch.cuda.empty_cache()
-    r.step("del neighbour; empty_cache")
+    r.step("end")
 
 
 def reuse_after_del(torch, r):
@@ -83,16 +120,16 @@ def reuse_after_del(torch, r):
     a = torch.randn(1000, 1000, device="cuda")
     b = torch.randn(1000, 1000, device="cuda")
     c = a + b
-    r.step("a,b=randn; c=a+b")
+    r.step("made")
     del a
     del b
-    r.step("del a; del b")
+    r.step("deleted")
     d = torch.randn(1000, 1000, device="cuda")
     e = torch.randn(1000, 1000, device="cuda")
-    r.step("d,e=randn (no empty_cache)")
+    r.step("new_tensors")
     del c, d, e
     torch.cuda.empty_cache()
-    r.step("end; empty_cache")
+    r.step("end")
 
 
 def leak_loop(torch, r):
@@ -113,15 +150,15 @@ def leak_loop(torch, r):
         result = process_data(i)
         del result
         if (i + 1) % 10 == 0:
-            r.step(f"unreferenced {i + 1}")
+            r.step("unreferenced", i + 1)
     results = []
     for i in range(100):
         results.append(process_data(i))
         if (i + 1) % 10 == 0:
-            r.step(f"kept {i + 1}")
+            r.step("kept", i + 1)
     del results
     torch.cuda.empty_cache()
-    r.step("del results; empty_cache")
+    r.step("end")
 
 
 def views(torch, r):
@@ -129,13 +166,13 @@ def views(torch, r):
     r.step("start")
     x = torch.randn(1000, 1000, device="cuda")
     y = x[:]
-    r.step("x,y=x[:]")
+    r.step("made")
     del x
-    r.step("del x")
+    r.step("del_x")
     del y
-    r.step("del y")
+    r.step("del_y")
     torch.cuda.empty_cache()
-    r.step("empty_cache")
+    r.step("emptied")
 
 
 def async_matmul(torch, r):
@@ -144,25 +181,25 @@ def async_matmul(torch, r):
 
     def async_gpu_example():
         x = torch.randn(10000, 10000, device="cuda")
-        r.step("x = randn(10000, 10000)")
+        r.step("x_made")
         y = torch.randn(10000, 10000, device="cuda")
-        r.step("y = randn(10000, 10000)")
+        r.step("y_made")
         z = torch.matmul(x, y)
         done = torch.cuda.Event()
         done.record()
         r.counter("kernel_in_flight_at_dispatch", 0 if done.query() else 1)
-        r.step("z = matmul(x, y) (dispatched)")
+        r.step("dispatched")
         time.sleep(1)  # the document's "other work"
         torch.cuda.synchronize()
-        r.step("synchronize()")
+        r.step("synchronized")
         del x, y, z
 
     torch.cuda.synchronize()
     r.step("start")
     async_gpu_example()
-    r.step("async_gpu_example() returned")
+    r.step("returned")
     torch.cuda.empty_cache()
-    r.step("empty_cache")
+    r.step("emptied")
 
 
 def holder_refs(torch, r):
@@ -176,19 +213,19 @@ def holder_refs(torch, r):
 
     r.step("start")
     tensor_holder = TensorHolder(10000)
-    r.step("tensor_holder = TensorHolder(10000)")
+    r.step("holder_made")
     result = tensor_holder.compute()
-    r.step("result = tensor_holder.compute()")
+    r.step("computed")
     before = torch.cuda.memory_stats()["requested_bytes.all.current"]
     tensor_holder = None
-    r.step("tensor_holder = None")
+    r.step("holder_none")
     after = torch.cuda.memory_stats()["requested_bytes.all.current"]
     r.counter("freed_at_holder_none_bytes", before - after)
     r.counter("held_by_result_bytes", after)
     result = None
-    r.step("result = None")
+    r.step("result_none")
     torch.cuda.empty_cache()
-    r.step("empty_cache")
+    r.step("emptied")
     del result
 
 
@@ -220,46 +257,46 @@ def training_cleanup(torch, r):
     start_driver = r.timeline[-1]["driver_used"]
     model = mlp(torch, [1024, 4096, 4096, 1000])
     optimizer = torch.optim.Adam(model.parameters())
-    r.step("model, optimizer = MLP().cuda(), Adam(...)")
+    r.step("model")
     train_dataset = torch.utils.data.TensorDataset(torch.randn(16384, 1024, device="cuda"),
                                                    torch.randint(0, 1000, (16384,), device="cuda"))
     test_dataset = torch.utils.data.TensorDataset(torch.randn(4096, 1024, device="cuda"),
                                                   torch.randint(0, 1000, (4096,), device="cuda"))
     train_loader = torch.utils.data.DataLoader(train_dataset, batch_size=256)
     test_loader = torch.utils.data.DataLoader(test_dataset, batch_size=256)
-    r.step("datasets and loaders on device")
+    r.step("datasets")
     for step, (data, _) in enumerate(train_loader):
         training_step(torch, data, model, optimizer)
         if step == 3:
             break
     del data
-    r.step("training done")
+    r.step("trained")
     with torch.no_grad():
         some_large_tensor = model(test_dataset.tensors[0])
-    r.step("some_large_tensor = model(test_x)")
+    r.step("large_tensor")
     del model
-    r.step("del model")
+    r.step("del_model")
     del optimizer
-    r.step("del optimizer")
+    r.step("del_optimizer")
     if "some_large_tensor" in locals():
         del some_large_tensor
-    r.step("del some_large_tensor")
+    r.step("del_large_tensor")
     gc.collect()
-    r.step("gc.collect()")
+    r.step("gc")
     torch.cuda.empty_cache()
-    r.step("empty_cache")
+    r.step("emptied")
     del train_dataset
-    r.step("del train_dataset")
+    r.step("del_train_dataset")
     del test_dataset
-    r.step("del test_dataset")
+    r.step("del_test_dataset")
     del train_loader
-    r.step("del train_loader")
+    r.step("del_train_loader")
     del test_loader
-    r.step("del test_loader")
+    r.step("del_test_loader")
     gc.collect()
-    r.step("gc.collect() #2")
+    r.step("gc_2")
     torch.cuda.empty_cache()
-    r.step("empty_cache #2")
+    r.step("emptied_2")
     end = r.timeline[-1]
     r.counter("residual_driver_bytes", end["driver_used"] - start_driver)
     r.counter("residual_reserved_bytes", end["reserved"])
@@ -268,35 +305,36 @@ def training_cleanup(torch, r):
 
 def no_grad_inference(torch, r):
     """003 Example 2, scaled up: a no_grad forward against a training step."""
-    def phase(prefix, body):
+    def phase(peak_requested, peak_reserved, extra_peak, body):
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_stats()["requested_bytes.all.current"]
         body()
         stats = torch.cuda.memory_stats()
-        r.counter(prefix + "_peak_requested_bytes", stats["requested_bytes.all.peak"])
-        r.counter(prefix + "_peak_reserved_bytes", stats["reserved_bytes.all.peak"])
-        r.counter(prefix + "_extra_peak_bytes", stats["requested_bytes.all.peak"] - before)
+        r.counter(peak_requested, stats["requested_bytes.all.peak"])
+        r.counter(peak_reserved, stats["reserved_bytes.all.peak"])
+        r.counter(extra_peak, stats["requested_bytes.all.peak"] - before)
 
     r.step("start")
     model = mlp(torch, [1000, 4096, 4096, 4096, 10])
-    r.step("model = MLP(1000, 4096 x 3, 10).cuda()")
+    r.step("model")
     input_tensor = torch.randn(4096, 1000, device="cuda")
-    r.step("input_tensor = randn(4096, 1000)")
+    r.step("input")
 
     def inference():
         with torch.no_grad():
             output = model(input_tensor)
-        r.step("with no_grad(): output = model(input)")
+        r.step("no_grad_forward")
         del output
-        r.step("del output")
+        r.step("del_output")
 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    phase("no_grad", inference)
-    phase("train", lambda: training_step(torch, input_tensor, model, optimizer))
-    r.step("training_step returned")
+    phase("no_grad_peak_requested_bytes", "no_grad_peak_reserved_bytes", "no_grad_extra_peak_bytes", inference)
+    phase("train_peak_requested_bytes", "train_peak_reserved_bytes", "train_extra_peak_bytes",
+          lambda: training_step(torch, input_tensor, model, optimizer))
+    r.step("trained")
     del model, optimizer, input_tensor
-    r.step("del model, optimizer, input_tensor")
+    r.step("end")
 
 
 def dataloader_batches(torch, r):
@@ -308,8 +346,8 @@ def dataloader_batches(torch, r):
     model = mlp(torch, [100, 512, 512, 10])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     r.step("start")
-    r.step("model, optimizer, pinned dataset")
-    for batch_size in (32, 256, 2048, 8192):
+    r.step("model")
+    for member, batch_size in r.members():
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, pin_memory=True)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -323,12 +361,12 @@ def dataloader_batches(torch, r):
             batches += 1
         torch.cuda.synchronize()
         stats = torch.cuda.memory_stats()
-        r.counter(f"batch{batch_size}_peak_reserved_bytes", stats["reserved_bytes.all.peak"])
-        r.counter(f"batch{batch_size}_peak_requested_bytes", stats["requested_bytes.all.peak"])
-        r.counter(f"batch{batch_size}_batch_ns", (time.perf_counter_ns() - started) / batches)
-        r.step(f"batch_size={batch_size}: epoch done")
+        r.family_counter("peak_reserved_bytes", member, stats["reserved_bytes.all.peak"])
+        r.family_counter("peak_requested_bytes", member, stats["requested_bytes.all.peak"])
+        r.family_counter("batch_ns", member, (time.perf_counter_ns() - started) / batches)
+        r.step("epoch_done", member)
     del model, optimizer
-    r.step("del model, optimizer")
+    r.step("end")
 
 
 def empty_cache_loop(torch, r):
@@ -342,7 +380,7 @@ def empty_cache_loop(torch, r):
         stats = torch.cuda.memory_stats()
         return stats.get("num_device_alloc", 0) + stats.get("num_device_free", 0)
 
-    for every, name in ((1, "every1"), (10, "every10"), (0, "never")):
+    for member, every in r.members():  # empty_cache every N iterations (0: never)
         model = mlp(torch, [100, 512, 512, 10])
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         torch.cuda.empty_cache()
@@ -365,12 +403,12 @@ def empty_cache_loop(torch, r):
             if every and (i + 1) % every == 0:
                 torch.cuda.empty_cache()
         torch.cuda.synchronize()
-        r.counter(f"{name}_iter_ns", (time.perf_counter_ns() - started) / 200)
-        r.counter(f"{name}_driver_calls", driver_calls() - calls)
-        r.counter(f"{name}_peak_reserved_bytes", torch.cuda.max_memory_reserved())
+        r.family_counter("iter_ns", member, (time.perf_counter_ns() - started) / 200)
+        r.family_counter("driver_calls", member, driver_calls() - calls)
+        r.family_counter("peak_reserved_bytes", member, torch.cuda.max_memory_reserved())
         del model, optimizer
     torch.cuda.empty_cache()
-    r.step("empty_cache")
+    r.step("emptied")
 
 
 CAP_BYTES = 1 << 30
@@ -390,13 +428,13 @@ def capped_training(torch, r):
     1024-wide MLP with Adam, batches B, B/2, B, 3B/4, B, under a 1 GiB cap."""
     runtime, ballast = take_ballast(torch)
     r.counter("cap_bytes", CAP_BYTES)
-    r.step("ballast: 1 GiB left free")
+    r.step("ballast")
     layers = []
     for _ in range(4):
         layers += [torch.nn.Linear(1024, 1024), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers).cuda()
     optimizer = torch.optim.Adam(model.parameters())
-    r.step("model, grads, Adam moments")
+    r.step("model")
 
     def trains(batch, empty_cache_every_step):
         ok = True
@@ -429,9 +467,9 @@ def capped_training(torch, r):
         return good
 
     without = largest_batch(False)
-    r.step("search without empty_cache")
+    r.step("searched_without")
     with_cache = largest_batch(True)
-    r.step("search with empty_cache")
+    r.step("searched_with")
     common = min(without, with_cache)
     peaks = {}
     for flag in (False, True):
@@ -445,7 +483,7 @@ def capped_training(torch, r):
     del model, optimizer
     torch.cuda.empty_cache()
     runtime.free(ballast)
-    r.step("ballast freed")
+    r.step("ballast_freed")
 
 
 SCENARIOS = {f.__name__: f for f in (release_specific, views, async_matmul, holder_refs, training_cleanup,
@@ -468,14 +506,14 @@ def nvml_used_bytes():
         return None
 
 
-def run_one(name):
+def run_one(name, names):
     """Child process: runs one scenario and prints its measurement as JSON."""
     before_context = nvml_used_bytes()
     import torch
     torch.cuda.init()
     torch.cuda.synchronize()
     after_context = nvml_used_bytes()
-    recorder = Recorder(torch)
+    recorder = Recorder(torch, names[name])
     if before_context is not None and after_context is not None:
         recorder.counter("context_bytes", after_context - before_context)
     SCENARIOS[name](torch, recorder)
@@ -495,24 +533,31 @@ def context():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", nargs="?", help="measurements JSON to write")
+    parser.add_argument("--names", default=NAMES_JSON,
+                        help="the scenarios' names: `vrambench list names --json` output "
+                             "(default: docs/names.json)")
     parser.add_argument("--scenario", help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
+    names = load_names(args.names)
+    missing = [name for name in SCENARIOS if name not in names]
+    if missing:
+        parser.error(f"{args.names} has no names for {', '.join(missing)}")
     if args.scenario:
-        run_one(args.scenario)
+        run_one(args.scenario, names)
         return 0
     if not args.out:
         parser.error("the output file is required")
     measurements = []
     for name in SCENARIOS:
         print(f"pytorch_claims: {name}", file=sys.stderr, flush=True)
-        child = subprocess.run([sys.executable, __file__, "--scenario", name], capture_output=True, text=True)
+        child = subprocess.run([sys.executable, __file__, "--names", args.names, "--scenario", name],
+                               capture_output=True, text=True)
         if child.returncode != 0:
             print(f"pytorch_claims: error: scenario {name} failed:\n{child.stderr}", file=sys.stderr)
             return 1
         measurements.append(json.loads(child.stdout.strip().splitlines()[-1]))
     with open(args.out + ".tmp", "w") as out:
         json.dump({"context": context(), "measurements": measurements}, out, indent=1)
-    import os
     os.replace(args.out + ".tmp", args.out)
     return 0
 

@@ -6,41 +6,43 @@
     python3 tools/results_tables.py claims CLAIMS.json        verdicts, claims as rows
     python3 tools/results_tables.py microbench MICRO.json     malloc+free pair latency
 
-Standard library only. Reads only entries with run_type "iteration" and
-takes the median over repetitions, as plots/plot.py does.
+Standard library only. Reads the files through plots/results.py, the loader
+plots/plot.py uses (entries with run_type "iteration", the median over
+repetitions, every type and range checked); bad input is one line on
+stderr and exit status 2.
 """
-import json
-import statistics
+import os
 import sys
+
+# The results model and loader of plots/ (plots/results.py), one for every tool.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from plots.results import InputError, load_claims, load_result  # noqa: E402
 
 MiB = 1 << 20
 
 
 def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as error:
-        sys.exit(f"results_tables: error: cannot read {path}: {error}")
+    """A results file, checked by the shared loader."""
+    return load_result(path)
 
 
-def iterations(document):
-    """{(scenario, allocator): [entry, ...]} over repetitions."""
-    cases = {}
-    for entry in document.get("benchmarks", []):
-        if entry.get("run_type") == "iteration":
-            cases.setdefault((entry["scenario"], entry["allocator"]), []).append(entry)
-    return cases
+def iterations(result):
+    """{(scenario, allocator): run} in file order, repetitions folded (medians)."""
+    return {(run.scenario, run.allocator): run for run in result.runs}
 
 
-def median(entries, key):
-    return statistics.median(e[key] for e in entries)
+def median(run, key):
+    """The run's counter `key` (the median over its repetitions)."""
+    if key not in run.values:
+        raise InputError(f"{run.name}: no counter '{key}'")
+    return run.values[key]
 
 
-def device_line(document):
-    c = document["context"]
+def device_line(result):
+    c = result.context
     kind = "simulated device" if c.get("simulated") else c.get("device_name", "?")
-    return f"{kind}, {c.get('date', '?')[:10]}, commit {c.get('git_commit', '?')[:10]}"
+    return f"{kind}, {str(c.get('date', '?'))[:10]}, commit {str(c.get('git_commit', '?'))[:10]}"
 
 
 def ordered(values):
@@ -62,26 +64,26 @@ def bench(path):
     print("\n<details><summary>Full summary (peaks in MiB, driver calls per repetition, time per iteration)</summary>\n")
     print("| scenario/allocator | peak requested | peak reserved | overhead | driver allocs | driver frees | time/iter |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for (s, a), entries in cases.items():
-        t = median(entries, "real_time")
-        unit = entries[0].get("time_unit", "ns")
-        scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
-        ns = t * scale
+    for (s, a), run in cases.items():
+        ns = median(run, "real_time_ns")
         shown = f"{ns / 1e6:.2f} ms" if ns >= 1e6 else f"{ns / 1e3:.1f} µs"
-        print(f"| {s}/{a} | {median(entries, 'peak_requested_bytes') / MiB:,.1f} | "
-              f"{median(entries, 'peak_reserved_bytes') / MiB:,.1f} | {median(entries, 'overhead_ratio'):.3f} | "
-              f"{median(entries, 'driver_alloc_calls'):,.0f} | {median(entries, 'driver_free_calls'):,.0f} | {shown} |")
+        print(f"| {s}/{a} | {median(run, 'peak_requested_bytes') / MiB:,.1f} | "
+              f"{median(run, 'peak_reserved_bytes') / MiB:,.1f} | {median(run, 'overhead_ratio'):.3f} | "
+              f"{median(run, 'driver_alloc_calls'):,.0f} | {median(run, 'driver_free_calls'):,.0f} | {shown} |")
     print("\n</details>")
 
 
 def replay(paths):
     documents = [load(p) for p in paths]
+    devices = {document.device for document in documents}
+    if len(devices) > 1:
+        raise InputError(f"{', '.join(paths)}: from {len(devices)} devices; one table never mixes devices")
     rows = {}
     allocators = []
     for document in documents:
-        for (s, a), entries in iterations(document).items():
-            rows.setdefault(s, {})[a] = (median(entries, "overhead_ratio"), median(entries, "peak_reserved_bytes"),
-                                         median(entries, "peak_requested_bytes"))
+        for (s, a), run in iterations(document).items():
+            rows.setdefault(s, {})[a] = (median(run, "overhead_ratio"), median(run, "peak_reserved_bytes"),
+                                         median(run, "peak_requested_bytes"))
             allocators.append(a)
     allocators = ordered(allocators)
     print(f"Overhead ratio per trace (peak reserved / peak requested) — {device_line(documents[0])}\n")
@@ -94,9 +96,9 @@ def replay(paths):
 
 
 def claims(path):
-    document = load(path)
+    document = load_claims(path)
     verdicts, allocators = {}, []
-    for row in document["claims"]:
+    for row in document.claims:
         verdicts.setdefault(row["id"], {})[row["allocator"]] = row
         allocators.append(row["allocator"])
     allocators = ordered(allocators)
@@ -104,34 +106,45 @@ def claims(path):
     print(f"Claims — {device_line(document)}\n")
     print("| claim (document) | " + " | ".join(f"`{a}`" for a in allocators) + " |")
     print("|---|" + "---|" * len(allocators))
-    for entry in document["catalogue"]:
-        cells = [short[verdicts[entry["id"]][a]["verdict"]] for a in allocators]
+    for entry in document.catalogue:
+        cells = [short.get(verdicts.get(entry["id"], {}).get(a, {}).get("verdict"), "") for a in allocators]
         print(f"| {entry['claim']} ({entry['documents']}) | " + " | ".join(cells) + " |")
 
 
 def microbench(path):
     document = load(path)
+    if not document.microbench:
+        raise InputError(f"{path}: no 'microbench/ALLOCATOR/BYTES' entries")
     rows = {}
-    for e in document["benchmarks"]:
-        rows.setdefault(e["allocator"], {})[int(e["bytes"])] = e
-    sizes = sorted({int(e["bytes"]) for e in document["benchmarks"]})
+    for allocator, size, values in document.microbench:
+        rows.setdefault(allocator, {})[int(size)] = values
+    sizes = sorted({int(size) for _, size, _ in document.microbench})
     label = lambda b: f"{b >> 20} MiB" if b >= MiB else (f"{b >> 10} KiB" if b >= 1024 else f"{b} B")
     print(f"malloc+free pair, p50 / p99 in ns, cache-hit steady state — {device_line(document)}\n")
     print("| allocator | " + " | ".join(label(s) for s in sizes) + " |")
     print("|---|" + "---:|" * len(sizes))
     for a, by_size in rows.items():
         print(f"| `{a}` | " + " | ".join(f"{by_size[s]['pair_ns_p50']:,.0f} / {by_size[s]['pair_ns_p99']:,.0f}"
+                                          if s in by_size and 'pair_ns_p99' in by_size[s] else ""
                                           for s in sizes) + " |")
 
 
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("bench", "replay", "claims", "microbench"):
-        sys.exit(__doc__)
-    if argv[1] == "replay":
-        replay(argv[2:])
-    else:
-        globals()[argv[1]](argv[2])
+    """Prints the tables; returns the exit status (2: bad usage or input)."""
+    if len(argv) != 3 and not (len(argv) > 2 and argv[1] == "replay") \
+            or argv[1] not in ("bench", "replay", "claims", "microbench"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    try:
+        if argv[1] == "replay":
+            replay(argv[2:])
+        else:
+            {"bench": bench, "claims": claims, "microbench": microbench}[argv[1]](argv[2])
+    except InputError as error:
+        print(f"results_tables: error: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    sys.exit(main(sys.argv))

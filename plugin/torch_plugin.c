@@ -1,0 +1,198 @@
+/* vrambench — the PyTorch plug-in: every vrambench strategy behind PyTorch's
+ * pluggable-allocator ABI (torch.cuda.memory.CUDAPluggableAllocator), built
+ * as build/libvrambench_torch.so by `make plugin`.
+ *
+ *     void *vb_torch_malloc(ssize_t size, int device, cudaStream_t stream);
+ *     void vb_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream);
+ *
+ * The strategy is VRAMBENCH_ALLOCATOR ("stitch", "caching[max_split_size_mb=256]"),
+ * parsed by the CLI's own spec parser (allocators/spec.h). One allocator per
+ * CUDA device, created on that device's first call. PyTorch's streams are
+ * cudaStream_t, and the cuda backend's vb_stream is the cudaStream_t itself
+ * (base/device_cuda.c), so streams pass through unchanged.
+ *
+ * Failures are loud: PyTorch's pluggable allocator does not check what the
+ * allocation function returns (a NULL would become a tensor at address 0), so
+ * a bad VRAMBENCH_ALLOCATOR and an out-of-memory print one line on stderr and
+ * abort. VRAMBENCH_TORCH_ON_OOM=null makes an out-of-memory return NULL
+ * instead, for callers that check (vrambench's own external: strategy, whose
+ * conformance suite asks for more than the device has). tools/vrambench_torch.py calls vb_torch_init first, which reports a
+ * bad spec as a Python error before anything is installed.
+ *
+ * Threads: PyTorch calls from several threads (autograd's among them); the
+ * allocator handle's lock (allocators/allocator.c) serializes the calls into
+ * a strategy, and the device table below is set up under its own mutex. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <cuda_runtime_api.h>
+
+#include "allocators/allocator.h"
+#include "allocators/spec.h"
+
+#define MAX_DEVICES 64
+
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+static vb_device *devices[MAX_DEVICES];
+static vb_allocator *_Atomic allocators[MAX_DEVICES];
+static char setup_error[768];   /* the first set-up failure, "" while none */
+
+/* Parses VRAMBENCH_ALLOCATOR (`text`, may be NULL) into `spec`; VB_OK, or a
+ * status with setup_error filled. */
+static vb_status parse_spec(const char *text, vb_allocator_spec *spec)
+{
+    if (!text || !text[0]) {
+        snprintf(setup_error, sizeof setup_error,
+                 "VRAMBENCH_ALLOCATOR is not set (a vrambench allocator spec: stitch, caching[max_split_size_mb=256], ...)");
+        return VB_ERR_INVALID;
+    }
+    vb_status status = vb_allocator_spec_parse(text, spec);
+    if (status == VB_OK && vb_allocator_find(spec->name) == &vb_external_allocator) {
+        vb_allocator_spec_free(spec);
+        status = vb_error(VB_ERR_INVALID, "the plug-in serves vrambench's own strategies, not '%s'", text);
+    }
+    if (status != VB_OK)
+        snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s': %s", text, vb_last_error());
+    return status;
+}
+
+/* Creates the allocator for `device` (the setup lock held); VB_OK or a
+ * status with setup_error filled. */
+static vb_status create_for(int device)
+{
+    const char *text = getenv("VRAMBENCH_ALLOCATOR");
+    vb_allocator_spec spec;
+    vb_status status = parse_spec(text, &spec);
+    if (status != VB_OK) return status;
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaError_t err = cudaSetDevice(device);
+    if (err != cudaSuccess) {
+        vb_allocator_spec_free(&spec);
+        snprintf(setup_error, sizeof setup_error, "cudaSetDevice(%d): %s", device, cudaGetErrorString(err));
+        return VB_ERR_DEVICE;
+    }
+    status = vb_device_open("cuda", NULL, &devices[device]);
+    if (status == VB_OK) {
+        vb_config config = vb_allocator_spec_config(&spec);
+        vb_allocator *allocator = NULL;
+        status = vb_allocator_create(spec.name, devices[device], &config, &allocator);
+        if (status == VB_OK) allocators[device] = allocator;
+    }
+    if (status != VB_OK)
+        snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s' on cuda device %d: %s", text, device,
+                 vb_last_error());
+    vb_allocator_spec_free(&spec);
+    cudaSetDevice(previous);
+    return status;
+}
+
+/* The allocator of `device`, created on first use; NULL with setup_error set. */
+static vb_allocator *allocator_for(int device)
+{
+    if (device < 0 || device >= MAX_DEVICES) {
+        snprintf(setup_error, sizeof setup_error, "cuda device %d is beyond the %d the plug-in serves", device,
+                 MAX_DEVICES);
+        return NULL;
+    }
+    vb_allocator *allocator = allocators[device];
+    if (allocator) return allocator;
+    pthread_mutex_lock(&setup_lock);
+    if (!allocators[device] && !setup_error[0]) create_for(device);
+    allocator = allocators[device];
+    pthread_mutex_unlock(&setup_lock);
+    return allocator;
+}
+
+/* Prints the one error line and stops the process: the ABI has no way to
+ * report a failure (see the top of this file). */
+static void die(const char *what)
+{
+    fprintf(stderr, "vrambench_torch: error: %s\n", what);
+    fflush(stderr);
+    abort();
+}
+
+/* Sets the allocator of the current CUDA device up; NULL when it is ready,
+ * else the error line (for tools/vrambench_torch.py to raise). */
+const char *vb_torch_init(void)
+{
+    static char no_device[256];
+    int device = 0;
+    vb_allocator_spec spec;
+    pthread_mutex_lock(&setup_lock);
+    vb_status status = setup_error[0] ? VB_ERR_INVALID : parse_spec(getenv("VRAMBENCH_ALLOCATOR"), &spec);
+    pthread_mutex_unlock(&setup_lock);
+    if (status != VB_OK) return setup_error;
+    vb_allocator_spec_free(&spec);
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) {
+        snprintf(no_device, sizeof no_device, "no CUDA device: %s", cudaGetErrorString(err));
+        return no_device;
+    }
+    return allocator_for(device) ? NULL : setup_error;
+}
+
+void *vb_torch_malloc(ssize_t size, int device, cudaStream_t stream)
+{
+    vb_allocator *allocator = allocator_for(device);
+    if (!allocator) die(setup_error);
+    if (size <= 0) return NULL;
+    vb_addr addr = 0;
+    vb_status status = vb_malloc(allocator, (uint64_t)size, (vb_stream)(void *)stream, &addr);
+    const char *on_oom = getenv("VRAMBENCH_TORCH_ON_OOM");
+    if (status == VB_ERR_OOM && on_oom && strcmp(on_oom, "null") == 0) return NULL;
+    if (status != VB_OK) {
+        char line[768];
+        snprintf(line, sizeof line, "malloc of %lld bytes on cuda device %d failed: %s (%s)", (long long)size,
+                 device, vb_status_name(status), vb_last_error());
+        die(line);
+    }
+    return (void *)(uintptr_t)addr;
+}
+
+void vb_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream)
+{
+    (void)size;
+    (void)stream; /* the strategy knows the stream the block was allocated on */
+    vb_allocator *allocator = allocator_for(device);
+    if (!allocator || !ptr) return;
+    vb_status status = vb_free(allocator, (vb_addr)(uintptr_t)ptr);
+    if (status != VB_OK) {
+        char line[768];
+        snprintf(line, sizeof line, "free of %p on cuda device %d failed: %s", ptr, device, vb_last_error());
+        die(line);
+    }
+}
+
+/* Returns every cached byte of every device's allocator to the driver. */
+void vb_torch_empty_cache(void)
+{
+    for (int device = 0; device < MAX_DEVICES; device++)
+        if (allocators[device]) vb_empty_cache(allocators[device]);
+}
+
+/* The statistics of `device`'s allocator (allocators/allocator.h's
+ * vb_alloc_stats: 12 uint64 in its order); 0, or -1 when it has none yet. */
+int vb_torch_stats(int device, vb_alloc_stats *out)
+{
+    if (device < 0 || device >= MAX_DEVICES || !allocators[device]) return -1;
+    vb_allocator_stats(allocators[device], out);
+    return 0;
+}
+
+/* Restarts the peaks of `device`'s allocator from the current values. */
+void vb_torch_reset_peak_stats(int device)
+{
+    if (device >= 0 && device < MAX_DEVICES && allocators[device]) vb_allocator_reset_peaks(allocators[device]);
+}
+
+/* The allocator spec served (VRAMBENCH_ALLOCATOR at set-up). */
+const char *vb_torch_allocator(void)
+{
+    const char *text = getenv("VRAMBENCH_ALLOCATOR");
+    return text ? text : "";
+}

@@ -1,0 +1,83 @@
+"""tools/results_tables.py reads through plots/results.py: tables from good
+files, one error line and exit status 2 for bad ones (standard library only)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import plot_fixture
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TABLES = os.path.join(REPO, "tools", "results_tables.py")
+
+
+def tables(*args):
+    return subprocess.run([sys.executable, TABLES, *args], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+class ResultsTables(unittest.TestCase):
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="vb-tables-")
+
+    def tearDown(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def write(self, name, document):
+        path = os.path.join(self.work, name)
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(document if isinstance(document, str) else json.dumps(document))
+        return path
+
+    def test_bench_table_has_a_row_per_scenario_and_a_column_per_allocator(self):
+        path = self.write("sim.json", plot_fixture.sim_result(scenarios=["views", "random_mix"]))
+        run = tables("bench", path)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("simulated device", run.stdout)
+        self.assertIn("| scenario | peak requested | `cuda` | `caching` |", run.stdout)
+        self.assertIn("| views |", run.stdout)
+        self.assertIn("| random_mix/caching |", run.stdout)
+
+    def test_microbench_table_has_a_row_per_allocator(self):
+        document = plot_fixture.microbench_result()
+        for entry in document["benchmarks"]:
+            entry["pair_ns_p50"], entry["pair_ns_p99"] = 1000, 2000
+        run = tables("microbench", self.write("micro.json", document))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("| `cuda` | 1,000 / 2,000", run.stdout)
+
+    def test_replay_tables_never_mix_devices(self):
+        sim = self.write("a.json", plot_fixture.sim_result(scenarios=["views"]))
+        gpu = self.write("b.json", plot_fixture.sim_result(scenarios=["views"], device_name="NVIDIA H200",
+                                                           simulated=False))
+        run = tables("replay", sim, gpu)
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn("never mixes devices", run.stderr)
+
+    def test_bad_input_is_one_line_and_exit_2(self):
+        cases = {"not json": "{", "a list": "[]", "NaN": '{"context": {}, "benchmarks": [], "x": NaN}',
+                 "deep": "[" * 100000 + "]" * 100000}
+        for what, text in cases.items():
+            for kind in ("bench", "claims", "microbench"):
+                with self.subTest(what=what, kind=kind):
+                    run = tables(kind, self.write("bad.json", text))
+                    self.assertEqual(run.returncode, 2, run.stderr)
+                    self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+                    self.assertNotIn("Traceback", run.stderr)
+
+    def test_a_missing_counter_is_named(self):
+        document = plot_fixture.sim_result(scenarios=["views"])
+        for entry in document["benchmarks"]:
+            entry.pop("overhead_ratio", None)
+        run = tables("bench", self.write("sim.json", document))
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn("overhead_ratio", run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
