@@ -206,6 +206,37 @@ class BadInputTest(unittest.TestCase):
                 self.refused(["run", "--scenario", "views", "--allocator", "caching,bfc,buddy", "--config", config,
                               "--device", "sim", "--min-time", "0", "--quiet", "--out", "out.json"], [])
 
+    RUN_OPTIONS = [["--min-time", "1e400"], ["--min-time", "-1"], ["--min-time", "nan"],
+                   ["--repetitions", "99999999999999999999"], ["--repetitions", "0"], ["--max-iterations", "0"],
+                   ["--sim-capacity", "99999999999T"], ["--sim-capacity", "1e30"], ["--sim-capacity", "-5"],
+                   ["--scenario", "nosuch"], ["--scenario", "views,,nosuch"], ["--device", "tpu"], ["--bogus", "1"],
+                   ["--repetitions", "2", "--min-time"]]
+
+    def test_bad_run_options(self):
+        for option in self.RUN_OPTIONS:
+            with self.subTest(option):
+                arguments = ["run", "--scenario", "views", "--allocator", "caching", "--device", "sim", "--quiet",
+                             "--out", "out.json"]
+                if option[0] in ("--scenario", "--device"):
+                    arguments[arguments.index(option[0]) + 1] = option[1]
+                else:
+                    arguments += option
+                self.refused(arguments, [])
+
+    GEN_TRACE_OPTIONS = [["--events", "-1"], ["--events", "1e9"], ["--max-size", "0"], ["--max-size", "1Q"],
+                         ["--max-live", "1"], ["--seed", "18446744073709551616"], ["--events"]]
+
+    def test_bad_gen_trace_options(self):
+        for option in self.GEN_TRACE_OPTIONS:
+            with self.subTest(option):
+                base = {"--events": "10", "--max-size": "1K", "--max-live": "1M", "--seed": "1"}
+                if len(option) == 2:
+                    base[option[0]] = option[1]
+                arguments = ["gen-trace", "random"] + [x for pair in base.items() for x in pair] + ["-o", "t.trace"]
+                if len(option) == 1:
+                    arguments = ["gen-trace", "random", "-o", "t.trace", *option]
+                self.refused(arguments, [], out="t.trace")
+
     def measurements(self, timeline=None, counters=None, **entry):
         step = {"step": "start", "requested": 0, "allocated": 0, "reserved": 0, "driver_used": 0}
         measurement = {"scenario": "release_specific", "allocator": "pytorch",
