@@ -337,5 +337,33 @@ class EdgeInputTest(unittest.TestCase):
         self.assertEqual(document["benchmarks"][0]["scenario"], "replay:t??.trace")
 
 
+    def test_a_full_disk_fails_with_exit_1_and_keeps_the_old_file(self):
+        # RLIMIT_FSIZE makes every write past 512 bytes fail (EFBIG, SIGXFSZ
+        # ignored) as a full disk would (ENOSPC): the same failed write().
+        import resource
+        import signal
+
+        def small_disk():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
+
+        old = os.path.join(self.directory.name, "old.json")
+        for command in (["run", "--scenario", "views", "--allocator", "caching", "--min-time", "0", "--out", old],
+                        ["gen-trace", "random", "--events", "100000", "--max-size", "1K", "--max-live", "1M", "-o",
+                         old]):
+            with self.subTest(command[0]):
+                with open(old, "w") as file:
+                    file.write("old")
+                result = subprocess.run([VRAMBENCH, *command, "--device" if command[0] == "run" else "--seed",
+                                         "sim" if command[0] == "run" else "1"], capture_output=True,
+                                        env=self.environment, cwd=self.directory.name, timeout=120,
+                                        preexec_fn=small_disk)
+                self.assertEqual(result.returncode, 1, result.stderr)
+                self.assertEqual(result.stderr.count(b"vrambench: error: "), 1, result.stderr)
+                with open(old) as file:
+                    self.assertEqual(file.read(), "old")
+                self.assertEqual(os.listdir(self.directory.name), ["old.json"])
+
+
 if __name__ == "__main__":
     unittest.main()
