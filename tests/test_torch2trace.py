@@ -238,7 +238,7 @@ class Torch2TraceTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.directory.name)), ["snapshot.pickle"])
 
     def test_malformed_pickles_are_refused_in_one_line(self):
-        deep = b"\x80\x04" + b"]" * 200000 + b"."  # lists nested 200000 deep, never closed
+        deep = b"\x80\x04" + b"]" * 200000 + b"a" * 199999 + b"."  # a list nested 200000 deep
         cases = {
             "empty": b"",
             "one byte": b"\x80",
@@ -248,6 +248,8 @@ class Torch2TraceTest(unittest.TestCase):
             "bad opcode": b"\x80\x04\xff.",
             "no stop": pickle.dumps({"device_traces": []})[:-1],
             "deep nesting": deep,
+            "deep nesting in the traces": pickle.dumps({"device_traces": [[1]]}, protocol=2).replace(
+                b"K\x01", b"]" * 50000 + b"a" * 49999),
             "memo out of range": b"\x80\x04h\x05.",
             "text": b"hello world\n",
         }
