@@ -13,7 +13,8 @@
 #   make CUDA=no            build without the cuda backend even when nvcc is there
 #   make plots              PNGs in plots/ from the newest results/*.json
 #                           (or RESULTS=FILE [FILE2: compared], MICROBENCH=FILE,
-#                           SEGMENTS=SCENARIO/ALLOCATOR, PLOTS_DIR=DIR)
+#                           SEGMENTS=SCENARIO/ALLOCATOR, PLOTS_DIR=DIR; TUNE=FILE: the
+#                           plot of a `vrambench tune` result as tune.png)
 
 CC ?= gcc
 ifeq ($(origin CC),default)
@@ -127,6 +128,12 @@ $(BUILD)/libvrambench.a: $(LIB_OBJ)
 	@ar rcs $@ $^
 
 $(BUILD)/vrambench: $(BUILD)/obj/app/main.o $(BUILD)/libvrambench.a
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# tools/vm_calls.c: VM driver calls by kind on sim (the stitch trade-off data).
+$(BUILD)/tools/vm-calls: $(BUILD)/obj/tools/vm_calls.o $(BUILD)/libvrambench.a
+	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -245,6 +252,7 @@ plots:
 	    $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)')
 	@torch_ab=$$(ls -t results/torch-ab-*.json 2>/dev/null | head -1); \
 	if [ -n "$$torch_ab" ]; then $(PLOT_PYTHON) plots/torch_ab.py "$$torch_ab" --out $(PLOTS_DIR)/torch-ab.png; fi
+	$(if $(TUNE),$(PLOT_PYTHON) plots/tune.py $(TUNE) --out $(PLOTS_DIR)/tune.png)
 
 clean:
 	rm -rf build

@@ -11,7 +11,7 @@ const char *const vb_driver_call_names[VB_DRIVER_CALL_KINDS] = {
     [VB_CALL_MEM_INFO] = "mem_info",         [VB_CALL_VM_RESERVE] = "vm_reserve",
     [VB_CALL_VM_FREE] = "vm_free",           [VB_CALL_VM_CREATE] = "vm_create",
     [VB_CALL_VM_RELEASE] = "vm_release",     [VB_CALL_VM_MAP] = "vm_map",
-    [VB_CALL_VM_UNMAP] = "vm_unmap",         [VB_CALL_POOL_CREATE] = "pool_create",
+    [VB_CALL_VM_SET_ACCESS] = "vm_set_access", [VB_CALL_VM_UNMAP] = "vm_unmap",         [VB_CALL_POOL_CREATE] = "pool_create",
     [VB_CALL_POOL_DESTROY] = "pool_destroy", [VB_CALL_POOL_MALLOC] = "pool_malloc",
     [VB_CALL_POOL_FREE] = "pool_free",       [VB_CALL_POOL_TRIM] = "pool_trim",
     [VB_CALL_POOL_USAGE] = "pool_usage",
@@ -164,6 +164,13 @@ static vb_status counting_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb
 }
 
 /* Counted, passed on. */
+static vb_status counting_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    vb_device *real = count_call(dev, VB_CALL_VM_SET_ACCESS);
+    return real->ops->vm_set_access(real, addr, size);
+}
+
+/* Counted, passed on. */
 static vb_status counting_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
 {
     vb_device *real = count_call(dev, VB_CALL_VM_UNMAP);
@@ -252,6 +259,7 @@ static void counting_init(vb_allocator *allocator, vb_device *dev)
     ops->vm_create = counting_vm_create;
     ops->vm_release = counting_vm_release;
     ops->vm_map = counting_vm_map;
+    ops->vm_set_access = counting_vm_set_access;
     ops->vm_unmap = counting_vm_unmap;
     ops->pool_create = counting_pool_create;
     ops->pool_destroy = counting_pool_destroy;

@@ -75,6 +75,7 @@ typedef enum vb_driver_call {
     VB_CALL_VM_CREATE,
     VB_CALL_VM_RELEASE,
     VB_CALL_VM_MAP,
+    VB_CALL_VM_SET_ACCESS,
     VB_CALL_VM_UNMAP,
     VB_CALL_POOL_CREATE,
     VB_CALL_POOL_DESTROY,
@@ -122,7 +123,14 @@ typedef enum vb_option_type {
     VB_OPTION_U64,    /* unsigned integer (decimal, or 0x hex); "max" = UINT64_MAX */
     VB_OPTION_DOUBLE, /* finite real number */
     VB_OPTION_STRING, /* any text, stored as a const char * valid during create only */
+    VB_OPTION_DIVISIONS, /* PyTorch's roundup_power2_divisions: a uint64_t[VB_DIVISION_INTERVALS],
+                          * from one number for all ("4") or per interval ("[256:1,512:2,>:4]") */
 } vb_option_type;
+
+/* VB_OPTION_DIVISIONS: one value per power-of-two size interval, [0, 2 MiB),
+ * [2, 4 MiB), ... [32 GiB, inf): PyTorch's 16 intervals from 1 MiB to 64 GiB
+ * (c10/core/AllocatorConfig.cpp). Each value is 0 or a power of two. */
+#define VB_DIVISION_INTERVALS 16
 
 /* One option an allocator understands; `offset` is where it lives in the
  * allocator's settings struct (a uint64_t or a double, by type). */

@@ -88,13 +88,7 @@ static const vb_cc_source driver_segments = {
 /* ------------------------------------------------------------------------ */
 
 static const vb_option caching_options[] = {
-    {"max_split_size_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_split_size_mb), 20, 18446744073709551615.0,
-     "MiB; blocks this large are never split and serve only requests within max_non_split_rounding_mb; "
-     "default max (no limit)"},
-    {"max_non_split_rounding_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_non_split_rounding_mb), 20,
-     18446744073709551615.0, "MiB; how much larger an oversize block may be than the request; default 20"},
-    {"roundup_power2_divisions", VB_OPTION_U64, offsetof(vb_cc_settings, roundup_power2_divisions), 0,
-     2147483648.0, "0 or a power of two: round sizes up to that many steps per power of two; default 0 (off)"},
+    VB_CC_SHARED_OPTIONS,
     {"garbage_collection_threshold", VB_OPTION_DOUBLE, offsetof(vb_cc_settings, garbage_collection_threshold), 0,
      1, "fraction below 1 of the allowed memory above which old free segments are freed (needs "
         "memory_fraction); default 0 (off)"},

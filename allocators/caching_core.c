@@ -458,14 +458,23 @@ static uint64_t next_power2_division(uint64_t size, uint64_t divisions)
     return rounded_down == size ? size : rounded_down + step;
 }
 
-/* PyTorch's round_size. Its per-interval divisions table is one value here
- * (the single-number form of roundup_power2_divisions). */
+/* AllocatorConfig::roundup_power2_divisions(size): the interval is
+ * log2(size) - 20 (1 MiB), clamped to the table. */
+uint64_t vb_cc_roundup_divisions(const vb_cc_allocator *cc, uint64_t size)
+{
+    uint32_t log_size = 63 - (uint32_t)__builtin_clzll(size);
+    uint32_t index = log_size > 20 ? log_size - 20 : 0;
+    if (index >= VB_CC_ROUNDUP_INTERVALS) index = VB_CC_ROUNDUP_INTERVALS - 1;
+    return cc->roundup_power2_divisions[index];
+}
+
+/* PyTorch's round_size. */
 uint64_t vb_cc_round_size(const vb_cc_allocator *cc, uint64_t size)
 {
     if (size >= VB_CC_MAX_REQUEST) return 0;
     if (size < VB_CC_MIN_BLOCK_SIZE) return VB_CC_MIN_BLOCK_SIZE;
-    uint64_t divisions = cc->roundup_power2_divisions;
-    if (divisions > 1 && size > VB_CC_MIN_BLOCK_SIZE * divisions) return next_power2_division(size, divisions);
+    uint64_t divisions = vb_cc_roundup_divisions(cc, size);
+    if (divisions > 1 && (size - 1) / VB_CC_MIN_BLOCK_SIZE >= divisions) /* size > 512 x divisions */ return next_power2_division(size, divisions);
     return (size + VB_CC_MIN_BLOCK_SIZE - 1) & ~(uint64_t)(VB_CC_MIN_BLOCK_SIZE - 1);
 }
 
@@ -967,7 +976,7 @@ void vb_cc_default_settings(vb_cc_settings *settings)
 {
     settings->max_split_size_mb = UINT64_MAX;
     settings->max_non_split_rounding_mb = VB_CC_LARGE_BUFFER / VB_MiB;
-    settings->roundup_power2_divisions = 0;
+    for (size_t i = 0; i < VB_CC_ROUNDUP_INTERVALS; i++) settings->roundup_power2_divisions[i] = 0;
     settings->garbage_collection_threshold = 0.0;
     settings->memory_fraction = -1.0;
 }
@@ -981,10 +990,14 @@ static uint64_t mib_to_bytes(uint64_t mib)
 vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *source,
                      const vb_cc_settings *settings, const char *name)
 {
-    uint64_t divisions = settings->roundup_power2_divisions;
-    if (divisions & (divisions - 1))
-        return vb_error(VB_ERR_INVALID, "%s: bad value '%llu' for roundup_power2_divisions (0 or a power of two)",
-                        name, (unsigned long long)divisions);
+    for (size_t i = 0; i < VB_CC_ROUNDUP_INTERVALS; i++) {
+        uint64_t divisions = settings->roundup_power2_divisions[i];
+        if (divisions & (divisions - 1))
+            return vb_error(VB_ERR_INVALID,
+                            "%s: bad value '%llu' for roundup_power2_divisions (0 or a power of two)", name,
+                            (unsigned long long)divisions);
+        cc->roundup_power2_divisions[i] = divisions;
+    }
     if (settings->garbage_collection_threshold < 0.0 || settings->garbage_collection_threshold >= 1.0)
         return vb_error(VB_ERR_INVALID, "%s: bad value '%g' for garbage_collection_threshold (0 = off, or in (0, 1))",
                         name, settings->garbage_collection_threshold);
@@ -997,7 +1010,6 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
     cc->name = name;
     cc->max_split_size = mib_to_bytes(settings->max_split_size_mb);
     cc->max_non_split_rounding = mib_to_bytes(settings->max_non_split_rounding_mb);
-    cc->roundup_power2_divisions = divisions;
     cc->gc_threshold = settings->garbage_collection_threshold;
     if (settings->memory_fraction >= 0.0) {
         uint64_t free_bytes = 0, total_bytes = 0;

@@ -119,17 +119,35 @@ typedef struct vb_cc_source {
     void (*destroy_segment)(vb_cc_allocator *cc, vb_cc_segment *segment);
 } vb_cc_source;
 
+/* roundup_power2_divisions: one value per size interval (allocator.h). */
+#define VB_CC_ROUNDUP_INTERVALS VB_DIVISION_INTERVALS
+
 /* The options both strategies parse (each offers the ones that apply). */
 typedef struct vb_cc_settings {
     uint64_t max_split_size_mb;          /* "max" (default): no limit */
     uint64_t max_non_split_rounding_mb;  /* default 20 */
-    uint64_t roundup_power2_divisions;   /* 0 (default) or a power of two */
+    uint64_t roundup_power2_divisions[VB_CC_ROUNDUP_INTERVALS]; /* each 0 (default) or a power of two */
     double garbage_collection_threshold; /* 0 (default, off) or in (0, 1) */
     double memory_fraction;              /* < 0 (default): not set; else [0, 1] */
 } vb_cc_settings;
 
 /* The defaults above. */
 void vb_cc_default_settings(vb_cc_settings *settings);
+
+/* The vb_option entries both strategies offer alike (PyTorch accepts them
+ * with expandable segments on or off). */
+#define VB_CC_SHARED_OPTIONS                                                                                      \
+    {"max_split_size_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_split_size_mb), 20, 18446744073709551615.0, \
+     "MiB; blocks this large are never split and serve only requests within max_non_split_rounding_mb; "        \
+     "default max (no limit)"},                                                                                   \
+    {"max_non_split_rounding_mb", VB_OPTION_U64, offsetof(vb_cc_settings, max_non_split_rounding_mb), 20,         \
+     18446744073709551615.0, "MiB; how much larger an oversize block may be than the request; default 20"},      \
+    {"roundup_power2_divisions", VB_OPTION_DIVISIONS, offsetof(vb_cc_settings, roundup_power2_divisions), 0, 0,   \
+     "0 or a power of two: round sizes up to that many steps per power of two, or per size interval as "         \
+     "[256:1,512:2,>:4] (MiB:divisions); default 0 (off)"}
+
+/* The roundup_power2_divisions that applies to a request of `size` bytes. */
+uint64_t vb_cc_roundup_divisions(const vb_cc_allocator *cc, uint64_t size);
 
 /* One outstanding event of a freed block used on another stream. */
 typedef struct vb_cc_event_entry {
@@ -152,7 +170,7 @@ struct vb_cc_allocator {
 
     uint64_t max_split_size;      /* bytes; UINT64_MAX = unlimited */
     uint64_t max_non_split_rounding;
-    uint64_t roundup_power2_divisions;
+    uint64_t roundup_power2_divisions[VB_CC_ROUNDUP_INTERVALS];
     double gc_threshold;
     int set_fraction;             /* memory_fraction was given */
     uint64_t allowed_memory_maximum;

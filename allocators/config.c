@@ -58,6 +58,73 @@ static int parse_double(const char *text, double *out)
     return 0;
 }
 
+/* Reads a whole decimal number at *cursor, moving past it; -1 when there
+ * is none or it overflows. */
+static int read_whole(const char **cursor, uint64_t *out)
+{
+    const char *text = *cursor;
+    if (*text < '0' || *text > '9') return -1;
+    uint64_t value = 0;
+    for (; *text >= '0' && *text <= '9'; text++) {
+        if (value > (UINT64_MAX - (uint64_t)(*text - '0')) / 10) return -1;
+        value = value * 10 + (uint64_t)(*text - '0');
+    }
+    *cursor = text;
+    *out = value;
+    return 0;
+}
+
+static int is_power_of_two(uint64_t value)
+{
+    return value && !(value & (value - 1));
+}
+
+/* The per-interval form "[B:D,...,>:D]" after its '[' (PyTorch's
+ * parseRoundUpPower2Divisions): the first boundary B (MiB, a power of two)
+ * also sets every interval below it; ">" sets those after the last one. */
+static int parse_roundup_ranges(const char *text, uint64_t *table)
+{
+    size_t last_index = 0;
+    int first = 1;
+    while (*text != ']') {
+        uint64_t boundary = 0, divisions;
+        int rest = *text == '>';
+        if (rest) text++;
+        else if (read_whole(&text, &boundary) != 0 || !is_power_of_two(boundary)) return -1;
+        if (*text++ != ':' || read_whole(&text, &divisions) != 0) return -1;
+        if (divisions != 0 && !is_power_of_two(divisions)) return -1;
+        if (rest) {
+            for (size_t i = last_index + 1; i < VB_DIVISION_INTERVALS; i++) table[i] = divisions;
+        } else {
+            size_t index = (size_t)(63 - __builtin_clzll(boundary));
+            if (index >= VB_DIVISION_INTERVALS) index = VB_DIVISION_INTERVALS - 1;
+            if (first)
+                for (size_t i = 0; i < index; i++) table[i] = divisions;
+            first = 0;
+            table[index] = divisions;
+            last_index = index;
+        }
+        if (*text == ',') text++;
+        else if (*text != ']') return -1;
+    }
+    return text[1] == '\0' ? 0 : -1;
+}
+
+/* Parses a VB_OPTION_DIVISIONS value into `field`; -1 when malformed. */
+static int parse_divisions(const char *value, void *field)
+{
+    uint64_t table[VB_DIVISION_INTERVALS] = {0}, single = 0;
+    const char *cursor = value;
+    int bad = value[0] == '[' ? parse_roundup_ranges(value + 1, table)
+                              : read_whole(&cursor, &single) != 0 || *cursor != '\0' ||
+                                    (single != 0 && !is_power_of_two(single));
+    if (bad) return -1;
+    if (value[0] != '[')
+        for (size_t i = 0; i < VB_DIVISION_INTERVALS; i++) table[i] = single;
+    memcpy(field, table, sizeof table);
+    return 0;
+}
+
 /* Lists the keys of `options` into `out`, comma-separated. */
 static void list_keys(const vb_option *options, size_t count, char *out, size_t capacity)
 {
@@ -76,7 +143,17 @@ static vb_status apply_entry(const vb_config_entry *entry, const vb_option *opti
     if (option->type == VB_OPTION_STRING) {
         const char *value = entry->value;
         memcpy(field, &value, sizeof value);
-    } else if (option->type == VB_OPTION_U64) {
+        return VB_OK;
+    }
+    if (option->type == VB_OPTION_DIVISIONS) {
+        if (parse_divisions(entry->value, field) != 0)
+            return vb_error(VB_ERR_INVALID,
+                            "%s: bad value '%s' for %s (0 or a power of two, or per size interval as "
+                            "[256:1,512:2,>:4]: powers of two in MiB, each value 0 or a power of two)",
+                            allocator_name, entry->value, option->key);
+        return VB_OK;
+    }
+    if (option->type == VB_OPTION_U64) {
         uint64_t value;
         if (parse_u64(entry->value, &value) != 0 || (double)value < option->min ||
             (double)value > option->max)

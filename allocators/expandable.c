@@ -88,6 +88,10 @@ static vb_status map_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t 
     for (; status == VB_OK && mapped < end; mapped++)
         status = dev->ops->vm_map(dev, es->segment.base + mapped * es->chunk_size, es->chunk_size,
                                   es->chunks[mapped].handle);
+    /* One access call over the new chunks together, as PyTorch's ExpandableSegment::map does. */
+    if (status == VB_OK)
+        status = dev->ops->vm_set_access(dev, es->segment.base + begin * es->chunk_size,
+                                         (end - begin) * es->chunk_size);
     if (status == VB_OK) {
         for (size_t i = begin; i < end; i++) es->chunks[i].present = 1;
         return VB_OK;
@@ -327,9 +331,15 @@ static const vb_cc_source expandable_segments = {
 /* Options and the ops table                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* The same options as `caching` (PyTorch accepts them all together with
+ * expandable_segments:True): max_split_size_mb still keeps oversize blocks
+ * for oversize requests; garbage collection and the oversize-block release
+ * find no whole segment to free in a range, as in PyTorch. */
 static const vb_option expandable_options[] = {
-    {"roundup_power2_divisions", VB_OPTION_U64, offsetof(vb_cc_settings, roundup_power2_divisions), 0,
-     2147483648.0, "0 or a power of two: round sizes up to that many steps per power of two; default 0 (off)"},
+    VB_CC_SHARED_OPTIONS,
+    {"garbage_collection_threshold", VB_OPTION_DOUBLE, offsetof(vb_cc_settings, garbage_collection_threshold), 0,
+     1, "fraction below 1 of the allowed memory (needs memory_fraction); accepted, frees nothing in a range; "
+        "default 0 (off)"},
     {"memory_fraction", VB_OPTION_DOUBLE, offsetof(vb_cc_settings, memory_fraction), 0, 1,
      "fraction of the device's memory this allocator may map; default unset (all)"},
 };

@@ -3,6 +3,8 @@
  * below app/, parses VRAMBENCH_ALLOCATOR with the same code as the CLI). */
 #include "spec.h"
 
+#include "pytorch_conf.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,18 +49,48 @@ vb_status vb_allocator_spec_set(vb_allocator_spec *spec, const char *key, const 
     return spec_relabel(spec);
 }
 
-/* Parses the inside of "[...]" (already cut out, modifiable) into `spec`. */
+/* Parses the inside of "[...]" (already cut out, modifiable) into `spec`:
+ * KEY=VALUE items split at commas outside brackets (a value may be a
+ * bracketed list, e.g. roundup_power2_divisions=[256:1,>:4]). */
 static vb_status spec_parse_options(vb_allocator_spec *spec, char *inside, const char *text)
 {
     if (inside[0] == '\0') return vb_error(VB_ERR_INVALID, "allocator spec '%s' has empty brackets", text);
-    for (char *save = NULL, *item = strtok_r(inside, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    int depth = 0;
+    for (char *item = inside, *cursor = inside;; cursor++) {
+        depth += (*cursor == '[') - (*cursor == ']');
+        if (*cursor != '\0' && (*cursor != ',' || depth > 0)) continue;
+        int last = *cursor == '\0';
+        *cursor = '\0';
         vb_config_entry entry;
-        if (vb_config_entry_parse(item, &entry) != VB_OK)
+        if (vb_config_entry_parse(item, &entry) != VB_OK || strpbrk(entry.key, "[]"))
             return vb_error(VB_ERR_INVALID, "allocator spec '%s': '%s' is not KEY=VALUE", text, item);
         vb_status status = vb_allocator_spec_set(spec, entry.key, entry.value);
-        if (status != VB_OK) return status;
+        if (status != VB_OK || last) return status;
+        item = cursor + 1;
     }
-    return VB_OK;
+}
+
+/* "pytorch[CONF]" (or "pytorch", the defaults): PyTorch's own allocator
+ * settings, read into the strategy and options they mean
+ * (allocators/pytorch_conf.h); the label keeps the user's text. */
+static vb_status spec_parse_pytorch(const char *text, vb_allocator_spec *out)
+{
+    size_t length = strlen(text);
+    if (text[7] != '\0' && (text[7] != '[' || text[length - 1] != ']'))
+        return vb_error(VB_ERR_INVALID, "allocator spec '%s' is not pytorch[PYTORCH_CUDA_ALLOC_CONF]", text);
+    char *conf = text[7] ? strndup(text + 8, length - 9) : strdup("");
+    if (!conf) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    vb_pytorch_conf parsed;
+    vb_status status = vb_pytorch_conf_parse(conf, &parsed);
+    free(conf);
+    if (status != VB_OK) return status;
+    snprintf(out->name, sizeof out->name, "%s", parsed.allocator);
+    for (size_t i = 0; i < parsed.count && status == VB_OK; i++)
+        status = vb_allocator_spec_set(out, parsed.entries[i].key, parsed.entries[i].value);
+    if (status == VB_OK && (size_t)snprintf(out->label, sizeof out->label, "%s", text) >= sizeof out->label)
+        status = vb_error(VB_ERR_INVALID, "allocator spec '%s' is too long", text);
+    if (status != VB_OK) vb_allocator_spec_free(out);
+    return status;
 }
 
 vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
@@ -68,18 +100,24 @@ vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
     if (name_length == 0) return vb_error(VB_ERR_INVALID, "allocator spec '%s' has no allocator name", text);
     if (name_length >= sizeof out->name)
         return vb_error(VB_ERR_INVALID, "allocator name in '%s' is too long", text);
+    if (name_length == 7 && strncmp(text, "pytorch", 7) == 0) return spec_parse_pytorch(text, out);
     memcpy(out->name, text, name_length);
     if (!vb_allocator_find(out->name)) {
         char names[512];
         vb_allocator_names(names, sizeof names);
-        return vb_error(VB_ERR_INVALID, "unknown allocator '%s' (known: %s, " VB_EXTERNAL_PREFIX "PATH.so, or all)",
+        return vb_error(VB_ERR_INVALID,
+                        "unknown allocator '%s' (known: %s, pytorch[CONF], " VB_EXTERNAL_PREFIX "PATH.so, or all)",
                         out->name, names);
     }
     vb_status status = spec_relabel(out);
     if (status != VB_OK || text[name_length] == '\0') return status;
     size_t length = strlen(text);
-    if (text[length - 1] != ']' || strchr(text + name_length + 1, '[') ||
-        strchr(text + name_length + 1, ']') != text + length - 1)
+    int depth = 0, balanced = text[length - 1] == ']';
+    for (size_t i = name_length; i < length && balanced; i++) {
+        depth += (text[i] == '[') - (text[i] == ']');
+        balanced = depth > 0 || i == length - 1;
+    }
+    if (!balanced || depth != 0)
         return vb_error(VB_ERR_INVALID, "allocator spec '%s' is not NAME[KEY=VALUE,...]", text);
     char *inside = strndup(text + name_length + 1, length - name_length - 2);
     if (!inside) return vb_error(VB_ERR_HOST_OOM, "out of host memory");

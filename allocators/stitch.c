@@ -8,29 +8,43 @@
  * large request gets a contiguous virtual range (vm_reserve) onto which free
  * physical chunks from anywhere are mapped (vm_map): free memory is never
  * stranded by where it sits, so peak reserved is about peak requested rounded
- * to chunks. Mapping costs tens of microseconds per chunk on a GPU
- * (cuMemSetAccess 31-41 us per 2 MiB chunk on an H200), so ranges are cached:
+ * to chunks. The driver's calls cost microseconds each on a GPU (cuMemCreate
+ * tens), so they are few:
  *
+ *  - one vm_set_access per range built or grown, over all its new chunks,
+ *    and one vm_unmap per range that loses chunks, over all of them (the
+ *    device seam takes ranges of several mappings; base/device.h);
  *  - large requests (more than half a chunk, i.e. > 1 MiB with 2 MiB chunks)
  *    round up to whole chunks; a range serves one request at a time and is
- *    handed out whole (allocated = its mapped bytes);
+ *    handed out whole (allocated = its mapped bytes), unless split_free;
  *  - a freed range stays mapped, idle, indexed by (stream, size, address)
  *    and in a least-recently-freed list. A request first takes the best-fit
  *    idle range of its stream when that is at most reuse_slack_percent
- *    (default 25%) and at most reuse_slack_mb (default 20 MiB) larger: no
- *    driver call at all;
- *  - a best fit larger than that but at most twice the request is shrunk:
- *    its tail chunks are unmapped (no new mapping is needed);
+ *    (default 100%) larger (and at most reuse_slack_mb, default no bound): no
+ *    driver call at all. The chunks it has past the request are "excess":
+ *    trimmable (unmapped) only when another request needs chunks, so the
+ *    slack never costs device memory and costs a call only when used;
  *  - otherwise the largest smaller idle range of the stream whose address
  *    reservation has room is grown in place, or a new range is built. The
  *    chunks they need come from unmapped free chunks, then from the excess
- *    of used ranges (the chunks a range handed out within its reuse slack
- *    has past its caller's size: unmapped while in use, so slack never costs
- *    device memory), then from the tails of idle ranges of any stream, least
+ *    of used ranges, then from the tails of idle ranges of any stream, least
  *    recently freed first (unmapping them), and only then from the device
  *    (vm_create). New reservations are the request rounded up to a power of
  *    two of chunks (capped at the device's size), so a range can grow in
  *    place later; address space costs nothing;
+ *  - granules (granule_mb, off by default): new device memory for a request
+ *    is made as power-of-two multiples of the chunk, up to granule_mb and at
+ *    most 1/granule_parts of the request, each one vm_create and one vm_map.
+ *    A granule is mapped whole or not at all (cuMemMap maps whole handles),
+ *    so stitching gets coarser: fewer driver calls, more memory. The
+ *    trade-off is measured by tools/stitch_tradeoff.py and drawn by
+ *    plots/stitch_tradeoff.py;
+ *  - split_free (off by default): a free large block more than the slack
+ *    larger than the request serves it in place, split at a granule
+ *    boundary as caching splits (no driver call); the pieces coalesce when
+ *    freed, and a free piece at the end of a range in use is stitchable
+ *    (unmapped) like an idle range's tail. Free pieces inside a range strand
+ *    memory, so this too trades memory for calls;
  *  - small requests (up to half a chunk) are not stitched: they are rounded
  *    to 512 B and carved, best fit with splitting and coalescing
  *    (allocators/chunks.h), out of one-chunk "small segments" of their
@@ -50,15 +64,15 @@
  * record_stream holds a freed block until the recorded streams' work has
  * completed (deferred.h); a held block is neither reused nor unmapped.
  *
- * Out of memory: chunks of idle ranges are counted as available before the
- * device is asked, and a request is only sent to the device for the
- * shortfall, so giving idle chunks back to the device and asking again could
- * not help. When the device refuses, the chunks created for the request go
- * back, and if blocks are held for record_stream the malloc waits for them
+ * Out of memory: every idle chunk that fits is gathered before the device
+ * is asked, and the device is only asked for the shortfall, so giving idle
+ * chunks back to the device and asking again could not help. When the
+ * device refuses, the chunks created for the request go back (those
+ * gathered stay, unmapped, for the next request), and if blocks are held for record_stream the malloc waits for them
  * (they become idle, hence usable) and tries again, counting alloc_retries.
  * A request larger than the device is refused without a driver call.
  *
- * Statistics (counted at the seam, allocator.h): reserved = physical chunks
+ * Statistics (counted at the seam, allocator.h): reserved = physical memory
  * held (vm_create'd, not released); driver_alloc_calls = vm_create calls,
  * driver_free_calls = vm_release calls. A used range whose excess chunks are
  * unmapped shrinks, and the seam is told (vb_seam_resize_block).
@@ -90,6 +104,9 @@ typedef struct stitch_settings {
     uint64_t chunk_mb;
     uint64_t reuse_slack_percent;
     uint64_t reuse_slack_mb;
+    uint64_t granule_mb;
+    uint64_t granule_parts;
+    uint64_t split_free;
 } stitch_settings;
 
 static const vb_option stitch_options[] = {
@@ -97,9 +114,20 @@ static const vb_option stitch_options[] = {
      "physical chunk size in MiB, a multiple of the device's mapping granularity (2 MiB); default 0 = the "
      "granularity"},
     {"reuse_slack_percent", VB_OPTION_U64, offsetof(stitch_settings, reuse_slack_percent), 0, 1000,
-     "a cached range serves a request it exceeds by at most this many percent; default 25"},
+     "a cached range serves a request it exceeds by at most this many percent (handed out whole, the "
+     "chunks past the request trimmable); default 100"},
     {"reuse_slack_mb", VB_OPTION_U64, offsetof(stitch_settings, reuse_slack_mb), 0, 1 << 30,
-     "... and by at most this many MiB (the tighter bound applies); default 20"},
+     "... and by at most this many MiB (the tighter bound applies); default 0 = no bound in MiB"},
+    {"granule_mb", VB_OPTION_U64, offsetof(stitch_settings, granule_mb), 0, 65536,
+     "largest physical granule in MiB: new memory for a request is made in power-of-two multiples of the "
+     "chunk up to this (fewer driver calls, coarser stitching: more memory); default 0 = the chunk size, "
+     "no granules (plots/stitch_tradeoff.py draws the trade-off)"},
+    {"granule_parts", VB_OPTION_U64, offsetof(stitch_settings, granule_parts), 1, 1 << 20,
+     "a request's new granules are at most 1/this of it (smaller: fewer driver calls; larger: finer "
+     "stitching, less memory); default 8"},
+    {"split_free", VB_OPTION_U64, offsetof(stitch_settings, split_free), 0, 1,
+     "1: a free block larger than the reuse slack serves a request in place, split (no driver call; its "
+     "free pieces strand memory as caching's do); default 0"},
 };
 
 #define STITCH_OPTION_COUNT (sizeof stitch_options / sizeof stitch_options[0])
@@ -107,6 +135,21 @@ static const vb_option stitch_options[] = {
 /* ------------------------------------------------------------------------ */
 /* State                                                                     */
 /* ------------------------------------------------------------------------ */
+
+/* A physical granule: one vm_create of a power of two of chunks, mapped
+ * whole or not at all (cuMemMap maps whole handles). */
+typedef struct stitch_granule {
+    vb_phys handle;
+    uint64_t chunks;
+} stitch_granule;
+
+/* Granules of one size mapped nowhere. */
+typedef struct stitch_free_list {
+    vb_phys *handles;
+    size_t count, capacity;
+} stitch_free_list;
+
+#define STITCH_CLASSES 32              /* granule classes: 2^0 .. 2^31 chunks */
 
 /* A virtual address reservation and the physical chunks mapped at its start.
  * While something is mapped it is a segment: `region` (from the chunk store)
@@ -116,7 +159,8 @@ typedef struct stitch_range {
     vb_addr base;
     uint64_t capacity;                  /* chunks of address space reserved */
     uint64_t mapped;                    /* chunks mapped, from `base` on */
-    vb_phys *handles;                   /* [capacity]: the chunk mapped at each slot */
+    vb_phys *handles;                   /* [capacity]: the granule starting at each slot (first slots only) */
+    uint32_t *span;                     /* [capacity]: chunks of the granule ending at each slot (last slots only) */
     vb_region *region;                  /* the segment while mapped, else NULL */
     struct stitch_range *older, *newer; /* the idle list, while idle */
     struct stitch_range *trim_prev, *trim_next; /* the trimmable list, while on it */
@@ -139,8 +183,13 @@ typedef struct stitch_state {
     uint64_t idle_chunks;               /* chunks mapped in idle ranges */
     stitch_range *trimmable;            /* used ranges with excess chunks */
     uint64_t excess_chunks;             /* their excess, together */
-    vb_phys *free_chunks;               /* physical chunks mapped nowhere */
-    size_t free_count, free_capacity;
+    uint64_t granule_chunks;            /* the largest granule, in chunks (a power of two) */
+    uint64_t granule_parts;             /* a request's new granules are at most 1/this of it */
+    int split;                          /* split_free: larger free blocks serve in place, split */
+    stitch_free_list free_lists[STITCH_CLASSES]; /* granules mapped nowhere, by log2 of their chunks */
+    uint64_t free_count;                /* chunks in them */
+    stitch_granule *gathered;           /* scratch: the granules a range is being built from */
+    size_t gathered_count, gathered_capacity;
     vb_addr_map used;                   /* address -> block handed out */
     vb_chunk_store store;
     vb_deferred deferred;
@@ -183,36 +232,94 @@ static int compare_spare(const vb_oset_node *a, const vb_oset_node *b)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Physical chunks                                                           */
+/* Physical granules                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* vm_create of one chunk. */
-static vb_status create_chunk(stitch_state *st, vb_phys *out)
+/* log2 of a power of two. */
+static unsigned class_of(uint64_t chunks)
 {
-    return st->device->ops->vm_create(st->device, st->chunk_size, out);
+    unsigned c = 0;
+    while (chunks >>= 1) c++;
+    return c;
 }
 
-/* vm_release of an unmapped chunk. */
-static void release_chunk(stitch_state *st, vb_phys handle)
+/* vm_create of a granule of `chunks` chunks. */
+static vb_status create_granule(stitch_state *st, uint64_t chunks, vb_phys *out)
 {
-    st->device->ops->vm_release(st->device, handle);
+    return st->device->ops->vm_create(st->device, chunks * st->chunk_size, out);
 }
 
-/* Keeps an unmapped chunk for later use; one the list has no room for
+/* vm_release of an unmapped granule. */
+static void release_granule(stitch_state *st, stitch_granule granule)
+{
+    st->device->ops->vm_release(st->device, granule.handle);
+}
+
+/* Keeps an unmapped granule for later use; one the list has no room for
  * (host memory ran out) goes back to the device instead of leaking. */
-static void keep_free_chunk(stitch_state *st, vb_phys handle)
+static void keep_free_granule(stitch_state *st, stitch_granule granule)
 {
-    if (st->free_count == st->free_capacity) {
-        size_t capacity = st->free_capacity ? st->free_capacity * 2 : 64;
-        vb_phys *grown = realloc(st->free_chunks, capacity * sizeof *grown);
+    stitch_free_list *list = &st->free_lists[class_of(granule.chunks)];
+    if (list->count == list->capacity) {
+        size_t capacity = list->capacity ? list->capacity * 2 : 16;
+        vb_phys *grown = realloc(list->handles, capacity * sizeof *grown);
         if (!grown) {
-            release_chunk(st, handle);
+            release_granule(st, granule);
             return;
         }
-        st->free_chunks = grown;
-        st->free_capacity = capacity;
+        list->handles = grown;
+        list->capacity = capacity;
     }
-    st->free_chunks[st->free_count++] = handle;
+    list->handles[list->count++] = granule.handle;
+    st->free_count += granule.chunks;
+}
+
+/* Takes the last granule of class `c` (its list is not empty). */
+static stitch_granule take_free_granule(stitch_state *st, unsigned c)
+{
+    stitch_free_list *list = &st->free_lists[c];
+    stitch_granule granule = {list->handles[--list->count], (uint64_t)1 << c};
+    st->free_count -= granule.chunks;
+    return granule;
+}
+
+/* Releases every granule mapped nowhere; with `drop`, frees the lists too. */
+static void release_free_granules(stitch_state *st, int drop)
+{
+    for (unsigned c = 0; c < STITCH_CLASSES; c++) {
+        while (st->free_lists[c].count) release_granule(st, take_free_granule(st, c));
+        if (drop) free(st->free_lists[c].handles);
+    }
+}
+
+/* Appends `granule` to the scratch list a range is built from; 0, or -1
+ * when host memory runs out (the caller keeps the granule elsewhere). */
+static int push_gathered(stitch_state *st, stitch_granule granule)
+{
+    if (st->gathered_count == st->gathered_capacity) {
+        size_t capacity = st->gathered_capacity ? st->gathered_capacity * 2 : 64;
+        stitch_granule *grown = realloc(st->gathered, capacity * sizeof *grown);
+        if (!grown) return -1;
+        st->gathered = grown;
+        st->gathered_capacity = capacity;
+    }
+    st->gathered[st->gathered_count++] = granule;
+    return 0;
+}
+
+/* Gives every gathered granule back to the free lists (a build failed). */
+static void drop_gathered(stitch_state *st)
+{
+    while (st->gathered_count) keep_free_granule(st, st->gathered[--st->gathered_count]);
+}
+
+/* Moves `granule` to the gathered list, or to the free lists when host
+ * memory ran out; returns the chunks it adds to the gathered list. */
+static uint64_t gather_one(stitch_state *st, stitch_granule granule)
+{
+    if (push_gathered(st, granule) == 0) return granule.chunks;
+    keep_free_granule(st, granule);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -223,6 +330,7 @@ static void free_reservation(stitch_state *st, stitch_range *range)
 {
     st->device->ops->vm_free(st->device, range->base, range->capacity * st->chunk_size);
     free(range->handles);
+    free(range->span);
     free(range);
 }
 
@@ -240,6 +348,7 @@ static void retire_reservation(stitch_state *st, stitch_range *range)
  * the device's size. */
 static vb_status take_reservation(stitch_state *st, uint64_t chunks, stitch_range **out)
 {
+    if (chunks > 1 && chunks < st->granule_chunks) chunks = st->granule_chunks;
     stitch_range probe = {.capacity = chunks, .base = 0};
     vb_oset_node *node = vb_oset_lower_bound(&st->spares, &probe.spare_node);
     if (node && SPARE_OF(node)->capacity / 2 < chunks) {
@@ -251,18 +360,22 @@ static vb_status take_reservation(stitch_state *st, uint64_t chunks, stitch_rang
     if (capacity > st->max_chunks) capacity = st->max_chunks > chunks ? st->max_chunks : chunks;
     stitch_range *range = calloc(1, sizeof *range);
     vb_phys *handles = range ? calloc(capacity, sizeof *handles) : NULL;
-    if (!handles) {
+    uint32_t *span = handles ? calloc(capacity, sizeof *span) : NULL;
+    if (!span) {
+        free(handles);
         free(range);
         return vb_error(VB_ERR_HOST_OOM, "stitch: out of host memory");
     }
     vb_status status = st->device->ops->vm_reserve(st->device, capacity * st->chunk_size, &range->base);
     if (status != VB_OK) {
+        free(span);
         free(handles);
         free(range);
         return status;
     }
     range->capacity = capacity;
     range->handles = handles;
+    range->span = span;
     *out = range;
     return VB_OK;
 }
@@ -271,35 +384,79 @@ static vb_status take_reservation(stitch_state *st, uint64_t chunks, stitch_rang
 /* Mapping                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Maps the chunks already placed in handles[first, first+count) at their
- * slots. On failure what this call mapped is unmapped again and the status
- * returned; the handles stay where they are, for the caller. */
-static vb_status map_slots(stitch_state *st, stitch_range *range, uint64_t first, uint64_t count)
+/* Maps the gathered granules after `range`'s mapped chunks (the caller
+ * checked they fit), then sets access once over all of them: one vm_map per
+ * granule, one vm_set_access per call. On success the gathered list is
+ * empty; on failure what this call mapped is unmapped again (one vm_unmap)
+ * and the granules stay gathered, for the caller. */
+static vb_status map_gathered(stitch_state *st, stitch_range *range)
 {
     vb_device *dev = st->device;
-    for (uint64_t i = first; i < first + count; i++) {
-        vb_status status = dev->ops->vm_map(dev, range->base + i * st->chunk_size, st->chunk_size, range->handles[i]);
-        if (status != VB_OK) {
-            while (i-- > first) dev->ops->vm_unmap(dev, range->base + i * st->chunk_size, st->chunk_size);
-            return status;
-        }
+    uint64_t first = range->mapped, slot = first;
+    vb_status status = VB_OK;
+    for (size_t i = 0; i < st->gathered_count && status == VB_OK; i++) {
+        stitch_granule granule = st->gathered[i];
+        status = dev->ops->vm_map(dev, range->base + slot * st->chunk_size, granule.chunks * st->chunk_size,
+                                  granule.handle);
+        if (status != VB_OK) break;
+        range->handles[slot] = granule.handle;
+        slot += granule.chunks;
+        range->span[slot - 1] = (uint32_t)granule.chunks;
     }
+    if (status == VB_OK && slot > first)
+        status = dev->ops->vm_set_access(dev, range->base + first * st->chunk_size, (slot - first) * st->chunk_size);
+    if (status != VB_OK) {
+        if (slot > first)
+            dev->ops->vm_unmap(dev, range->base + first * st->chunk_size, (slot - first) * st->chunk_size);
+        return status;
+    }
+    range->mapped = slot;
+    st->gathered_count = 0;
     return VB_OK;
 }
 
-/* Unmaps the last `count` mapped chunks of `range` into `into` (NULL: the
- * free-chunk list). The segment's sizes are the caller's to update. The
+/* Where `range` would end if the tail granules wholly past `chunks` went:
+ * the granule boundary at or above `chunks` (at most range->mapped). */
+static uint64_t boundary_above(const stitch_range *range, uint64_t chunks)
+{
+    uint64_t end = range->mapped;
+    while (end > chunks && end - range->span[end - 1] >= chunks) end -= range->span[end - 1];
+    return end;
+}
+
+/* Unmaps `range`'s granules past `keep` (a granule boundary) with one
+ * vm_unmap, into the gathered list (`gather`) or the free lists; returns the
+ * chunks gathered. The segment's sizes are the caller's to update. The
  * device layer refuses an unmap only for a range it never mapped, which
  * would be a bug of this file, so its status is not acted on. */
-static void unmap_tail(stitch_state *st, stitch_range *range, uint64_t count, vb_phys *into)
+static uint64_t unmap_to(stitch_state *st, stitch_range *range, uint64_t keep, int gather)
 {
     vb_device *dev = st->device;
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t slot = --range->mapped;
-        dev->ops->vm_unmap(dev, range->base + slot * st->chunk_size, st->chunk_size);
-        if (into) into[i] = range->handles[slot];
-        else keep_free_chunk(st, range->handles[slot]);
+    uint64_t gathered = 0;
+    if (keep == range->mapped) return 0;
+    dev->ops->vm_unmap(dev, range->base + keep * st->chunk_size, (range->mapped - keep) * st->chunk_size);
+    while (range->mapped > keep) {
+        uint64_t chunks = range->span[range->mapped - 1];
+        range->mapped -= chunks;
+        stitch_granule granule = {range->handles[range->mapped], chunks};
+        if (gather) gathered += gather_one(st, granule);
+        else keep_free_granule(st, granule);
     }
+    return gathered;
+}
+
+/* Where a cut of `range`'s tail for `want` chunks, taking no granule larger
+ * than `room` chunks in all and going no lower than `floor`, would end. */
+static uint64_t cut_point(const stitch_range *range, uint64_t want, uint64_t room, uint64_t floor)
+{
+    uint64_t end = range->mapped, taken = 0;
+    while (end > floor && taken < want) {
+        uint64_t chunks = range->span[end - 1];
+        if (end - chunks < floor || taken + chunks > room) break;
+        end -= chunks;
+        taken += chunks;
+    }
+    return end;
 }
 
 /* Sets the segment's sizes after `range->mapped` changed (large ranges: one
@@ -311,7 +468,7 @@ static void resize_large(stitch_state *st, stitch_range *range)
 }
 
 /* Makes `range` (with its chunks mapped) a segment of one free block of
- * `kind` for `stream`, listed by address. VB_ERR_HOST_OOM when host memory runs out. */
+ * `kind` for `stream`, listed by address. VB_ERR_OOM when host memory runs out. */
 static vb_status attach_segment(stitch_state *st, stitch_range *range, uint32_t kind, vb_stream stream)
 {
     vb_region *region = vb_region_new(&st->store);
@@ -371,26 +528,28 @@ static void idle_remove(stitch_state *st, stitch_range *range)
     st->idle_chunks -= range->mapped;
 }
 
-/* Takes the last `count` chunks of idle range `range` into `into` (NULL: the
- * free-chunk list), unmapping them. A range left with nothing mapped stops
- * being a segment and becomes a spare reservation. */
-static void cut_idle_range(stitch_state *st, stitch_range *range, uint64_t count, vb_phys *into)
+/* Unmaps idle range `range`'s granules past `keep` (a granule boundary)
+ * into the gathered list (`gather`) or the free lists; returns the chunks
+ * gathered. A range left with nothing mapped stops being a segment and
+ * becomes a spare reservation. */
+static uint64_t cut_idle_range(stitch_state *st, stitch_range *range, uint64_t keep, int gather)
 {
     vb_chunk *block = range->region->first;
     if (block->tag == STITCH_SMALL) vb_oset_remove(&st->small_free, &block->node);
     else vb_oset_remove(&st->large_free, &block->node);
-    if (count == range->mapped) {
+    if (keep == 0) {
         idle_remove(st, range);
         detach_segment(st, range);
-        unmap_tail(st, range, count, into);
+        uint64_t gathered = unmap_to(st, range, 0, gather);
         retire_reservation(st, range);
-        return;
+        return gathered;
     }
     /* Only large ranges have more than one chunk. */
-    st->idle_chunks -= count;
-    unmap_tail(st, range, count, into);
+    st->idle_chunks -= range->mapped - keep;
+    uint64_t gathered = unmap_to(st, range, keep, gather);
     resize_large(st, range);
     vb_oset_insert(&st->large_free, &block->node);
+    return gathered;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -419,57 +578,121 @@ static void trim_remove(stitch_state *st, stitch_range *range)
     range->excess = 0;
 }
 
-/* Unmaps `count` excess chunks of used range `range` into `into`. The caller
- * never touches them (they lie past its size) and vm_unmap waits for queued
- * work, so this is safe while the block is in use; the block's allocated
- * bytes shrink with it. */
-static void trim_range(stitch_state *st, stitch_range *range, uint64_t count, vb_phys *into)
+/* Unmaps used range `range`'s excess granules past `keep` into the gathered
+ * list. The caller never touches them (they lie past its size) and vm_unmap
+ * waits for queued work, so this is safe while the block is in use; the
+ * block's allocated bytes shrink with it. Returns the chunks gathered. */
+static uint64_t trim_range(stitch_state *st, stitch_range *range, uint64_t keep)
 {
-    unmap_tail(st, range, count, into);
+    uint64_t count = range->mapped - keep;
+    uint64_t gathered = unmap_to(st, range, keep, 1);
     resize_large(st, range);
     vb_seam_resize_block(st->device, range->region->first->addr, range->region->first->size);
     range->excess -= count;
     st->excess_chunks -= count;
     if (range->excess == 0) trim_remove(st, range);
+    return gathered;
 }
 
-/* Moves `count` physical chunks into `into`: unmapped ones first, then the
- * excess of used ranges, then the tails of idle ranges, least recently
- * freed first. The caller checked that enough are there (chunks_spare). */
-static void gather_idle(stitch_state *st, uint64_t count, vb_phys *into)
+/* Gathers granules mapped nowhere for `want` chunks, taking none that would
+ * bring the total past `room`: the largest ones that fit within `want`
+ * first, then the smallest one larger than what is missing. Returns the
+ * chunks gathered. */
+static uint64_t gather_free(stitch_state *st, uint64_t want, uint64_t room)
 {
     uint64_t taken = 0;
-    while (taken < count && st->free_count) into[taken++] = st->free_chunks[--st->free_count];
-    while (taken < count && st->trimmable) {
-        stitch_range *range = st->trimmable;
-        uint64_t cut = range->excess < count - taken ? range->excess : count - taken;
-        trim_range(st, range, cut, into + taken);
-        taken += cut;
+    for (unsigned c = STITCH_CLASSES; c-- > 0 && taken < want;) {
+        uint64_t chunks = (uint64_t)1 << c;
+        while (chunks <= want - taken && st->free_lists[c].count) taken += gather_one(st, take_free_granule(st, c));
     }
-    while (taken < count) {
-        stitch_range *oldest = st->idle_oldest;
-        uint64_t cut = oldest->mapped < count - taken ? oldest->mapped : count - taken;
-        cut_idle_range(st, oldest, cut, into + taken);
-        taken += cut;
+    for (unsigned c = 0; c < STITCH_CLASSES && taken < want; c++) {
+        uint64_t chunks = (uint64_t)1 << c;
+        if (chunks > room - taken) break;
+        if (chunks > want - taken && st->free_lists[c].count) taken += gather_one(st, take_free_granule(st, c));
     }
+    return taken;
 }
 
-/* Puts `count` physical chunks into `into`: created for the shortfall first,
- * so that when the device refuses, the chunks this call created go back and
- * every idle range is left as it was; then taken from the idle ones. */
-static vb_status obtain_chunks(stitch_state *st, uint64_t count, vb_phys *into)
+/* Unmaps the free tail block of used range `range` (split off a larger
+ * block), or part of it, into the gathered list, for `want` chunks and no
+ * more than `room`. Returns the chunks gathered. */
+static uint64_t cut_free_tail(stitch_state *st, stitch_range *range, uint64_t want, uint64_t room)
 {
-    uint64_t available = st->free_count + st->excess_chunks + st->idle_chunks;
-    uint64_t fresh = count > available ? count - available : 0;
-    vb_phys *created = into + (count - fresh);
-    for (uint64_t i = 0; i < fresh; i++) {
-        vb_status status = create_chunk(st, &created[i]);
+    vb_chunk *last = range->region->first;
+    while (last->next) last = last->next;
+    if (last->state != VB_CHUNK_FREE || last == range->region->first) return 0;
+    uint64_t floor = (last->addr - range->base) / st->chunk_size;
+    uint64_t keep = cut_point(range, want, room, floor);
+    if (keep == range->mapped) return 0;
+    vb_oset_remove(&st->large_free, &last->node);
+    uint64_t gathered = unmap_to(st, range, keep, 1);
+    range->region->size = range->mapped * st->chunk_size;
+    if (keep == floor) {
+        last->prev->next = NULL;
+        vb_chunk_recycle(&st->store, last);
+    } else {
+        last->size = (keep - floor) * st->chunk_size;
+        vb_oset_insert(&st->large_free, &last->node);
+    }
+    return gathered;
+}
+
+/* Gathers granules for `want` chunks, no more than `room` in all: mapped
+ * nowhere first, then the excess of used ranges, then the tails of idle
+ * ranges, least recently freed first. Returns the chunks gathered (fewer
+ * than `want` when that is all there is). */
+static uint64_t gather_idle(stitch_state *st, uint64_t want, uint64_t room)
+{
+    uint64_t taken = gather_free(st, want, room);
+    for (stitch_range *range = st->trimmable, *next; range && taken < want; range = next) {
+        next = range->trim_next;
+        uint64_t keep = cut_point(range, want - taken, room - taken, range->mapped - range->excess);
+        if (keep < range->mapped) taken += trim_range(st, range, keep);
+    }
+    for (stitch_range *range = st->idle_oldest, *next; range && taken < want; range = next) {
+        next = range->newer;
+        uint64_t keep = cut_point(range, want - taken, room - taken, 0);
+        if (keep < range->mapped) taken += cut_idle_range(st, range, keep, 1);
+    }
+    if (!st->split) return taken;
+    /* Split ranges in use: their free tail pieces (a walk over the segments,
+     * made only when idle memory ran short). */
+    for (vb_oset_node *node = vb_oset_first(&st->segments); node && taken < want;
+         node = vb_oset_next(&st->segments, node)) {
+        vb_region *region = VB_REGION_OF(node);
+        if (region->tag == STITCH_LARGE && region->busy_chunks)
+            taken += cut_free_tail(st, region->data, want - taken, room - taken);
+    }
+    return taken;
+}
+
+/* Gathers granules for at least `count` chunks and at most `room`: what
+ * idle memory there is, then new granules from the device for the rest,
+ * each the largest power of two of chunks that fits, up to the granule
+ * size. When the device refuses, the granules created here go back and the
+ * gathered ones stay mapped nowhere, for the next request. */
+static vb_status obtain_chunks(stitch_state *st, uint64_t count, uint64_t room)
+{
+    uint64_t taken = gather_idle(st, count, room);
+    size_t first_created = st->gathered_count;
+    uint64_t largest = st->granule_chunks;
+    while (largest > 1 && largest * st->granule_parts > count) largest >>= 1;
+    while (taken < count) {
+        uint64_t chunks = largest;
+        while (chunks > count - taken) chunks >>= 1;
+        stitch_granule granule = {0, chunks};
+        vb_status status = create_granule(st, chunks, &granule.handle);
+        if (status == VB_OK && push_gathered(st, granule) != 0) {
+            release_granule(st, granule);
+            status = vb_error(VB_ERR_HOST_OOM, "stitch: out of host memory");
+        }
         if (status != VB_OK) {
-            while (i-- > 0) release_chunk(st, created[i]);
+            while (st->gathered_count > first_created) release_granule(st, st->gathered[--st->gathered_count]);
+            drop_gathered(st);
             return status;
         }
+        taken += chunks;
     }
-    gather_idle(st, count - fresh, into);
     return VB_OK;
 }
 
@@ -500,10 +723,10 @@ static vb_status hand_out(stitch_state *st, vb_chunk *block, uint64_t size, vb_s
     }
     out->addr = block->addr;
     out->size = block->size;
-    if (block->tag == STITCH_LARGE) {
+    if (block->tag == STITCH_LARGE && block == block->region->first && !block->next) {
         stitch_range *range = range_of(block);
-        uint64_t needed = chunks_for(st, size);
-        if (range->mapped > needed) trim_push(st, range, range->mapped - needed);
+        uint64_t keep = boundary_above(range, chunks_for(st, size));
+        if (range->mapped > keep) trim_push(st, range, range->mapped - keep);
     }
     return VB_OK;
 }
@@ -515,21 +738,18 @@ static void release_block(stitch_state *st, vb_chunk *block)
     stitch_range *range = range_of(block);
     block->state = VB_CHUNK_FREE;
     block->region->busy_chunks--;
-    if (block->tag == STITCH_LARGE) {
-        vb_oset_insert(&st->large_free, &block->node);
-    } else {
-        if (block->next && block->next->state == VB_CHUNK_FREE) {
-            vb_oset_remove(&st->small_free, &block->next->node);
-            vb_chunk_absorb_next(&st->store, block);
-        }
-        if (block->prev && block->prev->state == VB_CHUNK_FREE) {
-            vb_chunk *prev = block->prev;
-            vb_oset_remove(&st->small_free, &prev->node);
-            vb_chunk_absorb_next(&st->store, prev);
-            block = prev;
-        }
-        vb_oset_insert(&st->small_free, &block->node);
+    vb_ordered_set *index = block->tag == STITCH_LARGE ? &st->large_free : &st->small_free;
+    if (block->next && block->next->state == VB_CHUNK_FREE) {
+        vb_oset_remove(index, &block->next->node);
+        vb_chunk_absorb_next(&st->store, block);
     }
+    if (block->prev && block->prev->state == VB_CHUNK_FREE) {
+        vb_chunk *prev = block->prev;
+        vb_oset_remove(index, &prev->node);
+        vb_chunk_absorb_next(&st->store, prev);
+        block = prev;
+    }
+    vb_oset_insert(index, &block->node);
     if (block->region->busy_chunks == 0) idle_push(st, range);
 }
 
@@ -548,7 +768,7 @@ static void event_done(void *context, void *item)
 static uint64_t reuse_slack(const stitch_state *st, uint64_t rounded)
 {
     uint64_t by_percent = rounded / 100 * st->slack_percent + rounded % 100 * st->slack_percent / 100;
-    return by_percent < st->slack_bytes ? by_percent : st->slack_bytes;
+    return st->slack_bytes && st->slack_bytes < by_percent ? st->slack_bytes : by_percent;
 }
 
 /* Takes idle range `range`'s block out of the free index and the idle list. */
@@ -578,57 +798,48 @@ static stitch_range *growable_range(stitch_state *st, vb_stream stream, uint64_t
          node = vb_oset_next(&st->large_free, node)) {
         vb_chunk *block = VB_CHUNK_OF(node);
         if (block->stream != stream || block->size >= rounded) break;
-        if (range_of(block)->capacity >= chunks) best = range_of(block);
+        if (block->region->busy_chunks == 0 && range_of(block)->capacity >= chunks) best = range_of(block);
     }
     return best;
 }
 
-/* Grows idle range `range` in place to `chunks` chunks and hands it out. */
+/* Grows idle range `range` in place to at least `chunks` chunks and hands it out. */
 static vb_status grow_range(stitch_state *st, stitch_range *range, uint64_t chunks, uint64_t size, vb_stream stream,
                             vb_grant *out)
 {
     vb_chunk *block = claim_idle_large(st, range);
-    uint64_t first = range->mapped, count = chunks - range->mapped;
-    vb_status status = obtain_chunks(st, count, range->handles + first);
+    vb_status status = obtain_chunks(st, chunks - range->mapped, range->capacity - range->mapped);
+    if (status == VB_OK) status = map_gathered(st, range);
     if (status != VB_OK) {
+        drop_gathered(st);
         unclaim_large(st, range);
         return status;
     }
-    status = map_slots(st, range, first, count);
-    if (status != VB_OK) {
-        for (uint64_t i = first; i < first + count; i++) keep_free_chunk(st, range->handles[i]);
-        unclaim_large(st, range);
-        return status;
-    }
-    range->mapped = chunks;
     resize_large(st, range);
     return hand_out(st, block, size, stream, out);
 }
 
-/* Builds a new range of `chunks` stitched chunks and hands it out. */
-static vb_status build_range(stitch_state *st, uint64_t chunks, uint64_t size, vb_stream stream, vb_grant *out)
+/* Builds a new range of at least `chunks` stitched chunks (in a reservation
+ * of `kind`'s size) as a segment of one free block of `stream`. */
+static vb_status build_range(stitch_state *st, uint64_t chunks, uint32_t kind, vb_stream stream,
+                             stitch_range **out)
 {
     stitch_range *range = NULL;
     vb_status status = take_reservation(st, chunks, &range);
     if (status != VB_OK) return status;
-    status = obtain_chunks(st, chunks, range->handles);
-    if (status != VB_OK) {
-        retire_reservation(st, range);
-        return status;
-    }
-    status = map_slots(st, range, 0, chunks);
+    status = obtain_chunks(st, chunks, range->capacity);
+    if (status == VB_OK) status = map_gathered(st, range);
     if (status == VB_OK) {
-        range->mapped = chunks;
-        status = attach_segment(st, range, STITCH_LARGE, stream);
-        if (status != VB_OK) unmap_tail(st, range, chunks, NULL);
-    } else {
-        for (uint64_t i = 0; i < chunks; i++) keep_free_chunk(st, range->handles[i]);
+        status = attach_segment(st, range, kind, stream);
+        if (status != VB_OK) unmap_to(st, range, 0, 0);
     }
     if (status != VB_OK) {
+        drop_gathered(st);
         retire_reservation(st, range);
         return status;
     }
-    return hand_out(st, range->region->first, size, stream, out);
+    *out = range;
+    return VB_OK;
 }
 
 /* A request of more than half a chunk: `chunks` whole chunks. */
@@ -636,26 +847,38 @@ static vb_status large_malloc(stitch_state *st, uint64_t size, uint64_t chunks, 
 {
     uint64_t rounded = chunks * st->chunk_size;
     vb_chunk probe = {.stream = stream, .size = rounded, .addr = 0};
+    stitch_range *built = NULL;
     vb_oset_node *node = vb_oset_lower_bound(&st->large_free, &probe.node);
     if (node && VB_CHUNK_OF(node)->stream == stream) {
         vb_chunk *block = VB_CHUNK_OF(node);
         stitch_range *range = range_of(block);
         uint64_t excess = block->size - rounded;
         if (excess <= reuse_slack(st, rounded)) {
-            claim_idle_large(st, range);
+            /* Whole: its chunks past the request are trimmable, unmapped only
+             * when another request needs them (shrinking it now would cost an
+             * unmap, and a map when it grows back). */
+            vb_oset_remove(&st->large_free, &block->node);
+            if (block->region->busy_chunks == 0) idle_remove(st, range);
             return hand_out(st, block, size, stream, out);
         }
-        if (excess <= rounded) {
-            /* Unmapping the excess is cheaper than mapping a whole new range. */
-            claim_idle_large(st, range);
-            unmap_tail(st, range, range->mapped - chunks, NULL);
-            resize_large(st, range);
+        uint64_t end_slot = (block->addr - range->base) / st->chunk_size + chunks;
+        if (st->split && range->span[end_slot - 1] != 0) {
+            /* Larger: its head serves in place, no driver call; the rest stays free. */
+            vb_oset_remove(&st->large_free, &block->node);
+            if (block->region->busy_chunks == 0) idle_remove(st, range);
+            vb_chunk *rest = vb_chunk_split(&st->store, block, rounded);
+            if (rest) {
+                rest->tag = STITCH_LARGE;
+                rest->stream = stream;
+                vb_oset_insert(&st->large_free, &rest->node);
+            }
             return hand_out(st, block, size, stream, out);
         }
     }
     stitch_range *growable = growable_range(st, stream, chunks);
     if (growable) return grow_range(st, growable, chunks, size, stream, out);
-    return build_range(st, chunks, size, stream, out);
+    vb_status status = build_range(st, chunks, STITCH_LARGE, stream, &built);
+    return status == VB_OK ? hand_out(st, built->region->first, size, stream, out) : status;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -667,25 +890,8 @@ static vb_status large_malloc(stitch_state *st, uint64_t size, uint64_t chunks, 
 static vb_status new_small_segment(stitch_state *st, vb_stream stream)
 {
     stitch_range *range = NULL;
-    vb_status status = take_reservation(st, 1, &range);
+    vb_status status = build_range(st, 1, STITCH_SMALL, stream, &range);
     if (status != VB_OK) return status;
-    status = obtain_chunks(st, 1, range->handles);
-    if (status != VB_OK) {
-        retire_reservation(st, range);
-        return status;
-    }
-    status = map_slots(st, range, 0, 1);
-    if (status == VB_OK) {
-        range->mapped = 1;
-        status = attach_segment(st, range, STITCH_SMALL, stream);
-        if (status != VB_OK) unmap_tail(st, range, 1, NULL);
-    } else {
-        keep_free_chunk(st, range->handles[0]);
-    }
-    if (status != VB_OK) {
-        retire_reservation(st, range);
-        return status;
-    }
     vb_oset_insert(&st->small_free, &range->region->first->node);
     idle_push(st, range);
     return VB_OK;
@@ -729,7 +935,8 @@ static vb_status small_malloc(stitch_state *st, uint64_t size, vb_stream stream,
 
 static vb_status stitch_create(vb_device *dev, const vb_config *config, void **state)
 {
-    stitch_settings settings = {.chunk_mb = 0, .reuse_slack_percent = 25, .reuse_slack_mb = 20};
+    stitch_settings settings = {.chunk_mb = 0, .reuse_slack_percent = 100, .reuse_slack_mb = 0,
+                                .granule_mb = 0, .granule_parts = 8, .split_free = 0};
     vb_status status = vb_config_apply(config, stitch_options, STITCH_OPTION_COUNT, &settings, "stitch");
     if (status != VB_OK) return status;
     uint64_t granularity = dev->ops->vm_granularity(dev);
@@ -751,6 +958,12 @@ static vb_status stitch_create(vb_device *dev, const vb_config *config, void **s
     st->small_max = chunk_size / 2 / STITCH_SMALL_ROUNDING * STITCH_SMALL_ROUNDING;
     st->slack_percent = settings.reuse_slack_percent;
     st->slack_bytes = settings.reuse_slack_mb * VB_MiB;
+    st->granule_parts = settings.granule_parts;
+    st->split = settings.split_free != 0;
+    st->granule_chunks = 1;
+    while (st->granule_chunks * 2 * chunk_size <= settings.granule_mb * VB_MiB &&
+           st->granule_chunks < ((uint64_t)1 << 30))
+        st->granule_chunks *= 2;
     vb_oset_init(&st->large_free, compare_free_block);
     vb_oset_init(&st->small_free, compare_free_block);
     vb_oset_init(&st->segments, vb_region_compare_base);
@@ -770,15 +983,15 @@ static void stitch_destroy(void *state)
     for (vb_oset_node *node; (node = vb_oset_first(&st->segments));) {
         vb_oset_remove(&st->segments, node);
         stitch_range *range = VB_REGION_OF(node)->data;
-        unmap_tail(st, range, range->mapped, NULL);
+        unmap_to(st, range, 0, 0);
         free_reservation(st, range);
     }
     for (vb_oset_node *node; (node = vb_oset_first(&st->spares));) {
         vb_oset_remove(&st->spares, node);
         free_reservation(st, SPARE_OF(node));
     }
-    while (st->free_count) release_chunk(st, st->free_chunks[--st->free_count]);
-    free(st->free_chunks);
+    release_free_granules(st, 1);
+    free(st->gathered);
     vb_addr_map_clear(&st->used);
     vb_chunk_store_destroy(&st->store);
     free(st);
@@ -840,8 +1053,8 @@ static vb_status stitch_empty_cache(void *state)
 {
     stitch_state *st = state;
     vb_deferred_drain(&st->deferred, event_done, st);
-    while (st->idle_oldest) cut_idle_range(st, st->idle_oldest, st->idle_oldest->mapped, NULL);
-    while (st->free_count) release_chunk(st, st->free_chunks[--st->free_count]);
+    while (st->idle_oldest) cut_idle_range(st, st->idle_oldest, 0, 0);
+    release_free_granules(st, 0);
     for (vb_oset_node *node; (node = vb_oset_first(&st->spares));) {
         vb_oset_remove(&st->spares, node);
         free_reservation(st, SPARE_OF(node));
@@ -850,14 +1063,17 @@ static vb_status stitch_empty_cache(void *state)
 }
 
 /* The largest free block is what one request could get without new device
- * memory: all stitchable chunks (unmapped, or in idle ranges and idle small
- * segments of any stream) together, or the largest free piece of a small
- * segment. */
+ * memory: all
+ * stitchable chunks (unmapped, or in idle ranges and idle small segments of
+ * any stream) together, or the largest free piece of a small segment. */
 static uint64_t stitch_largest_free_block(void *state)
 {
     stitch_state *st = state;
     uint64_t largest = (st->free_count + st->idle_chunks) * st->chunk_size;
     for (vb_oset_node *node = vb_oset_first(&st->small_free); node; node = vb_oset_next(&st->small_free, node))
+        if (VB_CHUNK_OF(node)->size > largest) largest = VB_CHUNK_OF(node)->size;
+    for (vb_oset_node *node = st->split ? vb_oset_first(&st->large_free) : NULL; node;
+         node = vb_oset_next(&st->large_free, node))
         if (VB_CHUNK_OF(node)->size > largest) largest = VB_CHUNK_OF(node)->size;
     return largest;
 }

@@ -6,11 +6,14 @@
 #ifndef VB_CLI_H
 #define VB_CLI_H
 
+#include <stdint.h>
+
 #include "base/status.h"
 
 #define VB_EXIT_OK 0
 #define VB_EXIT_FAILURE 1
 #define VB_EXIT_USAGE 2
+#define VB_EXIT_OOM 3      /* --fail-on-oom: an allocator ran out of memory */
 
 typedef int (*vb_command_fn)(int argc, char **argv); /* argv[0] is the subcommand's name */
 
@@ -37,7 +40,12 @@ void vb_name_list_free(vb_name_list *list);
 /* The registered allocator names, NULL-terminated (static storage). */
 const char *const *vb_cli_allocator_names(void);
 
+/* Parses bytes: a whole number > 0 with an optional K/M/G/T suffix (powers
+ * of 1024, "KiB"/"KB"/"K" alike); 0 on success, -1 when malformed. */
+int vb_cli_parse_bytes(const char *text, uint64_t *out);
+
 int vb_cmd_list(int argc, char **argv);
+int vb_cmd_tune(int argc, char **argv);
 int vb_cmd_claims(int argc, char **argv);
 int vb_cmd_replay(int argc, char **argv);
 int vb_cmd_microbench(int argc, char **argv);

@@ -1,4 +1,5 @@
 /* vrambench — what the subcommands share: error lines and name lists. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,4 +89,27 @@ void vb_name_list_free(vb_name_list *list)
     free(list->storage);
     free(list->names);
     memset(list, 0, sizeof *list);
+}
+
+/* Parses bytes: a whole number with an optional K/M/G/T suffix (powers of
+ * 1024, "KiB"/"KB"/"K" alike); 0 on success. */
+int vb_cli_parse_bytes(const char *text, uint64_t *out)
+{
+    if (text[0] < '0' || text[0] > '9') return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0) return -1;
+    static const char units[] = "KMGT";
+    unsigned shift = 0;
+    if (*end) {
+        const char *unit = strchr(units, *end);
+        if (!unit || *unit == '\0') return -1;
+        shift = 10 * (unsigned)(unit - units + 1);
+        end++;
+        if (strcmp(end, "iB") != 0 && strcmp(end, "B") != 0 && *end != '\0') return -1;
+    }
+    if (value == 0 || value > (UINT64_MAX >> shift)) return -1;
+    *out = (uint64_t)value << shift;
+    return 0;
 }

@@ -17,13 +17,21 @@
 #include "report.h"
 #include "runner.h"
 #include "replay.h"
+#include "snapshot.h"
 #include "trace.h"
 
 #define RUN_USAGE                                                                                             \
     "usage: vrambench run [--scenario NAME[,NAME]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n" \
     "                     [--repetitions N] [--min-time SECONDS] [--max-iterations N] [--config ALLOC.KEY=VALUE]...\n" \
     "                     [--sim-capacity BYTES] [--param VALUE] [--out FILE.json] [--quiet]\n"                 \
-    "  SPEC: an allocator name, or NAME[KEY=VALUE,...] (e.g. caching[max_split_size_mb=256])\n"             \
+    "                     [--pytorch-alloc-conf CONF] [--fail-on-oom]\n"                                        \
+    "  SPEC: an allocator name, or NAME[KEY=VALUE,...] (e.g. caching[max_split_size_mb=256]),\n"            \
+    "        or pytorch[CONF] with PyTorch's own syntax (pytorch[expandable_segments:True])\n"                  \
+    "  --sim-capacity: the simulated device's memory; on a GPU, a cap (memory beyond it is out of memory)\n"   \
+    "  --pytorch-alloc-conf CONF: PYTORCH_CUDA_ALLOC_CONF's value, run as pytorch[CONF] (alone\n"              \
+    "        unless --allocator names others too)\n"                                                            \
+    "  --fail-on-oom: exit 3 when any allocator ran out of memory (after writing the results)\n"               \
+    "  --snapshot FILE.pickle (replay, one allocator): the replay as a PyTorch memory snapshot\n"               \
     "  --out may contain {device} and {date}, e.g. results/{device}-{date}.json\n"
 
 #define MAX_CONFIGS 64
@@ -37,6 +45,11 @@ typedef struct run_args {
     vb_runner_options options;
     uint64_t sim_capacity;
     int quiet;
+    int fail_on_oom;           /* exit 3 when any case counted an OOM */
+    int allocators_given;      /* --allocator was on the command line */
+    const char *pytorch_conf;  /* --pytorch-alloc-conf */
+    const char *snapshot;      /* --snapshot: the replay as a PyTorch memory snapshot pickle */
+    char *allocator_list;      /* --allocator with pytorch[CONF] added (owned) */
 } run_args;
 
 /* ======================================================================== */
@@ -52,29 +65,6 @@ static int parse_whole(const char *text, uint64_t min, uint64_t max, uint64_t *o
     unsigned long long value = strtoull(text, &end, 10);
     if (errno != 0 || *end != '\0' || value < min || value > max) return -1;
     *out = value;
-    return 0;
-}
-
-/* Parses bytes: a whole number with an optional K/M/G/T suffix (powers of
- * 1024, "KiB"/"KB"/"K" alike); 0 on success. */
-static int parse_bytes(const char *text, uint64_t *out)
-{
-    if (text[0] < '0' || text[0] > '9') return -1;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0) return -1;
-    static const char units[] = "KMGT";
-    unsigned shift = 0;
-    if (*end) {
-        const char *unit = strchr(units, *end);
-        if (!unit || *unit == '\0') return -1;
-        shift = 10 * (unsigned)(unit - units + 1);
-        end++;
-        if (strcmp(end, "iB") != 0 && strcmp(end, "B") != 0 && *end != '\0') return -1;
-    }
-    if (value == 0 || value > (UINT64_MAX >> shift)) return -1;
-    *out = (uint64_t)value << shift;
     return 0;
 }
 
@@ -97,13 +87,21 @@ static int parse_args(int argc, char **argv, run_args *args)
             args->quiet = 1;
             continue;
         }
+        if (strcmp(option, "--fail-on-oom") == 0) {
+            args->fail_on_oom = 1;
+            continue;
+        }
         if (i + 1 >= argc || strncmp(option, "--", 2) != 0)
             return vb_cli_error(VB_EXIT_USAGE, "run: unknown option or missing value: '%s' (see vrambench run --help)",
                                 option);
         const char *value = argv[++i];
         uint64_t number;
         if (strcmp(option, "--scenario") == 0) args->scenarios = value;
-        else if (strcmp(option, "--allocator") == 0) args->allocators = value;
+        else if (strcmp(option, "--allocator") == 0) {
+            args->allocators = value;
+            args->allocators_given = 1;
+        } else if (strcmp(option, "--pytorch-alloc-conf") == 0) args->pytorch_conf = value;
+        else if (strcmp(option, "--snapshot") == 0) args->snapshot = value;
         else if (strcmp(option, "--device") == 0) args->device = value;
         else if (strcmp(option, "--out") == 0) args->out = value;
         else if (strcmp(option, "--param") == 0) args->param = value;
@@ -129,7 +127,7 @@ static int parse_args(int argc, char **argv, run_args *args)
                 return vb_cli_error(VB_EXIT_USAGE, "run: bad --min-time '%s' (seconds, from 0 to 3600)", value);
             args->options.min_time_s = seconds;
         } else if (strcmp(option, "--sim-capacity") == 0) {
-            if (parse_bytes(value, &args->sim_capacity) != 0)
+            if (vb_cli_parse_bytes(value, &args->sim_capacity) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "run: bad --sim-capacity '%s' (bytes, e.g. 85899345920 or 80GiB)",
                                     value);
         } else {
@@ -297,6 +295,27 @@ static int check_trace(run_args *args)
     return VB_EXIT_OK;
 }
 
+/* --fail-on-oom: 3 when some case's allocator ran out of memory (its
+ * first failing allocation is in the results: first_oom_line/_bytes on a
+ * replay), naming the first such case on stderr; else 0. */
+static int oom_exit_status(const run_state *state)
+{
+    for (size_t i = 0; i < state->result_count; i++)
+        for (size_t r = 0; r < state->results[i].repetition_count; r++) {
+            const vb_repetition_result *rep = &state->results[i].repetitions[r];
+            double ooms = vb_repetition_counter(rep, "ooms", 0);
+            if (ooms <= 0) continue;
+            double line = vb_repetition_counter(rep, "first_oom_line", 0);
+            fprintf(stderr, "vrambench: %s ran out of memory %.0f time(s)", state->results[i].name, ooms);
+            if (line > 0)
+                fprintf(stderr, ", first at trace line %.0f (%.0f bytes)", line,
+                        vb_repetition_counter(rep, "first_oom_bytes", 0));
+            fputc('\n', stderr);
+            return VB_EXIT_OOM;
+        }
+    return VB_EXIT_OK;
+}
+
 int vb_cmd_run(int argc, char **argv)
 {
     run_args args;
@@ -311,6 +330,15 @@ int vb_cmd_run(int argc, char **argv)
         exit_status = vb_cli_names(args.scenarios, "scenario", scenario_names(), &state.scenarios);
     }
     if (exit_status != VB_EXIT_OK) return exit_status;
+    if (args.pytorch_conf) {
+        /* PYTORCH_CUDA_ALLOC_CONF's value as the spec pytorch[CONF]. */
+        size_t size = strlen(args.allocators) + strlen(args.pytorch_conf) + 16;
+        args.allocator_list = malloc(size);
+        if (!args.allocator_list) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+        if (args.allocators_given) snprintf(args.allocator_list, size, "%s,pytorch[%s]", args.allocators, args.pytorch_conf);
+        else snprintf(args.allocator_list, size, "pytorch[%s]", args.pytorch_conf);
+        args.allocators = args.allocator_list;
+    }
     vb_status status = vb_allocator_spec_list_parse(args.allocators, &state.specs, &state.spec_count);
     if (status != VB_OK) {
         exit_status = vb_cli_status_error(status);
@@ -324,11 +352,16 @@ int vb_cmd_run(int argc, char **argv)
             vb_cli_error(VB_EXIT_USAGE, "run: --param applies to one scenario; name exactly one with --scenario");
         goto done;
     }
-    if (args.sim_capacity && strcmp(args.device, "cuda") == 0) {
-        exit_status = vb_cli_error(VB_EXIT_USAGE, "run: --sim-capacity applies to the simulated device, not cuda");
+    if (args.snapshot && (!args.trace || state.spec_count != 1)) {
+        exit_status = vb_cli_error(VB_EXIT_USAGE, "--snapshot applies to a replay with exactly one allocator");
         goto done;
     }
-    vb_device_options device_options = {args.sim_capacity};
+    if (args.snapshot && vb_report_check_writable(args.snapshot) != VB_OK) {
+        exit_status = vb_cli_status_error(VB_ERR_INVALID);
+        goto done;
+    }
+    /* On the GPU the capacity is a cap (base/device.h, cuda_cap_bytes). */
+    vb_device_options device_options = {.sim_capacity_bytes = args.sim_capacity, .cuda_cap_bytes = args.sim_capacity};
     status = vb_device_open(args.device, &device_options, &state.device);
     if (status != VB_OK) {
         exit_status = vb_cli_status_error(status);
@@ -370,7 +403,19 @@ int vb_cmd_run(int argc, char **argv)
         }
         if (!args.quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
     }
+    if (args.snapshot) {
+        /* The same replay again on a sim device of the run's capacity (the
+         * memory a strategy takes is the device's no matter which). */
+        status = vb_snapshot_write(args.trace, &state.specs[0], args.sim_capacity, args.snapshot);
+        if (status != VB_OK) {
+            exit_status = vb_cli_status_error(status);
+            goto done;
+        }
+        if (!args.quiet) fprintf(stderr, "vrambench: wrote %s\n", args.snapshot);
+    }
+    if (args.fail_on_oom) exit_status = oom_exit_status(&state);
 done:
+    free(args.allocator_list);
     run_state_free(&state);
     return exit_status;
 }

@@ -17,6 +17,8 @@
  * the moment reserved memory peaked ("peak reserved") and at the end.
  *
  * Counters: events (allocations, frees and recorded failed allocations),
+ * first_oom_line and first_oom_bytes (only when an allocation ran out of
+ * memory: the trace line of the first that did, and its size),
  * live_at_end (allocations the trace never frees; the replay frees them
  * after the last sample), recorded_failures (allocations that failed in the
  * recorded program, RMM "allocate failure": not replayed).
@@ -54,11 +56,13 @@ static const vb_name steps[] = {
 };
 
 /* Its counters. */
-enum { EVENTS, LIVE_AT_END, RECORDED_FAILURES };
+enum { EVENTS, LIVE_AT_END, RECORDED_FAILURES, FIRST_OOM_LINE, FIRST_OOM_BYTES };
 static const char *const counters[] = {
     [EVENTS] = "events",
     [LIVE_AT_END] = "live_at_end",
     [RECORDED_FAILURES] = "recorded_failures",
+    [FIRST_OOM_LINE] = "first_oom_line",   /* where it first ran out: trace line ... */
+    [FIRST_OOM_BYTES] = "first_oom_bytes", /* ... and bytes asked (only when it ran out) */
     NULL,
 };
 
@@ -77,6 +81,7 @@ typedef struct replay {
     uint64_t peak_reserved;
     vb_timeline_sample peak_sample;
     size_t peak_position;
+    uint64_t first_oom_line, first_oom_bytes; /* the first allocation that found no memory (line 0: none) */
 } replay;
 
 /* The device stream for trace stream `id`: the run's stream `id`, which the
@@ -120,8 +125,13 @@ static vb_status replay_alloc(replay *state, const vb_trace_event *event)
     if (status != VB_OK) return status;
     vb_addr addr = 0;
     status = vb_run_malloc(state->run, event->size, stream, &addr);
-    if (status == VB_ERR_OOM) addr = 0;
-    else if (status != VB_OK)
+    if (status == VB_ERR_OOM) {
+        addr = 0;
+        if (!state->first_oom_line) {
+            state->first_oom_line = vb_trace_line(state->trace);
+            state->first_oom_bytes = event->size;
+        }
+    } else if (status != VB_OK)
         return vb_trace_error(state->trace, status, "allocation of %llu bytes failed: %s",
                               (unsigned long long)event->size, vb_last_error());
     /* vb_run_malloc keeps seen_reserved_peak: one comparison per allocation. */
@@ -219,6 +229,10 @@ static vb_status finish(replay *state, vb_status status)
         status = vb_run_set_counter(state->run, counters[LIVE_AT_END], (double)vb_trace_live_count(state->trace));
     if (status == VB_OK)
         status = vb_run_set_counter(state->run, counters[RECORDED_FAILURES], (double)state->recorded_failures);
+    if (status == VB_OK && state->first_oom_line)
+        status = vb_run_set_counter(state->run, counters[FIRST_OOM_LINE], (double)state->first_oom_line);
+    if (status == VB_OK && state->first_oom_line)
+        status = vb_run_set_counter(state->run, counters[FIRST_OOM_BYTES], (double)state->first_oom_bytes);
     vb_trace_each_live(state->trace, free_leftover, state->run);
     if (state->progress_shown) fputs("\r\033[K", stderr);
     return status;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocators/pytorch_conf.h"
 #include "base/measure.h"
 
 /* ======================================================================== */

@@ -6,7 +6,7 @@
 
 #ifdef VB_HAVE_CUDA
 /* base/device_cuda.c */
-vb_status vb_cuda_open(vb_device **out);
+vb_status vb_cuda_open(uint64_t cap_bytes, vb_device **out);
 int vb_cuda_device_count(void);
 const char *vb_cuda_unavailable_reason(void); /* why the last count was 0 */
 #endif
@@ -33,10 +33,13 @@ int vb_device_cuda_available(void)
 vb_status vb_device_open(const char *kind, const vb_device_options *options, vb_device **out)
 {
     uint64_t capacity = options ? options->sim_capacity_bytes : 0;
+#ifdef VB_HAVE_CUDA
+    uint64_t cap = options ? options->cuda_cap_bytes : 0;
+#endif
     if (strcmp(kind, "sim") == 0) return vb_sim_open(capacity, out);
     if (strcmp(kind, "auto") == 0) {
 #ifdef VB_HAVE_CUDA
-        if (vb_device_cuda_available()) return vb_cuda_open(out);
+        if (vb_device_cuda_available()) return vb_cuda_open(cap, out);
 #endif
         return vb_sim_open(capacity, out);
     }
@@ -45,7 +48,7 @@ vb_status vb_device_open(const char *kind, const vb_device_options *options, vb_
         if (!vb_device_cuda_available())
             return vb_error(VB_ERR_UNSUPPORTED, "--device cuda: no CUDA GPU found (%s; use --device sim)",
                             vb_cuda_unavailable_reason());
-        return vb_cuda_open(out);
+        return vb_cuda_open(cap, out);
 #else
         return vb_error(VB_ERR_UNSUPPORTED,
                         "--device cuda: this build has no CUDA backend (nvcc was not found at build time)");

@@ -66,6 +66,9 @@ typedef struct vb_device_info {
 /* How to open a device. Zero-initialise and set what you need. */
 typedef struct vb_device_options {
     uint64_t sim_capacity_bytes;   /* sim only; 0 = default 80 GiB */
+    uint64_t cuda_cap_bytes;       /* cuda only: memory beyond this many bytes over what the GPU
+                                    * has in use at open is refused as out of memory (a smaller
+                                    * GPU); 0 = none */
 } vb_device_options;
 
 #define VB_SIM_DEFAULT_CAPACITY (80 * VB_GiB)
@@ -126,10 +129,16 @@ typedef struct vb_device_ops {
     vb_status (*vm_create)(vb_device *dev, uint64_t size, vb_phys *out);
     /* Releases physical memory; it must not be mapped anywhere. */
     vb_status (*vm_release)(vb_device *dev, vb_phys handle);
-    /* Maps the whole of `handle` at `addr` (inside a reservation) and makes it
-     * readable and writable by the device (cuMemMap + cuMemSetAccess). */
+    /* Maps the whole of `handle` at `addr` (inside a reservation), cuMemMap.
+     * The device cannot use it until vm_set_access covers it. */
     vb_status (*vm_map)(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle);
-    /* Unmaps [addr, addr+size), which must be exactly what one vm_map mapped. */
+    /* Makes [addr, addr+size), every byte of it mapped (by one vm_map or by
+     * several adjacent ones), readable and writable by the device: one
+     * cuMemSetAccess, however many mappings the range covers. */
+    vb_status (*vm_set_access)(vb_device *dev, vb_addr addr, uint64_t size);
+    /* Unmaps [addr, addr+size), which must be exactly covered by whole
+     * mappings (one or several adjacent ones): one cuMemUnmap. Like
+     * cudaFree it waits for the device's queued work first, once per call. */
     vb_status (*vm_unmap)(vb_device *dev, vb_addr addr, uint64_t size);
 
     /* ---- stream-ordered pools (cudaMemPoolCreate / cudaMallocFromPoolAsync) ---- */
@@ -227,5 +236,9 @@ uint64_t vb_sim_now(vb_device *dev);
 
 /* Bytes the sim has handed out to mem_alloc, vm_create and pools together. */
 uint64_t vb_sim_used_bytes(vb_device *dev);
+
+/* 1 if every byte of [addr, addr+size) is mapped and vm_set_access made it
+ * usable by the device (tests check allocators hand out nothing less). */
+int vb_sim_accessible(vb_device *dev, vb_addr addr, uint64_t size);
 
 #endif

@@ -23,6 +23,7 @@
 
 #define SIM_FIRST_ADDRESS ((vb_addr)0x7f0000000000ULL)
 #define SIM_FIRST_VA ((vb_addr)0x100000000000ULL)
+#define SIM_PAGE_ACCESSIBLE ((uint64_t)1) /* in mapped_pages values: mapping addresses are 2 MiB aligned */
 
 /* ------------------------------------------------------------------------ */
 /* Capacity and addresses                                                    */
@@ -351,22 +352,68 @@ static vb_status sim_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys
     return failed ? vb_error(VB_ERR_HOST_OOM, "out of host memory") : VB_OK;
 }
 
-static vb_status sim_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
+/* The mapping at `addr` and its size, or 0 when no mapping starts there. */
+static uint64_t mapping_size_at(const sim_state *sim, vb_addr addr)
 {
-    sim_state *sim = sim_of(dev);
     uint64_t handle, handle_size;
-    if (!vb_addr_map_get(&sim->mappings, addr, &handle) || !vb_addr_map_get(&sim->phys, handle, &handle_size) ||
-        handle_size != size)
-        return vb_error(VB_ERR_INVALID, "sim: vm_unmap of 0x%llx+%llu, which is not one mapping",
-                        (unsigned long long)addr, (unsigned long long)size);
-    sim_device_synchronize(dev); /* cuMemUnmap waits for work using the range */
-    vb_addr_map_remove(&sim->mappings, addr, NULL);
+    if (!vb_addr_map_get(&sim->mappings, addr, &handle) || !vb_addr_map_get(&sim->phys, handle, &handle_size))
+        return 0;
+    return handle_size;
+}
+
+/* Removes the one mapping that starts at `addr` (`size` bytes). */
+static void remove_mapping(sim_state *sim, vb_addr addr, uint64_t size)
+{
+    uint64_t handle = 0;
+    vb_addr_map_remove(&sim->mappings, addr, &handle);
     uint64_t mapped_count = 0;
     vb_addr_map_get(&sim->mapped_handles, handle, &mapped_count);
     if (mapped_count > 1) vb_addr_map_put(&sim->mapped_handles, handle, mapped_count - 1); /* replaces: no growth */
     else vb_addr_map_remove(&sim->mapped_handles, handle, NULL);
     for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
         vb_addr_map_remove(&sim->mapped_pages, page, NULL);
+}
+
+/* [addr, addr+size) must be whole mappings end to end (cuMemUnmap takes a
+ * range of several, as cuMemSetAccess does); checked before anything goes. */
+static vb_status sim_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    sim_state *sim = sim_of(dev);
+    uint64_t covered = 0;
+    while (covered < size) {
+        uint64_t mapping = mapping_size_at(sim, addr + covered);
+        if (mapping == 0 || mapping > size - covered) break;
+        covered += mapping;
+    }
+    if (size == 0 || covered != size)
+        return vb_error(VB_ERR_INVALID, "sim: vm_unmap of 0x%llx+%llu, which is not whole mappings",
+                        (unsigned long long)addr, (unsigned long long)size);
+    sim_device_synchronize(dev); /* cuMemUnmap waits for work using the range */
+    for (uint64_t offset = 0; offset < size;) {
+        uint64_t mapping = mapping_size_at(sim, addr + offset);
+        remove_mapping(sim, addr + offset, mapping);
+        offset += mapping;
+    }
+    return VB_OK;
+}
+
+/* Every page of [addr, addr+size) must be mapped (CUDA refuses access to
+ * an unmapped range); they become accessible until unmapped. */
+static vb_status sim_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    sim_state *sim = sim_of(dev);
+    if (size == 0 || !granular(addr) || !granular(size))
+        return vb_error(VB_ERR_INVALID, "sim: vm_set_access of 0x%llx+%llu (not granular)",
+                        (unsigned long long)addr, (unsigned long long)size);
+    for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
+        if (!vb_addr_map_get(&sim->mapped_pages, page, NULL))
+            return vb_error(VB_ERR_INVALID, "sim: vm_set_access over unmapped memory at 0x%llx",
+                            (unsigned long long)(page * VB_DRIVER_PAGE));
+    for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++) {
+        int added = 0;
+        uint64_t *slot = vb_addr_map_slot(&sim->mapped_pages, page, &added);
+        if (slot) *slot |= SIM_PAGE_ACCESSIBLE;
+    }
     return VB_OK;
 }
 
@@ -537,6 +584,7 @@ SIM_LOCKED(vb_status, vm_free, (vb_device *dev, vb_addr addr, uint64_t size), (d
 SIM_LOCKED(vb_status, vm_create, (vb_device *dev, uint64_t size, vb_phys *out), (dev, size, out))
 SIM_LOCKED(vb_status, vm_release, (vb_device *dev, vb_phys handle), (dev, handle))
 SIM_LOCKED(vb_status, vm_map, (vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle), (dev, addr, size, handle))
+SIM_LOCKED(vb_status, vm_set_access, (vb_device *dev, vb_addr addr, uint64_t size), (dev, addr, size))
 SIM_LOCKED(vb_status, vm_unmap, (vb_device *dev, vb_addr addr, uint64_t size), (dev, addr, size))
 SIM_LOCKED(vb_status, pool_create, (vb_device *dev, uint64_t release_threshold, vb_pool *out), (dev, release_threshold, out))
 SIM_LOCKED_VOID(pool_destroy, (vb_device *dev, vb_pool pool), (dev, pool))
@@ -581,6 +629,7 @@ static const vb_device_ops sim_ops = {
     .vm_create = locked_vm_create,
     .vm_release = locked_vm_release,
     .vm_map = locked_vm_map,
+    .vm_set_access = locked_vm_set_access,
     .vm_unmap = locked_vm_unmap,
     .pool_create = locked_pool_create,
     .pool_destroy = locked_pool_destroy,
@@ -657,4 +706,18 @@ uint64_t vb_sim_used_bytes(vb_device *dev)
     uint64_t used = sim_of(dev)->used;
     pthread_mutex_unlock(&sim_of(dev)->lock);
     return used;
+}
+
+int vb_sim_accessible(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    sim_state *sim = sim_of(dev);
+    int accessible = 1;
+    pthread_mutex_lock(&sim->lock);
+    for (uint64_t page = addr / VB_DRIVER_PAGE;
+         accessible && page < (addr + size + VB_DRIVER_PAGE - 1) / VB_DRIVER_PAGE; page++) {
+        uint64_t value = 0;
+        accessible = vb_addr_map_get(&sim->mapped_pages, page, &value) && (value & SIM_PAGE_ACCESSIBLE);
+    }
+    pthread_mutex_unlock(&sim->lock);
+    return accessible;
 }

@@ -34,7 +34,8 @@ typedef struct sim_state {
     vb_addr_map live;           /* mem_alloc address -> size */
     vb_addr_map phys;           /* physical handle -> size */
     vb_addr_map mappings;       /* mapped address -> physical handle */
-    vb_addr_map mapped_pages;   /* page number (address / 2 MiB) -> the address of its mapping */
+    vb_addr_map mapped_pages;   /* page number (address / 2 MiB) -> the address of its mapping,
+                                 * | SIM_PAGE_ACCESSIBLE once vm_set_access covered it */
     vb_addr_map mapped_handles; /* physical handle -> how many mappings it has (CUDA allows several) */
     sim_reservation *reservations; /* sorted by address (vm_reserve hands out rising ones) */
     size_t reservation_count, reservation_capacity;

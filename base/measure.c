@@ -27,10 +27,7 @@ static int compare_double(const void *a, const void *b)
 
 void vb_sort_doubles(double *values, size_t count)
 {
-    /* qsort's array is declared nonnull even when count is 0 (a replay that
-     * took no latency samples passes NULL). */
-    if (count < 2) return;
-    qsort(values, count, sizeof *values, compare_double);
+    if (count > 1) qsort(values, count, sizeof *values, compare_double); /* an empty list may be NULL */
 }
 
 double vb_quantile(const double *sorted, size_t count, double p)

@@ -180,6 +180,11 @@ static vb_status proxy_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_ph
     return inner_of(dev)->ops->vm_map(inner_of(dev), addr, size, handle);
 }
 
+static vb_status proxy_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    return inner_of(dev)->ops->vm_set_access(inner_of(dev), addr, size);
+}
+
 static vb_status proxy_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
 {
     return inner_of(dev)->ops->vm_unmap(inner_of(dev), addr, size);
@@ -292,6 +297,7 @@ static const vb_device_ops proxy_ops = {
     .vm_create = proxy_vm_create,
     .vm_release = proxy_vm_release,
     .vm_map = proxy_vm_map,
+    .vm_set_access = proxy_vm_set_access,
     .vm_unmap = proxy_vm_unmap,
     .pool_create = proxy_pool_create,
     .pool_destroy = proxy_pool_destroy,

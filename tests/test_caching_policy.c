@@ -82,6 +82,22 @@ static void test_roundup_power2_divisions_rounds_to_division_steps(void **state)
     vb_fixture_close(f);
 }
 
+/* The per-interval form (PyTorch's "[4:4,>:8]"): the first boundary, 4 MiB,
+ * also sets the intervals below it, ">" the ones after: 1 MiB + 1 and
+ * 5 MiB + 1 take quarter steps (1.25 and 6 MiB), 9 MiB + 1 in [8, 16) MiB
+ * eighth steps of 1 MiB (10 MiB). */
+static void test_roundup_power2_divisions_per_interval(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"roundup_power2_divisions=[4:4,>:8]", NULL};
+    vb_alloc_fixture *f = open_caching(0, settings);
+    vb_must_malloc(f, MiB + 1);
+    vb_must_malloc(f, 5 * MiB + 1);
+    vb_must_malloc(f, 9 * MiB + 1);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, MiB + MiB / 4 + 6 * MiB + 10 * MiB);
+    vb_fixture_close(f);
+}
+
 /* divisions 4 applies only above 512 x 4 = 2048 B: 1200 takes plain 512 B
  * rounding -> 1536 (not the 1280 of quarter steps). */
 static void test_roundup_power2_divisions_leaves_sizes_up_to_2048_to_512_rounding(void **state)
@@ -540,6 +556,19 @@ static void expect_config_refused(const char *setting)
     assert_true(strlen(vb_last_error()) > 0);
 }
 
+/* PyTorch's rules for the per-interval form: boundaries and values powers
+ * of two (a value may be 0), the list closed, nothing after it. */
+static void test_roundup_power2_divisions_per_interval_refusals(void **state)
+{
+    (void)state;
+    expect_config_refused("roundup_power2_divisions=[3:1]");
+    expect_config_refused("roundup_power2_divisions=[4:3]");
+    expect_config_refused("roundup_power2_divisions=[4:1");
+    expect_config_refused("roundup_power2_divisions=[4:1]x");
+    expect_config_refused("roundup_power2_divisions=[4:1,,>:2]");
+    expect_config_refused("roundup_power2_divisions=[>2]");
+}
+
 static void test_unknown_config_key_is_invalid(void **state)
 {
     (void)state;
@@ -714,12 +743,17 @@ static void test_expandable_grows_into_freed_space_without_a_retry(void **state)
     vb_fixture_close(f);
 }
 
-/* expandable has no max_split_size_mb: the key is refused. */
-static void test_expandable_refuses_caching_only_option(void **state)
+/* expandable takes every option caching takes (PyTorch accepts them all
+ * with expandable_segments:True), and refuses a key neither knows. */
+static void test_expandable_takes_caching_options_and_refuses_unknown(void **state)
 {
     (void)state;
-    const char *const settings[] = {"max_split_size_mb=64", NULL};
-    assert_int_equal(vb_fixture_create_status("expandable", 0, settings), VB_ERR_INVALID);
+    const char *const settings[] = {"max_split_size_mb=64", "max_non_split_rounding_mb=40",
+                                    "roundup_power2_divisions=[256:1,512:2,>:4]",
+                                    "garbage_collection_threshold=0.5", "memory_fraction=0.9", NULL};
+    assert_int_equal(vb_fixture_create_status("expandable", 0, settings), VB_OK);
+    const char *const unknown[] = {"release_threshold=1", NULL};
+    assert_int_equal(vb_fixture_create_status("expandable", 0, unknown), VB_ERR_INVALID);
 }
 
 /* Peak reserved bytes of the issue-4 sequence on `name`:
@@ -763,6 +797,8 @@ int main(void)
         cmocka_unit_test(test_sizes_round_up_to_512_bytes),
         cmocka_unit_test(test_roundup_power2_divisions_rounds_to_division_steps),
         cmocka_unit_test(test_roundup_power2_divisions_leaves_sizes_up_to_2048_to_512_rounding),
+        cmocka_unit_test(test_roundup_power2_divisions_per_interval),
+        cmocka_unit_test(test_roundup_power2_divisions_per_interval_refusals),
         cmocka_unit_test(test_1mib_request_gets_2mib_segment),
         cmocka_unit_test(test_just_over_1mib_gets_20mib_segment),
         cmocka_unit_test(test_under_10mib_gets_20mib_segment),
@@ -807,7 +843,7 @@ int main(void)
         cmocka_unit_test(test_expandable_empty_cache_unmaps_every_free_chunk),
         cmocka_unit_test(test_expandable_empty_cache_keeps_chunks_in_use),
         cmocka_unit_test(test_expandable_grows_into_freed_space_without_a_retry),
-        cmocka_unit_test(test_expandable_refuses_caching_only_option),
+        cmocka_unit_test(test_expandable_takes_caching_options_and_refuses_unknown),
         cmocka_unit_test(test_caching_strands_split_segment_memory_peak_92mib),
         cmocka_unit_test(test_expandable_reuses_it_peak_60mib),
     };

@@ -479,8 +479,8 @@ static void vm_map_rules(void **state)
     assert_int_equal(dev->ops->vm_unmap(dev, range + 2 * MiB, 4 * MiB), VB_OK);
 }
 
-/* vm_unmap takes exactly what one vm_map mapped, once, and waits for the
- * device's queued work first. */
+/* vm_unmap takes whole mappings only, once, and waits for the device's
+ * queued work first. */
 static void vm_unmap_rules(void **state)
 {
     vb_device *dev = open_sim(state, 0);
@@ -496,6 +496,60 @@ static void vm_unmap_rules(void **state)
     assert_true(dev->ops->event_query(dev, done));
     assert_int_equal(dev->ops->vm_unmap(dev, range, 4 * MiB), VB_ERR_INVALID); /* twice */
     dev->ops->event_destroy(dev, done);
+}
+
+/* One vm_unmap may take several adjacent whole mappings, not a part of
+ * one: [2, 8) MiB is mappings of 4 and 2 MiB, [0, 2) a third. A range
+ * ending inside a mapping or covering an unmapped page changes nothing. */
+static void vm_unmap_spans_whole_mappings(void **state)
+{
+    vb_device *dev = open_sim(state, 0);
+    vb_addr range = 0;
+    vb_phys four = 0, two = 0, other = 0;
+    assert_int_equal(dev->ops->vm_reserve(dev, 16 * MiB, &range), VB_OK);
+    assert_int_equal(dev->ops->vm_create(dev, 4 * MiB, &four), VB_OK);
+    assert_int_equal(dev->ops->vm_create(dev, 2 * MiB, &two), VB_OK);
+    assert_int_equal(dev->ops->vm_create(dev, 2 * MiB, &other), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, other), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 2 * MiB, 4 * MiB, four), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 6 * MiB, 2 * MiB, two), VB_OK);
+    assert_int_equal(dev->ops->vm_unmap(dev, range + 2 * MiB, 4 * MiB + 2 * MiB + 2 * MiB), VB_ERR_INVALID); /* past */
+    assert_int_equal(dev->ops->vm_unmap(dev, range, 4 * MiB), VB_ERR_INVALID); /* ends inside `four` */
+    assert_int_equal(dev->ops->vm_release(dev, four), VB_ERR_INVALID);         /* still mapped */
+    assert_int_equal(dev->ops->vm_unmap(dev, range + 2 * MiB, 6 * MiB), VB_OK);
+    assert_int_equal(dev->ops->vm_release(dev, four), VB_OK);
+    assert_int_equal(dev->ops->vm_release(dev, two), VB_OK);
+    assert_int_equal(dev->ops->vm_unmap(dev, range, 2 * MiB), VB_OK);
+    assert_int_equal(dev->ops->vm_release(dev, other), VB_OK);
+    assert_int_equal(used_of(dev), 0);
+}
+
+/* Mapped memory is not accessible until vm_set_access covers it; one call
+ * may cover several mappings, none of the range may be unmapped; unmapping
+ * takes the access away with the mapping. */
+static void vm_set_access_rules(void **state)
+{
+    vb_device *dev = open_sim(state, 0);
+    vb_addr range = 0;
+    vb_phys a = 0, b = 0;
+    assert_int_equal(dev->ops->vm_reserve(dev, 16 * MiB, &range), VB_OK);
+    assert_int_equal(dev->ops->vm_create(dev, 4 * MiB, &a), VB_OK);
+    assert_int_equal(dev->ops->vm_create(dev, 2 * MiB, &b), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range, 4 * MiB, a), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, b), VB_OK);
+    assert_false(vb_sim_accessible(dev, range, 1));
+    assert_int_equal(dev->ops->vm_set_access(dev, range, 8 * MiB), VB_ERR_INVALID); /* [6, 8) unmapped */
+    assert_false(vb_sim_accessible(dev, range, 1));
+    assert_int_equal(dev->ops->vm_set_access(dev, range + 1, 2 * MiB), VB_ERR_INVALID); /* not granular */
+    assert_int_equal(dev->ops->vm_set_access(dev, range, 6 * MiB), VB_OK);
+    assert_true(vb_sim_accessible(dev, range, 6 * MiB));
+    assert_false(vb_sim_accessible(dev, range, 6 * MiB + 1));
+    assert_int_equal(dev->ops->vm_unmap(dev, range + 4 * MiB, 2 * MiB), VB_OK);
+    assert_false(vb_sim_accessible(dev, range + 4 * MiB, 1));
+    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, b), VB_OK);
+    assert_false(vb_sim_accessible(dev, range + 4 * MiB, 1)); /* a new mapping needs access again */
+    assert_true(vb_sim_accessible(dev, range, 4 * MiB));
+    assert_int_equal(dev->ops->vm_unmap(dev, range, 6 * MiB), VB_OK);
 }
 
 /* Physical memory that is mapped cannot be released, nor its reservation
@@ -608,6 +662,8 @@ int main(void)
         SIM_TEST(vm_create_takes_memory_until_released),
         SIM_TEST(vm_map_rules),
         SIM_TEST(vm_unmap_rules),
+        SIM_TEST(vm_unmap_spans_whole_mappings),
+        SIM_TEST(vm_set_access_rules),
         SIM_TEST(vm_release_and_free_refuse_mapped_memory),
         SIM_TEST(vm_free_of_unknown_reservation_is_invalid),
         SIM_TEST(one_handle_mapped_twice_counts_once),

@@ -3,25 +3,33 @@
  *
  * Every expected number is worked out in the comments from the rules of
  * allocators/stitch.c, with the default options (2 MiB chunks, reuse slack
- * 25% and 20 MiB):
+ * 100% with no bound in MiB, no granules):
  *   small:  a request of at most 1 MiB (half a chunk) is rounded to 512 B and
  *           carved, best fit, out of a one-chunk small segment of its stream;
  *   large:  a larger request takes ceil(size / 2 MiB) chunks, one range;
  *   reuse:  the best-fit idle range of the stream serves it whole when at most
- *           min(25% of the rounded size, 20 MiB) larger; up to twice the
- *           rounded size it is shrunk (its tail unmapped); else the largest
+ *           twice the rounded size (its chunks past the request are excess,
+ *           unmapped only when another request takes them); else the largest
  *           smaller idle range of the stream grows in place if its
  *           reservation (the size it was built for, rounded up to a power of
  *           two of chunks) has room, or a new range is built;
  *   chunks: a range grows or is built from unmapped chunks, then the excess
  *           chunks of used ranges, then the tails of idle ranges (oldest
- *           first), and only then vm_create, one call per chunk.
- * vm_map and vm_unmap calls are counted by a proxy of the sim's ops table.
+ *           first), and only then vm_create, one call per chunk;
+ *  calls:   one vm_map per chunk, one vm_set_access per range built or
+ *           grown (over all its new chunks), one vm_unmap per range cut
+ *           (over all the chunks it loses).
+ * With granule_mb, new memory comes in granules of up to that many MiB,
+ * power-of-two multiples of the chunk of at most 1/granule_parts (default
+ * 8) of the request, each one vm_create and one vm_map.
+ * vm_map, vm_set_access and vm_unmap calls are counted by a proxy of the
+ * sim's ops table.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <cmocka.h>
@@ -40,7 +48,7 @@
 static vb_device counted_device;
 static vb_device_ops counted_ops;
 static const vb_device_ops *sim_ops;
-static uint64_t map_calls, unmap_calls;
+static uint64_t map_calls, unmap_calls, set_access_calls, unmapped_bytes;
 
 static vb_status counted_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
 {
@@ -48,15 +56,23 @@ static vb_status counted_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_
     return sim_ops->vm_map(dev, addr, size, handle);
 }
 
+static vb_status counted_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
+{
+    set_access_calls++;
+    return sim_ops->vm_set_access(dev, addr, size);
+}
+
 static vb_status counted_vm_unmap(vb_device *dev, vb_addr addr, uint64_t size)
 {
     unmap_calls++;
+    unmapped_bytes += size;
     return sim_ops->vm_unmap(dev, addr, size);
 }
 
-/* `stitch` (default options) on a sim of `capacity` bytes (0: 80 GiB) seen
- * through the counting proxy; the counts start at 0. */
-static vb_alloc_fixture *open_stitch(uint64_t capacity)
+/* `stitch` with `settings` (NULL-terminated "key=value"s, or NULL) on a
+ * sim of `capacity` bytes (0: 80 GiB) seen through the counting proxy; the
+ * counts start at 0. */
+static vb_alloc_fixture *open_stitch_with(uint64_t capacity, const char *const *settings)
 {
     vb_alloc_fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
@@ -65,11 +81,25 @@ static vb_alloc_fixture *open_stitch(uint64_t capacity)
     counted_ops = *sim_ops;
     counted_ops.vm_map = counted_vm_map;
     counted_ops.vm_unmap = counted_vm_unmap;
+    counted_ops.vm_set_access = counted_vm_set_access;
     counted_device.ops = &counted_ops;
     counted_device.state = f->dev->state;
-    map_calls = unmap_calls = 0;
-    assert_int_equal(vb_allocator_create("stitch", &counted_device, NULL, &f->alloc), VB_OK);
+    map_calls = unmap_calls = set_access_calls = unmapped_bytes = 0;
+    vb_config_entry entries[8];
+    char text[8][64];
+    vb_config config = {.entries = entries, .count = 0};
+    for (size_t i = 0; settings && settings[i]; i++) {
+        snprintf(text[i], sizeof text[i], "%s", settings[i]);
+        assert_int_equal(vb_config_entry_parse(text[i], &entries[config.count++]), VB_OK);
+    }
+    assert_int_equal(vb_allocator_create("stitch", &counted_device, &config, &f->alloc), VB_OK);
     return f;
+}
+
+/* `stitch` with the default options (see open_stitch_with). */
+static vb_alloc_fixture *open_stitch(uint64_t capacity)
+{
+    return open_stitch_with(capacity, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -121,7 +151,8 @@ static void test_stitch_serves_the_big_request_from_the_pieces_peak_100mib(void 
 }
 
 /* The same sequence's driver calls: 50 chunks created for a..e, none for f,
- * which maps the 30 chunks it took from a, c and e (30 unmaps, 30 maps). */
+ * which maps the 30 chunks it took from a, c and e: one unmap per range cut
+ * (3, 60 MiB), 30 maps, and one set_access per range built (5 + 1). */
 static void test_stitched_request_takes_no_new_device_memory(void **state)
 {
     (void)state;
@@ -135,8 +166,10 @@ static void test_stitched_request_takes_no_new_device_memory(void **state)
     vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.driver_alloc_calls, 50);
     assert_int_equal(stats.driver_free_calls, 0);
-    assert_int_equal(unmap_calls, 30);
+    assert_int_equal(unmap_calls, 3);
+    assert_int_equal(unmapped_bytes, 60 * MiB);
     assert_int_equal(map_calls, 50 + 30);
+    assert_int_equal(set_access_calls, 5 + 1);
     vb_fixture_close(f);
 }
 
@@ -162,8 +195,8 @@ static void test_largest_free_block_is_every_idle_chunk(void **state)
 /* ------------------------------------------------------------------------ */
 
 /* 100 MiB = 50 chunks, 50 maps. Freed, it serves 90 MiB (45 chunks): 10
- * chunks more is 20 MiB <= min(25% of 90, 20) = 20 MiB, so the whole range
- * is handed out again: same address, no map, allocated 100 MiB. */
+ * chunks more is within 100% of 90 MiB, so the whole range is handed out
+ * again: same address, no map, allocated 100 MiB. */
 static void test_cached_range_is_reused_without_vm_map(void **state)
 {
     (void)state;
@@ -181,10 +214,12 @@ static void test_cached_range_is_reused_without_vm_map(void **state)
     vb_fixture_close(f);
 }
 
-/* A 100 MiB range for 60 MiB: 40 MiB more than 60 > min(15, 20) MiB of
- * slack, but <= 60: the range is shrunk to 30 chunks by unmapping its last
- * 20; no map. Allocated 60 MiB, reserved still 100 MiB. */
-static void test_range_too_large_by_less_than_the_request_is_shrunk(void **state)
+/* A 100 MiB range for 60 MiB: 40 MiB more is within 100% of 60, so it is
+ * handed out whole (same address, no call; allocated 100 MiB) with 20
+ * excess chunks. A 40 MiB request then takes those 20 chunks (one unmap of
+ * 40 MiB, 20 maps) rather than device memory: allocated 60 + 40 MiB,
+ * reserved still 100 MiB, 50 chunks created in all. */
+static void test_range_too_large_by_less_than_the_request_lends_its_excess(void **state)
 {
     (void)state;
     vb_alloc_fixture *f = open_stitch(0);
@@ -192,16 +227,22 @@ static void test_range_too_large_by_less_than_the_request_is_shrunk(void **state
     vb_must_free(f, first);
     assert_int_equal(vb_must_malloc(f, 60 * MiB), first);
     assert_int_equal(map_calls, 50);
-    assert_int_equal(unmap_calls, 20);
+    assert_int_equal(unmap_calls, 0);
+    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 100 * MiB);
+    vb_must_malloc(f, 40 * MiB);
+    assert_int_equal(map_calls, 50 + 20);
+    assert_int_equal(unmap_calls, 1);
+    assert_int_equal(unmapped_bytes, 40 * MiB);
     vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(stats.allocated_bytes, 60 * MiB);
+    assert_int_equal(stats.allocated_bytes, 100 * MiB);
     assert_int_equal(stats.reserved_bytes, 100 * MiB);
+    assert_int_equal(stats.driver_alloc_calls, 50);
     vb_fixture_close(f);
 }
 
 /* A 100 MiB range for 40 MiB: 60 MiB more is more than the request, so the
  * range stays cached and a new 20-chunk range is stitched from its last 20
- * chunks: 20 unmaps, 20 maps, no vm_create; two segments, 60 MiB idle and
+ * chunks: one unmap of 40 MiB, 20 maps, no vm_create; two segments, 60 MiB idle and
  * 40 MiB in use. */
 static void test_range_more_than_twice_the_request_gives_its_tail(void **state)
 {
@@ -211,7 +252,8 @@ static void test_range_more_than_twice_the_request_gives_its_tail(void **state)
     vb_must_free(f, first);
     vb_addr second = vb_must_malloc(f, 40 * MiB);
     assert_true(second != first);
-    assert_int_equal(unmap_calls, 20);
+    assert_int_equal(unmap_calls, 1);
+    assert_int_equal(unmapped_bytes, 40 * MiB);
     assert_int_equal(map_calls, 50 + 20);
     assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 50);
     vb_block_list list = vb_fixture_blocks(f);
@@ -242,9 +284,9 @@ static void test_idle_range_grows_in_place(void **state)
 }
 
 /* A 40 MiB range (20 chunks) serves 34 MiB (17 chunks): 6 MiB more is
- * within min(8.5, 20) MiB of slack, so it is handed out whole (allocated
+ * within 100% of 34 MiB, so it is handed out whole (allocated
  * 40 MiB) with 3 excess chunks. A 6 MiB request (3 chunks) then takes those
- * 3 chunks (3 unmaps) instead of device memory: reserved stays 40 MiB,
+ * 3 chunks (one unmap of 6 MiB) instead of device memory: reserved stays 40 MiB,
  * allocated is 34 + 6 = 40 MiB, still 20 chunks created. */
 static void test_reuse_slack_is_taken_back_before_device_memory(void **state)
 {
@@ -255,7 +297,8 @@ static void test_reuse_slack_is_taken_back_before_device_memory(void **state)
     assert_int_equal(vb_fixture_stats(f).allocated_bytes, 40 * MiB);
     vb_must_malloc(f, 6 * MiB);
     vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(unmap_calls, 3);
+    assert_int_equal(unmap_calls, 1);
+    assert_int_equal(unmapped_bytes, 6 * MiB);
     assert_int_equal(stats.reserved_bytes, 40 * MiB);
     assert_int_equal(stats.allocated_bytes, 40 * MiB);
     assert_int_equal(stats.driver_alloc_calls, 20);
@@ -264,7 +307,7 @@ static void test_reuse_slack_is_taken_back_before_device_memory(void **state)
 
 /* An idle range is reused whole only by its own stream: 20 MiB freed on
  * stream A, 20 MiB asked on stream B gets a new range stitched from A's 10
- * chunks (10 unmaps; vm_unmap waits for A's work), no new device memory. */
+ * chunks (one unmap of 20 MiB; vm_unmap waits for A's work), no new device memory. */
 static void test_idle_range_of_another_stream_is_stitched_not_reused(void **state)
 {
     (void)state;
@@ -273,7 +316,8 @@ static void test_idle_range_of_another_stream_is_stitched_not_reused(void **stat
     vb_addr on_a = vb_must_malloc_on(f, 20 * MiB, a);
     vb_must_free(f, on_a);
     assert_true(vb_must_malloc_on(f, 20 * MiB, b) != on_a);
-    assert_int_equal(unmap_calls, 10);
+    assert_int_equal(unmap_calls, 1);
+    assert_int_equal(unmapped_bytes, 20 * MiB);
     vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.driver_alloc_calls, 10);
     assert_int_equal(stats.reserved_bytes, 20 * MiB);
@@ -440,6 +484,207 @@ static void test_request_larger_than_device_makes_no_driver_call(void **state)
     vb_fixture_close(f);
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* Access and granules                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Every block handed out is mapped and accessible to the device, however
+ * it was made: built, reused, shrunk, grown in place, stitched from another
+ * stream's range, carved from a small segment, or built from granules. */
+static void check_accessible_blocks(const char *const *settings)
+{
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_stream other = vb_fixture_stream(f);
+    vb_addr first = vb_must_malloc(f, 100 * MiB);
+    assert_true(vb_sim_accessible(f->dev, first, 100 * MiB));
+    vb_must_free(f, first);
+    vb_addr shrunk = vb_must_malloc(f, 60 * MiB);
+    assert_true(vb_sim_accessible(f->dev, shrunk, 60 * MiB));
+    vb_addr grown = vb_must_malloc(f, 20 * MiB);
+    vb_must_free(f, grown);
+    grown = vb_must_malloc(f, 30 * MiB);
+    assert_true(vb_sim_accessible(f->dev, grown, 30 * MiB));
+    vb_must_free(f, shrunk);
+    vb_addr stitched = vb_must_malloc_on(f, 50 * MiB, other);
+    assert_true(vb_sim_accessible(f->dev, stitched, 50 * MiB));
+    vb_addr small = vb_must_malloc(f, 4096);
+    assert_true(vb_sim_accessible(f->dev, small, 4096));
+    vb_addr odd = vb_must_malloc(f, 7 * MiB + 3);
+    assert_true(vb_sim_accessible(f->dev, odd, 7 * MiB + 3));
+    vb_fixture_close(f);
+}
+
+static void test_every_block_handed_out_is_accessible(void **state)
+{
+    (void)state;
+    check_accessible_blocks(NULL);
+    const char *const granules[] = {"granule_mb=16", "granule_parts=1", NULL};
+    check_accessible_blocks(granules);
+}
+
+/* granule_mb=8, granule_parts=1: 40 MiB = 20 chunks of new memory comes as
+ * five 8 MiB granules: 5 vm_create, 5 vm_map, one vm_set_access. Freed and
+ * emptied: 5 vm_release. */
+static void test_granules_cut_create_and_map_calls(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"granule_mb=8", "granule_parts=1", NULL};
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_addr block = vb_must_malloc(f, 40 * MiB);
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(stats.driver_alloc_calls, 5);
+    assert_int_equal(stats.reserved_bytes, 40 * MiB);
+    assert_int_equal(map_calls, 5);
+    assert_int_equal(set_access_calls, 1);
+    vb_must_free(f, block);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    stats = vb_fixture_stats(f);
+    assert_int_equal(stats.driver_free_calls, 5);
+    assert_int_equal(stats.reserved_bytes, 0);
+    assert_int_equal(vb_sim_used_bytes(f->dev), 0);
+    vb_fixture_close(f);
+}
+
+/* granule_mb=64 with the default granule_parts=8: 40 MiB (20 chunks) takes
+ * granules of at most 20/8 chunks, i.e. 2 chunks (4 MiB): 10 vm_create.
+ * 400 MiB (200 chunks): at most 25 chunks, i.e. 16 (32 MiB): 12 granules of
+ * 16 and one of 8, 13 vm_create. */
+static void test_granules_grow_with_the_request(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"granule_mb=64", NULL};
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_must_malloc(f, 40 * MiB);
+    assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 10);
+    vb_must_malloc(f, 400 * MiB);
+    assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 10 + 13);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 440 * MiB);
+    vb_fixture_close(f);
+}
+
+/* A granule is mapped whole: with granule_mb=8, granule_parts=1, an 8 MiB
+ * range freed on stream A is one 4-chunk granule. 4 MiB on stream B takes
+ * it whole from A's range (one unmap) rather than new memory: the block is
+ * 8 MiB, reserved stays 8 MiB, one vm_create in all. */
+static void test_granule_is_stitched_whole(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"granule_mb=8", "granule_parts=1", NULL};
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_stream a = vb_fixture_stream(f), b = vb_fixture_stream(f);
+    vb_must_free(f, vb_must_malloc_on(f, 8 * MiB, a));
+    vb_addr on_b = vb_must_malloc_on(f, 4 * MiB, b);
+    assert_true(vb_sim_accessible(f->dev, on_b, 8 * MiB));
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(unmap_calls, 1);
+    assert_int_equal(stats.allocated_bytes, 8 * MiB);
+    assert_int_equal(stats.reserved_bytes, 8 * MiB);
+    assert_int_equal(stats.driver_alloc_calls, 1);
+    vb_fixture_close(f);
+}
+
+/* A seeded random mix on two streams (sizes from 1 KiB to 96 MiB, some
+ * freed while their stream is busy) with `settings`: every block handed out
+ * is accessible, live blocks never overlap, requested <= allocated <=
+ * reserved = what the sim holds, and once everything is freed empty_cache
+ * leaves the sim holding nothing. */
+static void check_random_mix(const char *const *settings)
+{
+    enum { OPS = 3000, SLOTS = 64 };
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_stream streams[2] = {vb_fixture_stream(f), vb_fixture_stream(f)};
+    vb_addr addr[SLOTS] = {0};
+    uint64_t size[SLOTS] = {0};
+    uint64_t seed = 42;
+    for (int op = 0; op < OPS; op++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned slot = (unsigned)(seed >> 33) % SLOTS;
+        if (addr[slot]) {
+            if ((seed >> 20) % 8 == 0) vb_free_while_used_on_busy_stream(f, addr[slot], 1000);
+            else vb_must_free(f, addr[slot]);
+            addr[slot] = 0;
+            continue;
+        }
+        uint64_t shift = 10 + (seed >> 40) % 17; /* 1 KiB .. 64 MiB, times up to 1.5 */
+        size[slot] = ((uint64_t)1 << shift) + (seed >> 8) % ((uint64_t)1 << (shift - 1));
+        addr[slot] = vb_must_malloc_on(f, size[slot], streams[(seed >> 50) & 1]);
+        assert_true(vb_sim_accessible(f->dev, addr[slot], size[slot]));
+        for (unsigned other = 0; other < SLOTS; other++)
+            if (other != slot && addr[other])
+                assert_true(addr[other] + size[other] <= addr[slot] || addr[slot] + size[slot] <= addr[other]);
+        vb_alloc_stats stats = vb_fixture_stats(f);
+        assert_true(stats.requested_bytes <= stats.allocated_bytes);
+        assert_true(stats.allocated_bytes <= stats.reserved_bytes);
+        assert_int_equal(stats.reserved_bytes, vb_sim_used_bytes(f->dev));
+    }
+    for (unsigned slot = 0; slot < SLOTS; slot++)
+        if (addr[slot]) vb_must_free(f, addr[slot]);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 0);
+    assert_int_equal(vb_sim_used_bytes(f->dev), 0);
+    vb_fixture_close(f);
+}
+
+static void test_random_mix_keeps_the_invariants(void **state)
+{
+    (void)state;
+    check_random_mix(NULL);
+    const char *const granules[] = {"granule_mb=64", "granule_parts=1", NULL};
+    check_random_mix(granules);
+    const char *const parts[] = {"granule_mb=16", "granule_parts=8", "reuse_slack_percent=10", NULL};
+    check_random_mix(parts);
+    const char *const split[] = {"split_free=1", "reuse_slack_percent=25", NULL};
+    check_random_mix(split);
+    const char *const split_granules[] = {"split_free=1", "granule_mb=8", "granule_parts=1", NULL};
+    check_random_mix(split_granules);
+}
+
+/* split_free=1: a 100 MiB range freed serves 40 MiB (60 MiB more than the
+ * 40 MiB slack) in place, split: same address, no driver call; the other 60
+ * MiB serves 60 MiB right after it, in place too. Freed, the pieces
+ * coalesce: 100 MiB serves 100 MiB again at the same address. */
+static void test_split_free_serves_in_place(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"split_free=1", NULL};
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_addr first = vb_must_malloc(f, 100 * MiB);
+    vb_must_free(f, first);
+    uint64_t maps = map_calls;
+    vb_addr head = vb_must_malloc(f, 40 * MiB);
+    vb_addr tail = vb_must_malloc(f, 60 * MiB);
+    assert_int_equal(head, first);
+    assert_int_equal(tail, first + 40 * MiB);
+    assert_int_equal(map_calls, maps);
+    assert_int_equal(unmap_calls, 0);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 100 * MiB);
+    vb_must_free(f, tail);
+    vb_must_free(f, head);
+    assert_int_equal(vb_must_malloc(f, 100 * MiB), first);
+    assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 50);
+    vb_fixture_close(f);
+}
+
+/* split_free=1: a free piece at the end of a range in use is stitchable:
+ * 100 MiB freed, 40 MiB takes its head in place; 70 MiB on another stream
+ * takes the free 60 MiB tail (one unmap) and 10 MiB new: reserved 110 MiB. */
+static void test_split_free_tail_is_stitched(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"split_free=1", NULL};
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_stream other = vb_fixture_stream(f);
+    vb_must_free(f, vb_must_malloc(f, 100 * MiB));
+    vb_must_malloc(f, 40 * MiB);
+    vb_addr stitched = vb_must_malloc_on(f, 70 * MiB, other);
+    assert_true(vb_sim_accessible(f->dev, stitched, 70 * MiB));
+    assert_int_equal(unmap_calls, 1);
+    assert_int_equal(unmapped_bytes, 60 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 110 * MiB);
+    vb_fixture_close(f);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -458,17 +703,36 @@ static void test_chunk_mb_sets_the_chunk_size(void **state)
     vb_fixture_close(f);
 }
 
-/* reuse_slack_percent=0: a 100 MiB range is no longer handed out whole for
- * 98 MiB; it is shrunk to 49 chunks (allocated 98 MiB), same address. */
-static void test_zero_reuse_slack_shrinks_even_one_chunk(void **state)
+/* reuse_slack_percent=0: a 100 MiB range no longer serves 98 MiB (49
+ * chunks); a new range is stitched from its last 49 chunks (one unmap),
+ * elsewhere: allocated 98 MiB, reserved still 100 MiB. */
+static void test_zero_reuse_slack_serves_only_exact_fits(void **state)
 {
     (void)state;
     const char *const settings[] = {"reuse_slack_percent=0", NULL};
-    vb_alloc_fixture *f = vb_fixture_open("stitch", 0, settings);
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
     vb_addr first = vb_must_malloc(f, 100 * MiB);
     vb_must_free(f, first);
-    assert_int_equal(vb_must_malloc(f, 98 * MiB), first);
-    assert_int_equal(vb_fixture_stats(f).allocated_bytes, 98 * MiB);
+    assert_true(vb_must_malloc(f, 98 * MiB) != first);
+    assert_int_equal(unmap_calls, 1);
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(stats.allocated_bytes, 98 * MiB);
+    assert_int_equal(stats.reserved_bytes, 100 * MiB);
+    vb_fixture_close(f);
+}
+
+/* reuse_slack_mb=10 bounds the slack: the 100 MiB range serves 90 MiB (10
+ * MiB more) whole, but not 88 MiB (12 MiB more). */
+static void test_reuse_slack_mb_bounds_the_slack(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"reuse_slack_mb=10", NULL};
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_addr first = vb_must_malloc(f, 100 * MiB);
+    vb_must_free(f, first);
+    assert_int_equal(vb_must_malloc(f, 90 * MiB), first);
+    vb_must_free(f, first);
+    assert_true(vb_must_malloc(f, 88 * MiB) != first);
     vb_fixture_close(f);
 }
 
@@ -511,7 +775,7 @@ int main(void)
         cmocka_unit_test(test_stitched_request_takes_no_new_device_memory),
         cmocka_unit_test(test_largest_free_block_is_every_idle_chunk),
         cmocka_unit_test(test_cached_range_is_reused_without_vm_map),
-        cmocka_unit_test(test_range_too_large_by_less_than_the_request_is_shrunk),
+        cmocka_unit_test(test_range_too_large_by_less_than_the_request_lends_its_excess),
         cmocka_unit_test(test_range_more_than_twice_the_request_gives_its_tail),
         cmocka_unit_test(test_idle_range_grows_in_place),
         cmocka_unit_test(test_reuse_slack_is_taken_back_before_device_memory),
@@ -525,8 +789,16 @@ int main(void)
         cmocka_unit_test(test_oom_waits_for_held_blocks_and_retries),
         cmocka_unit_test(test_oom_with_nothing_held_fails_at_once),
         cmocka_unit_test(test_request_larger_than_device_makes_no_driver_call),
+        cmocka_unit_test(test_every_block_handed_out_is_accessible),
+        cmocka_unit_test(test_granules_cut_create_and_map_calls),
+        cmocka_unit_test(test_granules_grow_with_the_request),
+        cmocka_unit_test(test_granule_is_stitched_whole),
+        cmocka_unit_test(test_random_mix_keeps_the_invariants),
+        cmocka_unit_test(test_split_free_serves_in_place),
+        cmocka_unit_test(test_split_free_tail_is_stitched),
         cmocka_unit_test(test_chunk_mb_sets_the_chunk_size),
-        cmocka_unit_test(test_zero_reuse_slack_shrinks_even_one_chunk),
+        cmocka_unit_test(test_zero_reuse_slack_serves_only_exact_fits),
+        cmocka_unit_test(test_reuse_slack_mb_bounds_the_slack),
         cmocka_unit_test(test_unknown_option_is_invalid),
         cmocka_unit_test(test_chunk_mb_not_a_multiple_of_the_granularity_is_invalid),
         cmocka_unit_test(test_non_numeric_option_value_is_invalid),

@@ -26,6 +26,21 @@
 #                                 outside the allocator (build/fullgpu, tools/fullgpu.c):
 #                                 OOM status, usable after, used memory back to baseline
 #                                 (+-2 MiB); the table in $OUT/fullgpu.txt
+#   tools/gpu-session.sh tune     records resnet50, gpt2 and resnet18_varres, runs
+#                                 `vrambench tune` on each at this GPU's capacity,
+#                                 and checks replay --snapshot pickles with
+#                                 PyTorch's torch.cuda._memory_viz
+#   tools/gpu-session.sh tune-check  (after tune) each workload for real under the
+#                                 recommended setting and two others, fresh process
+#                                 each: predicted against real peak reserved
+#                                 (tools/tune_check.py)
+#   tools/gpu-session.sh stitch   records the torch workloads (resnet50, gpt2,
+#                                 bert_amp, generate, two_stream), replays them,
+#                                 the fixture traces and tests/fixtures/stitch
+#                                 with caching, expandable and stitch (default,
+#                                 two granule settings, split_free) on cuda, runs
+#                                 random_mix and capped_training so; JSON and
+#                                 the recorded traces (traces-stitch.tar.gz)
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -115,6 +130,77 @@ for stage in "$@"; do
         timeout 460 ./build/fullgpu | tee "$OUT/fullgpu.txt"
         status=$?
         [ "$status" = 0 ] && echo "fullgpu: passed" || echo "fullgpu: FAILED (exit status $status)"
+        ;;
+    tune)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        dir="$KEEP/tune"
+        mkdir -p "$dir"
+        # What a workload can have: the free memory next to a CUDA context.
+        total=$(python3 -c "import torch; print(torch.cuda.mem_get_info()[0])")
+        echo "device capacity for tune (free bytes with a CUDA context): $total bytes"
+        PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$dir" --workloads resnet50,gpt2,resnet18_varres \
+            || echo "record_torch_traces: FAILED"
+        for name in resnet50 gpt2 resnet18_varres; do
+            [ -f "$dir/$name.trace.gz" ] || continue
+            TIMEFORMAT="tune $name: %R s wall"
+            time { ./build/vrambench tune "$dir/$name.trace.gz" --capacity "$total" \
+                --out "$dir/tune-$name.json" --quiet | tee "$OUT/tune-$name.txt" || echo "tune $name: FAILED"; }
+            cp "$dir/tune-$name.json" "$dir/$name.json" "$dir/$name.trace.gz" "$OUT/" 2>/dev/null
+        done
+        # The main replays on the GPU itself (times are GPU-side; memory figures must equal the sim's).
+        TIMEFORMAT="tune resnet50 --device cuda: %R s wall"
+        [ -f "$dir/resnet50.trace.gz" ] && time { ./build/vrambench tune "$dir/resnet50.trace.gz" --device cuda \
+            --capacity "$total" --out "$OUT/tune-resnet50-cuda.json" --quiet | tail -3 || echo "tune --device cuda: FAILED"; }
+        # replay --sim-capacity on the GPU is a cap: its first OOM against the simulated device's.
+        for device in cuda sim; do
+            ./build/vrambench replay tests/fixtures/traces/gpt2.trace.gz --device $device --allocator caching,expandable \
+                --sim-capacity 10GiB --fail-on-oom --quiet --out "$OUT/replay-gpt2-cap10g-$device.json" > /dev/null
+            echo "replay gpt2 capped at 10 GiB on $device: exit $? (3: out of memory)"
+            python3 -c "import json,sys; [print(' ', e['name'], 'ooms', e['ooms'], 'first at line', e.get('first_oom_line'), e.get('first_oom_bytes'), 'bytes') for e in json.load(open(sys.argv[1]))['benchmarks']]" "$OUT/replay-gpt2-cap10g-$device.json"
+        done
+        # replay --snapshot opened by PyTorch's own snapshot tools.
+        for allocator in caching expandable; do
+            pickle="$dir/gpt2-$allocator.pickle"
+            ./build/vrambench replay "$dir/gpt2.trace.gz" --device sim --allocator "$allocator" --quiet \
+                --snapshot "$pickle" > /dev/null || { echo "snapshot $allocator: FAILED"; continue; }
+            python3 -m torch.cuda._memory_viz stats "$pickle" | tail -5 || echo "_memory_viz stats $allocator: FAILED"
+            python3 -m torch.cuda._memory_viz trace_plot "$pickle" -o "$OUT/gpt2-$allocator-trace.html" \
+                && python3 -m torch.cuda._memory_viz segment_plot "$pickle" -o "$OUT/gpt2-$allocator-segments.html" \
+                && echo "_memory_viz $allocator: plots written" || echo "_memory_viz plots $allocator: FAILED"
+        done
+        ;;
+    tune-check)
+        dir="$KEEP/tune"
+        for name in resnet50 gpt2 resnet18_varres; do
+            [ -f "$dir/tune-$name.json" ] || { echo "no tune-$name.json: run the tune stage first"; continue; }
+            python3 tools/tune_check.py plan "$dir/tune-$name.json" | while IFS='|' read -r index conf fraction; do
+                echo "-- $name under PYTORCH_CUDA_ALLOC_CONF='$conf'${fraction:+ with memory fraction $fraction}"
+                PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$dir/real-$name-$index" --workloads "$name" \
+                    --no-history --alloc-conf "$conf" ${fraction:+--memory-fraction "$fraction"} \
+                    || echo "real run $name $index: FAILED"
+                cp "$dir/real-$name-$index/$name.json" "$OUT/real-$name-$index.json" 2>/dev/null
+            done
+        done
+        python3 tools/tune_check.py table "$dir" --out "$OUT/tune-check-$day.json" | tee "$OUT/tune-check-$day.md"
+        ;;
+    stitch)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        allocators='caching,expandable,stitch,stitch[granule_mb=8,granule_parts=8],stitch[split_free=1],stitch[granule_mb=64,granule_parts=1]'
+        # Budgets keep the stage under 10 minutes: recording 270 s, replays ~2 min, the run 150 s.
+        PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py "$KEEP/stitch-traces" \
+            || echo "record_torch_traces: FAILED (some workloads)"
+        (cd "$KEEP" && tar czf "$OUT/traces-stitch.tar.gz" stitch-traces/*.json stitch-traces/*.trace.gz) \
+            || echo "no traces to pack"
+        for trace in "$KEEP"/stitch-traces/*.trace.gz tests/fixtures/traces/*.trace.gz tests/fixtures/stitch/*.trace.gz; do
+            [ -f "$trace" ] || continue
+            name=$(basename "$trace" .trace.gz)
+            case "$trace" in "$KEEP"/*) name="torch-$name" ;; esac
+            timeout 120 ./build/vrambench replay "$trace" --device cuda --allocator "$allocators" --quiet \
+                --out "$OUT/stitch-replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
+        done
+        timeout 150 ./build/vrambench run --scenario random_mix,capped_training --allocator "$allocators" \
+            --device cuda --repetitions 1 --min-time 0.2 --quiet --out "$OUT/stitch-run-{device}-{date}.json" \
+            || echo "run: FAILED"
         ;;
     *)
         echo "unknown stage $stage"

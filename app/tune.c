@@ -1,0 +1,591 @@
+/* vrambench — `tune`: the grid, the capacity bisection, the parallel
+ * evaluation, the Pareto front and the recommendation (see tune.h). */
+#include "tune.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/measure.h"
+#include "replay.h"
+#include "report.h"
+#include "runner.h"
+#include "trace.h"
+#include "trace_drive.h"
+
+/* Largest capacity the bisection looks at when the trace does not fit the
+ * given one: 64 TiB. */
+#define MAX_PROBE_CAPACITY ((uint64_t)1 << 46)
+/* A setting other than the defaults is recommended only when it saves at
+ * least this fraction of the defaults' peak reserved bytes (or the defaults
+ * run out of memory): below it, the defaults are the simpler answer. */
+#define RECOMMEND_MIN_SAVING 0.01
+
+/* ======================================================================== */
+/* The grid                                                                 */
+/* ======================================================================== */
+
+/* PyTorch's settings tried, PYTORCH_CUDA_ALLOC_CONF's syntax. Garbage
+ * collection acts only with a per-process memory fraction set (PyTorch's
+ * set_fraction), so those carry one: 1.0, the whole device, so that it
+ * acts near the device's capacity. */
+typedef struct grid_setting {
+    const char *conf;
+    double memory_fraction; /* < 0: none */
+} grid_setting;
+
+static const grid_setting pytorch_grid[] = {
+    {"", -1},
+    {"expandable_segments:True", -1},
+    {"max_split_size_mb:64", -1},
+    {"max_split_size_mb:128", -1},
+    {"max_split_size_mb:256", -1},
+    {"max_split_size_mb:512", -1},
+    {"max_split_size_mb:1024", -1},
+    {"roundup_power2_divisions:2", -1},
+    {"roundup_power2_divisions:4", -1},
+    {"roundup_power2_divisions:8", -1},
+    {"roundup_power2_divisions:16", -1},
+    {"roundup_power2_divisions:[256:1,512:2,>:4]", -1},
+    {"roundup_power2_divisions:[64:8,256:4,>:2]", -1},
+    {"garbage_collection_threshold:0.6", 1.0},
+    {"garbage_collection_threshold:0.8", 1.0},
+    {"max_split_size_mb:256,roundup_power2_divisions:4", -1},
+    {"max_split_size_mb:512,roundup_power2_divisions:[256:1,512:2,>:4]", -1},
+    {"max_split_size_mb:128,roundup_power2_divisions:8", -1},
+    {"max_split_size_mb:256,garbage_collection_threshold:0.8", 1.0},
+    {"max_split_size_mb:512,max_non_split_rounding_mb:256", -1},
+    {"expandable_segments:True,roundup_power2_divisions:4", -1},
+    {"expandable_segments:True,roundup_power2_divisions:[256:1,512:2,>:4]", -1},
+    {"expandable_segments:True,max_split_size_mb:512", -1},
+    {"backend:cudaMallocAsync", -1},
+};
+
+#define PYTORCH_GRID_COUNT (sizeof pytorch_grid / sizeof pytorch_grid[0])
+#define MAX_CANDIDATES (PYTORCH_GRID_COUNT + 32)
+
+/* Settings in a conf: its top-level commas + 1 (0 for ""). */
+static int count_settings(const char *conf)
+{
+    if (!conf[0]) return 0;
+    int count = 1, depth = 0;
+    for (; *conf; conf++) {
+        depth += (*conf == '[') - (*conf == ']');
+        count += *conf == ',' && depth == 0;
+    }
+    return count;
+}
+
+const vb_tune_candidate *vb_tune_grid(size_t *count)
+{
+    static vb_tune_candidate grid[MAX_CANDIDATES];
+    static size_t grid_count;
+    if (grid_count == 0) {
+        for (size_t i = 0; i < PYTORCH_GRID_COUNT; i++) {
+            vb_tune_candidate *c = &grid[grid_count++];
+            const grid_setting *g = &pytorch_grid[i];
+            if (g->memory_fraction >= 0)
+                snprintf(c->spec, sizeof c->spec, "pytorch[%s,per_process_memory_fraction:%.2f]", g->conf,
+                         g->memory_fraction);
+            else snprintf(c->spec, sizeof c->spec, "pytorch[%s]", g->conf);
+            snprintf(c->conf, sizeof c->conf, "%s", g->conf);
+            c->is_pytorch = 1;
+            c->memory_fraction = g->memory_fraction;
+            c->setting_count = count_settings(g->conf);
+        }
+        /* Every other strategy, as registered (PyTorch's three are above). */
+        for (size_t i = 0; vb_allocator_registry[i] && grid_count < MAX_CANDIDATES; i++) {
+            const char *name = vb_allocator_registry[i]->name;
+            if (!strcmp(name, "caching") || !strcmp(name, "expandable") || !strcmp(name, "async")) continue;
+            vb_tune_candidate *c = &grid[grid_count++];
+            snprintf(c->spec, sizeof c->spec, "%s", name);
+            c->memory_fraction = -1;
+        }
+    }
+    *count = grid_count;
+    return grid;
+}
+
+/* ======================================================================== */
+/* Capacity probes                                                          */
+/* ======================================================================== */
+
+vb_status vb_tune_probe_capacity(const vb_drive_events *events, const char *spec_text, uint64_t capacity,
+                                 int stop_at_oom, vb_tune_probe *out)
+{
+    memset(out, 0, sizeof *out);
+    vb_allocator_spec spec;
+    vb_status status = vb_allocator_spec_parse(spec_text, &spec);
+    if (status != VB_OK) return status;
+    vb_allocator *allocator = NULL;
+    vb_drive_streams *streams = calloc(1, sizeof *streams);
+    vb_config config = vb_allocator_spec_config(&spec);
+    status = streams ? vb_sim_open(capacity, &streams->device) : vb_error(VB_ERR_OOM, "out of host memory");
+    if (status == VB_OK) status = vb_allocator_create(spec.name, streams->device, &config, &allocator);
+    vb_drive_result drive;
+    if (status == VB_OK) status = vb_drive_events_run(events, allocator, streams, stop_at_oom, &drive);
+    if (status == VB_OK) {
+        vb_alloc_stats stats;
+        vb_allocator_stats(allocator, &stats);
+        *out = (vb_tune_probe){drive.ooms == 0, drive.ooms, stats.alloc_retries, drive.first_oom_line,
+                               drive.first_oom_bytes};
+    }
+    vb_allocator_destroy(allocator); /* returns what the trace left live */
+    if (streams && streams->device) {
+        vb_drive_streams_close(streams);
+        vb_device_close(streams->device);
+    }
+    free(streams);
+    vb_allocator_spec_free(&spec);
+    return status;
+}
+
+/* 1 if the replay fits `capacity` (stopping at its first OOM). */
+static vb_status fits(const vb_drive_events *events, const char *spec, uint64_t capacity, int *out)
+{
+    vb_tune_probe probe;
+    vb_status status = vb_tune_probe_capacity(events, spec, capacity, 1, &probe);
+    *out = probe.fits;
+    return status;
+}
+
+vb_status vb_tune_min_capacity(const vb_drive_events *events, const char *spec, uint64_t known_fail,
+                               uint64_t known_fit, uint64_t start, uint64_t *out)
+{
+    const uint64_t step = VB_TUNE_CAPACITY_STEP;
+    uint64_t lo = known_fail / step, hi = known_fit ? (known_fit + step - 1) / step : 0; /* in steps */
+    vb_status status = VB_OK;
+    int ok = 0;
+    *out = 0;
+    if (!hi) { /* none known to fit: double until one does */
+        uint64_t capacity = start > step ? start / step * step : step;
+        for (; capacity <= MAX_PROBE_CAPACITY; capacity *= 2) {
+            status = fits(events, spec, capacity, &ok);
+            if (status != VB_OK) return status;
+            if (ok) break;
+            lo = capacity / step;
+        }
+        if (!ok) return VB_OK;
+        hi = capacity / step;
+    }
+    if (lo >= hi) lo = 0;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        status = fits(events, spec, mid * step, &ok);
+        if (status != VB_OK) return status;
+        if (ok) hi = mid;
+        else lo = mid;
+    }
+    *out = hi * step;
+    return VB_OK;
+}
+
+/* ======================================================================== */
+/* One candidate                                                            */
+/* ======================================================================== */
+
+/* A counter of a results entry, 0 when absent. */
+static double entry_number(const json_t *entry, const char *key)
+{
+    return json_number_value(json_object_get(entry, key));
+}
+
+/* The replay of one candidate through the runner on `dev`: its one
+ * results entry, or NULL with the status in *status. */
+static json_t *main_replay(vb_device *dev, const vb_tune_options *options, const vb_tune_candidate *candidate,
+                           size_t index, vb_status *status)
+{
+    vb_allocator_spec spec;
+    *status = vb_allocator_spec_parse(candidate->spec, &spec);
+    if (*status != VB_OK) return NULL;
+    vb_runner_options runner = {1, 0.0, 1};
+    vb_case c = {&vb_replay_scenario, options->trace_path, &spec, options->label};
+    vb_case_result result;
+    *status = vb_runner_run_case(dev, &c, &runner, &result);
+    json_t *entries = json_array(), *entry = NULL;
+    if (*status == VB_OK) {
+        *status = entries ? vb_report_add_case(entries, &result, 0, index) : VB_ERR_OOM;
+        vb_case_result_free(&result);
+    }
+    if (*status == VB_OK) entry = json_incref(json_array_get(entries, 0));
+    json_decref(entries);
+    vb_allocator_spec_free(&spec);
+    return entry;
+}
+
+/* Adds what a tune says of a candidate to its entry: the PyTorch setting,
+ * utilization, OOMs at the capacity, min_capacity_bytes. The main replay
+ * ran at `options->capacity` on sim; on cuda a sim replay at that capacity
+ * counts the OOMs. */
+static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candidate *candidate, json_t *entry,
+                             int main_on_sim)
+{
+    double reserved = entry_number(entry, "peak_reserved_bytes");
+    double allocated = entry_number(entry, "peak_allocated_bytes");
+    double requested = entry_number(entry, "peak_requested_bytes");
+    uint64_t capacity = options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY;
+    vb_tune_probe at_capacity = {0};
+    if (main_on_sim) {
+        at_capacity.ooms = (uint64_t)entry_number(entry, "ooms");
+        at_capacity.alloc_retries = (uint64_t)entry_number(entry, "alloc_retries");
+        at_capacity.first_oom_line = (uint64_t)entry_number(entry, "first_oom_line");
+        at_capacity.first_oom_bytes = (uint64_t)entry_number(entry, "first_oom_bytes");
+    } else {
+        vb_status status = vb_tune_probe_capacity(options->events, candidate->spec, capacity, 0, &at_capacity);
+        if (status != VB_OK) return status;
+    }
+    /* Bisection: a capacity below the requested peak of a replay without
+     * OOM cannot fit; the reserved peak of one does (the same calls see the
+     * same answers up to it). */
+    uint64_t min_capacity = 0;
+    uint64_t known_fit = at_capacity.ooms || !main_on_sim ? 0 : (uint64_t)reserved;
+    uint64_t known_fail = (uint64_t)requested / VB_TUNE_CAPACITY_STEP * VB_TUNE_CAPACITY_STEP;
+    if (known_fail >= (uint64_t)requested && known_fail) known_fail -= VB_TUNE_CAPACITY_STEP;
+    if (at_capacity.ooms) known_fail = capacity;
+    if (known_fit) {
+        int ok = 0;
+        uint64_t rounded = (known_fit + VB_TUNE_CAPACITY_STEP - 1) / VB_TUNE_CAPACITY_STEP * VB_TUNE_CAPACITY_STEP;
+        vb_status status = fits(options->events, candidate->spec, rounded, &ok);
+        if (status != VB_OK) return status;
+        known_fit = ok ? rounded : capacity;
+    } else if (!at_capacity.ooms) {
+        known_fit = capacity;
+    }
+    vb_status status = vb_tune_min_capacity(options->events, candidate->spec, known_fail, known_fit,
+                                            at_capacity.ooms ? capacity * 2 : capacity, &min_capacity);
+    if (status != VB_OK) return status;
+    int failed = 0;
+    if (candidate->is_pytorch) failed |= json_object_set_new(entry, "pytorch_alloc_conf", json_string(candidate->conf));
+    if (candidate->memory_fraction >= 0)
+        failed |= json_object_set_new(entry, "memory_fraction", vb_json_number(candidate->memory_fraction));
+    failed |= json_object_set_new(entry, "utilization", vb_json_number(reserved > 0 ? allocated / reserved : 0.0));
+    failed |= json_object_set_new(entry, "capacity_bytes", vb_json_number((double)capacity));
+    failed |= json_object_set_new(entry, "ooms_at_capacity", vb_json_number((double)at_capacity.ooms));
+    failed |= json_object_set_new(entry, "alloc_retries_at_capacity", vb_json_number((double)at_capacity.alloc_retries));
+    if (at_capacity.first_oom_line) {
+        failed |= json_object_set_new(entry, "first_oom_line", vb_json_number((double)at_capacity.first_oom_line));
+        failed |= json_object_set_new(entry, "first_oom_bytes", vb_json_number((double)at_capacity.first_oom_bytes));
+    }
+    failed |= json_object_set_new(entry, "min_capacity_bytes",
+                                  min_capacity ? vb_json_number((double)min_capacity) : json_null());
+    return failed ? vb_error(VB_ERR_OOM, "out of host memory") : VB_OK;
+}
+
+/* ======================================================================== */
+/* Parallel evaluation: one child process per candidate                      */
+/* ======================================================================== */
+
+/* In a child: evaluates candidate `index` (its main replay too when
+ * `entry` is NULL, on sim) and writes {"entry": ...} or {"error": ...,
+ * "status": N} to `path`; the exit status says whether the file is there. */
+static int child_evaluate(const vb_tune_options *options, const vb_tune_candidate *candidate, size_t index,
+                          json_t *entry, const char *path)
+{
+    vb_status status = VB_OK;
+    int main_on_sim = entry == NULL;
+    if (!entry) {
+        vb_device *dev = NULL;
+        vb_device_options device_options = {.sim_capacity_bytes = options->capacity};
+        status = vb_device_open("sim", &device_options, &dev);
+        if (status == VB_OK) entry = main_replay(dev, options, candidate, index, &status);
+        vb_device_close(dev);
+    } else {
+        json_incref(entry);
+    }
+    if (status == VB_OK) status = tune_fields(options, candidate, entry, main_on_sim);
+    json_t *answer = status == VB_OK ? json_pack("{sO}", "entry", entry)
+                                     : json_pack("{sssi}", "error", vb_last_error(), "status", (int)status);
+    json_decref(entry);
+    int written = answer && json_dump_file(answer, path, JSON_COMPACT) == 0;
+    json_decref(answer);
+    return written ? 0 : 1;
+}
+
+/* Evaluates every candidate, `jobs` processes at once; entries[i] gets
+ * candidate i's entry. `main_entries` (cuda) holds the main replays done
+ * already, else NULL. */
+static vb_status evaluate_all(const vb_tune_options *options, const vb_tune_candidate *grid, size_t count,
+                              json_t **main_entries, json_t **entries)
+{
+    char dir[] = "/tmp/vrambench-tune-XXXXXX";
+    if (!mkdtemp(dir)) return vb_error(VB_ERR_IO, "cannot make a temporary directory: %s", strerror(errno));
+    pid_t *pids = calloc(count, sizeof *pids);
+    if (!pids) {
+        rmdir(dir);
+        return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    size_t next = 0, running = 0, done = 0;
+    vb_status status = VB_OK;
+    uint64_t started = vb_now_ns();
+    fflush(NULL); /* nothing buffered is written twice by the children */
+    while (done < count) {
+        while (status == VB_OK && running < options->jobs && next < count) {
+            char path[64];
+            snprintf(path, sizeof path, "%s/%zu.json", dir, next);
+            pid_t pid = fork();
+            if (pid < 0) {
+                status = vb_error(VB_ERR_IO, "cannot start a process: %s", strerror(errno));
+                break;
+            }
+            if (pid == 0)
+                _exit(child_evaluate(options, &grid[next], next, main_entries ? main_entries[next] : NULL, path));
+            pids[next++] = pid;
+            running++;
+        }
+        if (running == 0) break;
+        int wait_status = 0;
+        pid_t pid = wait(&wait_status);
+        if (pid < 0) {
+            status = vb_error(VB_ERR_IO, "waiting for a tune process: %s", strerror(errno));
+            break;
+        }
+        size_t i = 0;
+        while (i < next && pids[i] != pid) i++;
+        if (i == next) continue;
+        running--;
+        done++;
+        char path[64];
+        snprintf(path, sizeof path, "%s/%zu.json", dir, i);
+        json_t *answer = json_load_file(path, 0, NULL);
+        unlink(path);
+        json_t *entry = json_object_get(answer, "entry");
+        if (status == VB_OK && !entry) {
+            const char *message = json_string_value(json_object_get(answer, "error"));
+            vb_status child_status = (vb_status)json_integer_value(json_object_get(answer, "status"));
+            status = message ? vb_error(child_status ? child_status : VB_ERR_INVALID, "%s", message)
+                             : vb_error(VB_ERR_INVALID, "%s: the tune process failed (exit status %d)", grid[i].spec,
+                                        WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1);
+        }
+        if (entry) entries[i] = json_incref(entry);
+        json_decref(answer);
+        if (status == VB_OK && !options->quiet)
+            fprintf(stderr, "[%zu/%zu] %s ... done (elapsed %.1f s)\n", done, count, grid[i].spec,
+                    (double)(vb_now_ns() - started) / 1e9);
+    }
+    /* After a failure: no new children; those still running are waited for. */
+    while (running > 0 && wait(NULL) > 0) running--;
+    for (size_t i = 0; i < count; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "%s/%zu.json", dir, i);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(pids);
+    return status;
+}
+
+/* ======================================================================== */
+/* Pareto front, recommendation, table                                      */
+/* ======================================================================== */
+
+typedef struct figures {
+    double reserved, allocated, driver_calls, time_ns, ooms, min_capacity;
+} figures;
+
+static figures figures_of(const json_t *entry)
+{
+    return (figures){entry_number(entry, "peak_reserved_bytes"), entry_number(entry, "peak_allocated_bytes"),
+                     entry_number(entry, "driver_alloc_calls") + entry_number(entry, "driver_free_calls"),
+                     entry_number(entry, "real_time"), entry_number(entry, "ooms_at_capacity"),
+                     entry_number(entry, "min_capacity_bytes")};
+}
+
+/* 1 if a is at least as good as b in peak reserved, driver calls and time,
+ * and better in one. */
+static int dominates(const figures *a, const figures *b)
+{
+    int no_worse = a->reserved <= b->reserved && a->driver_calls <= b->driver_calls && a->time_ns <= b->time_ns;
+    int better = a->reserved < b->reserved || a->driver_calls < b->driver_calls || a->time_ns < b->time_ns;
+    return no_worse && better;
+}
+
+/* Orders PyTorch candidates for the recommendation: no OOM at the capacity
+ * first, then peak reserved, fewer settings, driver calls, time. */
+static int better_choice(const figures *a, const vb_tune_candidate *ca, const figures *b, const vb_tune_candidate *cb)
+{
+    if ((a->ooms > 0) != (b->ooms > 0)) return a->ooms == 0;
+    if (a->ooms > 0 && a->min_capacity != b->min_capacity)
+        return a->min_capacity > 0 && (b->min_capacity == 0 || a->min_capacity < b->min_capacity);
+    if (a->reserved != b->reserved) return a->reserved < b->reserved;
+    if (ca->setting_count != cb->setting_count) return ca->setting_count < cb->setting_count;
+    if (a->driver_calls != b->driver_calls) return a->driver_calls < b->driver_calls;
+    return a->time_ns < b->time_ns;
+}
+
+static double mib(double bytes)
+{
+    return bytes / (double)VB_MiB;
+}
+
+/* The recommendation object (and its one-line reason). */
+static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **entries, uint64_t capacity)
+{
+    size_t defaults = 0, best = 0, best_overall = 0;
+    figures f[MAX_CANDIDATES];
+    for (size_t i = 0; i < count; i++) f[i] = figures_of(entries[i]);
+    for (size_t i = 0; i < count; i++) {
+        if (grid[i].is_pytorch && grid[i].conf[0] == '\0') defaults = i;
+        if (grid[i].is_pytorch && better_choice(&f[i], &grid[i], &f[best], &grid[best])) best = i;
+        if (better_choice(&f[i], &grid[i], &f[best_overall], &grid[best_overall])) best_overall = i;
+    }
+    const figures *d = &f[defaults];
+    char why[600];
+    size_t chosen = best;
+    if (d->ooms == 0 && f[best].reserved > d->reserved * (1.0 - RECOMMEND_MIN_SAVING)) {
+        chosen = defaults;
+        snprintf(why, sizeof why,
+                 "no PyTorch setting in the grid lowers peak reserved memory by %.0f%% or more against the defaults "
+                 "(%.1f MiB); keep them",
+                 RECOMMEND_MIN_SAVING * 100, mib(d->reserved));
+    } else if (f[best].ooms > 0) {
+        snprintf(why, sizeof why,
+                 "every PyTorch setting runs out of memory at %.0f MiB; this one needs the least device memory "
+                 "(%.0f MiB)",
+                 mib((double)capacity), mib(f[best].min_capacity));
+    } else {
+        snprintf(why, sizeof why,
+                 "lowest peak reserved memory of the PyTorch settings with no OOM at %.0f MiB: %.1f MiB against "
+                 "%.1f MiB with the defaults%s",
+                 mib((double)capacity), mib(f[best].reserved), mib(d->reserved),
+                 d->ooms > 0 ? ", which run out of memory" : "");
+    }
+    const figures *c = &f[chosen];
+    json_t *saving = json_pack("{s:o,s:o,s:o}", "peak_reserved_bytes", vb_json_number(d->reserved - c->reserved),
+                               "peak_reserved_percent",
+                               vb_json_number(d->reserved > 0 ? 100.0 * (d->reserved - c->reserved) / d->reserved : 0),
+                               "min_capacity_bytes", vb_json_number(d->min_capacity - c->min_capacity));
+    json_t *recommendation =
+        json_pack("{s:s,s:o,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:{s:s,s:o}}", "pytorch_alloc_conf", grid[chosen].conf,
+                  "memory_fraction",
+                  grid[chosen].memory_fraction >= 0 ? vb_json_number(grid[chosen].memory_fraction) : json_null(),
+                  "name", json_string_value(json_object_get(entries[chosen], "name")), "why", why,
+                  "peak_reserved_bytes", vb_json_number(c->reserved), "min_capacity_bytes",
+                  c->min_capacity > 0 ? vb_json_number(c->min_capacity) : json_null(), "defaults_peak_reserved_bytes",
+                  vb_json_number(d->reserved), "defaults_min_capacity_bytes",
+                  d->min_capacity > 0 ? vb_json_number(d->min_capacity) : json_null(), "saving", saving,
+                  "best_strategy", "name", json_string_value(json_object_get(entries[best_overall], "name")),
+                  "peak_reserved_bytes", vb_json_number(f[best_overall].reserved));
+    return recommendation;
+}
+
+/* Marks on_pareto_front in each entry; the count on the front. */
+static size_t mark_pareto(json_t **entries, size_t count)
+{
+    size_t front = 0;
+    for (size_t i = 0; i < count; i++) {
+        figures a = figures_of(entries[i]);
+        int dominated = 0;
+        for (size_t j = 0; j < count && !dominated; j++) {
+            figures b = figures_of(entries[j]);
+            dominated = j != i && dominates(&b, &a);
+        }
+        json_object_set_new(entries[i], "on_pareto_front", json_boolean(!dominated));
+        front += !dominated;
+    }
+    return front;
+}
+
+/* The table: every candidate, the Pareto front marked, then the recommendation. */
+static void print_table(FILE *out, const vb_tune_options *options, const vb_device_info *info,
+                        const vb_tune_candidate *grid, json_t **entries, size_t count, const json_t *recommendation)
+{
+    fprintf(out, "vrambench tune: %s on %s%s; OOMs at %.0f MiB (simulated); min capacity by bisection on the "
+                 "simulated device, to 2 MiB\n",
+            options->label, info->name, info->simulated ? " (SIMULATED: memory exact, times host-side)" : "",
+            mib((double)(options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY)));
+    fprintf(out, "%-2s %-72s %9s %9s %5s %9s %7s %5s %9s %11s\n", "", "PYTORCH_CUDA_ALLOC_CONF, or [strategy]", "rsv MiB", "alloc MiB",
+            "util", "drv calls", "retries", "OOMs", "time ms", "min cap MiB");
+    for (size_t i = 0; i < count; i++) {
+        figures f = figures_of(entries[i]);
+        const char *label = grid[i].is_pytorch ? grid[i].conf : grid[i].spec;
+        char shown[300];
+        snprintf(shown, sizeof shown, grid[i].is_pytorch ? "'%s'%s" : "[%s]%s", label,
+                 grid[i].memory_fraction >= 0 ? " +fraction" : "");
+        char capacity[32] = "-";
+        if (f.min_capacity > 0) snprintf(capacity, sizeof capacity, "%.0f", mib(f.min_capacity));
+        fprintf(out, "%-2s %-72s %9.1f %9.1f %5.3f %9.0f %7.0f %5.0f %9.2f %11s\n",
+                json_is_true(json_object_get(entries[i], "on_pareto_front")) ? "*" : "", shown, mib(f.reserved),
+                mib(f.allocated), f.reserved > 0 ? f.allocated / f.reserved : 0.0, f.driver_calls,
+                entry_number(entries[i], "alloc_retries_at_capacity"), f.ooms, f.time_ns / 1e6, capacity);
+    }
+    fprintf(out, "  * on the Pareto front of peak reserved, driver calls (allocs + frees) and replay time; util = peak "
+                 "allocated / peak reserved;\n    +fraction: with torch.cuda.set_per_process_memory_fraction(1.0), "
+                 "which garbage collection needs\n");
+    const json_t *saving = json_object_get(recommendation, "saving");
+    char fraction[96] = "";
+    if (!json_is_null(json_object_get(recommendation, "memory_fraction")))
+        snprintf(fraction, sizeof fraction, " with torch.cuda.set_per_process_memory_fraction(%g)",
+                 entry_number(recommendation, "memory_fraction"));
+    fprintf(out, "recommendation: PYTORCH_CUDA_ALLOC_CONF='%s'%s\n  why: %s\n  saving against the defaults: %.1f MiB "
+                 "peak reserved (%.1f%%), %.0f MiB of minimum device capacity\n",
+            json_string_value(json_object_get(recommendation, "pytorch_alloc_conf")),
+            fraction,
+            json_string_value(json_object_get(recommendation, "why")),
+            mib(entry_number(saving, "peak_reserved_bytes")), entry_number(saving, "peak_reserved_percent"),
+            mib(entry_number(saving, "min_capacity_bytes")));
+}
+
+/* ======================================================================== */
+/* The whole tune                                                           */
+/* ======================================================================== */
+
+vb_status vb_tune_run(const vb_tune_options *given, FILE *table, json_t **document)
+{
+    vb_tune_options copy = *given, *options = &copy;
+    vb_drive_events events;
+    vb_status status = vb_drive_load(options->trace_path, &events);
+    if (status != VB_OK) return status;
+    options->events = &events;
+    size_t count;
+    const vb_tune_candidate *grid = vb_tune_grid(&count);
+    vb_allocator_spec specs[MAX_CANDIDATES];
+    size_t spec_count = 0;
+    json_t *main_entries[MAX_CANDIDATES] = {0}, *entries[MAX_CANDIDATES] = {0};
+    vb_device *dev = NULL;
+    int on_cuda = strcmp(options->device, "cuda") == 0;
+    vb_device_options device_options = {.sim_capacity_bytes = on_cuda ? 0 : options->capacity};
+    status = vb_device_open(options->device, &device_options, &dev);
+    for (size_t i = 0; i < count && status == VB_OK; i++) {
+        status = vb_allocator_spec_parse(grid[i].spec, &specs[i]);
+        if (status == VB_OK) spec_count++;
+    }
+    /* On the GPU the main replays run here, one after another; the sim
+     * work (bisection, OOMs at the capacity) is then spread over processes. */
+    for (size_t i = 0; on_cuda && i < count && status == VB_OK; i++) {
+        main_entries[i] = main_replay(dev, options, &grid[i], i, &status);
+        if (status == VB_OK && !options->quiet) fprintf(stderr, "[%zu/%zu] %s on the GPU\n", i + 1, count, grid[i].spec);
+    }
+    if (status == VB_OK) status = evaluate_all(options, grid, count, on_cuda ? main_entries : NULL, entries);
+    json_t *doc = NULL;
+    if (status == VB_OK) {
+        vb_device_info info;
+        dev->ops->info(dev, &info);
+        mark_pareto(entries, count);
+        uint64_t capacity = options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY;
+        json_t *recommendation = recommend(grid, count, entries, capacity);
+        doc = vb_report_document(vb_report_context(dev, NULL, specs, spec_count));
+        json_t *benchmarks = json_object_get(doc, "benchmarks");
+        for (size_t i = 0; doc && i < count; i++) json_array_append(benchmarks, entries[i]);
+        if (!doc || !recommendation || json_object_set(doc, "recommendation", recommendation) != 0) {
+            json_decref(doc);
+            doc = NULL;
+            status = vb_error(VB_ERR_OOM, "out of host memory");
+        } else {
+            print_table(table, options, &info, grid, entries, count, recommendation);
+        }
+        json_decref(recommendation);
+    }
+    for (size_t i = 0; i < count; i++) {
+        json_decref(main_entries[i]);
+        json_decref(entries[i]);
+    }
+    for (size_t i = 0; i < spec_count; i++) vb_allocator_spec_free(&specs[i]);
+    vb_device_close(dev);
+    vb_drive_events_free(&events);
+    *document = doc;
+    return status;
+}

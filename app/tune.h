@@ -1,0 +1,83 @@
+/* vrambench — `tune`: a trace replayed under a grid of PyTorch allocator
+ * settings and every other strategy, to pick the PYTORCH_CUDA_ALLOC_CONF a
+ * workload should use and the smallest device it fits on (app/tune.c; the
+ * command line is app/cmd_tune.c).
+ *
+ * Each candidate is one allocator spec (app/runner.h): PyTorch's settings as
+ * pytorch[CONF] (allocators/pytorch_conf.h), the other strategies by name.
+ * Its figures come from one replay through the runner (app/replay.c) on the
+ * chosen device, and its min_capacity_bytes from replays on simulated devices
+ * of different capacities (bisection to 2 MiB), each stopped at its first
+ * out-of-memory. Candidates are evaluated in parallel, one process each.
+ */
+#ifndef VB_TUNE_H
+#define VB_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base/device.h"
+#include "base/status.h"
+#include "trace_drive.h"
+
+/* Bisection step of min_capacity_bytes (the driver's page). */
+#define VB_TUNE_CAPACITY_STEP VB_DRIVER_PAGE
+
+typedef struct vb_tune_candidate {
+    char spec[320];          /* the allocator spec run: pytorch[CONF] or a strategy's name */
+    char conf[256];          /* PYTORCH_CUDA_ALLOC_CONF for it ("" the defaults) */
+    int is_pytorch;          /* 1: a PyTorch setting (conf applies) */
+    double memory_fraction;  /* >= 0: also torch.cuda.set_per_process_memory_fraction(this) */
+    int setting_count;       /* settings in conf (simpler first on ties) */
+} vb_tune_candidate;
+
+/* The grid: PyTorch's settings (defaults, expandable segments,
+ * max_split_size_mb, roundup_power2_divisions in both forms, garbage
+ * collection with a memory fraction, combinations), cudaMallocAsync, then
+ * every other registered strategy. Static storage; `*count` entries. */
+const vb_tune_candidate *vb_tune_grid(size_t *count);
+
+/* What a replay on a sim device of a given capacity found. */
+typedef struct vb_tune_probe {
+    int fits;                          /* 1: no allocation ran out of memory */
+    uint64_t ooms, alloc_retries;
+    uint64_t first_oom_line, first_oom_bytes; /* line 0: no OOM */
+} vb_tune_probe;
+
+/* Replays `events` (app/trace_drive.h) with the allocator `spec` on a
+ * fresh sim device of `capacity` bytes; with `stop_at_oom` it stops at the
+ * first allocation that finds no memory. VB_ERR_INVALID for a bad spec. */
+vb_status vb_tune_probe_capacity(const vb_drive_events *events, const char *spec, uint64_t capacity, int stop_at_oom,
+                                 vb_tune_probe *out);
+
+/* The smallest capacity (a multiple of VB_TUNE_CAPACITY_STEP) on which the
+ * replay has no OOM, by bisection between `known_fail` (0: none known) and
+ * `known_fit` (0: none known; then found by doubling from `start`, up to
+ * 2^46 bytes). 0 in *out when it fits nowhere below that. Fitting is not
+ * strictly monotone in the capacity for strategies that free their cache
+ * and retry on OOM (what follows depends on what was freed): the result
+ * fits and one step less does not, but a smaller capacity elsewhere may
+ * fit too. */
+vb_status vb_tune_min_capacity(const vb_drive_events *events, const char *spec, uint64_t known_fail,
+                               uint64_t known_fit, uint64_t start, uint64_t *out);
+
+typedef struct vb_tune_options {
+    const char *trace_path;  /* a trace replay reads (a pickle is converted first, cmd_tune.c) */
+    const vb_drive_events *events; /* set by vb_tune_run: the trace read once, for the probes */
+    const char *label;       /* the results' scenario name: "tune:<file name>" */
+    const char *device;      /* "sim" or "cuda" (main replays); bisection is always on sim */
+    uint64_t capacity;       /* the device capacity OOMs are counted at (sim; 0: the sim default) */
+    unsigned jobs;           /* processes at once (>= 1) */
+    int quiet;               /* no progress lines */
+} vb_tune_options;
+
+/* Runs the whole grid and builds the results document: Google Benchmark
+ * entries (one per candidate, with pytorch_alloc_conf, utilization,
+ * min_capacity_bytes, ooms_at_capacity, on_pareto_front) and a top-level
+ * "recommendation". Prints the table (Pareto front, recommendation) to
+ * `table`. VB_ERR_INVALID for bad input, another status for a failure. */
+vb_status vb_tune_run(const vb_tune_options *options, FILE *table, json_t **document);
+
+#endif

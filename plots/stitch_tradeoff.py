@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""vrambench plots - stitch's trade-off between memory and driver work.
+
+figure(data) draws what tools/stitch_tradeoff.py measured on the simulated
+device: for each workload, stitch's overhead ratio (peak reserved / peak
+requested) against its VM driver calls (left) and against the estimated GPU
+time (right: host time + calls x assumed per-call costs), one point per
+setting (granule_mb/granule_parts, "+split" with split_free), joined in
+order of calls. Standalone: imports only
+matplotlib.
+
+    python3 plots/stitch_tradeoff.py DATA.json OUT.png
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.figure import Figure  # noqa: E402
+
+
+def _label(row):
+    """A short name of a stitch row's setting: MB/PARTS ("chunk" without
+    granules), "+split" with split_free."""
+    values = dict(item.split("=", 1) for item in row["config"].split(",") if "=" in item)
+    mb, parts = int(values.get("granule_mb", 0)), int(values.get("granule_parts", 8))
+    return (f"{mb}/{parts}" if mb else "chunk") + ("+split" if values.get("split_free", "0") != "0" else "")
+
+
+def figure(data):
+    """The trade-off figure for `data` ({"rows": [...], "cost_us": {...}})."""
+    rows = [row for row in data["rows"] if row["allocator"] == "stitch"]
+    workloads = sorted({row["workload"] for row in rows})
+    fig = Figure(figsize=(12, 5))
+    calls_axes, time_axes = fig.subplots(1, 2)
+    for workload in workloads:
+        points = [r for r in rows if r["workload"] == workload]
+        label = workload.rsplit("/", 1)[-1].replace(".trace.gz", "")
+        for axes, key in ((calls_axes, "calls"), (time_axes, "estimated_ms")):
+            points.sort(key=lambda p: p[key])  # a curve from the most calls to the fewest
+            line, = axes.plot([p[key] for p in points], [p["overhead"] for p in points], marker="o", label=label)
+            for p in points:
+                axes.annotate(_label(p), (p[key], p["overhead"]), fontsize=6,
+                              textcoords="offset points", xytext=(3, 3), color=line.get_color())
+    costs = ", ".join(f"{k} {v:g}" for k, v in data.get("cost_us", {}).items())
+    calls_axes.set_xlabel("VM driver calls (create+map+unmap+set_access+release)")
+    time_axes.set_xlabel(f"estimated GPU ms = host + calls x us ({costs})", fontsize=8)
+    for axes in (calls_axes, time_axes):
+        axes.set_xscale("log")
+        axes.set_ylabel("overhead ratio (peak reserved / peak requested)")
+        axes.axhline(1.02, color="grey", linestyle=":", linewidth=1)
+        axes.grid(True, alpha=0.3)
+    calls_axes.legend(fontsize=7)
+    fig.suptitle("stitch: granule_mb/granule_parts (+split_free) trade-off (simulated device; 'chunk' = "
+                 "no granules, the default)")
+    fig.tight_layout()
+    return fig
+
+
+def main(argv):
+    if len(argv) != 3:
+        print("usage: stitch_tradeoff.py DATA.json OUT.png", file=sys.stderr)
+        return 2
+    with open(argv[1]) as f:
+        data = json.load(f)
+    figure(data).savefig(argv[2], dpi=120)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

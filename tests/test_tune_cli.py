@@ -1,0 +1,269 @@
+"""PyTorch's allocator settings (pytorch[CONF], --pytorch-alloc-conf), replay's
+first OOM and --fail-on-oom, and `vrambench tune`, from the command line.
+Standard library only; run by `make test` (VRAMBENCH names the binary)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH", "build/vrambench"))
+MiB = 1 << 20
+STEP = 2 * MiB  # min_capacity_bytes' bisection step
+
+
+def vrambench(*args):
+    done = subprocess.run([VRAMBENCH, *args], capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout, done.stderr
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+# Three 30 MB allocations: the third (line 4, after the header) does not fit in 64 MiB.
+THREE_30MB = "vbtrace 1\na 1 31457280\na 2 31457280\na 3 31457280\nf 1\nf 2\nf 3\n"
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.dir = self.directory.name
+
+    def tearDown(self):
+        self.directory.cleanup()
+
+    def replay(self, trace, *args):
+        out = os.path.join(self.dir, "replay.json")
+        status, stdout, stderr = vrambench("replay", trace, "--device", "sim", "--quiet", "--out", out, *args)
+        entries = load_json(out)["benchmarks"] if status in (0, 3) else None
+        return status, entries, stderr
+
+    def random_trace(self, events=3000, seed=3):
+        path = os.path.join(self.dir, "random.trace")
+        status, _, stderr = vrambench("gen-trace", "random", "--seed", str(seed), "--events", str(events),
+                                      "--max-size", "48M", "--max-live", "600M", "-o", path)
+        self.assertEqual(status, 0, stderr)
+        return path
+
+
+class PytorchSettings(Base):
+    def test_pytorch_syntax_runs_the_strategy_it_names(self):
+        trace = self.random_trace()
+        status, ours, stderr = self.replay(trace, "--allocator",
+                                           "expandable[max_split_size_mb=256,roundup_power2_divisions=[256:1,>:4]]")
+        self.assertEqual(status, 0, stderr)
+        status, theirs, stderr = self.replay(
+            trace, "--pytorch-alloc-conf",
+            "expandable_segments:True, max_split_size_mb:256,roundup_power2_divisions:[256:1,>:4]")
+        self.assertEqual(status, 0, stderr)
+        self.assertEqual(len(theirs), 1)
+        self.assertTrue(theirs[0]["name"].endswith("/pytorch[expandable_segments:True, max_split_size_mb:256,"
+                                                   "roundup_power2_divisions:[256:1,>:4]]"), theirs[0]["name"])
+        for key in ("peak_reserved_bytes", "peak_allocated_bytes", "driver_alloc_calls"):
+            self.assertEqual(theirs[0][key], ours[0][key], key)
+
+    def test_defaults_and_the_async_backend(self):
+        trace = self.random_trace()
+        status, entries, stderr = self.replay(trace, "--allocator", "caching,async,pytorch[],"
+                                              "pytorch[backend:cudaMallocAsync]")
+        self.assertEqual(status, 0, stderr)
+        peaks = [e["peak_reserved_bytes"] for e in entries]
+        self.assertEqual(peaks[2], peaks[0])  # "" is caching with its defaults
+        self.assertEqual(peaks[3], peaks[1])  # backend:cudaMallocAsync is async
+
+    def test_settings_pytorch_refuses_are_one_error_line_and_exit_2(self):
+        trace = write(os.path.join(self.dir, "t.trace"), THREE_30MB)
+        refused = [
+            "max_split_size_mb:19",                   # must be >= 20 (kLargeBuffer)
+            "max_non_split_rounding_mb:10",
+            "garbage_collection_threshold:0",         # in (0, 1)
+            "garbage_collection_threshold:1.0",
+            "roundup_power2_divisions:3",             # a power of two
+            "roundup_power2_divisions:0",             # the one-number form refuses 0
+            "roundup_power2_divisions:[256:3]",
+            "roundup_power2_divisions:[300:2]",       # interval starts are powers of two
+            "roundup_power2_divisions:[256:1",        # unclosed
+            "expandable_segments:yes",
+            "per_process_memory_fraction:1.5",
+            "backend:foo",
+            "no_such_key:1",                          # PyTorch: Unrecognized key
+            "max_split_size_mb",                      # no value
+            "max_split_size_mb:abc",
+        ]
+        for conf in refused:
+            status, _, stderr = vrambench("replay", trace, "--device", "sim", "--quiet", "--pytorch-alloc-conf", conf)
+            self.assertEqual(status, 2, conf)
+            lines = [line for line in stderr.splitlines() if line.startswith("vrambench: error:")]
+            self.assertEqual(len(lines), 1, (conf, stderr))
+
+    def test_settings_pytorch_accepts(self):
+        trace = write(os.path.join(self.dir, "t.trace"), THREE_30MB)
+        accepted = [
+            "",
+            "max_split_size_mb:20,",                  # a trailing comma is fine
+            "roundup_power2_divisions:[256:1,512:2,>:4]",
+            "roundup_power2_divisions:[>:0]",
+            "garbage_collection_threshold:0.5,per_process_memory_fraction:0.9",
+            "expandable_segments:False,release_lock_on_cudamalloc:True,pinned_num_register_threads:8",
+        ]
+        for conf in accepted:
+            status, _, stderr = vrambench("replay", trace, "--device", "sim", "--quiet", "--pytorch-alloc-conf", conf)
+            self.assertEqual(status, 0, (conf, stderr))
+
+
+class FirstOom(Base):
+    def test_first_failing_allocation_is_named_and_fail_on_oom_exits_3(self):
+        trace = write(os.path.join(self.dir, "t.trace"), THREE_30MB)
+        status, entries, stderr = self.replay(trace, "--allocator", "caching,cuda", "--sim-capacity", "64MiB")
+        self.assertEqual(status, 0, stderr)
+        for entry in entries:
+            self.assertEqual(entry["ooms"], 1, entry["name"])
+            self.assertEqual(entry["first_oom_line"], 4, entry["name"])
+            self.assertEqual(entry["first_oom_bytes"], 31457280, entry["name"])
+        status, entries, stderr = self.replay(trace, "--allocator", "caching", "--sim-capacity", "64MiB",
+                                              "--fail-on-oom")
+        self.assertEqual(status, 3, stderr)
+        self.assertIn("line 4", stderr)
+        self.assertIsNotNone(entries)  # the results are written all the same
+
+    def test_no_oom_no_first_oom_and_exit_0(self):
+        trace = write(os.path.join(self.dir, "t.trace"), THREE_30MB)
+        status, entries, stderr = self.replay(trace, "--allocator", "caching", "--sim-capacity", "128MiB",
+                                              "--fail-on-oom")
+        self.assertEqual(status, 0, stderr)
+        self.assertEqual(entries[0]["ooms"], 0)
+        self.assertNotIn("first_oom_line", entries[0])
+
+
+class Tune(Base):
+    def tune(self, trace, *args):
+        out = os.path.join(self.dir, "tune.json")
+        status, stdout, stderr = vrambench("tune", trace, "--quiet", "--out", out, *args)
+        self.assertEqual(status, 0, stderr)
+        return load_json(out), stdout
+
+    def ooms_at(self, trace, spec, capacity):
+        status, entries, stderr = self.replay(trace, "--allocator", spec, "--sim-capacity", str(capacity))
+        self.assertEqual(status, 0, stderr)
+        return entries[0]["ooms"]
+
+    def test_every_candidate_with_its_figures_and_a_recommendation(self):
+        trace = self.random_trace()
+        document, stdout = self.tune(trace)
+        entries = document["benchmarks"]
+        confs = [e.get("pytorch_alloc_conf") for e in entries]
+        self.assertIn("", confs)
+        self.assertIn("expandable_segments:True", confs)
+        self.assertTrue(any("roundup_power2_divisions:[" in (c or "") for c in confs))
+        self.assertTrue(any("garbage_collection_threshold" in (c or "") for c in confs))
+        strategies = {e["name"].split("/", 1)[1] for e in entries if "pytorch_alloc_conf" not in e}
+        status, listing, _ = vrambench("list", "allocators")
+        registered = {line.split()[0] for line in listing.splitlines() if line and not line.startswith(" ")}
+        # external:PATH.so calls CUDA itself: not a candidate a trace can be tuned over on sim
+        registered = {name for name in registered if not name.startswith("external:")}
+        self.assertEqual(strategies, registered - {"caching", "expandable", "async"})
+        for e in entries:
+            self.assertAlmostEqual(e["utilization"], e["peak_allocated_bytes"] / e["peak_reserved_bytes"])
+            self.assertEqual(e["ooms_at_capacity"], 0)
+            self.assertIsInstance(e["on_pareto_front"], bool)
+            self.assertEqual(e["min_capacity_bytes"] % STEP, 0)
+            self.assertLessEqual(e["min_capacity_bytes"], e["peak_reserved_bytes"] + STEP)
+        rec = document["recommendation"]
+        chosen = [e for e in entries if e["name"] == rec["name"]][0]
+        defaults = [e for e in entries if e.get("pytorch_alloc_conf") == ""][0]
+        self.assertEqual(rec["pytorch_alloc_conf"], chosen["pytorch_alloc_conf"])
+        self.assertEqual(rec["saving"]["peak_reserved_bytes"],
+                         defaults["peak_reserved_bytes"] - chosen["peak_reserved_bytes"])
+        self.assertLessEqual(chosen["peak_reserved_bytes"], defaults["peak_reserved_bytes"])
+        self.assertIn("recommendation: PYTORCH_CUDA_ALLOC_CONF=", stdout)
+        self.assertIn("Pareto", stdout)
+
+    def test_min_capacity_is_the_smallest_that_fits(self):
+        trace = self.random_trace(events=1500, seed=5)
+        document, _ = self.tune(trace)
+        by_name = {e["name"].split("/", 1)[1]: e for e in document["benchmarks"]}
+        for spec in ("pytorch[]", "pytorch[expandable_segments:True]", "cuda", "bfc"):
+            capacity = by_name[spec]["min_capacity_bytes"]
+            self.assertEqual(self.ooms_at(trace, spec, capacity), 0, spec)
+            self.assertGreater(self.ooms_at(trace, spec, capacity - STEP), 0, spec)
+
+    def test_a_small_capacity_counts_ooms_and_finds_the_first(self):
+        trace = write(os.path.join(self.dir, "t.trace"), THREE_30MB)
+        document, _ = self.tune(trace, "--capacity", "64MiB")
+        defaults = [e for e in document["benchmarks"] if e.get("pytorch_alloc_conf") == ""][0]
+        self.assertEqual(defaults["ooms_at_capacity"], 1)
+        self.assertEqual(defaults["first_oom_line"], 4)
+        self.assertEqual(defaults["min_capacity_bytes"], 90 * MiB)  # three 30 MiB segments
+        self.assertGreater(document["recommendation"]["min_capacity_bytes"], 64 * MiB)
+
+    def test_a_pytorch_snapshot_pickle_is_read_directly(self):
+        trace = self.random_trace(events=1000, seed=9)
+        pickle = os.path.join(self.dir, "snapshot.pickle")
+        status, _, stderr = vrambench("replay", trace, "--device", "sim", "--quiet", "--allocator", "cuda",
+                                      "--snapshot", pickle)
+        self.assertEqual(status, 0, stderr)
+        from_pickle, _ = self.tune(pickle, "--jobs", "1")
+        from_trace, _ = self.tune(trace)
+        pick = lambda doc: [(e["name"].split("/", 1)[1], e["peak_reserved_bytes"], e["min_capacity_bytes"])
+                            for e in doc["benchmarks"]]
+        self.assertEqual(pick(from_pickle), pick(from_trace))
+        self.assertTrue(from_pickle["benchmarks"][0]["name"].startswith("tune:snapshot.pickle/"))
+
+    def test_bad_input_is_one_line_and_exit_2(self):
+        bad = write(os.path.join(self.dir, "bad.trace"), "vbtrace 1\na 1 100\nf 2\n")
+        out = os.path.join(self.dir, "tune.json")
+        status, _, stderr = vrambench("tune", bad, "--quiet", "--out", out)
+        self.assertEqual(status, 2)
+        self.assertIn("bad.trace:3", stderr)
+        self.assertFalse(os.path.exists(out))
+        for args in (["--capacity", "lots"], ["--device", "tpu"], ["--jobs", "0"], ["--frobnicate", "1"]):
+            status, _, stderr = vrambench("tune", bad, *args)
+            self.assertEqual(status, 2, args)
+        status, _, stderr = vrambench("tune", os.path.join(self.dir, "missing.trace"))
+        self.assertEqual(status, 2)
+
+
+class TuneCheck(Base):
+    """tools/tune_check.py: the settings run for real, and the table of predicted against real."""
+
+    def test_plan_and_table(self):
+        trace = self.random_trace()
+        tune = os.path.join(self.dir, "tune-rand.json")
+        status, _, stderr = vrambench("tune", trace, "--quiet", "--out", tune)
+        self.assertEqual(status, 0, stderr)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "tune_check.py")
+        done = subprocess.run([sys.executable, script, "plan", tune], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        plan = [line.split("|") for line in done.stdout.splitlines()]
+        document = load_json(tune)
+        self.assertEqual(len(plan), 3)
+        self.assertEqual(plan[0][1], document["recommendation"]["pytorch_alloc_conf"])
+        self.assertEqual(len({row[1] for row in plan}), 3)
+        predicted = {e["pytorch_alloc_conf"]: e["peak_reserved_bytes"] for e in document["benchmarks"]
+                     if "pytorch_alloc_conf" in e}
+        # A "real" run of the first setting, 2% above the prediction.
+        real = os.path.join(self.dir, "real-rand-0")
+        os.makedirs(real)
+        with open(os.path.join(real, "rand.json"), "w") as f:
+            json.dump({"peaks": {"reserved_bytes.all.peak": predicted[plan[0][1]] * 1.02}}, f)
+        out = os.path.join(self.dir, "check.json")
+        done = subprocess.run([sys.executable, script, "table", self.dir, "--out", out], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        rows = load_json(out)["rows"]
+        self.assertEqual([r["pytorch_alloc_conf"] for r in rows], [row[1] for row in plan])
+        self.assertAlmostEqual(rows[0]["error_percent"], 100 * (1 / 1.02 - 1), places=6)
+        self.assertIsNone(rows[1]["real_peak_reserved_bytes"])
+        self.assertIn("(recommended)", done.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
