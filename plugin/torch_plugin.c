@@ -175,13 +175,40 @@ void vb_torch_empty_cache(void)
         if (allocators[device]) vb_empty_cache(allocators[device]);
 }
 
-/* The statistics of `device`'s allocator (allocators/allocator.h's
- * vb_alloc_stats: 12 uint64 in its order); 0, or -1 when it has none yet. */
-int vb_torch_stats(int device, vb_alloc_stats *out)
+/* The figures vb_torch_stats hands out, in its order: the library's ABI, kept
+ * apart from vb_alloc_stats (which grows with the seam's counts by kind), so
+ * a caller's buffer never depends on that struct's size. */
+#define TORCH_STATS(X)                                                                                  \
+    X(requested_bytes) X(allocated_bytes) X(reserved_bytes) X(requested_bytes_peak)                     \
+    X(allocated_bytes_peak) X(reserved_bytes_peak) X(driver_alloc_calls) X(driver_free_calls)           \
+    X(alloc_retries) X(ooms) X(free_cached_bytes) X(largest_free_block)
+#define TORCH_STAT_NAME(field) #field ","
+#define TORCH_STAT_COUNT(field) +1
+
+/* The names of vb_torch_stats's figures, comma-separated, in its order
+ * (tools/vrambench_torch.py reads them from here). */
+const char *vb_torch_stat_names(void)
 {
-    if (device < 0 || device >= MAX_DEVICES || !allocators[device]) return -1;
-    vb_allocator_stats(allocators[device], out);
-    return 0;
+    return TORCH_STATS(TORCH_STAT_NAME);
+}
+
+/* Writes the first `count` figures of `device`'s allocator (at most
+ * vb_torch_stat_names's number) into `out`; returns how many were written,
+ * or -1 when that device has no allocator yet. */
+int vb_torch_stats(int device, uint64_t *out, int count)
+{
+    if (device < 0 || device >= MAX_DEVICES || !allocators[device] || count < 0) return -1;
+    vb_alloc_stats stats;
+    vb_allocator_stats(allocators[device], &stats);
+    const uint64_t values[] = {
+#define TORCH_STAT_VALUE(field) stats.field,
+        TORCH_STATS(TORCH_STAT_VALUE)
+#undef TORCH_STAT_VALUE
+    };
+    int available = 0 TORCH_STATS(TORCH_STAT_COUNT);
+    if (count > available) count = available;
+    memcpy(out, values, (size_t)count * sizeof *out);
+    return count;
 }
 
 /* Restarts the peaks of `device`'s allocator from the current values. */

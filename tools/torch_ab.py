@@ -114,9 +114,10 @@ def documents_workload(name):
 
         pytorch_claims.training_step = training_step
         scenario = pytorch_claims.SCENARIOS[name]
+        names = pytorch_claims.load_names(pytorch_claims.NAMES_JSON)[name]
         for _ in range(2 if quick else 3):  # the first is the warm-up
             deterministic(torch)
-            steps.run(lambda: scenario(torch, pytorch_claims.Recorder(torch)))
+            steps.run(lambda: scenario(torch, pytorch_claims.Recorder(torch, names)))
         steps.loss = losses[-1] if losses else None
         return 1
     return workload
@@ -232,7 +233,7 @@ def child(workload, allocator, quick, library):
         "final_loss": steps.loss,
         "final_loss_hex": struct.pack(">d", steps.loss).hex() if steps.loss is not None else None,
     }
-    print(json.dumps(result))
+    print(json.dumps(result), flush=True)
 
 
 # ---------------------------------------------------------------------------

@@ -28,17 +28,8 @@ import os
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_LIBRARY = os.path.join(os.path.dirname(_HERE), "build", "libvrambench_torch.so")
 
-# allocators/allocator.h, vb_alloc_stats, in its order.
-_FIELDS = ("requested_bytes", "allocated_bytes", "reserved_bytes", "requested_bytes_peak",
-           "allocated_bytes_peak", "reserved_bytes_peak", "driver_alloc_calls", "driver_free_calls",
-           "alloc_retries", "ooms", "free_cached_bytes", "largest_free_block")
-
-
-class _Stats(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint64) for name in _FIELDS]
-
-
 _library = None
+_fields = ()  # the names of vb_torch_stats's figures, in its order, from the library
 _spec = None
 
 
@@ -50,7 +41,7 @@ def library_path(path=None):
 def use(spec, library=None, patch_torch=True):
     """Installs vrambench strategy `spec` as PyTorch's CUDA allocator. Must run
     before PyTorch allocates on the GPU (change_current_allocator refuses later)."""
-    global _library, _spec
+    global _library, _spec, _fields
     import torch
     path = library_path(library)
     if not os.path.isfile(path):
@@ -58,7 +49,8 @@ def use(spec, library=None, patch_torch=True):
     os.environ["VRAMBENCH_ALLOCATOR"] = spec
     lib = ctypes.CDLL(path)
     lib.vb_torch_init.restype = ctypes.c_char_p
-    lib.vb_torch_stats.argtypes = (ctypes.c_int, ctypes.POINTER(_Stats))
+    lib.vb_torch_stat_names.restype = ctypes.c_char_p
+    lib.vb_torch_stats.argtypes = (ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int)
     lib.vb_torch_stats.restype = ctypes.c_int
     lib.vb_torch_reset_peak_stats.argtypes = (ctypes.c_int,)
     error = lib.vb_torch_init()
@@ -66,6 +58,7 @@ def use(spec, library=None, patch_torch=True):
         raise ValueError(error.decode())
     allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "vb_torch_malloc", "vb_torch_free")
     torch.cuda.memory.change_current_allocator(allocator)
+    _fields = tuple(name for name in lib.vb_torch_stat_names().decode().split(",") if name)
     _library, _spec = lib, spec
     if patch_torch:
         _patch(torch)
@@ -87,13 +80,13 @@ def _device_index(device):
 
 
 def raw_stats(device=None):
-    """The plug-in's vb_alloc_stats of `device` as a dict (zeros before its first allocation)."""
+    """The plug-in's statistics of `device` as a dict (zeros before its first allocation)."""
     if _library is None:
         raise RuntimeError("vrambench_torch.use() was not called")
-    stats = _Stats()
-    if _library.vb_torch_stats(_device_index(device), ctypes.byref(stats)) != 0:
-        return {name: 0 for name in _FIELDS}
-    return {name: getattr(stats, name) for name in _FIELDS}
+    values = (ctypes.c_uint64 * len(_fields))()
+    if _library.vb_torch_stats(_device_index(device), values, len(_fields)) != len(_fields):
+        return {name: 0 for name in _fields}
+    return dict(zip(_fields, values))
 
 
 def memory_stats(device=None):
