@@ -29,7 +29,7 @@
 #                                 bert_amp, generate, two_stream), replays them,
 #                                 the fixture traces and tests/fixtures/stitch
 #                                 with caching, expandable and stitch (default,
-#                                 two granule settings, split_free) on cuda, runs
+#                                 chunk_mb=2, 8 and 64) on cuda, runs
 #                                 random_mix and capped_training so; JSON and
 #                                 the recorded traces (traces-stitch.tar.gz)
 # Each stage logs to $OUT/<stage>.log.
@@ -143,7 +143,7 @@ for stage in "$@"; do
         ;;
     stitch)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
-        allocators='caching,expandable,stitch,stitch[granule_mb=8,granule_parts=8],stitch[split_free=1],stitch[granule_mb=64,granule_parts=1]'
+        allocators='caching,expandable,stitch,stitch[chunk_mb=2],stitch[chunk_mb=8],stitch[chunk_mb=64]'
         # Budgets keep the stage under 10 minutes: recording 270 s, replays ~2 min, the run 150 s.
         PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py "$KEEP/stitch-traces" \
             || echo "record_torch_traces: FAILED (some workloads)"
