@@ -148,7 +148,9 @@ static void test_stitch_serves_the_big_request_from_the_holes_peak_100mib(void *
 
 /* The same sequence's driver calls: 5 chunks created for a..e (5 maps, 5
  * set_access), none for f, which moves the chunks of a and c: 2 unmaps (40
- * MiB), 2 maps, one set_access over both; nothing released. */
+ * MiB), 2 maps, one set_access over both; nothing released. e's chunk is
+ * not moved: f grows e's block, and taking from it would only map the same
+ * chunk back. */
 static void test_stitched_request_takes_no_new_device_memory(void **state)
 {
     (void)state;
