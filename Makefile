@@ -6,6 +6,10 @@
 #   make plugin             build/libvrambench_torch.so: every strategy as a PyTorch pluggable allocator
 #   make bench              every scenario x every allocator (GPU when present, else simulated)
 #   make SANITIZER=address|undefined|thread test   (sim backend only unless CUDA=yes; see below)
+#   make test CC=clang SANITIZER=undefined  the same with clang's UBSan (float-cast-overflow,
+#                           nonnull-attribute, ... that gcc's misses); clang builds go to build-clang/
+#   make fuzz               libFuzzer targets (tests/fuzz/, clang, ASan+UBSan), each run
+#                           FUZZ_SECONDS (default 20) from the seed corpus tests/fuzz/corpus/
 #   make CUDA=no            build without the cuda backend even when nvcc is there
 #   make plots              PNGs in plots/ from the newest results/*.json
 #                           (or RESULTS=FILE [FILE2: compared], MICROBENCH=FILE,
@@ -25,7 +29,8 @@ SANITIZER ?=
 CUDA ?= auto
 CUDA_HOME ?= /usr/local/cuda
 
-BUILD ?= build$(if $(SANITIZER),/$(SANITIZER))
+# clang builds (make test CC=clang SANITIZER=undefined) get their own tree.
+BUILD ?= build$(if $(filter clang%,$(notdir $(CC))),-clang)$(if $(SANITIZER),/$(SANITIZER))
 
 CPPFLAGS += -D_GNU_SOURCE -MMD -MP -I.
 CFLAGS ?= -O2 -g
@@ -41,8 +46,13 @@ LDFLAGS += -fsanitize=undefined
 else ifeq ($(SANITIZER),thread)
 CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=thread
+else ifeq ($(SANITIZER),fuzzer)
+# libFuzzer builds (make fuzz, clang only): the library instrumented for
+# coverage, under ASan and UBSan; the fuzz targets link libFuzzer's main.
+CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=fuzzer,address,undefined
 else ifneq ($(SANITIZER),)
-$(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
+$(error SANITIZER must be address, undefined, thread or fuzzer, not '$(SANITIZER)')
 endif
 
 # ---- CUDA detection: nvcc on PATH or under CUDA_HOME, and the runtime header ----
@@ -90,12 +100,12 @@ TEST_SUPPORT := $(filter-out $(TEST_SRC) tests/external_test_alloc.c,$(wildcard 
 EXTERNAL_TEST_SO := $(BUILD)/tests/libvb_external_test.so
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps test test-gpu bench plots clean plugin
-all: $(BUILD)/vrambench
+.PHONY: all deps test test-gpu bench plots clean plugin fuzz fuzz-build
+all: $(BUILD)/vrambench $(if $(filter yes,$(HAVE_CUDA)),$(BUILD)/fullgpu)
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
 deps:
-	@tools/ensure-deps.sh build
+	@CC='$(CC)' tools/ensure-deps.sh build
 
 # Objects depend on the flags they were built with: switching CUDA= or
 # CFLAGS= rebuilds them instead of linking stale ones.
@@ -186,6 +196,32 @@ test-gpu: deps
 	VB_TEST_DEVICE=cuda $(BUILD)/tests/test_conformance
 	VB_TEST_DEVICE=cuda VB_TEST_ALLOCATORS=external:$(abspath $(EXTERNAL_TEST_SO)) $(BUILD)/tests/test_conformance
 
+# OOM on a truly full GPU (tools/fullgpu.c; tools/gpu-session.sh fullgpu).
+$(BUILD)/fullgpu: $(BUILD)/obj/tools/fullgpu.o $(BUILD)/libvrambench.a
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- fuzz: libFuzzer targets tests/fuzz/fuzz_NAME.c, each run from its
+# seed corpus tests/fuzz/corpus/NAME (copied: new inputs go under the build
+# tree) for FUZZ_SECONDS; a crash, leak or UB report fails the target and
+# leaves the input under $(FUZZ_BUILD)/crashes/.
+FUZZ_SECONDS ?= 20
+FUZZ_CC ?= clang
+FUZZ_BUILD := build-clang/fuzzer
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+
+fuzz:
+	@CC='$(FUZZ_CC)' tools/ensure-deps.sh build && tools/ensure-deps.sh fuzz
+	@$(MAKE) --no-print-directory CC='$(FUZZ_CC)' SANITIZER=fuzzer fuzz-build
+	@tools/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+
+$(BUILD)/fuzz/%: $(BUILD)/obj/tests/fuzz/%.o $(BUILD)/libvrambench.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # ---- bench: every scenario x every allocator, plus the variants below ----
 # Variants run besides every registered allocator; one whose allocator is not
 # built in is skipped with a note. Edit here or override on the command line:
@@ -196,7 +232,8 @@ BENCH_MIN_TIME ?= 0.05
 BENCH_DEVICE ?= auto
 BENCH_OUT ?= results/{device}-{date}.json
 
-bench: all
+bench: deps
+	@$(MAKE) --no-print-directory all
 	@mkdir -p $(dir $(BENCH_OUT))
 	@set -f; allocators=all; \
 	for variant in $(BENCH_VARIANTS); do \

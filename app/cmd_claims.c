@@ -205,8 +205,9 @@ static int read_measurement(json_t *entry, vb_timeline_sample **timeline, size_t
         uint64_t *slots[] = {&s->requested, &s->allocated, &s->reserved, &s->driver_used};
         for (size_t f = 0; f < 4; f++) {
             json_t *value = json_object_get(step, fields[f]);
-            if (!json_is_number(value) || json_number_value(value) < 0) {
-                snprintf(why, why_size, "timeline entry %zu ('%s') has no non-negative \"%s\"", index, s->step, fields[f]);
+            /* 2^64 as a double: a value at or above it has no uint64_t (the cast would be undefined). */
+            if (!json_is_number(value) || !(json_number_value(value) >= 0) || json_number_value(value) >= 18446744073709551616.0) {
+                snprintf(why, why_size, "timeline entry %zu ('%s') has no \"%s\" in 0 .. 2^64-1 bytes", index, s->step, fields[f]);
                 return -1;
             }
             *slots[f] = (uint64_t)json_number_value(value);

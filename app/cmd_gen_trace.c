@@ -16,9 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "cli.h"
+#include "report.h"
 
 #define ALLOCATION_PERCENT 73
 #define WRITE_BUFFER_BYTES (64 * 1024)
@@ -207,7 +209,7 @@ static int parse_random_options(int argc, char **argv, random_options *options)
 {
     int have_events = 0, have_max_size = 0, have_max_live = 0;
     *options = (random_options){.seed = 1};
-    for (int i = 2; i < argc; i++) {
+    for (int i = 2; i < argc; i += 2) { /* OPTION VALUE pairs */
         const char *option = argv[i];
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         int ok;
@@ -222,7 +224,6 @@ static int parse_random_options(int argc, char **argv, random_options *options)
                                 strcmp(option, "-o") == 0 || strcmp(option, "--out") == 0 ? "a file name"
                                 : strncmp(option, "--max", 5) == 0 ? "a byte count (e.g. 4096, 64K, 256M, 2G)"
                                                                    : "a non-negative integer");
-        i++;
     }
     if (!have_events || !have_max_size || !have_max_live || !options->out)
         return vb_cli_error(VB_EXIT_USAGE, "gen-trace random: --events, --max-size, --max-live and -o are required");
@@ -241,8 +242,9 @@ static int is_gzip_name(const char *path)
     return length > 3 && strcmp(path + length - 3, ".gz") == 0;
 }
 
-/* `vrambench gen-trace random ...`: checks every option before it creates
- * the file, and removes the file when writing it fails. */
+/* `vrambench gen-trace random ...`: checks every option and the output
+ * path before it writes; the trace goes through a vb_output (app/report.h),
+ * so a failed write leaves the target as it was. */
 int vb_cmd_gen_trace(int argc, char **argv)
 {
     static const char usage[] =
@@ -253,22 +255,32 @@ int vb_cmd_gen_trace(int argc, char **argv)
     random_options options;
     int exit_status = parse_random_options(argc, argv, &options);
     if (exit_status != VB_EXIT_OK) return exit_status;
+    if (vb_output_check(options.out) != VB_OK) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: %s", vb_last_error());
+    vb_output out;
+    if (vb_output_open(&out, options.out) != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: %s", vb_last_error());
     writer *w = calloc(1, sizeof *w);
-    if (!w) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    /* "T" writes plain text through the same calls. */
-    w->file = gzopen(options.out, is_gzip_name(options.out) ? "wb6" : "wbT");
-    if (!w->file) {
-        exit_status = vb_cli_error(VB_EXIT_FAILURE, "gen-trace: cannot write '%s': %s", options.out,
-                                   errno ? strerror(errno) : "out of memory");
+    /* zlib closes the descriptor it is given: it gets a copy, and the output
+     * keeps its own for the fsync and rename. "T" writes plain text. */
+    int copy = w ? dup(out.fd) : -1;
+    if (w && copy >= 0) w->file = gzdopen(copy, is_gzip_name(options.out) ? "wb6" : "wbT");
+    if (!w || !w->file) {
+        if (copy >= 0) close(copy);
         free(w);
-        return exit_status;
+        vb_output_abandon(&out);
+        return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: cannot write '%s': %s", options.out,
+                            copy < 0 && w ? strerror(errno) : "out of host memory");
     }
     int failed = generate(w, &options);
-    if (gzclose(w->file) != Z_OK) failed = -1;
+    int zlib_error = Z_OK;
+    if (failed) gzerror(w->file, &zlib_error);
+    int saved_errno = errno;
+    if (gzclose(w->file) != Z_OK && !failed) failed = -1, zlib_error = Z_ERRNO, saved_errno = errno;
     free(w);
     if (failed) {
-        remove(options.out);
-        return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: writing '%s' failed", options.out);
+        vb_output_abandon(&out);
+        return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: cannot write '%s': %s", options.out,
+                            zlib_error == Z_ERRNO ? strerror(saved_errno) : "compression failed");
     }
+    if (vb_output_commit(&out) != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: %s", vb_last_error());
     return VB_EXIT_OK;
 }

@@ -272,13 +272,16 @@ static int run_cases(const run_args *args, run_state *state)
 
 /* Reads the whole trace once before anything runs, so that a malformed or
  * unreadable one costs one error line (file:line) and exit 2, not a failure
- * halfway through the allocators; names the result "replay:<file name>". */
+ * halfway through the allocators; names the result "replay:<file name>".
+ * A pipe or FIFO is spooled first (vb_trace_spool): this check and every
+ * run then read the same copy. */
 static int check_trace(run_args *args)
 {
     if (strcmp(args->scenarios, "all") != 0 || args->param)
         return vb_cli_error(VB_EXIT_USAGE, "replay: --scenario and --param do not apply to a replay");
     vb_trace *trace = NULL;
-    vb_status status = vb_trace_open(args->trace, &trace);
+    vb_status status = vb_trace_spool(args->trace);
+    if (status == VB_OK) status = vb_trace_open(args->trace, &trace);
     vb_trace_event event = {0};
     while (status == VB_OK) {
         status = vb_trace_next(trace, &event);
@@ -288,6 +291,7 @@ static int check_trace(run_args *args)
     if (status != VB_OK) return vb_cli_status_error(VB_ERR_INVALID); /* bad input either way */
     const char *slash = strrchr(args->trace, '/');
     snprintf(args->trace_label, sizeof args->trace_label, "replay:%s", slash ? slash + 1 : args->trace);
+    vb_text_sanitize(args->trace_label, 1); /* a file name need not be UTF-8: the label is a JSON key */
     return VB_EXIT_OK;
 }
 
@@ -429,6 +433,7 @@ int vb_cmd_replay(int argc, char **argv)
     memcpy(run_argv, defaults, sizeof defaults);
     memcpy(run_argv + 5, argv + 2, (size_t)(argc - 2) * sizeof *run_argv);
     int exit_status = vb_cmd_run(argc + 3, run_argv);
+    vb_trace_spool_release();
     free(run_argv);
     return exit_status;
 }

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,65 @@ json_t *vb_json_number(double value)
     /* 2^53: beyond it a double no longer holds every whole number. */
     if (value == floor(value) && fabs(value) <= 9007199254740992.0) return json_integer((json_int_t)value);
     return json_real(value);
+}
+
+/* A JSON string of `text`, which need not be UTF-8 (a file or marker name
+ * from the user): bytes that are not valid UTF-8 become '?', so building a
+ * document never fails on a name. NULL on host OOM. */
+static json_t *text(const char *value)
+{
+    if (vb_text_valid(value, strlen(value), 1)) return json_string(value);
+    char *copy = strdup(value);
+    if (!copy) return NULL;
+    vb_text_sanitize(copy, 0);
+    json_t *result = json_string(copy);
+    free(copy);
+    return result;
+}
+
+void vb_text_sanitize(char *text, int controls_too)
+{
+    size_t length = strlen(text);
+    for (size_t at = 0; at < length;) {
+        unsigned char c = (unsigned char)text[at];
+        size_t good = vb_utf8_sequence(text + at, length - at);
+        if (good == 0 || (controls_too && (c < 0x20 || c == 0x7F))) text[at++] = '?';
+        else at += good;
+    }
+}
+
+size_t vb_utf8_sequence(const char *bytes, size_t available)
+{
+    const unsigned char *b = (const unsigned char *)bytes;
+    if (available == 0) return 0;
+    if (b[0] < 0x80) return 1;
+    size_t length;
+    unsigned min;
+    unsigned code;
+    if (b[0] >= 0xC2 && b[0] <= 0xDF) length = 2, code = b[0] & 0x1F, min = 0x80;
+    else if (b[0] >= 0xE0 && b[0] <= 0xEF) length = 3, code = b[0] & 0x0F, min = 0x800;
+    else if (b[0] >= 0xF0 && b[0] <= 0xF4) length = 4, code = b[0] & 0x07, min = 0x10000;
+    else return 0;
+    if (length > available) return 0;
+    for (size_t i = 1; i < length; i++) {
+        if ((b[i] & 0xC0) != 0x80) return 0;
+        code = code << 6 | (b[i] & 0x3F);
+    }
+    /* overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8 */
+    if (code < min || (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) return 0;
+    return length;
+}
+
+int vb_text_valid(const char *bytes, size_t length, int controls_allowed)
+{
+    for (size_t at = 0; at < length;) {
+        unsigned char c = (unsigned char)bytes[at];
+        if (!controls_allowed && (c < 0x20 || c == 0x7F)) return 0;
+        size_t good = vb_utf8_sequence(bytes + at, length - at);
+        if (good == 0) return 0;
+        at += good;
+    }
+    return 1;
 }
 
 /* Sets `key` on `object` to a new value, reporting host OOM as -1. */
@@ -105,7 +165,7 @@ static json_t *allocator_configs(const vb_allocator_spec *specs, size_t count)
     for (size_t i = 0; configs && i < count; i++) {
         json_t *config = json_object();
         for (size_t j = 0; config && j < specs[i].entry_count; j++)
-            if (set_new(config, specs[i].entries[j].key, json_string(specs[i].entries[j].value)) != 0) {
+            if (set_new(config, specs[i].entries[j].key, text(specs[i].entries[j].value)) != 0) {
                 json_decref(config);
                 config = NULL;
             }
@@ -141,9 +201,9 @@ json_t *vb_report_context(vb_device *dev, const char *executable, const vb_alloc
     json_t *context = json_object();
     int failed = !context;
     if (!failed) {
-        failed |= set_new(context, "date", json_string(date));
-        failed |= set_new(context, "host_name", json_string(host));
-        failed |= set_new(context, "executable", json_string(executable));
+        failed |= set_new(context, "date", text(date));
+        failed |= set_new(context, "host_name", text(host));
+        failed |= set_new(context, "executable", text(executable));
         failed |= set_new(context, "num_cpus", json_integer(cpus > 0 ? cpus : 1));
         failed |= set_new(context, "mhz_per_cpu", json_integer(cpu_mhz()));
         failed |= set_new(context, "cpu_scaling_enabled", json_boolean(cpu_scaling_enabled()));
@@ -156,14 +216,14 @@ json_t *vb_report_context(vb_device *dev, const char *executable, const vb_alloc
         failed |= set_new(context, "library_build_type", json_string("debug"));
 #endif
         failed |= set_new(context, "json_schema_version", json_integer(1));
-        failed |= set_new(context, "vrambench_version", json_string(VB_VERSION));
-        failed |= set_new(context, "device_kind", json_string(info.kind == VB_DEVICE_CUDA ? "cuda" : "sim"));
+        failed |= set_new(context, "vrambench_version", text(VB_VERSION));
+        failed |= set_new(context, "device_kind", text(info.kind == VB_DEVICE_CUDA ? "cuda" : "sim"));
         failed |= set_new(context, "simulated", json_boolean(info.simulated));
-        failed |= set_new(context, "device_name", json_string(info.name));
+        failed |= set_new(context, "device_name", text(info.name));
         failed |= set_new(context, "driver_version", json_integer(info.driver_version));
         failed |= set_new(context, "runtime_version", json_integer(info.runtime_version));
         failed |= set_new(context, "device_total_bytes", json_integer((json_int_t)info.total_bytes));
-        failed |= set_new(context, "git_commit", json_string(commit));
+        failed |= set_new(context, "git_commit", text(commit));
         failed |= set_new(context, "allocator_configs", allocator_configs(specs, spec_count));
     }
     json_decref(load);
@@ -280,11 +340,11 @@ static int entry_head(json_t *entry, const char *name, const vb_case_result *res
                       size_t instance_index, const char *run_type)
 {
     int failed = 0;
-    failed |= set_new(entry, "name", json_string(name));
+    failed |= set_new(entry, "name", text(name));
     failed |= set_new(entry, "family_index", json_integer((json_int_t)family_index));
     failed |= set_new(entry, "per_family_instance_index", json_integer((json_int_t)instance_index));
-    failed |= set_new(entry, "run_name", json_string(result->name));
-    failed |= set_new(entry, "run_type", json_string(run_type));
+    failed |= set_new(entry, "run_name", text(result->name));
+    failed |= set_new(entry, "run_type", text(run_type));
     failed |= set_new(entry, "repetitions", json_integer((json_int_t)result->repetition_count));
     return failed;
 }
@@ -299,8 +359,8 @@ static int entry_times(json_t *entry, const vb_case_result *result, double itera
     failed |= set_new(entry, "real_time", vb_json_number(real_ns));
     failed |= set_new(entry, "cpu_time", vb_json_number(cpu_ns));
     failed |= set_new(entry, "time_unit", json_string("ns"));
-    failed |= set_new(entry, "scenario", json_string(result->scenario));
-    failed |= set_new(entry, "allocator", json_string(result->allocator));
+    failed |= set_new(entry, "scenario", text(result->scenario));
+    failed |= set_new(entry, "allocator", text(result->allocator));
     /* An external library's reserved bytes are the driver's figure (allocators/external.c). */
     if (strncmp(result->allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0)
         failed |= set_new(entry, "reserved_bytes_source", json_string(VB_EXTERNAL_RESERVED_SOURCE));
@@ -316,12 +376,13 @@ static json_t *timeline_json(const vb_repetition_result *rep)
         json_t *point = json_object();
         int failed = !point;
         if (!failed) {
-            failed |= set_new(point, "step", json_string(sample->step));
+            failed |= set_new(point, "step", text(sample->step));
             failed |= set_new(point, "requested", json_integer((json_int_t)sample->requested));
             failed |= set_new(point, "allocated", json_integer((json_int_t)sample->allocated));
             failed |= set_new(point, "reserved", json_integer((json_int_t)sample->reserved));
             failed |= set_new(point, "driver_used", json_integer((json_int_t)sample->driver_used));
         }
+        if (failed) json_decref(point); /* append_new takes it only when it is called */
         if (failed || json_array_append_new(timeline, point) != 0) {
             json_decref(timeline);
             return NULL;
@@ -419,8 +480,8 @@ static vb_status add_aggregate_entry(json_t *benchmarks, const vb_case_result *r
     int failed = !entry;
     if (!failed) {
         failed |= entry_head(entry, name, result, family_index, instance_index, "aggregate");
-        failed |= set_new(entry, "aggregate_name", json_string(stat->name));
-        failed |= set_new(entry, "aggregate_unit", json_string(stat->unit));
+        failed |= set_new(entry, "aggregate_name", text(stat->name));
+        failed |= set_new(entry, "aggregate_unit", text(stat->unit));
         for (size_t i = 0; i < count; i++) values[i] = result->repetitions[i].real_time_ns;
         double real = stat->compute(values, count);
         for (size_t i = 0; i < count; i++) values[i] = result->repetitions[i].cpu_time_ns;
@@ -464,43 +525,154 @@ vb_status vb_report_add_case(json_t *benchmarks, const vb_case_result *result, s
 /* Files                                                                    */
 /* ======================================================================== */
 
-/* "PATH.tmp" into `out`; -1 when it does not fit. */
-static int temp_path(const char *path, char *out, size_t capacity)
+/* The directory part of `path` ("." for a bare name, "/" for "/NAME") into
+ * `out`, and where the file name starts; -1 when it does not fit. */
+static int split_directory(const char *path, char *out, size_t capacity, const char **name)
 {
-    return (size_t)snprintf(out, capacity, "%s.tmp", path) < capacity ? 0 : -1;
+    const char *slash = strrchr(path, '/');
+    *name = slash ? slash + 1 : path;
+    if (!slash) return (size_t)snprintf(out, capacity, ".") < capacity ? 0 : -1;
+    size_t length = slash == path ? 1 : (size_t)(slash - path);
+    if (length >= capacity) return -1;
+    memcpy(out, path, length);
+    out[length] = '\0';
+    return 0;
+}
+
+/* What an existing non-regular `mode` is, for an error message. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISLNK(mode)) return "a symbolic link";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+/* The process's umask (read by setting it and setting it back). */
+static mode_t current_umask(void)
+{
+    mode_t mask = umask(022);
+    umask(mask);
+    return mask;
+}
+
+/* Creates a new, uniquely named temporary file in `directory` (mkstemp:
+ * never an existing file), its name in `temp`; the descriptor, or -1 with
+ * errno set. The name is short and fixed in length, so it fits wherever
+ * the target's name fits. */
+static int create_temp(const char *directory, char *temp, size_t capacity)
+{
+    if ((size_t)snprintf(temp, capacity, "%s/.vrambench-XXXXXX", directory) >= capacity) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkstemp(temp);
+    /* mkstemp makes it 0600; a result file is as readable as any new file. */
+    if (fd >= 0) fchmod(fd, 0666 & ~current_umask());
+    return fd;
+}
+
+vb_status vb_output_check(const char *path)
+{
+    char directory[4096], temp[4096];
+    const char *name;
+    struct stat info;
+    if (path[0] == '\0') return vb_error(VB_ERR_INVALID, "--out: empty file name");
+    if (split_directory(path, directory, sizeof directory, &name) != 0)
+        return vb_error(VB_ERR_INVALID, "output path '%s' is too long", path);
+    if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return vb_error(VB_ERR_INVALID, "cannot write '%s': it names a directory, not a file", path);
+    if (strlen(name) > NAME_MAX)
+        return vb_error(VB_ERR_INVALID, "cannot write '%s': file name longer than %d bytes", path, NAME_MAX);
+    if (lstat(path, &info) == 0 && !S_ISREG(info.st_mode))
+        return vb_error(VB_ERR_INVALID, "cannot write '%s': it is %s (an output replaces only a regular file)", path,
+                        file_kind(info.st_mode));
+    int fd = create_temp(directory, temp, sizeof temp);
+    if (fd < 0) return vb_error(VB_ERR_INVALID, "cannot write '%s': %s", path, strerror(errno));
+    close(fd);
+    unlink(temp);
+    return VB_OK;
+}
+
+vb_status vb_output_open(vb_output *out, const char *path)
+{
+    char directory[4096];
+    const char *name;
+    out->fd = -1;
+    out->temp[0] = '\0';
+    if ((size_t)snprintf(out->path, sizeof out->path, "%s", path) >= sizeof out->path ||
+        split_directory(path, directory, sizeof directory, &name) != 0)
+        return vb_error(VB_ERR_IO, "output path '%s' is too long", path);
+    out->fd = create_temp(directory, out->temp, sizeof out->temp);
+    if (out->fd < 0) {
+        out->temp[0] = '\0';
+        return vb_error(VB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    }
+    return VB_OK;
+}
+
+vb_status vb_output_write(vb_output *out, const void *bytes, size_t length)
+{
+    const char *at = bytes;
+    while (length > 0) {
+        ssize_t written = write(out->fd, at, length);
+        if (written < 0 && errno == EINTR) continue;
+        if (written <= 0) return vb_error(VB_ERR_IO, "cannot write '%s': %s", out->path, written < 0 ? strerror(errno) : "no progress");
+        at += written;
+        length -= (size_t)written;
+    }
+    return VB_OK;
+}
+
+void vb_output_abandon(vb_output *out)
+{
+    if (out->fd >= 0) close(out->fd);
+    out->fd = -1;
+    if (out->temp[0]) unlink(out->temp); /* ours: mkstemp created it */
+    out->temp[0] = '\0';
+}
+
+vb_status vb_output_commit(vb_output *out)
+{
+    struct stat info;
+    int error = 0;
+    if (fsync(out->fd) != 0) error = errno;
+    if (close(out->fd) != 0 && !error) error = errno;
+    out->fd = -1;
+    if (!error && lstat(out->path, &info) == 0 && !S_ISREG(info.st_mode)) {
+        vb_error(VB_ERR_IO, "cannot write '%s': it is now %s (an output replaces only a regular file)", out->path,
+                 file_kind(info.st_mode));
+        vb_output_abandon(out);
+        return VB_ERR_IO;
+    }
+    if (!error && rename(out->temp, out->path) != 0) error = errno;
+    if (!error) {
+        out->temp[0] = '\0';
+        return VB_OK;
+    }
+    vb_output_abandon(out);
+    return vb_error(VB_ERR_IO, "cannot write '%s': %s", out->path, strerror(error));
 }
 
 vb_status vb_report_write(json_t *root, const char *path)
 {
-    char temp[4096];
-    if (temp_path(path, temp, sizeof temp) != 0) return vb_error(VB_ERR_IO, "output path '%s' is too long", path);
-    FILE *file = fopen(temp, "w");
-    if (!file) return vb_error(VB_ERR_IO, "cannot write '%s': %s", temp, strerror(errno));
-    int failed = json_dumpf(root, file, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0;
-    failed |= fputc('\n', file) == EOF;
-    failed |= fflush(file) != 0;
-    failed |= fsync(fileno(file)) != 0 && errno != EINVAL;
-    int saved_errno = errno;
-    failed |= fclose(file) != 0;
-    if (!failed && rename(temp, path) == 0) return VB_OK;
-    if (!failed) saved_errno = errno;
-    remove(temp);
-    return vb_error(VB_ERR_IO, "cannot write '%s': %s", path, strerror(saved_errno));
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    if (!text) return vb_error(VB_ERR_HOST_OOM, "cannot write '%s': out of host memory", path);
+    vb_output out;
+    vb_status status = vb_output_open(&out, path);
+    if (status == VB_OK) status = vb_output_write(&out, text, strlen(text));
+    if (status == VB_OK) status = vb_output_write(&out, "\n", 1);
+    free(text);
+    if (status == VB_OK) return vb_output_commit(&out);
+    vb_output_abandon(&out);
+    return status;
 }
 
 vb_status vb_report_check_writable(const char *path)
 {
-    char temp[4096];
-    struct stat info;
-    if (path[0] == '\0') return vb_error(VB_ERR_INVALID, "--out: empty file name");
-    if (temp_path(path, temp, sizeof temp) != 0) return vb_error(VB_ERR_INVALID, "output path '%s' is too long", path);
-    if (stat(path, &info) == 0 && S_ISDIR(info.st_mode))
-        return vb_error(VB_ERR_INVALID, "cannot write '%s': it is a directory", path);
-    FILE *file = fopen(temp, "w");
-    if (!file) return vb_error(VB_ERR_INVALID, "cannot write '%s': %s", path, strerror(errno));
-    fclose(file);
-    remove(temp);
-    return VB_OK;
+    return vb_output_check(path);
 }
 
 void vb_report_device_slug(const vb_device_info *info, char *out, size_t capacity)

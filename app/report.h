@@ -3,8 +3,8 @@
  * and claims build their documents from these pieces.
  *
  * A document is {"context": ..., "benchmarks": [...]} in Google Benchmark's
- * schema (json_schema_version 1), written with jansson, to FILE.tmp first and
- * renamed over FILE, so a failure never leaves a half-written file.
+ * schema (json_schema_version 1), written with jansson through a vb_output
+ * (below), so a failure never leaves a half-written file or a changed one.
  */
 #ifndef VB_REPORT_H
 #define VB_REPORT_H
@@ -54,14 +54,61 @@ int vb_report_add_names(json_t *document, const char *label, const vb_scenario *
  * double holds exactly, else a real. NULL for NaN or infinity. */
 json_t *vb_json_number(double value);
 
-/* Writes `root` to `path` through `path`.tmp and a rename. VB_ERR_IO with a
- * message naming the path on any failure, and then neither file is left. */
+/* Output files. Every file vrambench writes (results JSON, gen-trace's
+ * trace) is written to a new, uniquely named temporary file in the target's
+ * directory (never an existing file), each write checked, fsync'ed and
+ * closed, then renamed over the target. Only a regular file or a missing
+ * path is replaced: a symbolic link, device, directory, FIFO or socket is
+ * refused. On any failure the temporary file is removed and the target is
+ * left as it was; nothing we did not create is ever removed. */
+typedef struct vb_output {
+    char path[4096]; /* the target */
+    char temp[4096]; /* the temporary file ("" when there is none) */
+    int fd;          /* the temporary file, open for writing (-1 when closed) */
+} vb_output;
+
+/* Checks, before any work, that `path` can be written: a regular file or a
+ * missing one (not a symlink, device, directory, FIFO), a name that fits,
+ * and a directory where a temporary file can be created (it is removed
+ * again). VB_ERR_INVALID with a message naming the path when not. */
+vb_status vb_output_check(const char *path);
+
+/* Creates the temporary file for `path` in *out. VB_ERR_IO on failure
+ * (nothing is left behind). */
+vb_status vb_output_open(vb_output *out, const char *path);
+
+/* Writes all `length` bytes to the temporary file; VB_ERR_IO on a failed
+ * or short write (a full disk). The caller then abandons the output. */
+vb_status vb_output_write(vb_output *out, const void *bytes, size_t length);
+
+/* fsyncs and closes the temporary file and renames it over the target (if
+ * that is still a regular file or missing). On failure VB_ERR_IO with a
+ * message naming the target; the temporary file is removed and the target
+ * is untouched. */
+vb_status vb_output_commit(vb_output *out);
+
+/* Closes and removes the temporary file (a no-op once committed). */
+void vb_output_abandon(vb_output *out);
+
+/* Writes `root` to `path` as a vb_output. VB_ERR_IO with a message naming
+ * the path on any failure, and then the target is as it was. */
 vb_status vb_report_write(json_t *root, const char *path);
 
-/* Checks, before any work, that `path` can be written: its directory exists
- * and `path`.tmp can be created (it is removed again). VB_ERR_INVALID with a
- * message naming the path when not. */
+/* vb_output_check (VB_ERR_INVALID with a message naming the path). */
 vb_status vb_report_check_writable(const char *path);
+
+/* The length of the UTF-8 sequence at `bytes` (1 to 4), or 0 when it is
+ * not a valid one (overlong, surrogate, cut short by `available`). */
+size_t vb_utf8_sequence(const char *bytes, size_t available);
+
+/* 1 if `length` bytes are valid UTF-8 (and, unless `controls_allowed`,
+ * hold no control character: C0, DEL). */
+int vb_text_valid(const char *bytes, size_t length, int controls_allowed);
+
+/* Replaces, in place, every byte of `text` that is not part of a valid
+ * UTF-8 sequence (and, with `controls_too`, every control character) with
+ * '?': a name from the user made safe for JSON and a terminal. */
+void vb_text_sanitize(char *text, int controls_too);
 
 /* The device as a file-name part: "sim" on the simulated device, else its
  * name in lower case with runs of other characters as one '-'

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "base/addr_map.h"
+#include "report.h"
 
 /* The one buffer a trace holds: a line may be at most this long. */
 #define TRACE_BUFFER_BYTES (64 * 1024)
@@ -31,8 +32,25 @@ typedef struct rmm_record {
     uint64_t id, tag;
 } rmm_record;
 
+/* The bytes of the file, decompressed when they are gzip (RFC 1952: one
+ * member or several in a row, as `cat a.gz b.gz` makes; anything else after
+ * a member is an error, where zlib's gzread would drop it silently). */
+typedef struct trace_input {
+    int fd;
+    int seekable;              /* a regular file: read with pread at `position` */
+    uint64_t position;         /* file offset of the next read */
+    int gzip;                  /* the file starts with gzip's magic bytes */
+    int inflating;             /* inflateInit2 was called */
+    int member_ended;          /* the current gzip member is complete */
+    z_stream z;
+    unsigned char *bytes;      /* TRACE_ZLIB_BUFFER_BYTES read from the file */
+    size_t start, end;         /* unconsumed file bytes are bytes[start, end) */
+    uint64_t base;             /* file offset of bytes[0] */
+    int eof;                   /* the file has no more bytes */
+} trace_input;
+
 struct vb_trace {
-    gzFile file;
+    trace_input input;
     char *path;
     vb_trace_format format;
     char *buffer;              /* TRACE_BUFFER_BYTES + TRACE_BUFFER_SLACK: room for a final
@@ -64,6 +82,10 @@ static vb_status fail_at(vb_trace *trace, uint64_t line, vb_status status, const
 {
     char message[400];
     vsnprintf(message, sizeof message, format, args);
+    /* The message may quote the file's bytes: no control character of
+     * theirs reaches the terminal (the error stays one line). */
+    for (char *c = message; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     vb_error(status, "%s:%llu: %s", trace->path, (unsigned long long)line, message);
     trace->failure = status;
     free(trace->failure_message);
@@ -98,6 +120,95 @@ vb_status vb_trace_error(const vb_trace *trace, vb_status status, const char *fo
 /* Lines                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* Reads more file bytes after the unconsumed ones; sets eof when there are none. */
+static vb_status input_fill(vb_trace *trace)
+{
+    trace_input *in = &trace->input;
+    size_t pending = in->end - in->start;
+    memmove(in->bytes, in->bytes + in->start, pending);
+    in->base += in->start;
+    in->start = 0;
+    in->end = pending;
+    for (;;) {
+        size_t room = TRACE_ZLIB_BUFFER_BYTES - in->end;
+        ssize_t got = in->seekable ? pread(in->fd, in->bytes + in->end, room, (off_t)in->position)
+                                   : read(in->fd, in->bytes + in->end, room);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            trace->line++;
+            return fail(trace, VB_ERR_IO, "read error: %s", strerror(errno));
+        }
+        if (got == 0) in->eof = 1;
+        in->end += (size_t)got;
+        in->position += (uint64_t)got;
+        return VB_OK;
+    }
+}
+
+/* Up to `capacity` bytes of the trace's text into `out` (*got 0 at its end):
+ * file bytes as they are, or inflated. Errors name the line being read. */
+static vb_status input_read(vb_trace *trace, char *out, size_t capacity, size_t *got)
+{
+    trace_input *in = &trace->input;
+    *got = 0;
+    if (!in->gzip) {
+        if (in->start == in->end && !in->eof) {
+            vb_status status = input_fill(trace);
+            if (status != VB_OK) return status;
+        }
+        size_t count = in->end - in->start < capacity ? in->end - in->start : capacity;
+        memcpy(out, in->bytes + in->start, count);
+        in->start += count;
+        *got = count;
+        return VB_OK;
+    }
+    for (;;) {
+        if (in->member_ended) {
+            /* Another member, the end of the file, or data that is not gzip. */
+            if (in->end - in->start < 2 && !in->eof) {
+                vb_status status = input_fill(trace);
+                if (status != VB_OK) return status;
+                continue;
+            }
+            if (in->start == in->end) return VB_OK;
+            if (in->end - in->start < 2 || in->bytes[in->start] != 0x1f || in->bytes[in->start + 1] != 0x8b) {
+                trace->line++;
+                return fail(trace, VB_ERR_INVALID,
+                            "trailing data after the gzip data, at byte %llu of the file (not a gzip member)",
+                            (unsigned long long)(in->base + in->start));
+            }
+            if (inflateReset(&in->z) != Z_OK) return fail(trace, VB_ERR_HOST_OOM, "cannot reset the decompressor");
+            in->member_ended = 0;
+        }
+        if (in->start == in->end && !in->eof) {
+            vb_status status = input_fill(trace);
+            if (status != VB_OK) return status;
+        }
+        in->z.next_in = in->bytes + in->start;
+        in->z.avail_in = (uInt)(in->end - in->start);
+        in->z.next_out = (Bytef *)out;
+        in->z.avail_out = (uInt)capacity;
+        int result = inflate(&in->z, Z_NO_FLUSH);
+        in->start = in->end - in->z.avail_in;
+        *got = capacity - in->z.avail_out;
+        if (result == Z_STREAM_END) in->member_ended = 1;
+        else if (result == Z_NEED_DICT || result == Z_DATA_ERROR || result == Z_MEM_ERROR || result == Z_STREAM_ERROR) {
+            trace->line++;
+            return fail(trace, result == Z_MEM_ERROR ? VB_ERR_HOST_OOM : VB_ERR_INVALID,
+                        "corrupt gzip data at byte %llu of the file: %s", (unsigned long long)(in->base + in->start),
+                        in->z.msg ? in->z.msg : "invalid data");
+        }
+        if (*got > 0) return VB_OK;
+        if (!in->member_ended && in->eof && in->start == in->end) {
+            trace->line++;
+            return fail(trace, VB_ERR_INVALID,
+                        "the gzip data ends early, at byte %llu of the file (a truncated file; line %llu is the last "
+                        "whole line)",
+                        (unsigned long long)(in->base + in->end), (unsigned long long)(trace->line - 1));
+        }
+    }
+}
+
 /* Moves the unread bytes to the front and reads more after them. */
 static vb_status refill(vb_trace *trace)
 {
@@ -105,20 +216,11 @@ static vb_status refill(vb_trace *trace)
     memmove(trace->buffer, trace->buffer + trace->start, pending);
     trace->start = 0;
     trace->end = pending;
-    int got = gzread(trace->file, trace->buffer + pending, (unsigned)(TRACE_BUFFER_BYTES - pending));
-    int zlib_status = Z_OK;
-    const char *zlib_message = gzerror(trace->file, &zlib_status);
-    if (got < 0 || (zlib_status != Z_OK && zlib_status != Z_STREAM_END)) {
-        trace->line++;
-        if (zlib_status == Z_ERRNO) return fail(trace, VB_ERR_IO, "read error: %s", strerror(errno));
-        /* zlib names the file "<fd:N>: " ahead of its message; we name it already. */
-        const char *reason = strstr(zlib_message, ">: ");
-        /* A cut-off gzip stream lands here ("unexpected end of file"). */
-        return fail(trace, VB_ERR_IO, "cannot decompress: %s (a truncated or corrupt gzip file)",
-                    reason ? reason + 3 : zlib_message);
-    }
+    size_t got;
+    vb_status status = input_read(trace, trace->buffer + pending, TRACE_BUFFER_BYTES - pending, &got);
+    if (status != VB_OK) return status;
     if (got == 0) trace->at_eof = 1;
-    trace->end += (size_t)got;
+    trace->end += got;
     trace->buffer[trace->end] = '\n'; /* the fast parser's stop: see vbtrace_fast */
     return VB_OK;
 }
@@ -326,6 +428,9 @@ static vb_status vbtrace_mark(vb_trace *trace, char *rest, vb_trace_event *event
     if (length == 0) return fail(trace, VB_ERR_INVALID, "malformed marker line: expected 'm NAME'");
     if (length > VB_TRACE_MAX_NAME)
         return fail(trace, VB_ERR_INVALID, "marker name longer than %d bytes", VB_TRACE_MAX_NAME);
+    /* A name goes into the results JSON and the plots as it is. */
+    if (!vb_text_valid(rest, length, 0))
+        return fail(trace, VB_ERR_INVALID, "marker name is not UTF-8 text (invalid byte sequence or a control character)");
     memcpy(trace->name, rest, length);
     trace->name[length] = '\0';
     event->kind = VB_TRACE_MARK;
@@ -582,10 +687,101 @@ static vb_status read_header(vb_trace *trace)
                 VBTRACE_VERSION, RMM_HEADER);
 }
 
-/* Opens the file (zlib reads gzip and plain alike) and reads its header. */
+/* ------------------------------------------------------------------------ */
+/* Spooled inputs                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A non-seekable input read once into an unlinked temporary file. */
+typedef struct spooled {
+    char *path;
+    int fd;
+    struct spooled *next;
+} spooled;
+
+/* The process's spooled inputs (vb_trace_spool); a command spools its one
+ * trace, so a list is plenty. */
+static spooled *spooled_inputs;
+
+/* The spooled copy of `path`, or NULL. */
+static spooled *find_spooled(const char *path)
+{
+    for (spooled *s = spooled_inputs; s; s = s->next)
+        if (strcmp(s->path, path) == 0) return s;
+    return NULL;
+}
+
+/* Copies everything `from` gives into `to`; 0, or an errno value. */
+static int copy_all(int from, int to)
+{
+    static char chunk[64 * 1024];
+    for (;;) {
+        ssize_t got = read(from, chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return errno;
+        if (got == 0) return 0;
+        for (ssize_t done = 0; done < got;) {
+            ssize_t put = write(to, chunk + done, (size_t)(got - done));
+            if (put < 0 && errno == EINTR) continue;
+            if (put <= 0) return put < 0 ? errno : EIO;
+            done += put;
+        }
+    }
+}
+
+vb_status vb_trace_spool(const char *path)
+{
+    if (find_spooled(path)) return VB_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return vb_error(VB_ERR_IO, "%s: cannot open trace: %s", path, strerror(errno));
+    struct stat info;
+    if (fstat(fd, &info) != 0 || S_ISREG(info.st_mode) || S_ISDIR(info.st_mode)) {
+        close(fd); /* a regular file is read again as it is; vb_trace_open names the others' problems */
+        return VB_OK;
+    }
+    const char *directory = getenv("TMPDIR");
+    char temp[4096];
+    snprintf(temp, sizeof temp, "%s/vrambench-trace-XXXXXX", directory && *directory ? directory : "/tmp");
+    int copy = mkstemp(temp);
+    if (copy < 0) {
+        int error = errno;
+        close(fd);
+        return vb_error(VB_ERR_IO, "%s: cannot keep a copy of the trace (it is not a regular file) in %s: %s", path,
+                        temp, strerror(error));
+    }
+    unlink(temp); /* it lives as long as the descriptor */
+    int error = copy_all(fd, copy);
+    close(fd);
+    spooled *entry = error ? NULL : calloc(1, sizeof *entry);
+    if (entry) entry->path = strdup(path);
+    if (error || !entry || !entry->path) {
+        close(copy);
+        if (entry) free(entry);
+        if (error) return vb_error(VB_ERR_IO, "%s: cannot read trace into a temporary copy: %s", path, strerror(error));
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
+    entry->fd = copy;
+    entry->next = spooled_inputs;
+    spooled_inputs = entry;
+    return VB_OK;
+}
+
+void vb_trace_spool_release(void)
+{
+    while (spooled_inputs) {
+        spooled *next = spooled_inputs->next;
+        close(spooled_inputs->fd);
+        free(spooled_inputs->path);
+        free(spooled_inputs);
+        spooled_inputs = next;
+    }
+}
+
+/* Opens `path` (its spooled copy if it has one), recognises gzip by its
+ * magic bytes, and reads the header line. */
 vb_status vb_trace_open(const char *path, vb_trace **out)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    spooled *copy = find_spooled(path);
+    int fd = copy ? dup(copy->fd) : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return vb_error(VB_ERR_IO, "%s: cannot open trace: %s", path, strerror(errno));
     struct stat info;
     if (fstat(fd, &info) != 0 || S_ISDIR(info.st_mode)) {
@@ -595,25 +791,30 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
     }
     vb_trace *trace = calloc(1, sizeof *trace);
     if (trace) {
+        trace->input.fd = -1;
         trace->path = strdup(path);
         trace->buffer = calloc(1, TRACE_BUFFER_BYTES + TRACE_BUFFER_SLACK);
+        trace->input.bytes = malloc(TRACE_ZLIB_BUFFER_BYTES);
         if (trace->buffer) trace->buffer[0] = '\n'; /* the sentinel at buffer[end], end = 0 */
     }
-    if (!trace || !trace->path || !trace->buffer) {
+    if (!trace || !trace->path || !trace->buffer || !trace->input.bytes) {
         close(fd);
         vb_trace_close(trace);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     trace->live.sparse = 1; /* a lookup on every allocation and free */
     trace->total_bytes = uncompressed_size(fd, &info);
-    trace->file = gzdopen(fd, "rb");
-    if (!trace->file) {
-        close(fd);
-        vb_trace_close(trace);
-        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    trace->input.fd = fd;
+    trace->input.seekable = S_ISREG(info.st_mode); /* pread from 0: a spooled copy's offset is shared */
+    vb_status status = VB_OK;
+    while (status == VB_OK && trace->input.end < 2 && !trace->input.eof) status = input_fill(trace);
+    if (status == VB_OK && trace->input.end >= 2 && trace->input.bytes[0] == 0x1f && trace->input.bytes[1] == 0x8b) {
+        trace->input.gzip = 1;
+        /* 16 + 15: a gzip wrapper, the largest window. */
+        if (inflateInit2(&trace->input.z, 16 + MAX_WBITS) != Z_OK) status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        else trace->input.inflating = 1;
     }
-    gzbuffer(trace->file, TRACE_ZLIB_BUFFER_BYTES);
-    vb_status status = read_header(trace);
+    if (status == VB_OK) status = read_header(trace);
     if (status != VB_OK) {
         vb_trace_close(trace);
         return status;
@@ -626,7 +827,9 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
 void vb_trace_close(vb_trace *trace)
 {
     if (!trace) return;
-    if (trace->file) gzclose(trace->file);
+    if (trace->input.inflating) inflateEnd(&trace->input.z);
+    if (trace->input.fd >= 0) close(trace->input.fd);
+    free(trace->input.bytes);
     vb_addr_map_clear(&trace->live);
     vb_addr_map_clear(&trace->rmm_streams);
     free(trace->records);

@@ -5,8 +5,9 @@
  * apart by the first line:
  *   vbtrace 1                                 vrambench's own text format
  *   Thread,Time,Action,Pointer,Size,Stream    RMM's logging_resource_adaptor CSV
- * Either may be gzip-compressed (read through zlib, which recognises gzip data
- * by its magic bytes, whatever the file is called).
+ * Either may be gzip-compressed (recognised by gzip's magic bytes, whatever
+ * the file is called; inflated with zlib): one member or several in a row,
+ * nothing else after them.
  *
  * The reader holds one fixed buffer and never loads the whole file. It checks
  * the trace as it goes, so a consumer only ever sees a consistent sequence:
@@ -58,6 +59,17 @@ typedef struct vb_trace vb_trace;
  * the file cannot be opened or read, VB_ERR_INVALID when the first line is
  * neither format's header. */
 vb_status vb_trace_open(const char *path, vb_trace **out);
+
+/* Makes a non-seekable trace input (a pipe, a FIFO, /dev/stdin, a
+ * character device) readable more than once: reads all of it now into an
+ * unlinked temporary file ($TMPDIR, else /tmp), which every later
+ * vb_trace_open of the same path reads instead (a replay opens its trace to
+ * check it, then once per run). A regular file is left alone. VB_ERR_IO when
+ * the input cannot be read or the copy written. */
+vb_status vb_trace_spool(const char *path);
+
+/* Closes every spooled copy (vb_trace_spool). */
+void vb_trace_spool_release(void);
 
 /* Closes the trace (NULL is fine). */
 void vb_trace_close(vb_trace *trace);

@@ -213,10 +213,12 @@ static void test_unknown_generator_exits_2(void **state)
     assert_int_equal(vb_cmd_gen_trace(2, argv), VB_EXIT_USAGE);
 }
 
-static void test_unwritable_output_exits_1(void **state)
+static void test_unwritable_output_exits_2_before_writing(void **state)
 {
     (void)state;
-    assert_int_equal(gen("1", "10", "1K", "1M", "/nonexistent-dir/x.trace"), VB_EXIT_FAILURE);
+    assert_int_equal(gen("1", "10", "1K", "1M", "/nonexistent-dir/x.trace"), VB_EXIT_USAGE);
+    /* A device is never replaced (nor opened in place). */
+    assert_int_equal(gen("1", "10", "1K", "1M", "/dev/null"), VB_EXIT_USAGE);
 }
 
 int main(void)
@@ -236,7 +238,7 @@ int main(void)
         cmocka_unit_test(test_missing_output_exits_2),
         cmocka_unit_test(test_unknown_option_exits_2),
         cmocka_unit_test(test_unknown_generator_exits_2),
-        cmocka_unit_test(test_unwritable_output_exits_1),
+        cmocka_unit_test(test_unwritable_output_exits_2_before_writing),
     };
     return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
 }

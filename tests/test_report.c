@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "app/report.h"
 #include "cli_capture.h"
 #include "temp_dir.h"
+
 
 /* ======================================================================== */
 /* A validator for result documents                                         */
@@ -155,7 +157,7 @@ typedef struct fixture {
     vb_device *device;
     vb_temp_dir dir;
     const char *path;             /* out.json in dir */
-    const char *temp;             /* its ".tmp" sibling, which report.c writes first */
+    const char *temp;             /* its ".tmp" sibling: a user's file, never touched */
     const char *missing;          /* out.json under a directory that does not exist */
 } fixture;
 
@@ -389,6 +391,86 @@ static void test_json_numbers_are_integers_when_whole(void **state)
     json_decref(fraction);
 }
 
+/* Entries in directory `path` besides "." and "..": 0 means nothing was left behind. */
+static int entries_in(const char *path)
+{
+    DIR *directory = opendir(path);
+    assert_non_null(directory);
+    int count = 0;
+    for (struct dirent *entry; (entry = readdir(directory));)
+        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
+    closedir(directory);
+    return count;
+}
+
+/* The first bytes of file `path` (NUL-terminated) into `out`. */
+static void read_text(const char *path, char *out, size_t capacity)
+{
+    FILE *file = fopen(path, "r");
+    assert_non_null(file);
+    size_t got = fread(out, 1, capacity - 1, file);
+    out[got] = '\0';
+    fclose(file);
+}
+
+static void test_a_users_tmp_file_is_never_touched(void **state)
+{
+    fixture *f = *state;
+    FILE *mine = fopen(f->temp, "w");
+    assert_non_null(mine);
+    fputs("mine", mine);
+    assert_int_equal(fclose(mine), 0);
+    json_t *document = document_without_cases(f);
+    assert_int_equal(vb_report_write(document, f->path), VB_OK);
+    char text[16];
+    read_text(f->temp, text, sizeof text);
+    assert_string_equal(text, "mine");
+    assert_int_equal(entries_in(f->dir.path), 2); /* out.json and the user's out.json.tmp */
+    json_decref(document);
+}
+
+static void test_only_regular_files_are_replaced(void **state)
+{
+    fixture *f = *state;
+    FILE *old = fopen(f->temp, "w");
+    assert_non_null(old);
+    fputs("old", old);
+    assert_int_equal(fclose(old), 0);
+    assert_int_equal(symlink(f->temp, f->path), 0);
+    assert_int_equal(vb_report_check_writable(f->path), VB_ERR_INVALID);
+    assert_non_null(strstr(vb_last_error(), "symbolic link"));
+    /* Refused even when the check was skipped: the link and its file stay. */
+    json_t *document = document_without_cases(f);
+    assert_int_equal(vb_report_write(document, f->path), VB_ERR_IO);
+    char text[16];
+    read_text(f->path, text, sizeof text);
+    assert_string_equal(text, "old");
+    assert_int_equal(entries_in(f->dir.path), 2);
+    unlink(f->path);
+    assert_int_equal(mkfifo(f->path, 0600), 0);
+    assert_int_equal(vb_report_check_writable(f->path), VB_ERR_INVALID);
+    assert_non_null(strstr(vb_last_error(), "FIFO"));
+    unlink(f->path);
+    assert_int_equal(vb_report_check_writable("/dev/null"), VB_ERR_INVALID);
+    assert_non_null(strstr(vb_last_error(), "device"));
+    json_decref(document);
+}
+
+static void test_a_253_byte_file_name_works(void **state)
+{
+    fixture *f = *state;
+    char name[254];
+    memset(name, 'n', 253);
+    name[253] = '\0';
+    const char *path = vb_temp_dir_file(&f->dir, name);
+    assert_int_equal(vb_report_check_writable(path), VB_OK);
+    json_t *document = document_without_cases(f);
+    assert_int_equal(vb_report_write(document, path), VB_OK);
+    assert_true(vb_path_exists(path));
+    assert_int_equal(entries_in(f->dir.path), 1);
+    json_decref(document);
+}
+
 static void test_write_then_read_gives_the_document_back(void **state)
 {
     fixture *f = *state;
@@ -407,7 +489,7 @@ static void test_a_failed_write_leaves_neither_file_nor_temp(void **state)
     assert_int_equal(mkdir(f->path, 0755), 0);
     json_t *document = document_without_cases(f);
     assert_int_equal(vb_report_write(document, f->path), VB_ERR_IO);
-    assert_false(vb_path_exists(f->temp));
+    assert_int_equal(entries_in(f->dir.path), 1); /* the directory; no temporary file */
     json_decref(document);
     rmdir(f->path);
 }
@@ -425,8 +507,7 @@ static void test_writability_check_leaves_nothing_behind(void **state)
 {
     fixture *f = *state;
     assert_int_equal(vb_report_check_writable(f->path), VB_OK);
-    assert_false(vb_path_exists(f->path));
-    assert_false(vb_path_exists(f->temp));
+    assert_int_equal(entries_in(f->dir.path), 0);
 }
 
 static void test_writability_check_rejects_directories_and_missing_ones(void **state)
@@ -493,6 +574,9 @@ int main(void)
         cmocka_unit_test(test_a_non_finite_counter_fails_the_case),
         cmocka_unit_test(test_json_numbers_are_integers_when_whole),
         T(test_write_then_read_gives_the_document_back),
+        T(test_a_users_tmp_file_is_never_touched),
+        T(test_only_regular_files_are_replaced),
+        T(test_a_253_byte_file_name_works),
         T(test_a_failed_write_leaves_neither_file_nor_temp),
         T(test_writing_into_a_missing_directory_fails),
         T(test_writability_check_leaves_nothing_behind),

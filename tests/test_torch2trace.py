@@ -227,6 +227,106 @@ class Torch2TraceTest(unittest.TestCase):
         self.assertEqual(result.status, 2)
         self.assertIn("trace entry 0", result.stderr)
 
+    # ---- malformed input: one line, exit 2, no file (temporary or not) ----
+
+    def assert_refused(self, result, why=None):
+        self.assertEqual(result.status, 2, result.stderr)
+        self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+        self.assertTrue(result.stderr.startswith("torch2trace: error: "), result.stderr)
+        if why:
+            self.assertIn(why, result.stderr)
+        self.assertEqual(sorted(os.listdir(self.directory.name)), ["snapshot.pickle"])
+
+    def test_malformed_pickles_are_refused_in_one_line(self):
+        deep = b"\x80\x04" + b"]" * 200000 + b"a" * 199999 + b"."  # a list nested 200000 deep
+        cases = {
+            "empty": b"",
+            "one byte": b"\x80",
+            "asks for 2^62 bytes": b"\x80\x04\x8e" + (1 << 62).to_bytes(8, "little") + b".",
+            "huge string length": b"\x80\x04\x8d" + (1 << 63).to_bytes(8, "little") + b".",
+            "stack underflow": b"\x80\x04s.",
+            "bad opcode": b"\x80\x04\xff.",
+            "no stop": pickle.dumps({"device_traces": []})[:-1],
+            "deep nesting": deep,
+            "deep nesting in the traces": pickle.dumps({"device_traces": [[1]]}, protocol=2).replace(
+                b"K\x01", b"]" * 50000 + b"a" * 49999),
+            "memo out of range": b"\x80\x04h\x05.",
+            "text": b"hello world\n",
+        }
+        for name, raw in cases.items():
+            with self.subTest(name):
+                self.assert_refused(self.convert(None, raw_pickle=raw))
+
+    def test_wrong_types_and_ranges_are_refused(self):
+        big = 1 << 64
+        cases = {
+            "size True": [entry("alloc", 0x1000, True)],
+            "size 2^64": [entry("alloc", 0x1000, big)],
+            "size negative": [entry("alloc", 0x1000, -1)],
+            "size float": [entry("alloc", 0x1000, 1.5)],
+            "size string": [entry("alloc", 0x1000, "512\na 9 9")],
+            "addr 2^64": [entry("alloc", big, 512)],
+            "addr list": [entry("alloc", [1], 512)],
+            "stream string": [entry("alloc", 0x1000, 512, stream="0\na 1 1")],
+            "stream list": [entry("alloc", 0x1000, 512, stream=[1])],
+            "stream negative": [entry("alloc", 0x1000, 512, stream=-3)],
+            "entry a list": [[1, 2]],
+            "action not a string": [{"action": 5, "addr": 1, "size": 1}],
+        }
+        for name, trace in cases.items():
+            with self.subTest(name):
+                self.assert_refused(self.convert(snapshot(trace)))
+        for name, data in {
+            "device trace a dict": {"device_traces": [{"a": 1}]},
+            "device trace a string": {"device_traces": ["alloc"]},
+            "annotations a dict": dict(snapshot(alloc_free(0x1000, 8)), external_annotations={"x": 1}),
+            "settings with a newline": dict(snapshot(alloc_free(0x1000, 8)),
+                                            allocator_settings={"PYTORCH_CUDA_ALLOC_CONF": "a:1\na 77 1"}),
+            "settings with a NUL": dict(snapshot(alloc_free(0x1000, 8)),
+                                        allocator_settings={"PYTORCH_CUDA_ALLOC_CONF": "a\x00b"}),
+            "settings a list": dict(snapshot(alloc_free(0x1000, 8)), allocator_settings={"PYTORCH_CUDA_ALLOC_CONF": [1]}),
+        }.items():
+            with self.subTest(name):
+                self.assert_refused(self.convert(data))
+
+    def test_names_that_could_inject_a_line_are_refused(self):
+        for name in ("scope\na 99 1", "nul\x00here", "cr\rhere", "\x1b[31mred", 42):
+            with self.subTest(repr(name)):
+                annotations = [{"stage": "START", "name": name, "device": 0, "time_us": 1}]
+                self.assert_refused(self.convert(snapshot([entry("alloc", 0x1000, 8, time_us=2)],
+                                                          annotations=annotations)))
+
+    def test_no_field_reaches_the_trace_but_numbers_and_checked_names(self):
+        # An oom entry's fields are shown only when they are numbers.
+        trace = [entry("oom", 0, "1\na 5 5", device_free="2\nf 5"), entry("alloc", 0x1000, 8)]
+        result = self.convert(snapshot(trace))
+        self.assertEqual(result.status, 0, result.stderr)
+        self.assertEqual(result.events(), ["m oom", "a 0 8 0"])
+
+    def test_output_onto_a_symlink_or_fifo_is_refused_and_kept(self):
+        target = self.path("kept.txt")
+        with open(target, "w") as file:
+            file.write("old")
+        os.symlink(target, self.path("link.trace"))
+        result = self.convert(snapshot(alloc_free(0x1000, 8)), out_name="link.trace")
+        self.assertEqual(result.status, 2, result.stderr)
+        with open(target) as file:
+            self.assertEqual(file.read(), "old")
+        self.assertTrue(os.path.islink(self.path("link.trace")))
+        os.mkfifo(self.path("fifo.trace"))
+        with contextlib.redirect_stderr(io.StringIO()):  # (self.convert would open the FIFO to read it)
+            status = torch2trace.main([self.path("snapshot.pickle"), self.path("fifo.trace")])
+        self.assertEqual(status, 2)
+
+    def test_a_users_tmp_file_is_never_touched(self):
+        with open(self.path("out.trace.tmp"), "w") as file:
+            file.write("mine")
+        result = self.convert(snapshot(alloc_free(0x1000, 8)))
+        self.assertEqual(result.status, 0, result.stderr)
+        with open(self.path("out.trace.tmp")) as file:
+            self.assertEqual(file.read(), "mine")
+        self.assertEqual(sorted(os.listdir(self.directory.name)), ["out.trace", "out.trace.tmp", "snapshot.pickle"])
+
 
 if __name__ == "__main__":
     unittest.main()

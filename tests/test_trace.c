@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -636,7 +638,7 @@ static void test_directory_is_io_error(void **state)
     assert_int_equal(read_all(temp_dir.path), VB_ERR_IO);
 }
 
-static void test_truncated_gzip_is_io_error_naming_file(void **state)
+static void test_truncated_gzip_is_refused_at_its_last_good_line(void **state)
 {
     (void)state;
     /* A long trace compressed, then cut in half: zlib finds the stream ends early. */
@@ -654,8 +656,96 @@ static void test_truncated_gzip_is_io_error_naming_file(void **state)
     long size = ftell(file);
     assert_int_equal(fclose(file), 0);
     assert_int_equal(truncate(path, size / 2), 0);
-    assert_int_equal(read_all(path), VB_ERR_IO);
+    assert_int_equal(read_all(path), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), path));
+    /* Reported where the data ends (thousands of lines in), not at line 1. */
+    const char *line = vb_last_error() + strlen(path) + 1;
+    assert_true(strtoull(line, NULL, 10) > 1000);
+    assert_non_null(strstr(vb_last_error(), "ends early"));
+}
+
+/* The bytes of file `path` appended to file `to`. */
+static void append_file(const char *to, const char *path)
+{
+    FILE *in = fopen(path, "rb"), *out = fopen(to, "ab");
+    assert_non_null(in);
+    assert_non_null(out);
+    char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, in)) > 0) assert_int_equal(fwrite(chunk, 1, got, out), got);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+static void test_gzip_members_in_a_row_read_as_one_trace(void **state)
+{
+    (void)state;
+    /* `cat a.gz b.gz` is valid gzip (RFC 1952, 2.2): both members' lines count. */
+    char joined[4096];
+    snprintf(joined, sizeof joined, "%s", write_gzip_file("first.gz", "vbtrace 1\na 1 64\n"));
+    append_file(joined, write_gzip_file("second.gz", "f 1\na 2 32\n"));
+    vb_trace *trace = open_ok(joined);
+    assert_int_equal(next_ok(trace).kind, VB_TRACE_ALLOC);
+    assert_int_equal(next_ok(trace).kind, VB_TRACE_FREE);
+    vb_trace_event last = next_ok(trace);
+    assert_int_equal(last.kind, VB_TRACE_ALLOC);
+    assert_int_equal(last.id, 2);
+    assert_int_equal(next_ok(trace).kind, VB_TRACE_END);
+    vb_trace_close(trace);
+}
+
+static void test_plain_bytes_after_gzip_are_refused_with_their_offset(void **state)
+{
+    (void)state;
+    char joined[4096];
+    snprintf(joined, sizeof joined, "%s", write_gzip_file("junk.gz", "vbtrace 1\na 1 64\nf 1\n"));
+    FILE *file = fopen(joined, "rb");
+    fseek(file, 0, SEEK_END);
+    long size = ftell(file);
+    fclose(file);
+    append_file(joined, write_file("junk.txt", "a 5 100\n"));
+    assert_int_equal(read_all(joined), VB_ERR_INVALID);
+    char offset[64];
+    snprintf(offset, sizeof offset, "at byte %ld of the file", size);
+    assert_non_null(strstr(vb_last_error(), offset));
+}
+
+static void test_a_fifo_is_read_once_through_its_spooled_copy(void **state)
+{
+    (void)state;
+    const char *fifo = temp_path("pipe");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    pid_t writer = fork();
+    assert_true(writer >= 0);
+    if (writer == 0) {
+        FILE *out = fopen(fifo, "w");
+        fputs("vbtrace 1\na 1 64\nm step\nf 1\n", out);
+        _exit(fclose(out) == 0 ? 0 : 1);
+    }
+    assert_int_equal(vb_trace_spool(fifo), VB_OK);
+    int child_status;
+    waitpid(writer, &child_status, 0);
+    /* Opened twice (check, then a run): both read the whole trace. */
+    for (int pass = 0; pass < 2; pass++) {
+        vb_trace *trace = open_ok(fifo);
+        assert_int_equal(next_ok(trace).kind, VB_TRACE_ALLOC);
+        assert_int_equal(next_ok(trace).kind, VB_TRACE_MARK);
+        assert_int_equal(next_ok(trace).kind, VB_TRACE_FREE);
+        assert_int_equal(next_ok(trace).kind, VB_TRACE_END);
+        vb_trace_close(trace);
+    }
+    vb_trace_spool_release();
+}
+
+static void test_marker_names_that_are_not_utf8_text_are_refused(void **state)
+{
+    (void)state;
+    expect_invalid_at("latin1.trace", "vbtrace 1\nm ok\nm caf\xe9\n", 3);
+    expect_invalid_at("overlong.trace", "vbtrace 1\nm \xc0\xaf\n", 2);
+    expect_invalid_at("control.trace", "vbtrace 1\nm a\x1b[31m\n", 2);
+    vb_trace *trace = open_ok(write_file("utf8.trace", "vbtrace 1\nm caf\xc3\xa9 \xe2\x9c\x93\n"));
+    assert_string_equal(next_ok(trace).name, "caf\xc3\xa9 \xe2\x9c\x93");
+    vb_trace_close(trace);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -963,7 +1053,11 @@ int main(void)
         cmocka_unit_test(test_error_is_sticky),
         cmocka_unit_test(test_missing_file_is_io_error_naming_it),
         cmocka_unit_test(test_directory_is_io_error),
-        cmocka_unit_test(test_truncated_gzip_is_io_error_naming_file),
+        cmocka_unit_test(test_truncated_gzip_is_refused_at_its_last_good_line),
+        cmocka_unit_test(test_gzip_members_in_a_row_read_as_one_trace),
+        cmocka_unit_test(test_plain_bytes_after_gzip_are_refused_with_their_offset),
+        cmocka_unit_test(test_a_fifo_is_read_once_through_its_spooled_copy),
+        cmocka_unit_test(test_marker_names_that_are_not_utf8_text_are_refused),
         cmocka_unit_test(test_replay_peak_requested_on_cuda),
         cmocka_unit_test(test_replay_peak_reserved_on_cuda),
         cmocka_unit_test(test_replay_counts_events),

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Checks for what vrambench needs and installs what is missing with apt-get
 # (Debian), or says in one line what to install when it cannot.
-#   tools/ensure-deps.sh build   a C compiler, jansson, cmocka and zlib headers
+#   tools/ensure-deps.sh build   a C compiler ($CC: gcc, or clang), make, jansson, cmocka and zlib headers
+#   tools/ensure-deps.sh fuzz    clang with libFuzzer's runtime (make fuzz)
 #   tools/ensure-deps.sh plots   python3 with matplotlib ($PLOT_PYTHON if set)
 set -u
 what=${1:-build}
@@ -10,13 +11,23 @@ cc=${CC:-gcc}
 missing=""
 case "$what" in
 build)
-    command -v "$cc" >/dev/null 2>&1 || missing="$missing gcc"
+    case "$cc" in
+    *clang*) cc_package=clang ;;
+    *) cc_package=gcc ;;
+    esac
+    command -v "$cc" >/dev/null 2>&1 || missing="$missing $cc_package"
     command -v make >/dev/null 2>&1 || missing="$missing make"
     for pair in jansson.h:libjansson-dev cmocka.h:libcmocka-dev zlib.h:zlib1g-dev; do
         header=${pair%%:*} package=${pair#*:}
         printf '#include <stdarg.h>\n#include <stddef.h>\n#include <setjmp.h>\n#include <stdint.h>\n#include <%s>\n' "$header" |
             "$cc" -E -x c - >/dev/null 2>&1 || missing="$missing $package"
     done
+    ;;
+fuzz)
+    # libFuzzer's runtime: Debian's clang only recommends it.
+    printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n; }\n' |
+        clang -fsanitize=fuzzer -x c - -o /tmp/vrambench-fuzz-probe.$$ >/dev/null 2>&1 || missing="$missing clang libclang-rt-dev"
+    rm -f /tmp/vrambench-fuzz-probe.$$
     ;;
 plots)
     "${PLOT_PYTHON:-python3}" -c 'import matplotlib' >/dev/null 2>&1 || missing="$missing python3-matplotlib"

@@ -17,6 +17,15 @@
 #   tools/gpu-session.sh bench    make bench; vrambench claims with every allocator
 #                                 and, when recorded, the PyTorch column; the
 #                                 fixture traces replayed with every allocator
+#   tools/gpu-session.sh memcheck make test-gpu's suite under compute-sanitizer memcheck
+#                                 with leak checking, one allocator at a time (the
+#                                 intentional OOMs' API errors not reported; cudaMemGetInfo
+#                                 comparisons skipped): $OUT/memcheck-summary.txt (errors,
+#                                 leaks, suite per allocator), $OUT/memcheck-NAME.txt
+#   tools/gpu-session.sh fullgpu  every strategy on a GPU filled to its last MiB from
+#                                 outside the allocator (build/fullgpu, tools/fullgpu.c):
+#                                 OOM status, usable after, used memory back to baseline
+#                                 (+-2 MiB); the table in $OUT/fullgpu.txt
 #   tools/gpu-session.sh tune     records resnet50, gpt2 and resnet18_varres, runs
 #                                 `vrambench tune` on each at this GPU's capacity,
 #                                 and checks replay --snapshot pickles with
@@ -88,6 +97,39 @@ for stage in "$@"; do
             ./build/vrambench replay "$trace" --device cuda --allocator all --quiet \
                 --out "$OUT/replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
         done
+        ;;
+    memcheck)
+        make -j16 all build/tests/test_conformance 2>&1 | grep -E "error|warning:|built" || exit 1
+        # One allocator at a time (VB_TEST_ALLOCATORS), so a slow one cannot
+        # hide the others' results; MEMCHECK_ALLOCATORS picks (default all),
+        # and what does not fit the stage's 7 minutes is named for a rerun.
+        # --report-api-errors no: the suite's intentional OOMs (cudaMalloc past
+        # the device, on purpose) are API errors, not memory errors.
+        # VB_TEST_NO_MEMINFO: the sanitizer's own allocations move cudaMemGetInfo.
+        names=${MEMCHECK_ALLOCATORS:-$(./build/vrambench list allocators | awk '/^[a-z]/ && $1 !~ /:/ {print $1}' | paste -sd, -)}
+        started=$(date +%s) left_out="" bad=0
+        printf '%-12s %8s %8s %-8s %s\n' allocator errors leaks suite seconds | tee "$OUT/memcheck-summary.txt"
+        for name in ${names//,/ }; do
+            if [ $(( $(date +%s) - started )) -gt 400 ]; then left_out="$left_out,$name"; continue; fi
+            log="$OUT/memcheck-$name.txt" t0=$(date +%s)
+            VB_TEST_DEVICE=cuda VB_TEST_NO_MEMINFO=1 VB_TEST_ALLOCATORS=$name timeout 300 \
+                compute-sanitizer --tool memcheck --leak-check full --report-api-errors no \
+                ./build/tests/test_conformance > "$log" 2>&1
+            errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | tail -1)
+            leaks=$(grep -c "Leaked [0-9]* bytes" "$log")
+            suite=$(grep -q "FAILED" "$log" && echo FAILED || { grep -q "PASSED" "$log" && echo passed || echo "?"; })
+            [ "${errors:-x}" = 0 ] && [ "$leaks" = 0 ] && [ "$suite" = passed ] || bad=1
+            printf '%-12s %8s %8s %-8s %s\n' "$name" "${errors:-none}" "$leaks" "$suite" $(( $(date +%s) - t0 )) \
+                | tee -a "$OUT/memcheck-summary.txt"
+        done
+        [ -n "$left_out" ] && echo "memcheck: not run in this stage: ${left_out#,} (run again with MEMCHECK_ALLOCATORS=${left_out#,})"
+        [ "$bad" = 0 ] && echo "memcheck: every allocator run: 0 errors, 0 leaks, suite passed" || echo "memcheck: FAILED (see memcheck-*.txt)"
+        ;;
+    fullgpu)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        timeout 460 ./build/fullgpu | tee "$OUT/fullgpu.txt"
+        status=$?
+        [ "$status" = 0 ] && echo "fullgpu: passed" || echo "fullgpu: FAILED (exit status $status)"
         ;;
     tune)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1

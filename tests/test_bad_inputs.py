@@ -1,0 +1,369 @@
+"""Table-driven bad-input test: malformed traces, allocator specs and config
+values, --pytorch JSON files and unusable --out paths, each given to the real
+binary ($VRAMBENCH, else build/vrambench). Every one must give exit status 2,
+exactly one line on stderr ("vrambench: error: ..."), no result file, and
+nothing left in the directory (no temporary file) beyond the inputs.
+
+The cases are made here, varied by hand (truncations, huge, negative and
+overflowing numbers, binary junk, empty files, byte-order marks, CRLF,
+unknown actions, duplicate ids, frees of unknown ids, broken gzip, ...), not
+taken from fixtures."""
+
+import gzip
+import os
+import random
+import subprocess
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH") or os.path.join(HERE, "..", "build", "vrambench"))
+
+RMM = b"Thread,Time,Action,Pointer,Size,Stream\n"
+
+
+def rmm_line(action, pointer, size, stream="0x0"):
+    return f"1,08:00:00.1,{action},{pointer},{size},{stream}\n".encode()
+
+
+def gz(data):
+    return gzip.compress(data, mtime=0)
+
+
+def long_trace():
+    """A valid trace long enough that its gzip spans many blocks."""
+    lines = [b"vbtrace 1\n"]
+    for i in range(20000):
+        lines.append(b"a %d %d\nf %d\n" % (i, (i * 7919) % 100000 + 1, i))
+    return b"".join(lines)
+
+
+def junk(seed, length):
+    generator = random.Random(seed)
+    return bytes(generator.randrange(256) for _ in range(length))
+
+
+def corrupted_gzip():
+    data = bytearray(gz(long_trace()))
+    for offset in range(len(data) // 2, len(data) // 2 + 16):
+        data[offset] ^= 0x5A
+    return bytes(data)
+
+
+V = b"vbtrace 1\n"
+# (name, trace bytes): `vrambench replay` must refuse each.
+TRACES = [
+    ("empty file", b""),
+    ("header without newline", b"vbtrace 1"),
+    ("unsupported version", b"vbtrace 2\na 1 5\n"),
+    ("header without version", b"vbtrace\n"),
+    ("header with extra field", b"vbtrace 1 2\n"),
+    ("version not a number", b"vbtrace one\n"),
+    ("binary junk", junk(1, 4096)),
+    ("binary junk after header", V + junk(2, 512)),
+    ("BOM then junk header", b"\xef\xbb\xbfvbtrace? 1\n"),
+    ("UTF-16 header", "vbtrace 1\n".encode("utf-16")),
+    ("CRLF then bad line", b"vbtrace 1\r\na 1\r\n"),
+    ("unknown action", V + b"x 1 2\n"),
+    ("upper-case action", V + b"A 1 5\n"),
+    ("alloc without size", V + b"a 1\n"),
+    ("alloc with too many fields", V + b"a 1 2 3 4\n"),
+    ("negative id", V + b"a -1 5\n"),
+    ("negative size", V + b"a 1 -5\n"),
+    ("size 2^64", V + b"a 1 18446744073709551616\n"),
+    ("size of 30 digits", V + b"a 1 999999999999999999999999999999\n"),
+    ("id 2^64-1 (reserved)", V + b"a 18446744073709551615 1\n"),
+    ("size in exponent form", V + b"a 1 1e6\n"),
+    ("size in hex", V + b"a 1 0x10\n"),
+    ("size with a unit", V + b"a 1 4K\n"),
+    ("stream out of range", V + b"a 1 5 1024\n"),
+    ("negative stream", V + b"a 1 5 -1\n"),
+    ("stream 2^64", V + b"a 1 5 18446744073709551616\n"),
+    ("id allocated twice while live", V + b"a 1 5\na 1 6\n"),
+    ("free of an unknown id", V + b"a 1 5\nf 7\n"),
+    ("double free", V + b"a 1 5\nf 1\nf 1\n"),
+    ("free without id", V + b"f\n"),
+    ("free with too many fields", V + b"a 1 5\nf 1 2 3\n"),
+    ("free with bad stream", V + b"a 1 5\nf 1 x\n"),
+    ("marker without name", V + b"m\n"),
+    ("marker of blanks", V + b"m    \n"),
+    ("marker name of 64 bytes", V + b"m " + b"n" * 64 + b"\n"),
+    ("marker name not UTF-8", V + b"m caf\xe9\n"),
+    ("marker name overlong UTF-8", V + b"m \xc0\xaf\n"),
+    ("marker name with escape", V + b"m red\x1b[31m\n"),
+    ("marker name with a surrogate", V + b"m \xed\xa0\x80\n"),
+    ("NUL inside a line", V + b"a 1\x005\n"),
+    ("last line cut short", V + b"a 1 5\nf 1"),
+    ("line longer than 64 KiB", V + b"# " + b"x" * 70000 + b"\n"),
+    ("truncated gzip", gz(long_trace())[:30000]),
+    ("gzip then plain bytes", gz(V + b"a 1 5\nf 1\n") + b"a 2 5\n"),
+    ("gzip then one stray byte", gz(V + b"a 1 5\nf 1\n") + b"\x1f"),
+    ("corrupt gzip", corrupted_gzip()),
+    ("gzip magic only", b"\x1f\x8b"),
+    ("gzip of nothing", gz(b"")),
+    ("gzip header cut", gz(V)[:12]),
+    ("gzip of junk", gz(junk(3, 2048))),
+    ("RMM header, unknown action", RMM + rmm_line("reallocate", "0x10", 5)),
+    ("RMM too few fields", RMM + b"1,08:00,allocate,0x10,5\n"),
+    ("RMM too many fields", RMM + b"1,08:00,allocate,0x10,5,0x0,extra\n"),
+    ("RMM pointer not hex", RMM + rmm_line("allocate", "zz", 5)),
+    ("RMM pointer over 64 bits", RMM + rmm_line("allocate", "0x1" + "0" * 16, 5)),
+    ("RMM negative size", RMM + rmm_line("allocate", "0x10", -1)),
+    ("RMM size 2^64", RMM + rmm_line("allocate", "0x10", 1 << 64)),
+    ("RMM stream not hex", RMM + rmm_line("allocate", "0x10", 5, "stream")),
+    ("RMM free of unknown pointer", RMM + rmm_line("free", "0x20", 5)),
+    ("RMM pointer allocated twice", RMM + rmm_line("allocate", "0x10", 5) + rmm_line("allocate", "0x10", 6)),
+    ("RMM 1025 streams", RMM + b"".join(rmm_line("allocate", hex(16 * (i + 1)), 8, hex(i + 1)) for i in range(1025))),
+    ("RMM header with BOM then junk", b"\xef\xbb\xbf" + RMM[:-1] + b",Extra\n"),
+]
+
+
+class BadInputTest(unittest.TestCase):
+    cases_run = 0
+
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.addCleanup(self.directory.cleanup)
+        self.environment = dict(os.environ, TMPDIR=self.directory.name)
+
+    def path(self, name):
+        return os.path.join(self.directory.name, name)
+
+    def write(self, name, data):
+        with open(self.path(name), "wb") as file:
+            file.write(data)
+        return self.path(name)
+
+    def refused(self, arguments, inputs, out="out.json"):
+        """Runs vrambench; asserts exit 2, one stderr line, and that the
+        directory holds only `inputs` (no result, no temporary file)."""
+        result = subprocess.run([VRAMBENCH, *arguments], capture_output=True, env=self.environment,
+                                cwd=self.directory.name, timeout=60)
+        lines = result.stderr.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertTrue(lines[0].startswith(b"vrambench: error: "), result.stderr)
+        self.assertFalse(os.path.lexists(self.path(out)) and out not in inputs)
+        self.assertEqual(sorted(os.listdir(self.directory.name)), sorted(inputs))
+        BadInputTest.cases_run += 1
+        return lines[0]
+
+    def test_malformed_traces(self):
+        self.assertGreaterEqual(len(TRACES), 60)
+        for name, data in TRACES:
+            with self.subTest(name):
+                trace = "t.trace.gz" if data[:2] == b"\x1f\x8b" else "t.trace"
+                self.write(trace, data)
+                line = self.refused(["replay", trace, "--device", "sim", "--allocator", "caching",
+                                     "--quiet", "--out", "out.json"], [trace])
+                os.remove(self.path(trace))
+                # Input errors name the file (and its line where there is one).
+                self.assertIn(trace.encode(), line)
+
+    def test_malformed_traces_through_a_pipe(self):
+        # The same checks when the trace comes on stdin (read once, spooled).
+        for name, data in TRACES[::6]:
+            with self.subTest(name):
+                result = subprocess.run([VRAMBENCH, "replay", "/dev/stdin", "--device", "sim", "--quiet",
+                                         "--out", "out.json"], input=data, capture_output=True,
+                                        env=self.environment, cwd=self.directory.name, timeout=60)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertEqual(result.stderr.count(b"\n"), 1, result.stderr)
+                self.assertEqual(os.listdir(self.directory.name), [])
+
+    def test_missing_and_unreadable_traces(self):
+        os.mkdir(self.path("dir.trace"))
+        self.refused(["replay", "dir.trace", "--device", "sim", "--out", "out.json"], ["dir.trace"])
+        self.refused(["replay", "missing.trace", "--device", "sim", "--out", "out.json"], ["dir.trace"])
+
+    SPECS = [
+        "nosuch", "caching[", "caching]", "caching[]]", "caching[max_split_size_mb]", "caching[=5]",
+        "caching[bogus=1]", "caching[max_split_size_mb=abc]", "caching[max_split_size_mb=-1]",
+        "caching[max_split_size_mb=1e400]", "caching[max_split_size_mb=18446744073709551616]",
+        "caching[max_split_size_mb=5]", "caching[memory_fraction=1.5]", "caching[memory_fraction=nan]",
+        "caching[memory_fraction=-0.1]", "caching[memory_fraction=inf]", "caching[roundup_power2_divisions=3]",
+        "buddy[arena_mb=3]", "bfc[garbage_collection=2]", "binning[min_bin_exponent=99]",
+        "stitch[chunk_mb=3]", "async[release_threshold=-1]", "", ",", "caching,,bfc",
+        "caching[max_split_size_mb=256", "caching max_split_size_mb=256", "\xe9", "caching[\x01=1]",
+        "caching[garbage_collection_threshold=1]",
+    ]
+
+    def test_bad_allocator_specs(self):
+        for spec in self.SPECS:
+            with self.subTest(spec):
+                self.refused(["run", "--scenario", "views", "--allocator", spec, "--device", "sim",
+                              "--min-time", "0", "--quiet", "--out", "out.json"], [])
+
+    CONFIGS = ["caching.bogus=1", "nosuch.x=1", "caching.max_split_size_mb", "caching.max_split_size_mb=",
+               "caching.max_split_size_mb=1.5", "bfc.memory_limit_mb=99999999999999", "=1", "caching=1",
+               "buddy.arena_mb=16x"]
+
+    def test_bad_config_values(self):
+        for config in self.CONFIGS:
+            with self.subTest(config):
+                self.refused(["run", "--scenario", "views", "--allocator", "caching,bfc,buddy", "--config", config,
+                              "--device", "sim", "--min-time", "0", "--quiet", "--out", "out.json"], [])
+
+    RUN_OPTIONS = [["--min-time", "1e400"], ["--min-time", "-1"], ["--min-time", "nan"],
+                   ["--repetitions", "99999999999999999999"], ["--repetitions", "0"], ["--max-iterations", "0"],
+                   ["--sim-capacity", "99999999999T"], ["--sim-capacity", "1e30"], ["--sim-capacity", "-5"],
+                   ["--scenario", "nosuch"], ["--scenario", "views,,nosuch"], ["--device", "tpu"], ["--bogus", "1"],
+                   ["--repetitions", "2", "--min-time"]]
+
+    def test_bad_run_options(self):
+        for option in self.RUN_OPTIONS:
+            with self.subTest(option):
+                arguments = ["run", "--scenario", "views", "--allocator", "caching", "--device", "sim", "--quiet",
+                             "--out", "out.json"]
+                if option[0] in ("--scenario", "--device"):
+                    arguments[arguments.index(option[0]) + 1] = option[1]
+                else:
+                    arguments += option
+                self.refused(arguments, [])
+
+    GEN_TRACE_OPTIONS = [["--events", "-1"], ["--events", "1e9"], ["--max-size", "0"], ["--max-size", "1Q"],
+                         ["--max-live", "1"], ["--seed", "18446744073709551616"], ["--events"]]
+
+    def test_bad_gen_trace_options(self):
+        for option in self.GEN_TRACE_OPTIONS:
+            with self.subTest(option):
+                base = {"--events": "10", "--max-size": "1K", "--max-live": "1M", "--seed": "1"}
+                if len(option) == 2:
+                    base[option[0]] = option[1]
+                arguments = ["gen-trace", "random"] + [x for pair in base.items() for x in pair] + ["-o", "t.trace"]
+                if len(option) == 1:
+                    arguments = ["gen-trace", "random", "-o", "t.trace", *option]
+                self.refused(arguments, [], out="t.trace")
+
+    def measurements(self, timeline=None, counters=None, **entry):
+        step = {"step": "start", "requested": 0, "allocated": 0, "reserved": 0, "driver_used": 0}
+        measurement = {"scenario": "release_specific", "allocator": "pytorch",
+                       "timeline": [step] if timeline is None else timeline,
+                       "counters": {} if counters is None else counters}
+        measurement.update(entry)
+        return ('{"context": {"device_name": "NVIDIA H200"}, "measurements": [%s]}' % (
+            __import__("json").dumps(measurement))).encode()
+
+    def json_cases(self):
+        step = lambda **fields: [dict({"step": "s", "requested": 0, "allocated": 0, "reserved": 0,
+                                       "driver_used": 0}, **fields)]
+        return [
+            ("empty", b""),
+            ("truncated", b'{"context": {"device_name": "x"}, "measurements": ['),
+            ("an array", b"[]"),
+            ("no device name", b'{"context": {}, "measurements": []}'),
+            ("measurements an object", b'{"context": {"device_name": "x"}, "measurements": {}}'),
+            ("measurement without scenario", b'{"context": {"device_name": "x"}, "measurements": [{}]}'),
+            ("timeline not an array", self.measurements(timeline={})),
+            ("step without a name", self.measurements(timeline=[{"requested": 0}])),
+            ("negative bytes", self.measurements(timeline=step(requested=-1))),
+            ("bytes 1e30", self.measurements(timeline=step(reserved=1e30))),
+            ("bytes 2^64", self.measurements(timeline=step(allocated=18446744073709551616.0))),
+            ("bytes a string", self.measurements(timeline=step(driver_used="5"))),
+            ("counters an array", self.measurements(counters=[])),
+            ("counter a string", self.measurements(counters={"x": "1"})),
+            ("BOM", b"\xef\xbb\xbf{}"),
+            ("invalid UTF-8", b'{"context": {"device_name": "\xff"}, "measurements": []}'),
+            ("NaN", b'{"context": {"device_name": "x"}, "measurements": [NaN]}'),
+            ("deep nesting", b"[" * 100000 + b"]" * 100000),
+            ("number 1e999", b'{"context": {"device_name": "x"}, "measurements": [1e999]}'),
+            ("binary junk", junk(4, 300)),
+            ("NUL inside", b'{"context": {"device_name": "a\x00b"}}'),
+        ]
+
+    def test_bad_pytorch_measurement_files(self):
+        for name, data in self.json_cases():
+            with self.subTest(name):
+                self.write("m.json", data)
+                self.refused(["claims", "--pytorch", "m.json", "--allocator", "caching", "--device", "sim",
+                              "--quiet", "--out", "out.json"], ["m.json"])
+
+    def test_unusable_outputs_are_refused_before_any_work(self):
+        self.write("kept.json", b"old")
+        os.symlink("kept.json", self.path("link.json"))
+        os.mkfifo(self.path("fifo.json"))
+        os.mkdir(self.path("dir.json"))
+        existing = ["kept.json", "link.json", "fifo.json", "dir.json"]
+        for out in ["link.json", "fifo.json", "dir.json", "/dev/null", "/dev/full", "missing/out.json", "x" * 256,
+                    ""]:
+            with self.subTest(out):
+                for command in (["run", "--scenario", "views", "--allocator", "caching", "--min-time", "0"],
+                                ["claims", "--allocator", "caching"], ["microbench", "--allocator", "cuda"]):
+                    self.refused([*command, "--device", "sim", "--quiet", "--out", out], existing, out="kept.json")
+                self.refused(["gen-trace", "random", "--events", "10", "--max-size", "1K", "--max-live", "1M",
+                              "-o", out], existing, out="kept.json")
+        with open(self.path("kept.json"), "rb") as file:
+            self.assertEqual(file.read(), b"old")
+
+    @classmethod
+    def tearDownClass(cls):
+        print(f"\nbad inputs: {cls.cases_run} refused as they should be", end=" ")
+
+
+class EdgeInputTest(unittest.TestCase):
+    """Inputs that are unusual but valid: they must work."""
+
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.addCleanup(self.directory.cleanup)
+        self.environment = dict(os.environ, TMPDIR=self.directory.name)
+
+    def replay(self, trace, data=None):
+        return subprocess.run([VRAMBENCH, "replay", trace, "--device", "sim", "--allocator", "caching,bfc",
+                               "--quiet", "--out", b"out.json"], input=data, capture_output=True,
+                              env=self.environment, cwd=self.directory.name, timeout=120)
+
+    def test_a_gzip_trace_on_stdin_replays_for_every_allocator(self):
+        result = self.replay("/dev/stdin", gz(V + b"a 1 4096\nm step\nf 1\n"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(self.directory.name, "out.json")) as file:
+            document = __import__("json").load(file)
+        iterations = [b for b in document["benchmarks"] if b["run_type"] == "iteration"]
+        self.assertEqual(len(iterations), 2)
+        for benchmark in iterations:
+            self.assertEqual(benchmark["events"], 2)
+        self.assertEqual(sorted(os.listdir(self.directory.name)), ["out.json"])
+
+    def test_a_trace_name_that_is_not_utf8_is_escaped_in_the_results(self):
+        name = b"t\xff\x01.trace"
+        with open(os.path.join(self.directory.name.encode(), name), "wb") as file:
+            file.write(V + b"a 1 4096\nf 1\n")
+        result = self.replay(name)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(self.directory.name, "out.json"), encoding="utf-8") as file:
+            document = __import__("json").load(file)
+        self.assertEqual(document["benchmarks"][0]["scenario"], "replay:t??.trace")
+
+
+    def test_a_full_disk_fails_with_exit_1_and_keeps_the_old_file(self):
+        # RLIMIT_FSIZE makes every write past 512 bytes fail (EFBIG, SIGXFSZ
+        # ignored) as a full disk would (ENOSPC): the same failed write().
+        import resource
+        import signal
+
+        def small_disk():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
+
+        old = os.path.join(self.directory.name, "old.json")
+        for command in (["run", "--scenario", "views", "--allocator", "caching", "--min-time", "0", "--out", old],
+                        ["gen-trace", "random", "--events", "100000", "--max-size", "1K", "--max-live", "1M", "-o",
+                         old]):
+            with self.subTest(command[0]):
+                with open(old, "w") as file:
+                    file.write("old")
+                result = subprocess.run([VRAMBENCH, *command, "--device" if command[0] == "run" else "--seed",
+                                         "sim" if command[0] == "run" else "1"], capture_output=True,
+                                        env=self.environment, cwd=self.directory.name, timeout=120,
+                                        preexec_fn=small_disk)
+                self.assertEqual(result.returncode, 1, result.stderr)
+                self.assertEqual(result.stderr.count(b"vrambench: error: "), 1, result.stderr)
+                with open(old) as file:
+                    self.assertEqual(file.read(), "old")
+                self.assertEqual(os.listdir(self.directory.name), ["old.json"])
+
+
+if __name__ == "__main__":
+    unittest.main()
