@@ -323,17 +323,6 @@ static int track_block(vb_allocator *allocator, vb_addr addr, uint64_t requested
     return 0;
 }
 
-/* A live block shrank: its allocated bytes follow. */
-void vb_seam_resize_block(vb_device *counting_device, vb_addr addr, uint64_t size)
-{
-    vb_allocator *allocator = seam_of(counting_device);
-    uint64_t slot;
-    if (!allocator || !vb_addr_map_get(&allocator->live, addr, &slot)) return;
-    vb_live_block *block = &allocator->blocks[slot];
-    allocator->counted.allocated_bytes -= block->allocated - size;
-    block->allocated = size;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Registry look-ups                                                          */
 /* ------------------------------------------------------------------------ */

@@ -37,8 +37,6 @@
  *     rounding, and whether it gave cached memory back and tried again;
  *   - return VB_ERR_OOM only when the device (or a configured limit) cannot
  *     serve the request, VB_ERR_HOST_OOM when host memory runs out;
- *   - when it shrinks a block that is handed out (stitch unmapping the
- *     excess of a used range), say so with vb_seam_resize_block;
  *   - for its own decisions, read the counts with vb_seam_stats (read only).
  *
  * The conformance suite (tests/test_conformance.c) checks these figures
@@ -308,10 +306,6 @@ void vb_allocator_note_peak(vb_allocator *allocator);
 /* For strategies: the seam's counts so far, by the device their create was
  * given (the counting device); NULL for any other device. */
 const vb_alloc_stats *vb_seam_stats(vb_device *counting_device);
-
-/* For strategies: the live block at `addr` is now `size` bytes (smaller
- * than it was handed out); its allocated bytes follow. */
-void vb_seam_resize_block(vb_device *counting_device, vb_addr addr, uint64_t size);
 
 /* External fragmentation of a stats snapshot: (free_cached - largest_free) /
  * free_cached, 0 when nothing is cached. */

@@ -979,6 +979,7 @@ void vb_cc_default_settings(vb_cc_settings *settings)
     for (size_t i = 0; i < VB_CC_ROUNDUP_INTERVALS; i++) settings->roundup_power2_divisions[i] = 0;
     settings->garbage_collection_threshold = 0.0;
     settings->memory_fraction = -1.0;
+    settings->chunk_mb = 0;
 }
 
 /* MiB to bytes, where anything too large to express means "no limit". */
@@ -1011,6 +1012,11 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
     cc->max_split_size = mib_to_bytes(settings->max_split_size_mb);
     cc->max_non_split_rounding = mib_to_bytes(settings->max_non_split_rounding_mb);
     cc->gc_threshold = settings->garbage_collection_threshold;
+    cc->large_chunk = settings->chunk_mb ? mib_to_bytes(settings->chunk_mb) : VB_CC_LARGE_BUFFER;
+    uint64_t granularity = dev->ops->vm_granularity ? dev->ops->vm_granularity(dev) : 0;
+    if (settings->chunk_mb && granularity && cc->large_chunk % granularity != 0)
+        return vb_error(VB_ERR_INVALID, "%s: chunk_mb=%llu is not a multiple of the device's granularity (%llu bytes)",
+                        name, (unsigned long long)settings->chunk_mb, (unsigned long long)granularity);
     if (settings->memory_fraction >= 0.0) {
         uint64_t free_bytes = 0, total_bytes = 0;
         vb_status status = dev->ops->mem_info(dev, &free_bytes, &total_bytes);
@@ -1033,6 +1039,14 @@ vb_status vb_cc_create(vb_device *dev, const vb_config *config, const vb_option 
 {
     vb_cc_settings settings;
     vb_cc_default_settings(&settings);
+    return vb_cc_create_with(dev, config, options, option_count, source, name, &settings, state);
+}
+
+vb_status vb_cc_create_with(vb_device *dev, const vb_config *config, const vb_option *options, size_t option_count,
+                            const vb_cc_source *source, const char *name, const vb_cc_settings *defaults,
+                            void **state)
+{
+    vb_cc_settings settings = *defaults;
     vb_status status = vb_config_apply(config, options, option_count, &settings, name);
     if (status != VB_OK) return status;
     vb_cc_allocator *cc = calloc(1, sizeof *cc);
@@ -1083,6 +1097,8 @@ void vb_cc_destroy(void *state)
     free(cc->event_streams);
     free_indexes(&cc->small_pool);
     free_indexes(&cc->large_pool);
+    free(cc->small_pool.spare_chunks);
+    free(cc->large_pool.spare_chunks);
     vb_addr_map_clear(&cc->allocated_blocks);
     free(cc);
 }

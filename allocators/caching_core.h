@@ -16,7 +16,11 @@
  * process_events / insert_events, release_cached_blocks, the garbage
  * collection by block age) are cited where they are used in caching_core.c.
  *
- * Internal to allocators/: nothing outside caching.c and expandable.c uses it.
+ * stitch   expandable's ranges, and before a range takes new chunks it
+ *          moves chunks out of free holes between live blocks (expandable.c).
+ *
+ * Internal to allocators/: nothing outside caching.c, expandable.c and
+ * stitch.c uses it.
  */
 #ifndef VB_CACHING_CORE_H
 #define VB_CACHING_CORE_H
@@ -85,6 +89,10 @@ struct vb_cc_pool {
     vb_cc_size_index **indexes;   /* one per stream that has had free blocks here, by stream */
     size_t index_count, index_capacity;
     int unindexed;                /* host memory ran out for an index: `blocks` is kept for good */
+    /* Stitching source only: chunks unmapped from holes, to be mapped again
+     * within the same alloc_block (never kept past it). */
+    vb_phys *spare_chunks;
+    size_t spare_count, spare_capacity;
 };
 
 /* A segment: one driver allocation (caching) or one reserved range
@@ -129,6 +137,7 @@ typedef struct vb_cc_settings {
     uint64_t roundup_power2_divisions[VB_CC_ROUNDUP_INTERVALS]; /* each 0 (default) or a power of two */
     double garbage_collection_threshold; /* 0 (default, off) or in (0, 1) */
     double memory_fraction;              /* < 0 (default): not set; else [0, 1] */
+    uint64_t chunk_mb;                   /* VM sources: large-pool chunk size; 0 (default): 20 MiB */
 } vb_cc_settings;
 
 /* The defaults above. */
@@ -174,6 +183,7 @@ struct vb_cc_allocator {
     double gc_threshold;
     int set_fraction;             /* memory_fraction was given */
     uint64_t allowed_memory_maximum;
+    uint64_t large_chunk;         /* bytes; VM sources' large-pool chunk (settings' chunk_mb) */
 
     vb_cc_pool small_pool, large_pool;
     vb_addr_map allocated_blocks; /* address -> block, for free and record_stream */
@@ -199,6 +209,12 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
  * and initialises the state on `source`. Errors name `name`. */
 vb_status vb_cc_create(vb_device *dev, const vb_config *config, const vb_option *options, size_t option_count,
                        const vb_cc_source *source, const char *name, void **state);
+
+/* vb_cc_create over the strategy's own `defaults` instead of
+ * vb_cc_default_settings. */
+vb_status vb_cc_create_with(vb_device *dev, const vb_config *config, const vb_option *options, size_t option_count,
+                            const vb_cc_source *source, const char *name, const vb_cc_settings *defaults,
+                            void **state);
 
 /* ---- the ops every caching-style strategy shares (state = vb_cc_allocator) ---- */
 void vb_cc_destroy(void *state);
@@ -271,5 +287,9 @@ static inline int vb_cc_block_is_split(const vb_cc_block *block)
 /* Adds / removes a segment in the allocator's address-ordered set. */
 void vb_cc_segment_add(vb_cc_allocator *cc, vb_cc_segment *segment);
 void vb_cc_segment_remove(vb_cc_allocator *cc, vb_cc_segment *segment);
+
+/* The stitching source (expandable.c): expandable segments that reclaim
+ * chunks from holes before creating new ones (the `stitch` strategy). */
+extern const vb_cc_source vb_cc_stitching_segments;
 
 #endif

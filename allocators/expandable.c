@@ -20,6 +20,7 @@
  * (cuMemCreate) calls and driver_free_calls vm_release (cuMemRelease) calls.
  */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "caching_core.h"
@@ -33,7 +34,7 @@ typedef struct expandable_chunk {
 /* A reserved range (PyTorch's ExpandableSegment); core segment first. */
 typedef struct expandable_segment {
     vb_cc_segment segment;
-    uint64_t chunk_size;          /* 2 MiB small pool, 20 MiB large pool */
+    uint64_t chunk_size;          /* 2 MiB small pool, cc->large_chunk (20 MiB) large pool */
     expandable_chunk *chunks;     /* slots in use so far, by index from base */
     size_t chunk_capacity;
 } expandable_segment;
@@ -61,27 +62,52 @@ static int reserve_slots(expandable_segment *es, size_t count)
     return 0;
 }
 
-/* Unmaps and releases chunks [begin, end), which are all present. */
-static void unmap_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t begin, size_t end)
+/* Makes room for `more` spare chunks in the pool; 0, or -1 when host
+ * memory runs out. */
+static int reserve_spares(vb_cc_pool *pool, size_t more)
+{
+    size_t count = pool->spare_count + more;
+    if (count <= pool->spare_capacity) return 0;
+    size_t capacity = pool->spare_capacity ? pool->spare_capacity : 16;
+    while (capacity < count) capacity *= 2;
+    vb_phys *grown = realloc(pool->spare_chunks, capacity * sizeof *grown);
+    if (!grown) return -1;
+    pool->spare_chunks = grown;
+    pool->spare_capacity = capacity;
+    return 0;
+}
+
+/* Unmaps chunks [begin, end), which are all present: released, or, with
+ * `keep` (room reserved by reserve_spares), kept as keep's spares. */
+static void unmap_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t begin, size_t end, vb_cc_pool *keep)
 {
     vb_device *dev = cc->device;
     for (size_t i = begin; i < end; i++) {
         dev->ops->vm_unmap(dev, es->segment.base + i * es->chunk_size, es->chunk_size);
-        dev->ops->vm_release(dev, es->chunks[i].handle);
+        if (keep)
+            keep->spare_chunks[keep->spare_count++] = es->chunks[i].handle;
+        else
+            dev->ops->vm_release(dev, es->chunks[i].handle);
         es->chunks[i].present = 0;
     }
 }
 
-/* ExpandableSegment::map: creates and maps chunks [begin, end). On failure
- * everything this call created is released again and the status returned
- * (VB_ERR_OOM when the device ran out). */
+/* ExpandableSegment::map: maps chunks [begin, end), taking the pool's
+ * spare chunks first and creating the rest. On failure everything this call
+ * took or created is released and the status returned (VB_ERR_OOM when the
+ * device ran out). */
 static vb_status map_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t begin, size_t end)
 {
     vb_device *dev = cc->device;
+    vb_cc_pool *pool = es->segment.pool;
     if (reserve_slots(es, end) != 0) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     vb_status status = VB_OK;
     size_t created = begin, mapped = begin;
     for (; created < end && status == VB_OK; created++) {
+        if (pool->spare_count) {
+            es->chunks[created].handle = pool->spare_chunks[--pool->spare_count];
+            continue;
+        }
         status = dev->ops->vm_create(dev, es->chunk_size, &es->chunks[created].handle);
         if (status != VB_OK) break;
     }
@@ -116,7 +142,9 @@ static int has_room(const vb_cc_block *block, uint64_t size)
 }
 
 /* A new range for (stream, pool): 1.125 x the device's memory of address
- * space, rounded to whole chunks, one unmapped block covering it. */
+ * space, rounded to whole chunks (2 MiB small pool, cc->large_chunk large
+ * pool, rounded up to the device's granularity), one unmapped block
+ * covering it. */
 static vb_status new_range(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, vb_cc_block **out)
 {
     vb_device *dev = cc->device;
@@ -124,7 +152,7 @@ static vb_status new_range(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stre
     vb_status status = dev->ops->mem_info(dev, &free_bytes, &total_bytes);
     if (status != VB_OK) return status;
     uint64_t granularity = dev->ops->vm_granularity(dev);
-    uint64_t chunk = pool->is_small ? VB_CC_SMALL_BUFFER : VB_CC_LARGE_BUFFER;
+    uint64_t chunk = pool->is_small ? VB_CC_SMALL_BUFFER : cc->large_chunk;
     chunk = (chunk + granularity - 1) / granularity * granularity;
     uint64_t wanted = total_bytes + total_bytes / 8;
     uint64_t size = (wanted + chunk - 1) / chunk * chunk;
@@ -236,16 +264,20 @@ static vb_status expandable_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, v
 /* Shrinking: unmap_block, release_blocks                                     */
 /* ------------------------------------------------------------------------ */
 
-/* unmap_block: unmaps the chunks wholly inside free block `block`; the
- * parts before and after stay as free mapped blocks, the unmapped middle
- * joins unmapped neighbours. */
-static void unmap_block(vb_cc_allocator *cc, vb_cc_block *block)
+/* unmap_block: unmaps the chunks wholly inside free block `block`, at most
+ * `max_chunks` of them from the lowest; the parts before and after stay as
+ * free mapped blocks, the unmapped middle (`block` itself) joins unmapped
+ * neighbours. The chunks are released, or kept as the spares of pool
+ * `keep` when it is not NULL. Returns the number of chunks unmapped. */
+static size_t unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t max_chunks, vb_cc_pool *keep)
 {
     expandable_segment *es = expandable_of(block->segment);
     uint64_t offset = block->addr - es->segment.base;
     size_t begin = (offset + es->chunk_size - 1) / es->chunk_size;
     size_t end = (offset + block->size) / es->chunk_size;
-    if (begin >= end) return;
+    if (begin >= end) return 0;
+    if (end - begin > max_chunks) end = begin + max_chunks;
+    if (keep && reserve_spares(keep, end - begin) != 0) return 0;
     vb_addr start = es->segment.base + begin * es->chunk_size;
     uint64_t unmapped_size = (end - begin) * es->chunk_size;
     uint64_t before_size = start - block->addr, after_size = block->size - before_size - unmapped_size;
@@ -258,12 +290,12 @@ static void unmap_block(vb_cc_allocator *cc, vb_cc_block *block)
     if ((before_size && !before) || (after_size && !after)) {
         if (before) vb_cc_block_recycle(cc, before);
         if (after) vb_cc_block_recycle(cc, after);
-        return;
+        return 0;
     }
     /* cuMemUnmap does not wait for the work using the memory; PyTorch waits
      * for the range's stream first. */
     cc->device->ops->stream_synchronize(cc->device, es->segment.stream);
-    unmap_chunks(cc, es, begin, end);
+    unmap_chunks(cc, es, begin, end, keep);
     vb_cc_pool_erase(block->pool, block);
     if (before) {
         vb_cc_splice(before, block->prev, block);
@@ -279,6 +311,7 @@ static void unmap_block(vb_cc_allocator *cc, vb_cc_block *block)
     vb_cc_try_merge(cc, block, block->prev);
     vb_cc_try_merge(cc, block, block->next);
     vb_oset_insert(&block->pool->unmapped, &block->node);
+    return end - begin;
 }
 
 /* release_expandable_segment: a range with nothing mapped goes back. */
@@ -302,7 +335,7 @@ static void expandable_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
     while (node) {
         vb_oset_node *next = vb_oset_next(&pool->blocks, node);
         vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, node);
-        unmap_block(cc, block);
+        unmap_block(cc, block, SIZE_MAX, NULL);
         if (!block->mapped && !vb_cc_block_is_split(block)) release_range(cc, block);
         node = next;
     }
@@ -313,7 +346,7 @@ static void expandable_destroy_segment(vb_cc_allocator *cc, vb_cc_segment *segme
 {
     expandable_segment *es = expandable_of(segment);
     for (size_t i = 0; i < es->chunk_capacity; i++)
-        if (es->chunks[i].present) unmap_chunks(cc, es, i, i + 1);
+        if (es->chunks[i].present) unmap_chunks(cc, es, i, i + 1, NULL);
     cc->device->ops->vm_free(cc->device, segment->base, segment->size);
     free(es->chunks);
     free(es);
@@ -324,6 +357,98 @@ static const vb_cc_source expandable_segments = {
     .alloc_block = expandable_alloc_block,
     .release_pool = expandable_release_pool,
     .release_block = NULL, /* no block is ever a whole range: nothing to free one by one */
+    .destroy_segment = expandable_destroy_segment,
+};
+
+/* ------------------------------------------------------------------------ */
+/* Stitching: chunks from holes before new ones (the `stitch` strategy)       */
+/* ------------------------------------------------------------------------ */
+
+/* The chunks expandable_alloc_block would map to serve `size` bytes from
+ * `candidate` (what find_expandable_block chose); *last is set to the last
+ * block it would touch. */
+static size_t chunks_to_map(vb_cc_block *candidate, uint64_t size, vb_cc_block **last)
+{
+    uint64_t chunk = expandable_of(candidate->segment)->chunk_size, bytes = 0;
+    size_t chunks = 0;
+    vb_cc_block *block = candidate;
+    for (; block; block = block->next) {
+        *last = block;
+        if (block->mapped) {
+            bytes += block->size;
+        } else {
+            uint64_t want = size - bytes < block->size ? size - bytes : block->size;
+            uint64_t n = (want + chunk - 1) / chunk;
+            chunks += n;
+            bytes += n * chunk < block->size ? n * chunk : block->size;
+        }
+        if (bytes >= size) break;
+    }
+    return chunks;
+}
+
+/* 1 if `block` is a hole the stitching may take chunks from: free, mapped,
+ * with no pending use, not at the growing end of its range (a mapped block
+ * followed by unmapped space is where the range grows: taking from it would
+ * only map the same chunk back), and outside [lo, hi) of the range `keep`,
+ * the blocks the request is about to use and their neighbours. */
+static int is_hole(const vb_cc_block *block, const vb_cc_segment *keep, vb_addr lo, vb_addr hi)
+{
+    if (!block->mapped || !vb_cc_block_available(block)) return 0;
+    if (block->segment == keep && block->addr < hi && block->addr + block->size > lo) return 0;
+    return 1;
+}
+
+/* Takes up to `wanted` chunks out of holes of the ranges (any stream, any
+ * pool) whose chunks are candidate's size, lowest address first, into the
+ * pool's spares; returns how many. */
+static size_t reclaim_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_cc_block *candidate, vb_cc_block *last,
+                            size_t wanted)
+{
+    vb_cc_block *first = candidate->prev ? candidate->prev : candidate;
+    if (last->next) last = last->next;
+    vb_addr lo = first->addr, hi = last->addr + last->size;
+    vb_cc_segment *keep = candidate->segment;
+    size_t taken = 0;
+    for (vb_oset_node *node = vb_oset_first(&cc->segments); node && taken < wanted;
+         node = vb_oset_next(&cc->segments, node)) {
+        vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
+        if (expandable_of(segment)->chunk_size != expandable_of(keep)->chunk_size) continue;
+        for (vb_cc_block *block = segment->head; block && taken < wanted; block = block->next)
+            if (is_hole(block, keep, lo, hi)) taken += unmap_block(cc, block, wanted - taken, pool);
+    }
+    return taken;
+}
+
+/* Releases the spares an alloc_block did not map (none when chunks_to_map
+ * foresaw it right). */
+static void release_spares(vb_cc_allocator *cc, vb_cc_pool *pool)
+{
+    while (pool->spare_count) cc->device->ops->vm_release(cc->device, pool->spare_chunks[--pool->spare_count]);
+}
+
+/* alloc_block of the stitching source: where expandable would map new
+ * chunks, it first unmaps as many chunks from holes (free memory stranded
+ * between live blocks) and maps those instead, creating chunks only for
+ * the rest. Holes therefore never outlast a request for new memory. */
+static vb_status stitching_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
+                                       uint64_t alloc_size, vb_cc_block **out)
+{
+    vb_cc_block *candidate = NULL, *last = NULL;
+    vb_status status = find_expandable_block(cc, pool, stream, size, &candidate);
+    if (status != VB_OK) return status;
+    size_t wanted = chunks_to_map(candidate, size, &last);
+    if (wanted) reclaim_holes(cc, pool, candidate, last, wanted);
+    status = expandable_alloc_block(cc, pool, stream, size, alloc_size, out);
+    release_spares(cc, pool);
+    return status;
+}
+
+const vb_cc_source vb_cc_stitching_segments = {
+    .expandable = 1,
+    .alloc_block = stitching_alloc_block,
+    .release_pool = expandable_release_pool,
+    .release_block = NULL,
     .destroy_segment = expandable_destroy_segment,
 };
 

@@ -3,11 +3,10 @@
 
 figure(data) draws what tools/stitch_tradeoff.py measured on the simulated
 device: for each workload, stitch's overhead ratio (peak reserved / peak
-requested) against its VM driver calls (left) and against the estimated GPU
-time (right: host time + calls x assumed per-call costs), one point per
-setting (granule_mb/granule_parts, "+split" with split_free), joined in
-order of calls. Standalone: imports only
-matplotlib.
+requested) against its VM driver calls (left) and against its estimated GPU
+time over caching's (right: host time + calls x the per-call costs measured
+by tools/probe_driver.c), one point per chunk_mb, joined in order of calls.
+Standalone: imports only matplotlib.
 
     python3 plots/stitch_tradeoff.py DATA.json OUT.png
 """
@@ -21,11 +20,9 @@ from matplotlib.figure import Figure  # noqa: E402
 
 
 def _label(row):
-    """A short name of a stitch row's setting: MB/PARTS ("chunk" without
-    granules), "+split" with split_free."""
+    """A short name of a stitch row's setting: its chunk_mb ("default" without one)."""
     values = dict(item.split("=", 1) for item in row["config"].split(",") if "=" in item)
-    mb, parts = int(values.get("granule_mb", 0)), int(values.get("granule_parts", 8))
-    return (f"{mb}/{parts}" if mb else "chunk") + ("+split" if values.get("split_free", "0") != "0" else "")
+    return values.get("chunk_mb", "default")
 
 
 def figure(data):
@@ -37,7 +34,7 @@ def figure(data):
     for workload in workloads:
         points = [r for r in rows if r["workload"] == workload]
         label = workload.rsplit("/", 1)[-1].replace(".trace.gz", "")
-        for axes, key in ((calls_axes, "calls"), (time_axes, "estimated_ms")):
+        for axes, key in ((calls_axes, "calls"), (time_axes, "vs_caching")):
             points.sort(key=lambda p: p[key])  # a curve from the most calls to the fewest
             line, = axes.plot([p[key] for p in points], [p["overhead"] for p in points], marker="o", label=label)
             for p in points:
@@ -45,15 +42,17 @@ def figure(data):
                               textcoords="offset points", xytext=(3, 3), color=line.get_color())
     costs = ", ".join(f"{k} {v:g}" for k, v in data.get("cost_us", {}).items())
     calls_axes.set_xlabel("VM driver calls (create+map+unmap+set_access+release)")
-    time_axes.set_xlabel(f"estimated GPU ms = host + calls x us ({costs})", fontsize=8)
+    time_axes.set_xlabel("estimated GPU time / caching's (host + calls x per-call us)")
+    time_axes.set_title(costs, fontsize=7)
+    for target in (1.5, 2.0):
+        time_axes.axvline(target, color="grey", linestyle="--", linewidth=1)
     for axes in (calls_axes, time_axes):
         axes.set_xscale("log")
         axes.set_ylabel("overhead ratio (peak reserved / peak requested)")
         axes.axhline(1.02, color="grey", linestyle=":", linewidth=1)
         axes.grid(True, alpha=0.3)
     calls_axes.legend(fontsize=7)
-    fig.suptitle("stitch: granule_mb/granule_parts (+split_free) trade-off (simulated device; 'chunk' = "
-                 "no granules, the default)")
+    fig.suptitle("stitch: chunk_mb trade-off (simulated device; points labelled with chunk_mb)")
     fig.tight_layout()
     return fig
 

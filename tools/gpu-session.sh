@@ -5,7 +5,9 @@
 # (default /tmp/vrambench-keep, alive while the machine is held):
 #   tools/gpu-session.sh check    build, make test-gpu, microbench (JSON)
 #   tools/gpu-session.sh torch    PyTorch reference: claims measurements and
-#                                 training-loop traces (tools/record_torch_traces.py)
+#                                 training-loop traces (tools/record_torch_traces.py,
+#                                 every workload, into $KEEP/traces: tune and stitch
+#                                 use them)
 #   tools/gpu-session.sh torch-ab         make plugin; the conformance suite on the plug-in
 #                                         loaded as external:; tools/torch_ab.py on the
 #                                         documents' workloads (training_cleanup,
@@ -38,7 +40,7 @@
 #                                 bert_amp, generate, two_stream), replays them,
 #                                 the fixture traces and tests/fixtures/stitch
 #                                 with caching, expandable and stitch (default,
-#                                 two granule settings, split_free) on cuda, runs
+#                                 chunk_mb=2, 8 and 64) on cuda, runs
 #                                 random_mix and capped_training so; JSON and
 #                                 the recorded traces (traces-stitch.tar.gz)
 # Each stage logs to $OUT/<stage>.log.
@@ -138,18 +140,20 @@ for stage in "$@"; do
         # What a workload can have: the free memory next to a CUDA context.
         total=$(python3 -c "import torch; print(torch.cuda.mem_get_info()[0])")
         echo "device capacity for tune (free bytes with a CUDA context): $total bytes"
-        PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$dir" --workloads resnet50,gpt2,resnet18_varres \
-            || echo "record_torch_traces: FAILED"
+        # The traces the torch stage recorded, else recorded here.
+        traces="$KEEP/traces"
+        [ -f "$traces/resnet18_varres.trace.gz" ] || PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$traces" \
+            --workloads resnet50,gpt2,resnet18_varres || echo "record_torch_traces: FAILED"
         for name in resnet50 gpt2 resnet18_varres; do
-            [ -f "$dir/$name.trace.gz" ] || continue
+            [ -f "$traces/$name.trace.gz" ] || continue
             TIMEFORMAT="tune $name: %R s wall"
-            time { ./build/vrambench tune "$dir/$name.trace.gz" --capacity "$total" \
+            time { ./build/vrambench tune "$traces/$name.trace.gz" --capacity "$total" \
                 --out "$dir/tune-$name.json" --quiet | tee "$OUT/tune-$name.txt" || echo "tune $name: FAILED"; }
-            cp "$dir/tune-$name.json" "$dir/$name.json" "$dir/$name.trace.gz" "$OUT/" 2>/dev/null
+            cp "$dir/tune-$name.json" "$OUT/" 2>/dev/null
         done
         # The main replays on the GPU itself (times are GPU-side; memory figures must equal the sim's).
         TIMEFORMAT="tune resnet50 --device cuda: %R s wall"
-        [ -f "$dir/resnet50.trace.gz" ] && time { ./build/vrambench tune "$dir/resnet50.trace.gz" --device cuda \
+        [ -f "$traces/resnet50.trace.gz" ] && time { ./build/vrambench tune "$traces/resnet50.trace.gz" --device cuda \
             --capacity "$total" --out "$OUT/tune-resnet50-cuda.json" --quiet | tail -3 || echo "tune --device cuda: FAILED"; }
         # replay --sim-capacity on the GPU is a cap: its first OOM against the simulated device's.
         for device in cuda sim; do
@@ -161,7 +165,7 @@ for stage in "$@"; do
         # replay --snapshot opened by PyTorch's own snapshot tools.
         for allocator in caching expandable; do
             pickle="$dir/gpt2-$allocator.pickle"
-            ./build/vrambench replay "$dir/gpt2.trace.gz" --device sim --allocator "$allocator" --quiet \
+            ./build/vrambench replay "$traces/gpt2.trace.gz" --device sim --allocator "$allocator" --quiet \
                 --snapshot "$pickle" > /dev/null || { echo "snapshot $allocator: FAILED"; continue; }
             python3 -m torch.cuda._memory_viz stats "$pickle" | tail -5 || echo "_memory_viz stats $allocator: FAILED"
             python3 -m torch.cuda._memory_viz trace_plot "$pickle" -o "$OUT/gpt2-$allocator-trace.html" \
@@ -185,13 +189,12 @@ for stage in "$@"; do
         ;;
     stitch)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
-        allocators='caching,expandable,stitch,stitch[granule_mb=8,granule_parts=8],stitch[split_free=1],stitch[granule_mb=64,granule_parts=1]'
-        # Budgets keep the stage under 10 minutes: recording 270 s, replays ~2 min, the run 150 s.
-        PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py "$KEEP/stitch-traces" \
-            || echo "record_torch_traces: FAILED (some workloads)"
-        (cd "$KEEP" && tar czf "$OUT/traces-stitch.tar.gz" stitch-traces/*.json stitch-traces/*.trace.gz) \
-            || echo "no traces to pack"
-        for trace in "$KEEP"/stitch-traces/*.trace.gz tests/fixtures/traces/*.trace.gz tests/fixtures/stitch/*.trace.gz; do
+        allocators='caching,expandable,stitch,stitch[chunk_mb=2],stitch[chunk_mb=8],stitch[chunk_mb=64]'
+        # Budgets keep the stage under 10 minutes: recording (when the torch stage did not) 270 s,
+        # replays ~2 min, the run 150 s.
+        [ -f "$KEEP/traces/two_stream.trace.gz" ] || PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py \
+            "$KEEP/traces" || echo "record_torch_traces: FAILED (some workloads)"
+        for trace in "$KEEP"/traces/*.trace.gz tests/fixtures/traces/*.trace.gz tests/fixtures/stitch/*.trace.gz; do
             [ -f "$trace" ] || continue
             name=$(basename "$trace" .trace.gz)
             case "$trace" in "$KEEP"/*) name="torch-$name" ;; esac

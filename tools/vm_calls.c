@@ -7,7 +7,7 @@
  * A WORKLOAD is a trace file (replayed as `vrambench replay` does) or a
  * registered scenario's name (run once). One JSON object per workload on
  * stdout: calls by kind (create, map, unmap, set_access, release, reserve,
- * free), bytes mapped, peak reserved / peak requested (exact on sim) and the
+ * free, and the plain mem_alloc / mem_free), bytes mapped, peak reserved / peak requested (exact on sim) and the
  * host CPU seconds of the run (process CPU time: steadier than wall time on
  * a shared machine). With --repeat N the workload runs N times on the
  * same allocator, as the benchmark's iterations do, and the calls and host
@@ -27,6 +27,7 @@
 
 typedef struct vm_counts {
     uint64_t create, map, unmap, set_access, release, reserve, free, mapped_bytes;
+    uint64_t mem_alloc, mem_free; /* plain driver allocations (cudaMalloc / cudaFree), for caching */
 } vm_counts;
 
 static vm_counts counts;
@@ -70,6 +71,17 @@ static vb_status count_free(vb_device *d, vb_addr a, uint64_t size)
     return sim_ops->vm_free(d, a, size);
 }
 
+static vb_status count_mem_alloc(vb_device *d, uint64_t size, vb_addr *out)
+{
+    counts.mem_alloc++;
+    return sim_ops->mem_alloc(d, size, out);
+}
+static vb_status count_mem_free(vb_device *d, vb_addr a)
+{
+    counts.mem_free++;
+    return sim_ops->mem_free(d, a);
+}
+
 /* Process CPU seconds: on a shared machine steadier than wall time. */
 static double now_s(void)
 {
@@ -92,6 +104,8 @@ static int measure(const char *allocator_name, const vb_config *config, const ch
     ops.vm_set_access = count_set_access;
     ops.vm_reserve = count_reserve;
     ops.vm_free = count_free;
+    ops.mem_alloc = count_mem_alloc;
+    ops.mem_free = count_mem_free;
     vb_device counted = {.ops = &ops, .state = sim->state};
     memset(&counts, 0, sizeof counts);
 
@@ -127,11 +141,12 @@ static int measure(const char *allocator_name, const vb_config *config, const ch
     for (size_t i = 0; config && i < config->count; i++)
         printf("%s%s=%s", i ? "," : "", config->entries[i].key, config->entries[i].value);
     printf("\", \"create\": %llu, \"map\": %llu, \"unmap\": %llu, \"set_access\": %llu, \"release\": %llu, "
-           "\"reserve\": %llu, \"free\": %llu, \"mapped_mib\": %.0f, \"peak_requested\": %llu, "
+           "\"reserve\": %llu, \"free\": %llu, \"mem_alloc\": %llu, \"mem_free\": %llu, \"mapped_mib\": %.0f, \"peak_requested\": %llu, "
            "\"peak_reserved\": %llu, \"overhead\": %.5f, \"host_s\": %.4f}\n",
            (unsigned long long)counts.create, (unsigned long long)counts.map, (unsigned long long)counts.unmap,
            (unsigned long long)counts.set_access, (unsigned long long)counts.release,
-           (unsigned long long)counts.reserve, (unsigned long long)counts.free, counts.mapped_bytes / 1048576.0,
+           (unsigned long long)counts.reserve, (unsigned long long)counts.free, (unsigned long long)counts.mem_alloc,
+           (unsigned long long)counts.mem_free, counts.mapped_bytes / 1048576.0,
            (unsigned long long)peaks.requested, (unsigned long long)peaks.reserved,
            peaks.requested ? (double)peaks.reserved / (double)peaks.requested : 0.0, seconds);
     fflush(stdout);
