@@ -121,11 +121,22 @@ uint64_t whole_words(const void *addr, uint64_t size)
     return ((uintptr_t)addr & 7) == 0 ? size / 8 : 0;
 }
 
+// The runtime's last error is per thread and shared with every library in the
+// process (an external allocator's failed cudaMalloc leaves one behind, seen
+// on an H100 as a kernel launch "failing" with out of memory): it is cleared
+// before a launch, so what is read after it is the launch's own. A sticky
+// error comes back at the launch itself.
+void clear_stale_error()
+{
+    (void)cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" cudaError_t vb_cuda_launch_fill_random_f32(cudaStream_t stream, float *out, uint64_t count, uint64_t seed)
 {
     if (count == 0) return cudaSuccess;
+    clear_stale_error();
     fill_random_kernel<<<blocks_for(count), kThreads, 0, stream>>>(out, count, seed);
     return cudaGetLastError();
 }
@@ -133,6 +144,7 @@ extern "C" cudaError_t vb_cuda_launch_fill_random_f32(cudaStream_t stream, float
 extern "C" cudaError_t vb_cuda_launch_relu_f32(cudaStream_t stream, float *out, const float *in, uint64_t count)
 {
     if (count == 0) return cudaSuccess;
+    clear_stale_error();
     relu_kernel<<<blocks_for(count), kThreads, 0, stream>>>(out, in, count);
     return cudaGetLastError();
 }
@@ -140,6 +152,7 @@ extern "C" cudaError_t vb_cuda_launch_relu_f32(cudaStream_t stream, float *out, 
 extern "C" cudaError_t vb_cuda_launch_fill_pattern(cudaStream_t stream, void *addr, uint64_t size, uint64_t seed)
 {
     uint64_t words = whole_words(addr, size);
+    clear_stale_error();
     if (words > 0) {
         fill_pattern_words<<<blocks_for(words), kThreads, 0, stream>>>((uint64_t *)addr, words, seed);
         cudaError_t err = cudaGetLastError();
@@ -157,6 +170,7 @@ extern "C" cudaError_t vb_cuda_verify_pattern(cudaStream_t stream, const void *a
                                               uint64_t *mismatched_bytes)
 {
     void *counter = nullptr;
+    clear_stale_error();
     cudaError_t err = cudaGetSymbolAddress(&counter, mismatch_counter);
     if (err == cudaSuccess) err = cudaMemsetAsync(counter, 0, sizeof(unsigned long long), stream);
     if (err != cudaSuccess) return err;
@@ -182,6 +196,7 @@ extern "C" cudaError_t vb_cuda_verify_pattern(cudaStream_t stream, const void *a
 
 extern "C" cudaError_t vb_cuda_launch_busy(cudaStream_t stream, uint64_t nanoseconds)
 {
+    clear_stale_error();
     busy_kernel<<<1, 1, 0, stream>>>(nanoseconds);
     return cudaGetLastError();
 }

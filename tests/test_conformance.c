@@ -454,6 +454,16 @@ static void random_free(fixture *f, random_report *report, uint64_t *rng, uint64
     vb_ledger_release(&f->ledger, addr);
 }
 
+/* What "nothing reserved" may read for this allocator: 0, or one driver page
+ * for one whose reserved bytes are the driver's word (external allocators:
+ * the growth of cudaMemGetInfo's used memory since creation, which other work
+ * of the process, its streams and events among them, moves by a page; seen
+ * on an H100). */
+static uint64_t reserved_when_empty(const fixture *f)
+{
+    return f->allocator->ops->outside_reserved ? VB_DRIVER_PAGE : 0;
+}
+
 /* 0 for an external allocator: PyTorch's pluggable-allocator ABI (malloc,
  * free) carries no record_stream, and PyTorch drops record_stream under a
  * pluggable allocator (README, "PyTorch plug-in"), so a library behind it
@@ -526,7 +536,7 @@ static void release_everything(fixture *f, random_report *report, uint64_t op)
 
     vb_alloc_stats s = stats_of(f);
     uint64_t held = vb_counting_held(&f->proxy);
-    if (s.reserved_bytes != 0 || s.allocated_bytes != 0 || s.requested_bytes != 0)
+    if (s.reserved_bytes > reserved_when_empty(f) || s.allocated_bytes != 0 || s.requested_bytes != 0)
         violate(report, PROPERTY_EMPTY_AFTER_RELEASE,
                 "after freeing everything and empty_cache: reserved %" PRIu64 ", allocated %" PRIu64
                 ", requested %" PRIu64 " (all should be 0)",
@@ -1121,7 +1131,7 @@ static void threads_random_ops_no_overlap_ledger_exact(void **state)
     }
     ASSERT_OK(vb_empty_cache(f->allocator));
     s = stats_of(f);
-    if (s.reserved_bytes != 0 || s.allocated_bytes != 0 || s.requested_bytes != 0)
+    if (s.reserved_bytes > reserved_when_empty(f) || s.allocated_bytes != 0 || s.requested_bytes != 0)
         fail_msg("after freeing everything and empty_cache: reserved %" PRIu64 ", allocated %" PRIu64
                  ", requested %" PRIu64 " (all should be 0)", s.reserved_bytes, s.allocated_bytes, s.requested_bytes);
     uint64_t held = vb_counting_held(&f->proxy);
