@@ -87,8 +87,7 @@ for stage in "$@"; do
         (cd "$KEEP" && tar czf "$OUT/traces.tar.gz" traces/*.json traces/*.trace.gz) || echo "no traces to pack"
         ;;
     bench)
-        make bench BENCH_OUT="results/{device}-{date}.json" || echo "bench: FAILED"
-        cp results/*-"$day".json "$OUT/" 2>/dev/null
+        make bench BENCH_OUT="$OUT/{device}-{date}.json" || echo "bench: FAILED"
         # PyTorch's column: this session's measurements, else the newest committed ones.
         pytorch=()
         recorded=$(ls -t "$KEEP"/pytorch-claims.json results/pytorch-claims-*.json 2>/dev/null | head -1)
