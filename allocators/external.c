@@ -138,6 +138,10 @@ static vb_status external_create(vb_device *dev, const vb_config *config, void *
     memcpy(&ext->malloc_fn, &malloc_fn, sizeof malloc_fn);
     memcpy(&ext->free_fn, &free_fn, sizeof free_fn);
     memcpy(&ext->empty_cache_fn, &empty_cache_fn, sizeof empty_cache_fn);
+    /* A library may keep its cache across our instances (the plug-in serves
+     * one allocator per device for the whole process): emptied first, so the
+     * baseline is the driver's use with nothing of the library's cached. */
+    if (ext->empty_cache_fn) ext->empty_cache_fn();
     ext->baseline_used = vb_device_used_bytes(dev);
     *state = ext;
     return VB_OK;

@@ -821,7 +821,9 @@ static void oom_frees_cache_and_retries(void **state)
     assert_driver_calls_match_device(f);
     ASSERT_OK(vb_free(f->allocator, big));
     ASSERT_OK(vb_empty_cache(f->allocator));
-    assert_int_equal(stats_of(f).reserved_bytes, 0);
+    if (stats_of(f).reserved_bytes > reserved_when_empty(f))
+        fail_msg("after freeing the large block and empty_cache, %" PRIu64 " bytes stay reserved",
+                 stats_of(f).reserved_bytes);
     if (!gave_back) {
         print_message("      skipped: '%s' served %" PRIu64 " bytes on another stream with %" PRIu64
                       " cached without giving memory back, so it never needed to free its cache and retry\n",
