@@ -168,6 +168,12 @@ static void fixture_open(fixture *f, uint64_t sim_capacity)
     vb_config config = vb_allocator_spec_config(f->suite->spec);
     status = vb_allocator_create(f->suite->spec->name, &f->proxy.device, &config, &f->allocator);
     if (status != VB_OK) fail_msg("cannot create allocator '%s': %s", f->suite->spec->label, vb_last_error());
+    /* An external library may hold memory across our instances (the plug-in
+     * keeps one allocator per device for the process) and empties it when an
+     * instance is created (allocators/external.c): the driver's used memory is
+     * read again after that, so the proxy's baseline and the allocator's are
+     * the same moment. */
+    if (f->allocator->ops->outside_reserved) f->proxy.baseline_used = vb_device_used_bytes(f->device);
 }
 
 /* A new stream on the test device, destroyed by the teardown. */
