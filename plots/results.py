@@ -546,8 +546,8 @@ def file_time(result):
 
 def find_latest(directory):
     """(newest run result, newest microbench result of the same device or
-    None) among DIRECTORY/*.json, claims-*.json excluded, newest by context
-    date. Files that are not results are skipped with a note; so are
+    None) among DIRECTORY/*.json, claims-*.json, replays and microbench
+    --threads files excluded, newest by context date. Files that are not results are skipped with a note; so are
     microbench files of another device (figures never mix devices)."""
     if not os.path.isdir(directory):
         raise InputError(f"{directory}: no such directory")
@@ -561,9 +561,12 @@ def find_latest(directory):
             note(f"skipping {error}")
             continue
         if result.has_timelines():
-            runs.append(result)
-        elif result.microbench:
-            micros.append(result)
+            # A replay file's plots go to plots/replay-NAME/ (README): `make
+            # bench`'s scenario results are what plots/ shows.
+            if not all(run.name.startswith("replay:") for run in result.runs):
+                runs.append(result)
+        elif result.microbench and not os.path.basename(path).startswith("microbench-threads"):
+            micros.append(result)  # the one-thread figures; microbench --threads files are contention figures
     if not runs:
         raise InputError(f"{directory}: no run results (*.json with timelines); "
                          "run `make bench` or give RESULTS=FILE")
