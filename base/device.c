@@ -6,7 +6,7 @@
 
 #ifdef VB_HAVE_CUDA
 /* base/device_cuda.c */
-vb_status vb_cuda_open(uint64_t cap_bytes, vb_device **out);
+vb_status vb_cuda_open(vb_device **out);
 int vb_cuda_device_count(void);
 const char *vb_cuda_unavailable_reason(void); /* why the last count was 0 */
 #endif
@@ -29,6 +29,24 @@ int vb_device_cuda_available(void)
 #endif
 }
 
+#ifdef VB_HAVE_CUDA
+/* The cuda backend, under a cap (base/device_cap.c) when `cap` > 0: the same
+ * counting as a capped scenario's, so a capped replay fails where the sim's
+ * does. */
+static vb_status open_cuda(uint64_t cap, vb_device **out)
+{
+    vb_device *dev = NULL;
+    vb_status status = vb_cuda_open(&dev);
+    if (status != VB_OK || cap == 0) {
+        *out = dev;
+        return status;
+    }
+    status = vb_device_cap_wrap(dev, cap, out);
+    if (status != VB_OK) vb_device_close(dev);
+    return status;
+}
+#endif
+
 /* Opens "sim", "cuda" or "auto". */
 vb_status vb_device_open(const char *kind, const vb_device_options *options, vb_device **out)
 {
@@ -39,7 +57,7 @@ vb_status vb_device_open(const char *kind, const vb_device_options *options, vb_
     if (strcmp(kind, "sim") == 0) return vb_sim_open(capacity, out);
     if (strcmp(kind, "auto") == 0) {
 #ifdef VB_HAVE_CUDA
-        if (vb_device_cuda_available()) return vb_cuda_open(cap, out);
+        if (vb_device_cuda_available()) return open_cuda(cap, out);
 #endif
         return vb_sim_open(capacity, out);
     }
@@ -48,7 +66,7 @@ vb_status vb_device_open(const char *kind, const vb_device_options *options, vb_
         if (!vb_device_cuda_available())
             return vb_error(VB_ERR_UNSUPPORTED, "--device cuda: no CUDA GPU found (%s; use --device sim)",
                             vb_cuda_unavailable_reason());
-        return vb_cuda_open(cap, out);
+        return open_cuda(cap, out);
 #else
         return vb_error(VB_ERR_UNSUPPORTED,
                         "--device cuda: this build has no CUDA backend (nvcc was not found at build time)");

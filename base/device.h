@@ -66,9 +66,9 @@ typedef struct vb_device_info {
 /* How to open a device. Zero-initialise and set what you need. */
 typedef struct vb_device_options {
     uint64_t sim_capacity_bytes;   /* sim only; 0 = default 80 GiB */
-    uint64_t cuda_cap_bytes;       /* cuda only: memory beyond this many bytes over what the GPU
-                                    * has in use at open is refused as out of memory (a smaller
-                                    * GPU); 0 = none */
+    uint64_t cuda_cap_bytes;       /* cuda only: > 0 opens it under a cap (vb_device_cap_wrap):
+                                    * allocations through it past this many bytes are out of
+                                    * memory, counted as the sim counts them; 0 = none */
 } vb_device_options;
 
 #define VB_SIM_DEFAULT_CAPACITY (80 * VB_GiB)
@@ -226,6 +226,10 @@ uint64_t vb_device_used_bytes(vb_device *dev);
  * set_per_process_memory_fraction, it makes a memory limit the same on every
  * GPU and on sim. Closing it leaves `inner` open. */
 vb_status vb_device_cap_open(vb_device *inner, uint64_t cap_bytes, vb_device **out);
+
+/* vb_device_cap_open, and closing the capped device closes `inner` too (what
+ * vb_device_open makes of vb_device_options.cuda_cap_bytes). */
+vb_status vb_device_cap_wrap(vb_device *inner, uint64_t cap_bytes, vb_device **out);
 
 /* The device under any caps (`dev` itself when it is not capped). */
 vb_device *vb_device_uncapped(vb_device *dev);

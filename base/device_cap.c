@@ -31,6 +31,7 @@ typedef struct cap_state {
     vb_addr_map sizes;      /* mem_alloc address or vm handle -> counted bytes */
     vb_pool *pools;         /* pools created through this device */
     size_t pool_count, pool_capacity;
+    int owns_inner;         /* 1: closing this device closes `inner` (vb_device_open's cap) */
 } cap_state;
 
 static const vb_device_ops cap_ops;
@@ -91,6 +92,7 @@ static void uncount(vb_device *dev, uint64_t key)
 static void cap_close(vb_device *dev)
 {
     cap_state *cap = cap_of(dev);
+    if (cap->owns_inner) vb_device_close(cap->inner);
     vb_addr_map_clear(&cap->sizes);
     free(cap->pools);
     free(cap);
@@ -455,6 +457,14 @@ vb_status vb_device_cap_open(vb_device *inner, uint64_t cap_bytes, vb_device **o
     dev->ops = &cap_ops;
     dev->state = cap;
     *out = dev;
+    return VB_OK;
+}
+
+vb_status vb_device_cap_wrap(vb_device *inner, uint64_t cap_bytes, vb_device **out)
+{
+    vb_status status = vb_device_cap_open(inner, cap_bytes, out);
+    if (status != VB_OK) return status;
+    cap_of(*out)->owns_inner = 1;
     return VB_OK;
 }
 

@@ -59,8 +59,6 @@ typedef struct cuda_state {
     uint64_t granularity;      /* cuMemGetAllocationGranularity (minimum), or 2 MiB */
     cublasHandle_t cublas;     /* created on the first gemm or axpy */
     int have_cublas;
-    uint64_t cap_bytes;        /* > 0: memory beyond this over baseline_used is refused (a smaller GPU) */
-    uint64_t baseline_used;    /* driver-used bytes when the cap was set */
 } cuda_state;
 
 /* The backend state of a cuda device. */
@@ -195,34 +193,12 @@ static CUmemAllocationProp physical_properties(int device)
 /* Raw device memory                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Bytes the driver says are in use beyond the baseline. */
-static uint64_t used_over_baseline(const cuda_state *cuda)
-{
-    size_t free_now = 0, total = 0;
-    if (cudaMemGetInfo(&free_now, &total) != cudaSuccess) return 0;
-    uint64_t used = (uint64_t)(total - free_now);
-    return used > cuda->baseline_used ? used - cuda->baseline_used : 0;
-}
-
-/* With a cap: VB_ERR_OOM when `size` more bytes would pass it, as a GPU of
- * that size would answer (the driver's own page rounding is not added). */
-static vb_status check_cap(const cuda_state *cuda, uint64_t size)
-{
-    if (!cuda->cap_bytes) return VB_OK;
-    uint64_t used = used_over_baseline(cuda);
-    if (used + size > cuda->cap_bytes)
-        return vb_error(VB_ERR_OOM, "cuda: out of memory under the cap of %llu bytes (%llu in use, %llu asked)",
-                        (unsigned long long)cuda->cap_bytes, (unsigned long long)used, (unsigned long long)size);
-    return VB_OK;
-}
-
 static vb_status cuda_mem_alloc(vb_device *dev, uint64_t size, vb_addr *out)
 {
+    (void)dev;
     void *ptr = NULL;
     if (size == 0) return vb_error(VB_ERR_INVALID, "cuda: mem_alloc of 0 bytes");
     if (size > SIZE_MAX) return vb_error(VB_ERR_OOM, "cuda: out of memory: %llu bytes asked", (unsigned long long)size);
-    vb_status capped = check_cap(cuda_of(dev), size);
-    if (capped != VB_OK) return capped;
     cudaError_t err = cudaMalloc(&ptr, (size_t)size);
     if (err != cudaSuccess)
         return runtime_failure(status_of(err), err, "cudaMalloc of %llu bytes", (unsigned long long)size);
@@ -242,22 +218,15 @@ static vb_status cuda_mem_free(vb_device *dev, vb_addr addr)
     return VB_OK;
 }
 
-/* Free and total device memory from cudaMemGetInfo; under a cap, the cap
- * is the total and what is left of it the free memory. */
+/* Free and total device memory from cudaMemGetInfo. */
 static vb_status cuda_mem_info(vb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
 {
+    (void)dev;
     size_t free_now = 0, total = 0;
-    const cuda_state *cuda = cuda_of(dev);
     cudaError_t err = cudaMemGetInfo(&free_now, &total);
     if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaMemGetInfo");
     *free_bytes = free_now;
     *total_bytes = total;
-    if (cuda->cap_bytes) {
-        uint64_t used = (uint64_t)(total - free_now);
-        used = used > cuda->baseline_used ? used - cuda->baseline_used : 0;
-        *total_bytes = cuda->cap_bytes;
-        *free_bytes = used < cuda->cap_bytes ? cuda->cap_bytes - used : 0;
-    }
     return VB_OK;
 }
 
@@ -441,7 +410,6 @@ static vb_status cuda_vm_create(vb_device *dev, uint64_t size, vb_phys *out)
         return vb_error(VB_ERR_INVALID, "cuda: vm_create of %llu bytes (not a positive multiple of %llu)",
                         (unsigned long long)size, (unsigned long long)cuda->granularity);
     vb_status status = vm_ready(cuda);
-    if (status == VB_OK) status = check_cap(cuda, size);
     if (status != VB_OK) return status;
     CUmemAllocationProp prop = physical_properties(cuda->device);
     CUresult result = cuda->driver.create(&handle, (size_t)size, &prop, 0);
@@ -579,8 +547,7 @@ static vb_status cuda_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, v
     void *ptr = NULL;
     if (size == 0) return vb_error(VB_ERR_INVALID, "cuda: pool_malloc of 0 bytes");
     if (size > SIZE_MAX) return vb_error(VB_ERR_OOM, "cuda: out of memory: %llu bytes asked", (unsigned long long)size);
-    vb_status capped = check_cap(cuda_of(dev), size); /* the pool's own reserve may round past it */
-    if (capped != VB_OK) return capped;
+    (void)dev;
     cudaError_t err = cudaMallocFromPoolAsync(&ptr, (size_t)size, pool_of(pool), stream_of(stream));
     if (err != cudaSuccess)
         return runtime_failure(status_of(err), err, "cudaMallocFromPoolAsync of %llu bytes", (unsigned long long)size);
@@ -1019,9 +986,8 @@ static vb_status init_device(cuda_state *cuda)
 }
 
 /* Opens the current CUDA device (device 0 unless CUDA_VISIBLE_DEVICES says
- * otherwise); with `cap_bytes` > 0 it behaves as a GPU with that much
- * memory beyond what is in use now (vb_device_options.cuda_cap_bytes). */
-vb_status vb_cuda_open(uint64_t cap_bytes, vb_device **out)
+ * otherwise); base/device.c puts a cap around it when asked. */
+vb_status vb_cuda_open(vb_device **out)
 {
     if (vb_cuda_device_count() == 0)
         return vb_error(VB_ERR_UNSUPPORTED, "cuda: no usable GPU (%s)", unavailable_reason);
@@ -1040,10 +1006,6 @@ vb_status vb_cuda_open(uint64_t cap_bytes, vb_device **out)
     }
     dev->ops = &cuda_ops;
     dev->state = cuda;
-    if (cap_bytes) {
-        cuda->baseline_used = used_over_baseline(cuda); /* baseline 0 yet: the driver's whole use */
-        cuda->cap_bytes = cap_bytes;
-    }
     *out = dev;
     return VB_OK;
 }
