@@ -156,10 +156,16 @@ static void free_leftover(void *context, uint64_t addr, uint64_t size)
     ext->free_fn((void *)(uintptr_t)addr, (ssize_t)size, ext->ordinal, (void *)(uintptr_t)stream);
 }
 
+/* Frees what is still allocated, then empties the library's cache: a library
+ * that keeps its cache across our instances (the plug-in) would otherwise
+ * hold blocks tied to streams the caller destroys next, and its next
+ * empty_cache would synchronize a dead stream (seen on an H100: SIGSEGV in
+ * cudaStreamSynchronize under the plug-in serving stitch). */
 static void external_destroy(void *state)
 {
     external_state *ext = state;
     vb_addr_map_each(&ext->sizes, free_leftover, ext);
+    if (ext->empty_cache_fn) ext->empty_cache_fn();
     vb_addr_map_clear(&ext->sizes);
     vb_addr_map_clear(&ext->streams);
     free(ext);
