@@ -55,18 +55,16 @@ vb_status vb_allocator_spec_set(vb_allocator_spec *spec, const char *key, const 
 static vb_status spec_parse_options(vb_allocator_spec *spec, char *inside, const char *text)
 {
     if (inside[0] == '\0') return vb_error(VB_ERR_INVALID, "allocator spec '%s' has empty brackets", text);
-    int depth = 0;
-    for (char *item = inside, *cursor = inside;; cursor++) {
-        depth += (*cursor == '[') - (*cursor == ']');
-        if (*cursor != '\0' && (*cursor != ',' || depth > 0)) continue;
-        int last = *cursor == '\0';
-        *cursor = '\0';
+    for (char *item = inside;;) {
+        size_t length = vb_spec_list_item_length(item);
+        int last = item[length] == '\0';
+        item[length] = '\0';
         vb_config_entry entry;
         if (vb_config_entry_parse(item, &entry) != VB_OK || strpbrk(entry.key, "[]"))
             return vb_error(VB_ERR_INVALID, "allocator spec '%s': '%s' is not KEY=VALUE", text, item);
         vb_status status = vb_allocator_spec_set(spec, entry.key, entry.value);
         if (status != VB_OK || last) return status;
-        item = cursor + 1;
+        item += length + 1;
     }
 }
 
@@ -181,6 +179,13 @@ static vb_status spec_list_item(vb_allocator_spec **specs, size_t *count, size_t
         if (status != VB_OK) return status;
     }
     return VB_OK;
+}
+
+size_t vb_spec_list_item_length(const char *item)
+{
+    const char *end = item;
+    for (int depth = 0; *end && (*end != ',' || depth); end++) depth += (*end == '[') - (*end == ']');
+    return (size_t)(end - item);
 }
 
 vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out, size_t *count)

@@ -41,6 +41,11 @@ void vb_allocator_spec_free(vb_allocator_spec *spec);
  * allocator. Repeated labels are kept once. On success `*out` holds
  * `*count` specs (free with vb_allocator_spec_list_free). */
 vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out, size_t *count);
+
+/* The length of the list item that starts at `item`: up to the first comma
+ * outside brackets, or the end (items such as "caching[a=1,b=2]" hold
+ * commas). Brackets are not checked here; vb_allocator_spec_list_parse does. */
+size_t vb_spec_list_item_length(const char *item);
 void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count);
 
 #endif

@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "allocators/spec.h"
 
 /* A documented difference: cases and figures (fnmatch patterns) that may
  * differ between a GPU and the sim, and why. Keep README.md ("Sim vs GPU")
@@ -142,15 +143,9 @@ static int list_add(char **list, const char *text)
     if (*list) {
         /* Items may hold commas inside brackets: compare whole items. */
         for (const char *item = *list; item;) {
-            const char *end = item;
-            int depth = 0;
-            while (*end && (*end != ',' || depth)) {
-                depth += *end == '[';
-                depth -= *end == ']';
-                end++;
-            }
-            if ((size_t)(end - item) == strlen(text) && strncmp(item, text, (size_t)(end - item)) == 0) return 0;
-            item = *end ? end + 1 : NULL;
+            size_t item_length = vb_spec_list_item_length(item);
+            if (item_length == strlen(text) && strncmp(item, text, item_length) == 0) return 0;
+            item = item[item_length] ? item + item_length + 1 : NULL;
         }
     }
     char *grown = realloc(*list, length + strlen(text) + 2);

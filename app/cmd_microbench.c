@@ -337,14 +337,8 @@ static int split_driver_rows(const char *list, char **strategies, int drivers[2]
     drivers[0] = drivers[1] = 0;
     size_t used = 0;
     for (const char *item = list; item;) {
-        const char *end = item;
-        int depth = 0;
-        while (*end && (*end != ',' || depth)) {
-            depth += *end == '[';
-            depth -= *end == ']';
-            end++;
-        }
-        size_t length = (size_t)(end - item);
+        size_t length = vb_spec_list_item_length(item);
+        const char *end = item + length;
         if (length == strlen(DRIVER_MALLOC) && strncmp(item, DRIVER_MALLOC, length) == 0) drivers[0] = 1;
         else if (length == strlen(DRIVER_MALLOC_ASYNC) && strncmp(item, DRIVER_MALLOC_ASYNC, length) == 0)
             drivers[1] = 1;
