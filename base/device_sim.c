@@ -662,6 +662,7 @@ vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out)
     pthread_mutexattr_destroy(&recursive);
     sim->capacity = capacity_bytes ? capacity_bytes : VB_SIM_DEFAULT_CAPACITY;
     sim->next_addr = SIM_FIRST_ADDRESS;
+    sim->mem_low = SIM_FIRST_ADDRESS;
     sim->next_va = SIM_FIRST_VA;
     sim_memory_init(sim);
     dev->ops = &sim_ops;

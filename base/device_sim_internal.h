@@ -30,7 +30,8 @@ typedef struct sim_state {
     uint64_t capacity;          /* bytes the device has */
     uint64_t used;              /* bytes handed out: mem_alloc + vm_create + pools */
     uint64_t now_ns;            /* the logical clock */
-    vb_addr next_addr;          /* fresh addresses for mem_alloc and pools, above all handed out */
+    vb_addr next_addr;          /* fresh addresses for pools, above all handed out */
+    vb_addr mem_low;            /* mem_alloc's fresh addresses go right below it (device_sim_memory.c) */
     vb_addr next_va;            /* bump pointer for vm_reserve, far from next_addr */
     uint64_t next_phys;         /* next physical handle */
     vb_addr_map live;           /* mem_alloc address -> requested size */
