@@ -980,6 +980,7 @@ void vb_cc_default_settings(vb_cc_settings *settings)
     settings->garbage_collection_threshold = 0.0;
     settings->memory_fraction = -1.0;
     settings->chunk_mb = 0;
+    settings->handle_max_mb = 0;
 }
 
 /* MiB to bytes, where anything too large to express means "no limit". */
@@ -1013,6 +1014,7 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
     cc->max_non_split_rounding = mib_to_bytes(settings->max_non_split_rounding_mb);
     cc->gc_threshold = settings->garbage_collection_threshold;
     cc->large_chunk = settings->chunk_mb ? mib_to_bytes(settings->chunk_mb) : VB_CC_LARGE_BUFFER;
+    cc->handle_max = mib_to_bytes(settings->handle_max_mb);
     uint64_t granularity = dev->ops->vm_granularity ? dev->ops->vm_granularity(dev) : 0;
     if (settings->chunk_mb && granularity && cc->large_chunk % granularity != 0)
         return vb_error(VB_ERR_INVALID, "%s: chunk_mb=%llu is not a multiple of the device's granularity (%llu bytes)",
@@ -1097,6 +1099,10 @@ void vb_cc_destroy(void *state)
     free(cc->event_streams);
     free_indexes(&cc->small_pool);
     free_indexes(&cc->large_pool);
+    for (size_t i = 0; i < cc->small_pool.spare_count; i++)
+        cc->device->ops->vm_release(cc->device, cc->small_pool.spare_chunks[i].handle);
+    for (size_t i = 0; i < cc->large_pool.spare_count; i++)
+        cc->device->ops->vm_release(cc->device, cc->large_pool.spare_chunks[i].handle);
     free(cc->small_pool.spare_chunks);
     free(cc->large_pool.spare_chunks);
     vb_addr_map_clear(&cc->allocated_blocks);

@@ -41,6 +41,12 @@
 #define VB_CC_MAX_REQUEST ((uint64_t)1 << 60)       /* PyTorch refuses 1 EB and more as OOM */
 
 typedef struct vb_cc_pool vb_cc_pool;
+
+/* A physical handle held but mapped nowhere (stitching source). */
+typedef struct vb_cc_spare {
+    vb_phys handle;
+    uint64_t size;
+} vb_cc_spare;
 typedef struct vb_cc_segment vb_cc_segment;
 typedef struct vb_cc_allocator vb_cc_allocator;
 
@@ -89,9 +95,10 @@ struct vb_cc_pool {
     vb_cc_size_index **indexes;   /* one per stream that has had free blocks here, by stream */
     size_t index_count, index_capacity;
     int unindexed;                /* host memory ran out for an index: `blocks` is kept for good */
-    /* Stitching source only: chunks unmapped from holes, to be mapped again
-     * within the same alloc_block (never kept past it). */
-    vb_phys *spare_chunks;
+    /* Stitching source only: physical handles unmapped from holes, mapped
+     * again where the pool grows next (held, so counted as reserved, until
+     * then; empty_cache and destroy release them). */
+    vb_cc_spare *spare_chunks;
     size_t spare_count, spare_capacity;
 };
 
@@ -138,6 +145,7 @@ typedef struct vb_cc_settings {
     double garbage_collection_threshold; /* 0 (default, off) or in (0, 1) */
     double memory_fraction;              /* < 0 (default): not set; else [0, 1] */
     uint64_t chunk_mb;                   /* VM sources: large-pool chunk size; 0 (default): 20 MiB */
+    uint64_t handle_max_mb;              /* stitch: largest physical handle; 0 (default): no limit */
 } vb_cc_settings;
 
 /* The defaults above. */
@@ -184,6 +192,7 @@ struct vb_cc_allocator {
     int set_fraction;             /* memory_fraction was given */
     uint64_t allowed_memory_maximum;
     uint64_t large_chunk;         /* bytes; VM sources' large-pool chunk (settings' chunk_mb) */
+    uint64_t handle_max;          /* bytes; stitch's largest handle (settings' handle_max_mb); 0: no limit */
 
     vb_cc_pool small_pool, large_pool;
     vb_addr_map allocated_blocks; /* address -> block, for free and record_stream */

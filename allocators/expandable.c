@@ -22,21 +22,27 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "caching_core.h"
 
-/* One physical chunk slot of a range. */
-typedef struct expandable_chunk {
+/* One physical handle mapped in a range, over units [first, first + span)
+ * (expandable: one unit, a chunk; stitch: a 2 MiB unit, and a handle covers
+ * as many as one growth mapped). */
+typedef struct expandable_handle {
+    size_t first, span;
     vb_phys handle;
-    int present;
-} expandable_chunk;
+} expandable_handle;
 
 /* A reserved range (PyTorch's ExpandableSegment); core segment first. */
 typedef struct expandable_segment {
     vb_cc_segment segment;
-    uint64_t chunk_size;          /* 2 MiB small pool, cc->large_chunk (20 MiB) large pool */
-    expandable_chunk *chunks;     /* slots in use so far, by index from base */
-    size_t chunk_capacity;
+    uint64_t chunk_size;          /* the unit: 2 MiB small pool, cc->large_chunk (20 MiB) large pool; stitch 2 MiB */
+    size_t growth_units;          /* stitch: a new handle covers at least this many units (when it fits) */
+    size_t max_units;             /* stitch: and at most this many (cc->handle_max; SIZE_MAX: no limit) */
+    int variable;                 /* stitch: one handle per growth, of any whole number of units */
+    expandable_handle *handles;   /* the mapped handles, by first unit */
+    size_t handle_count, handle_capacity;
 } expandable_segment;
 
 static expandable_segment *expandable_of(vb_cc_segment *segment)
@@ -45,24 +51,37 @@ static expandable_segment *expandable_of(vb_cc_segment *segment)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Physical chunks                                                            */
+/* Physical handles                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Makes room for chunk slots [0, count); 0, or -1 when host memory runs out. */
-static int reserve_slots(expandable_segment *es, size_t count)
+/* Makes room for `more` handles past the mapped ones; 0, or -1 when host
+ * memory runs out. */
+static int reserve_handles(expandable_segment *es, size_t more)
 {
-    if (count <= es->chunk_capacity) return 0;
-    size_t capacity = es->chunk_capacity ? es->chunk_capacity : 16;
+    size_t count = es->handle_count + more;
+    if (count <= es->handle_capacity) return 0;
+    size_t capacity = es->handle_capacity ? es->handle_capacity : 16;
     while (capacity < count) capacity *= 2;
-    expandable_chunk *grown = realloc(es->chunks, capacity * sizeof *grown);
+    expandable_handle *grown = realloc(es->handles, capacity * sizeof *grown);
     if (!grown) return -1;
-    for (size_t i = es->chunk_capacity; i < capacity; i++) grown[i] = (expandable_chunk){0, 0};
-    es->chunks = grown;
-    es->chunk_capacity = capacity;
+    es->handles = grown;
+    es->handle_capacity = capacity;
     return 0;
 }
 
-/* Makes room for `more` spare chunks in the pool; 0, or -1 when host
+/* The index of the first mapped handle starting at or after `unit`. */
+static size_t handle_lower_bound(const expandable_segment *es, size_t unit)
+{
+    size_t lo = 0, hi = es->handle_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (es->handles[mid].first < unit) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Makes room for `more` spare handles in the pool; 0, or -1 when host
  * memory runs out. */
 static int reserve_spares(vb_cc_pool *pool, size_t more)
 {
@@ -70,63 +89,126 @@ static int reserve_spares(vb_cc_pool *pool, size_t more)
     if (count <= pool->spare_capacity) return 0;
     size_t capacity = pool->spare_capacity ? pool->spare_capacity : 16;
     while (capacity < count) capacity *= 2;
-    vb_phys *grown = realloc(pool->spare_chunks, capacity * sizeof *grown);
+    vb_cc_spare *grown = realloc(pool->spare_chunks, capacity * sizeof *grown);
     if (!grown) return -1;
     pool->spare_chunks = grown;
     pool->spare_capacity = capacity;
     return 0;
 }
 
-/* Unmaps chunks [begin, end), which are all present: released, or, with
- * `keep` (room reserved by reserve_spares), kept as keep's spares. */
-static void unmap_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t begin, size_t end, vb_cc_pool *keep)
+/* Releases the pool's spare handles. */
+static void release_spares(vb_cc_allocator *cc, vb_cc_pool *pool)
 {
-    vb_device *dev = cc->device;
-    for (size_t i = begin; i < end; i++) {
-        dev->ops->vm_unmap(dev, es->segment.base + i * es->chunk_size, es->chunk_size);
-        if (keep)
-            keep->spare_chunks[keep->spare_count++] = es->chunks[i].handle;
-        else
-            dev->ops->vm_release(dev, es->chunks[i].handle);
-        es->chunks[i].present = 0;
-    }
+    while (pool->spare_count) cc->device->ops->vm_release(cc->device, pool->spare_chunks[--pool->spare_count].handle);
 }
 
-/* ExpandableSegment::map: maps chunks [begin, end), taking the pool's
- * spare chunks first and creating the rest. On failure everything this call
- * took or created is released and the status returned (VB_ERR_OOM when the
- * device ran out). */
-static vb_status map_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t begin, size_t end)
+/* Unmaps mapped handles [from, to) (by index), one call per handle, and
+ * drops them from the range: released, or, with `keep` (room reserved by
+ * reserve_spares), kept as keep's spares. */
+static void unmap_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t from, size_t to, vb_cc_pool *keep)
+{
+    vb_device *dev = cc->device;
+    for (size_t i = from; i < to; i++) {
+        const expandable_handle *h = &es->handles[i];
+        uint64_t bytes = h->span * es->chunk_size;
+        dev->ops->vm_unmap(dev, es->segment.base + h->first * es->chunk_size, bytes);
+        if (keep)
+            keep->spare_chunks[keep->spare_count++] = (vb_cc_spare){h->handle, bytes};
+        else
+            dev->ops->vm_release(dev, h->handle);
+    }
+    memmove(es->handles + from, es->handles + to, (es->handle_count - to) * sizeof *es->handles);
+    es->handle_count -= to - from;
+}
+
+/* Picks the handles that will back units [begin, ...), at least up to
+ * `end` and never past `limit`, into added[] (in unit order; room for
+ * them reserved): the pool's spares that fit first (stitch), then new ones
+ * (expandable: one per unit; stitch: one covering the rest, at least
+ * growth_units and at most max_units where they fit). Returns the count in
+ * *count; on failure releases every handle it picked (the spares among
+ * them) and returns the status. */
+static vb_status back_units(vb_cc_allocator *cc, expandable_segment *es, size_t begin, size_t end, size_t limit,
+                            expandable_handle *added, size_t *count)
 {
     vb_device *dev = cc->device;
     vb_cc_pool *pool = es->segment.pool;
-    if (reserve_slots(es, end) != 0) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
-    vb_status status = VB_OK;
-    size_t created = begin, mapped = begin;
-    for (; created < end && status == VB_OK; created++) {
-        if (pool->spare_count) {
-            es->chunks[created].handle = pool->spare_chunks[--pool->spare_count];
-            continue;
-        }
-        status = dev->ops->vm_create(dev, es->chunk_size, &es->chunks[created].handle);
-        if (status != VB_OK) break;
+    size_t at = begin, n = 0;
+    for (size_t i = pool->spare_count; es->variable && at < end && i-- > 0;) {
+        size_t span = (size_t)(pool->spare_chunks[i].size / es->chunk_size);
+        if (at + span > limit) continue;
+        added[n++] = (expandable_handle){at, span, pool->spare_chunks[i].handle};
+        pool->spare_chunks[i] = pool->spare_chunks[--pool->spare_count];
+        at += span;
     }
-    for (; status == VB_OK && mapped < end; mapped++)
-        status = dev->ops->vm_map(dev, es->segment.base + mapped * es->chunk_size, es->chunk_size,
-                                  es->chunks[mapped].handle);
-    /* One access call over the new chunks together, as PyTorch's ExpandableSegment::map does. */
+    vb_status status = VB_OK;
+    while (at < end && status == VB_OK) {
+        size_t span = 1;
+        if (es->variable) {
+            span = end - at > es->growth_units ? end - at : es->growth_units;
+            if (span > es->max_units) span = es->max_units;
+            if (at + span > limit) span = limit - at;
+        }
+        vb_phys handle;
+        status = dev->ops->vm_create(dev, span * es->chunk_size, &handle);
+        if (status == VB_OK) {
+            added[n++] = (expandable_handle){at, span, handle};
+            at += span;
+        }
+    }
+    if (status != VB_OK) {
+        while (n) dev->ops->vm_release(dev, added[--n].handle);
+        return status;
+    }
+    *count = n;
+    return VB_OK;
+}
+
+/* ExpandableSegment::map: maps units [begin, end) (and, stitch, up to
+ * `limit` where a handle reaches past end), taking the pool's spare
+ * handles first and creating the rest; *mapped_end is where the mapped
+ * units end. On failure everything this call took or created is released
+ * and the status returned (VB_ERR_OOM when the device ran out). */
+static vb_status map_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t begin, size_t end, size_t limit,
+                            size_t *mapped_end)
+{
+    vb_device *dev = cc->device;
+    vb_cc_pool *pool = es->segment.pool;
+    size_t bound = es->variable ? pool->spare_count + (end - begin) / es->max_units + 1 : end - begin;
+    /* The new handles are gathered at the end of the room, clear of the
+     * mapped ones moving up to make their place. */
+    if (reserve_handles(es, 2 * bound) != 0) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    expandable_handle *added = es->handles + es->handle_capacity - bound;
+    size_t count = 0;
+    vb_status status = back_units(cc, es, begin, end, limit, added, &count);
+    if (status != VB_OK) return status;
+    *mapped_end = begin;
+    if (count == 0) return VB_OK;
+    size_t mapped = 0;
+    for (; status == VB_OK && mapped < count; mapped++)
+        status = dev->ops->vm_map(dev, es->segment.base + added[mapped].first * es->chunk_size,
+                                  added[mapped].span * es->chunk_size, added[mapped].handle);
+    if (status != VB_OK) mapped--;
+    size_t backed = added[count - 1].first + added[count - 1].span;
+    /* One access call over the new handles together, as PyTorch's ExpandableSegment::map does. */
     if (status == VB_OK)
         status = dev->ops->vm_set_access(dev, es->segment.base + begin * es->chunk_size,
-                                         (end - begin) * es->chunk_size);
-    if (status == VB_OK) {
-        for (size_t i = begin; i < end; i++) es->chunks[i].present = 1;
-        return VB_OK;
+                                         (backed - begin) * es->chunk_size);
+    if (status != VB_OK) {
+        for (size_t i = 0; i < count; i++) {
+            if (i < mapped)
+                dev->ops->vm_unmap(dev, es->segment.base + added[i].first * es->chunk_size,
+                                   added[i].span * es->chunk_size);
+            dev->ops->vm_release(dev, added[i].handle);
+        }
+        return status;
     }
-    for (size_t i = begin; i < created; i++) {
-        if (i < mapped) dev->ops->vm_unmap(dev, es->segment.base + i * es->chunk_size, es->chunk_size);
-        dev->ops->vm_release(dev, es->chunks[i].handle);
-    }
-    return status;
+    size_t at = handle_lower_bound(es, begin);
+    memmove(es->handles + at + count, es->handles + at, (es->handle_count - at) * sizeof *es->handles);
+    memmove(es->handles + at, added, count * sizeof *added);
+    es->handle_count += count;
+    *mapped_end = backed;
+    return VB_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -142,8 +224,9 @@ static int has_room(const vb_cc_block *block, uint64_t size)
 }
 
 /* A new range for (stream, pool): 1.125 x the device's memory of address
- * space, rounded to whole chunks (2 MiB small pool, cc->large_chunk large
- * pool, rounded up to the device's granularity), one unmapped block
+ * space, rounded to whole units (2 MiB small pool, cc->large_chunk large
+ * pool, rounded up to the device's granularity; stitch: 2 MiB for both,
+ * its large pool growing by at least cc->large_chunk), one unmapped block
  * covering it. */
 static vb_status new_range(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, vb_cc_block **out)
 {
@@ -152,7 +235,8 @@ static vb_status new_range(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stre
     vb_status status = dev->ops->mem_info(dev, &free_bytes, &total_bytes);
     if (status != VB_OK) return status;
     uint64_t granularity = dev->ops->vm_granularity(dev);
-    uint64_t chunk = pool->is_small ? VB_CC_SMALL_BUFFER : cc->large_chunk;
+    int variable = cc->source == &vb_cc_stitching_segments;
+    uint64_t chunk = pool->is_small || variable ? VB_CC_SMALL_BUFFER : cc->large_chunk;
     chunk = (chunk + granularity - 1) / granularity * granularity;
     uint64_t wanted = total_bytes + total_bytes / 8;
     uint64_t size = (wanted + chunk - 1) / chunk * chunk;
@@ -167,6 +251,14 @@ static vb_status new_range(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stre
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     es->chunk_size = chunk;
+    es->variable = variable;
+    es->growth_units = 1;
+    es->max_units = SIZE_MAX;
+    if (variable && !pool->is_small) es->growth_units = (size_t)((cc->large_chunk + chunk - 1) / chunk);
+    if (variable && cc->handle_max) {
+        es->max_units = (size_t)(cc->handle_max / chunk);
+        if (es->max_units < es->growth_units) es->max_units = es->growth_units;
+    }
     es->segment.base = base;
     es->segment.size = size;
     es->segment.head = block;
@@ -208,17 +300,24 @@ static vb_status map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64_t si
     uint64_t offset = to_map->addr - es->segment.base;
     size_t begin = offset / es->chunk_size;
     size_t end = (offset + size + es->chunk_size - 1) / es->chunk_size;
-    uint64_t mapped_size = (end - begin) * es->chunk_size;
-    vb_cc_block *rest = NULL;
-    if (mapped_size < to_map->size) {
-        rest = vb_cc_block_new(cc, to_map->addr + mapped_size, to_map->size - mapped_size, to_map->stream,
-                               to_map->pool, to_map->segment);
-        if (!rest) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
-    }
-    vb_status status = map_chunks(cc, es, begin, end);
+    size_t limit = (offset + to_map->size) / es->chunk_size;
+    /* The unmapped rest's struct first: nothing is left to undo when host memory runs out. */
+    vb_cc_block *rest = vb_cc_block_new(cc, to_map->addr, to_map->size, to_map->stream, to_map->pool,
+                                        to_map->segment);
+    if (!rest) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    size_t mapped_end = end;
+    vb_status status = map_chunks(cc, es, begin, end, limit, &mapped_end);
     if (status != VB_OK) {
-        if (rest) vb_cc_block_recycle(cc, rest);
+        vb_cc_block_recycle(cc, rest);
         return status;
+    }
+    uint64_t mapped_size = (mapped_end - begin) * es->chunk_size;
+    if (mapped_size < to_map->size) {
+        rest->addr = to_map->addr + mapped_size;
+        rest->size = to_map->size - mapped_size;
+    } else {
+        vb_cc_block_recycle(cc, rest);
+        rest = NULL;
     }
     vb_oset_remove(&to_map->pool->unmapped, &to_map->node);
     to_map->mapped = 1;
@@ -264,20 +363,27 @@ static vb_status expandable_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, v
 /* Shrinking: unmap_block, release_blocks                                     */
 /* ------------------------------------------------------------------------ */
 
-/* unmap_block: unmaps the chunks wholly inside free block `block`, at most
- * `max_chunks` of them from the lowest; the parts before and after stay as
- * free mapped blocks, the unmapped middle (`block` itself) joins unmapped
- * neighbours. The chunks are released, or kept as the spares of pool
- * `keep` when it is not NULL. Returns the number of chunks unmapped. */
+/* unmap_block: unmaps the handles wholly inside free block `block`, from
+ * the lowest, until at least `max_chunks` units are unmapped; the parts
+ * before and after stay as free mapped blocks, the unmapped middle (`block`
+ * itself) joins unmapped neighbours. The handles are released, or kept as
+ * the spares of pool `keep` when it is not NULL. Returns the number of
+ * units unmapped. */
 static size_t unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t max_chunks, vb_cc_pool *keep)
 {
     expandable_segment *es = expandable_of(block->segment);
     uint64_t offset = block->addr - es->segment.base;
     size_t begin = (offset + es->chunk_size - 1) / es->chunk_size;
-    size_t end = (offset + block->size) / es->chunk_size;
-    if (begin >= end) return 0;
-    if (end - begin > max_chunks) end = begin + max_chunks;
-    if (keep && reserve_spares(keep, end - begin) != 0) return 0;
+    size_t last = (offset + block->size) / es->chunk_size;
+    /* Whole handles only: skip the rest of one that starts before the block,
+     * stop before one that ends after it or once max_chunks units are taken. */
+    size_t from = handle_lower_bound(es, begin), to = from, units = 0;
+    while (to < es->handle_count && es->handles[to].first + es->handles[to].span <= last && units < max_chunks)
+        units += es->handles[to++].span;
+    if (to == from) return 0;
+    begin = es->handles[from].first;
+    size_t end = begin + units;
+    if (keep && reserve_spares(keep, to - from) != 0) return 0;
     vb_addr start = es->segment.base + begin * es->chunk_size;
     uint64_t unmapped_size = (end - begin) * es->chunk_size;
     uint64_t before_size = start - block->addr, after_size = block->size - before_size - unmapped_size;
@@ -295,7 +401,7 @@ static size_t unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t max_ch
     /* cuMemUnmap does not wait for the work using the memory; PyTorch waits
      * for the range's stream first. */
     cc->device->ops->stream_synchronize(cc->device, es->segment.stream);
-    unmap_chunks(cc, es, begin, end, keep);
+    unmap_chunks(cc, es, from, to, keep);
     vb_cc_pool_erase(block->pool, block);
     if (before) {
         vb_cc_splice(before, block->prev, block);
@@ -322,7 +428,7 @@ static void release_range(vb_cc_allocator *cc, vb_cc_block *block)
     vb_cc_segment_remove(cc, &es->segment);
     cc->device->ops->vm_free(cc->device, es->segment.base, es->segment.size);
     vb_cc_block_recycle(cc, block);
-    free(es->chunks);
+    free(es->handles);
     free(es);
 }
 
@@ -331,6 +437,7 @@ static void release_range(vb_cc_allocator *cc, vb_cc_block *block)
  * the block itself from the free set, so the successor taken first stays valid. */
 static void expandable_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
 {
+    release_spares(cc, pool);
     vb_oset_node *node = vb_oset_first(&pool->blocks);
     while (node) {
         vb_oset_node *next = vb_oset_next(&pool->blocks, node);
@@ -345,10 +452,9 @@ static void expandable_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
 static void expandable_destroy_segment(vb_cc_allocator *cc, vb_cc_segment *segment)
 {
     expandable_segment *es = expandable_of(segment);
-    for (size_t i = 0; i < es->chunk_capacity; i++)
-        if (es->chunks[i].present) unmap_chunks(cc, es, i, i + 1, NULL);
+    unmap_chunks(cc, es, 0, es->handle_count, NULL);
     cc->device->ops->vm_free(cc->device, segment->base, segment->size);
-    free(es->chunks);
+    free(es->handles);
     free(es);
 }
 
@@ -399,9 +505,11 @@ static int is_hole(const vb_cc_block *block, const vb_cc_segment *keep, vb_addr 
     return 1;
 }
 
-/* Takes up to `wanted` chunks out of holes of the ranges (any stream, any
- * pool) whose chunks are candidate's size, lowest address first, into the
- * pool's spares; returns how many. */
+/* Takes whole handles out of holes of the pool's ranges (any stream),
+ * lowest address first, into the pool's spares until at least `wanted`
+ * units are taken; returns how many units. The pool's own only: a handle
+ * moved into the other pool would serve only that pool's sizes (and moves
+ * back and forth between them cost a call each way). */
 static size_t reclaim_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_cc_block *candidate, vb_cc_block *last,
                             size_t wanted)
 {
@@ -413,24 +521,28 @@ static size_t reclaim_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_cc_block *
     for (vb_oset_node *node = vb_oset_first(&cc->segments); node && taken < wanted;
          node = vb_oset_next(&cc->segments, node)) {
         vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
-        if (expandable_of(segment)->chunk_size != expandable_of(keep)->chunk_size) continue;
+        if (segment->pool != pool) continue;
         for (vb_cc_block *block = segment->head; block && taken < wanted; block = block->next)
-            if (is_hole(block, keep, lo, hi)) taken += unmap_block(cc, block, wanted - taken, pool);
+            if (is_hole(block, keep, lo, hi))
+                taken += unmap_block(cc, block, wanted - taken, pool);
     }
     return taken;
 }
 
-/* Releases the spares an alloc_block did not map (none when chunks_to_map
- * foresaw it right). */
-static void release_spares(vb_cc_allocator *cc, vb_cc_pool *pool)
+/* The units of the pool's spare handles. */
+static size_t spare_units(const vb_cc_pool *pool, uint64_t unit)
 {
-    while (pool->spare_count) cc->device->ops->vm_release(cc->device, pool->spare_chunks[--pool->spare_count]);
+    size_t units = 0;
+    for (size_t i = 0; i < pool->spare_count; i++) units += (size_t)(pool->spare_chunks[i].size / unit);
+    return units;
 }
 
 /* alloc_block of the stitching source: where expandable would map new
- * chunks, it first unmaps as many chunks from holes (free memory stranded
- * between live blocks) and maps those instead, creating chunks only for
- * the rest. Holes therefore never outlast a request for new memory. */
+ * memory, it first takes the pool's spare handles, then unmaps handles
+ * lying wholly in holes (free memory stranded between live blocks) and
+ * maps those, creating a handle only for the rest. Holes therefore never
+ * outlast a request for new memory. Spares a request could not place stay
+ * held for the next one. */
 static vb_status stitching_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
                                        uint64_t alloc_size, vb_cc_block **out)
 {
@@ -438,10 +550,9 @@ static vb_status stitching_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb
     vb_status status = find_expandable_block(cc, pool, stream, size, &candidate);
     if (status != VB_OK) return status;
     size_t wanted = chunks_to_map(candidate, size, &last);
-    if (wanted) reclaim_holes(cc, pool, candidate, last, wanted);
-    status = expandable_alloc_block(cc, pool, stream, size, alloc_size, out);
-    release_spares(cc, pool);
-    return status;
+    size_t spare = spare_units(pool, expandable_of(candidate->segment)->chunk_size);
+    if (wanted > spare) reclaim_holes(cc, pool, candidate, last, wanted - spare);
+    return expandable_alloc_block(cc, pool, stream, size, alloc_size, out);
 }
 
 const vb_cc_source vb_cc_stitching_segments = {

@@ -5,39 +5,46 @@
  *
  * The policy is caching_core.c's, on expandable.c's ranges: per (stream,
  * pool) one large reserved virtual range; blocks rounded to 512 B, best fit,
- * split and coalesced inside its mapped memory (no rounding of blocks to
- * chunks); new memory mapped at the range's end in physical chunks (2 MiB
- * for the small pool, chunk_mb for the large one). So the driver's work is
- * expandable's: a create, a map and an access call per new chunk, and none
- * at all while the cache serves.
+ * split and coalesced inside its mapped memory; new memory mapped at the
+ * range's end. Unlike expandable, whose physical chunks all have one size
+ * (2 MiB small pool, 20 MiB large), a growth maps ONE physical handle sized
+ * to what the request lacks (rounded to the 2 MiB granularity), at least
+ * chunk_mb (large pool) and at most handle_max_mb when that is set. The
+ * driver's cost is per handle (cuMemCreate ~16 us, cuMemSetAccess ~37 us
+ * and cuMemUnmap ~23 us per mapping whatever its size; results/
+ * probe-driver-nvidia-h100-20261122.txt), so a 70 MiB activation costs one
+ * create, map and access instead of four chunks' worth, and the driver
+ * work on a fresh allocator comes close to caching's one cudaMalloc per
+ * segment.
  *
  * The stitching (vb_cc_stitching_segments, expandable.c) removes what
- * expandable strands: when a request needs new physical memory, the chunks
- * that lie wholly inside free blocks between live blocks ("holes", of any
- * stream's range of the pool) are unmapped there and mapped where the
- * request goes, and chunks are created only when no hole has one. Memory is
- * therefore stranded only in pieces smaller than a chunk (or not aligned to
- * one), not in whole chunks. GMLake instead maps a physical block into
- * several stitched ranges at once; here a chunk has one mapping at a time
- * and is moved (unmap, map, set access), which keeps expandable's
- * bookkeeping as it is.
+ * expandable strands: when a request needs new physical memory, the
+ * handles that lie wholly inside free blocks between live blocks ("holes",
+ * of any stream's range of the same pool) are unmapped there and mapped
+ * where the request goes, and a handle is created only for the rest.
+ * Memory is therefore stranded only in free pieces that hold no whole
+ * handle. A handle taken from a hole that does not fit where the request
+ * grows stays held as a spare (counted as reserved) for the next growth.
+ * GMLake instead maps a physical block into several stitched ranges at
+ * once; here a handle has one mapping at a time and is moved (unmap, map,
+ * set access), which keeps expandable's bookkeeping as it is.
  *
- * chunk_mb is the trade-off: larger chunks mean fewer creates, maps and
- * access calls (each cuMemSetAccess costs per chunk it covers), smaller ones
- * more reclaimable holes and less rounding at the range's end, i.e. less
- * memory. tools/stitch_tradeoff.py measures the curve on sim and
- * plots/stitch_tradeoff.py draws it; README "stitch" gives the default's
- * reasons.
+ * chunk_mb and handle_max_mb are the trade-off: larger handles mean fewer
+ * creates, maps and access calls, smaller ones more reclaimable holes (a
+ * handle with one live byte cannot move) and, for chunk_mb, less rounding
+ * at the range's end. tools/stitch_tradeoff.py measures the curve on sim
+ * and plots/stitch_tradeoff.py draws it; README "stitch" gives the
+ * default's reasons.
  *
  * Statistics as expandable's (counted at the seam, allocator.h): reserved =
- * the physical chunks held (a chunk moved from a hole stays counted).
+ * the physical handles held, mapped or spare.
  */
 #include <stddef.h>
 
 #include "caching_core.h"
 
-/* Default large-pool chunk in MiB (see README "stitch: memory against driver calls"). */
-#define STITCH_DEFAULT_CHUNK_MB 20
+/* Default large-pool growth step in MiB (see README "stitch: memory against driver calls"). */
+#define STITCH_DEFAULT_CHUNK_MB 8
 
 /* The options of `caching`/`expandable` that apply (PyTorch's, read the
  * same way) and the chunk size. */
@@ -46,14 +53,18 @@ static const vb_option stitch_options[] = {
     {"memory_fraction", VB_OPTION_DOUBLE, offsetof(vb_cc_settings, memory_fraction), 0, 1,
      "fraction of the device's memory this allocator may map; default unset (all)"},
     {"chunk_mb", VB_OPTION_U64, offsetof(vb_cc_settings, chunk_mb), 2, 1024,
-     "large-pool physical chunk in MiB, a multiple of the device's mapping granularity (2 MiB): larger = "
-     "fewer driver calls, smaller = more holes reclaimable (less memory); default 20"},
+     "large-pool growth step in MiB, a multiple of the device's mapping granularity (2 MiB): the smallest "
+     "physical handle a large request's growth creates; larger = fewer driver calls, smaller = less memory "
+     "at the range's end and in holes; default 8"},
+    {"handle_max_mb", VB_OPTION_U64, offsetof(vb_cc_settings, handle_max_mb), 0, 1048576,
+     "largest physical handle in MiB (a growth past it creates several); smaller = more holes hold a whole "
+     "handle (less memory), more driver calls; 0 (default): no limit"},
 };
 
 #define STITCH_OPTION_COUNT (sizeof stitch_options / sizeof stitch_options[0])
 
 /* create: the shared caching core on the stitching source, chunk_mb
- * defaulting to STITCH_DEFAULT_CHUNK_MB. */
+ * defaulting to STITCH_DEFAULT_CHUNK_MB, handle_max_mb to no limit. */
 static vb_status stitch_create(vb_device *dev, const vb_config *config, void **state)
 {
     vb_cc_settings settings;
@@ -65,8 +76,9 @@ static vb_status stitch_create(vb_device *dev, const vb_config *config, void **s
 
 const vb_allocator_ops vb_stitch_allocator = {
     .name = "stitch",
-    .description = "expandable segments that stitch: one growing range per stream, and before new chunks are "
-                   "made, whole chunks in free holes between live blocks are moved to where they are needed",
+    .description = "expandable segments that stitch: one growing range per stream, one physical handle per "
+                   "growth, and before a handle is made, whole handles in free holes between live blocks are "
+                   "moved to where they are needed",
     .options = stitch_options,
     .option_count = STITCH_OPTION_COUNT,
     .create = stitch_create,

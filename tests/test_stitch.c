@@ -2,19 +2,21 @@
  * the simulated device (2 MiB mapping granularity).
  *
  * Every expected number is worked out in the comments from the rules of
- * allocators/stitch.c and allocators/expandable.c, default options (20 MiB
- * large-pool chunks, 2 MiB small-pool chunks):
+ * allocators/stitch.c and allocators/expandable.c, default options
+ * (chunk_mb=8: a large-pool growth creates at least 8 MiB; no handle_max_mb):
  *   blocks: caching_core's: 512 B rounding, best fit, split, coalescing,
  *           inside one reserved range per (stream, pool);
- *   growth: a request no free block serves maps new chunks at the lowest
+ *   growth: a request no free block serves maps new memory at the lowest
  *           place of its stream's range where free and unmapped space hold
- *           it (normally the mapped end), one vm_map per chunk and one
- *           vm_set_access over the chunks mapped together;
- *   stitch: those chunks come first from holes: chunks lying wholly inside
- *           a free block (of any stream's range with chunks of the same
- *           size, not the blocks the request grows), each unmapped there
- *           (one vm_unmap per chunk) and mapped again; vm_create only for
- *           the rest.
+ *           it (normally the mapped end): ONE physical handle of what it
+ *           lacks rounded up to 2 MiB (at least chunk_mb in the large
+ *           pool, 2 MiB in the small), one vm_map per handle and one
+ *           vm_set_access over the handles mapped together;
+ *   stitch: that memory comes first from holes: handles lying wholly
+ *           inside a free block (of any stream's range of the same pool,
+ *           not the blocks the request grows), each unmapped there (one
+ *           vm_unmap per handle) and mapped again; vm_create only for the
+ *           rest.
  * vm_map, vm_set_access and vm_unmap calls are counted by a proxy of the
  * sim's ops table; vm_create calls are the seam's driver_alloc_calls.
  */
@@ -186,10 +188,11 @@ static void test_stitch_needs_no_cache_flush_at_capacity(void **state)
     vb_fixture_close(f);
 }
 
-/* x = 15 MiB, y = 10 MiB, z = 15 MiB fill chunks [0,20) and [20,40); y
- * freed leaves [15,25), which holds no whole chunk. w = 20 MiB fits no free
- * block, needs one chunk at the end, and no hole has one: a new chunk (3
- * created, no unmap, reserved 60 MiB). */
+/* x = 15 MiB maps handle [0,16); y = 10 MiB lacks 9 beyond the free
+ * [15,16): handle [16,26); z = 15 MiB lacks 14: handle [26,40). y freed
+ * leaves [15,25), which holds no whole handle ([16,26) still holds z's
+ * first MiB). w = 20 MiB fits no free block and no hole has a handle: a new
+ * 20 MiB one (4 created, no unmap, reserved 16 + 10 + 14 + 20 = 60 MiB). */
 static void test_hole_smaller_than_a_chunk_is_not_taken(void **state)
 {
     (void)state;
@@ -200,7 +203,7 @@ static void test_hole_smaller_than_a_chunk_is_not_taken(void **state)
     vb_must_free(f, y);
     vb_must_malloc(f, 20 * MiB);
     vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(stats.driver_alloc_calls, 3);
+    assert_int_equal(stats.driver_alloc_calls, 4);
     assert_int_equal(unmap_calls, 0);
     assert_int_equal(stats.reserved_bytes, 60 * MiB);
     vb_fixture_close(f);
@@ -246,16 +249,15 @@ static void test_block_freed_while_in_use_is_not_taken(void **state)
     vb_fixture_close(f);
 }
 
-/* With chunk_mb=2 the large pool's chunks are the small pool's size, so a
- * hole of the small pool serves a large request: six 1 MiB blocks fill
- * small chunks 0-2; the third and fourth freed leave chunk 1 whole and
- * free; 2 MiB (a large request) maps that chunk in the large range: 3
- * created, 1 unmap, reserved 6 MiB. */
-static void test_small_pool_hole_serves_a_large_request_of_the_same_chunk(void **state)
+/* A hole of the small pool does not serve the large pool (a handle moved
+ * there would serve only small requests): six 1 MiB blocks fill small
+ * handles 0-2; the third and fourth freed leave handle 1 whole and free;
+ * 2 MiB (a large request) creates an 8 MiB handle: 4 created, no unmap,
+ * reserved 6 + 8 = 14 MiB. */
+static void test_small_pool_hole_is_not_taken_by_the_large_pool(void **state)
 {
     (void)state;
-    const char *const settings[] = {"chunk_mb=2", NULL};
-    vb_alloc_fixture *f = open_stitch_with(0, settings);
+    vb_alloc_fixture *f = open_stitch(0);
     vb_addr small[6];
     for (int i = 0; i < 6; i++) small[i] = vb_must_malloc(f, 1 * MiB);
     vb_must_free(f, small[2]);
@@ -263,9 +265,9 @@ static void test_small_pool_hole_serves_a_large_request_of_the_same_chunk(void *
     vb_addr large = vb_must_malloc(f, 2 * MiB);
     assert_true(vb_sim_accessible(f->dev, large, 2 * MiB));
     vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(stats.driver_alloc_calls, 3);
-    assert_int_equal(unmap_calls, 1);
-    assert_int_equal(stats.reserved_bytes, 6 * MiB);
+    assert_int_equal(stats.driver_alloc_calls, 4);
+    assert_int_equal(unmap_calls, 0);
+    assert_int_equal(stats.reserved_bytes, 14 * MiB);
     vb_fixture_close(f);
 }
 
@@ -298,10 +300,9 @@ static void test_empty_cache_returns_reserved_to_zero(void **state)
     vb_fixture_close(f);
 }
 
-/* What is in use stays: a live 4 KiB block keeps its 2 MiB small chunk; a
- * live 10 MiB block at [0,10) its 20 MiB chunk. 50 MiB grew the free
- * [10,20) by chunks [20,60); freed, empty_cache unmaps those two and keeps
- * [10,20), inside the live chunk. Reserved 2 + 20 = 22 MiB. */
+/* What is in use stays: a live 4 KiB block keeps its 2 MiB small handle; a
+ * live 10 MiB block its handle [0,10). 50 MiB mapped handle [10,60);
+ * freed, empty_cache unmaps and releases it. Reserved 2 + 10 = 12 MiB. */
 static void test_empty_cache_keeps_chunks_in_use(void **state)
 {
     (void)state;
@@ -310,7 +311,7 @@ static void test_empty_cache_keeps_chunks_in_use(void **state)
     vb_must_malloc(f, 10 * MiB);
     vb_must_free(f, vb_must_malloc(f, 50 * MiB));
     assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
-    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 22 * MiB);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 12 * MiB);
     vb_fixture_close(f);
 }
 
@@ -366,6 +367,8 @@ static void test_every_block_handed_out_is_accessible(void **state)
     check_accessible_blocks(NULL);
     const char *const fine[] = {"chunk_mb=2", NULL};
     check_accessible_blocks(fine);
+    const char *const capped[] = {"handle_max_mb=20", NULL};
+    check_accessible_blocks(capped);
 }
 
 /* A seeded random mix on two streams (sizes from 1 KiB to 96 MiB, some
@@ -418,21 +421,23 @@ static void test_random_mix_keeps_the_invariants(void **state)
     check_random_mix(fine);
     const char *const coarse[] = {"chunk_mb=64", NULL};
     check_random_mix(coarse);
+    const char *const capped[] = {"chunk_mb=2", "handle_max_mb=6", NULL};
+    check_random_mix(capped);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* 3 MiB is a large request: by default it maps one 20 MiB chunk; with
- * chunk_mb=2, two 2 MiB chunks. */
-static void test_chunk_mb_sets_the_large_chunk(void **state)
+/* 3 MiB is a large request: by default it maps one 8 MiB handle; with
+ * chunk_mb=2, one 4 MiB handle (3 MiB rounded up to the granularity). */
+static void test_chunk_mb_sets_the_growth_step(void **state)
 {
     (void)state;
     vb_alloc_fixture *f = open_stitch(0);
     vb_must_malloc(f, 3 * MiB);
     vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(stats.reserved_bytes, 20 * MiB);
+    assert_int_equal(stats.reserved_bytes, 8 * MiB);
     assert_int_equal(stats.driver_alloc_calls, 1);
     vb_fixture_close(f);
     const char *const settings[] = {"chunk_mb=2", NULL};
@@ -440,8 +445,33 @@ static void test_chunk_mb_sets_the_large_chunk(void **state)
     vb_must_malloc(f, 3 * MiB);
     stats = vb_fixture_stats(f);
     assert_int_equal(stats.reserved_bytes, 4 * MiB);
-    assert_int_equal(stats.driver_alloc_calls, 2);
+    assert_int_equal(stats.driver_alloc_calls, 1);
     assert_int_equal(stats.allocated_bytes, 3 * MiB);
+    vb_fixture_close(f);
+}
+
+/* A growth is one handle: 101 MiB maps one 102 MiB handle (one create, one
+ * map, one set_access). With handle_max_mb=40 it maps 40 + 40 + 22 MiB:
+ * three creates and maps, still one set_access over them. */
+static void test_a_growth_maps_one_handle_up_to_handle_max_mb(void **state)
+{
+    (void)state;
+    vb_alloc_fixture *f = open_stitch(0);
+    assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 101 * MiB), 101 * MiB));
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(stats.reserved_bytes, 102 * MiB);
+    assert_int_equal(stats.driver_alloc_calls, 1);
+    assert_int_equal(map_calls, 1);
+    assert_int_equal(set_access_calls, 1);
+    vb_fixture_close(f);
+    const char *const settings[] = {"handle_max_mb=40", NULL};
+    f = open_stitch_with(0, settings);
+    assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 101 * MiB), 101 * MiB));
+    stats = vb_fixture_stats(f);
+    assert_int_equal(stats.reserved_bytes, 102 * MiB);
+    assert_int_equal(stats.driver_alloc_calls, 3);
+    assert_int_equal(map_calls, 3);
+    assert_int_equal(set_access_calls, 1);
     vb_fixture_close(f);
 }
 
@@ -489,13 +519,14 @@ int main(void)
         cmocka_unit_test(test_hole_smaller_than_a_chunk_is_not_taken),
         cmocka_unit_test(test_hole_of_another_stream_is_taken),
         cmocka_unit_test(test_block_freed_while_in_use_is_not_taken),
-        cmocka_unit_test(test_small_pool_hole_serves_a_large_request_of_the_same_chunk),
+        cmocka_unit_test(test_small_pool_hole_is_not_taken_by_the_large_pool),
         cmocka_unit_test(test_empty_cache_returns_reserved_to_zero),
         cmocka_unit_test(test_empty_cache_keeps_chunks_in_use),
         cmocka_unit_test(test_oom_leaves_nothing_behind),
         cmocka_unit_test(test_every_block_handed_out_is_accessible),
         cmocka_unit_test(test_random_mix_keeps_the_invariants),
-        cmocka_unit_test(test_chunk_mb_sets_the_large_chunk),
+        cmocka_unit_test(test_chunk_mb_sets_the_growth_step),
+        cmocka_unit_test(test_a_growth_maps_one_handle_up_to_handle_max_mb),
         cmocka_unit_test(test_unknown_option_is_invalid),
         cmocka_unit_test(test_chunk_mb_not_a_multiple_of_the_granularity_is_invalid),
         cmocka_unit_test(test_chunk_mb_out_of_range_is_invalid),
