@@ -5,7 +5,9 @@ figure(data) draws what tools/stitch_tradeoff.py measured on the simulated
 device: for each workload, stitch's overhead ratio (peak reserved / peak
 requested) against its VM driver calls (left) and against its estimated GPU
 time over caching's (right: host time + calls x the per-call costs measured
-by tools/probe_driver.c), one point per chunk_mb, joined in order of calls.
+by tools/probe_driver.c), one point per setting (chunk_mb/handle_max_mb:
+"8/8" fixed 8 MiB chunks, "8/-" one handle per growth of at least 8 MiB),
+joined in order of calls.
 Standalone: imports only matplotlib.
 
     python3 plots/stitch_tradeoff.py DATA.json OUT.png
@@ -20,9 +22,10 @@ from matplotlib.figure import Figure  # noqa: E402
 
 
 def _label(row):
-    """A short name of a stitch row's setting: its chunk_mb ("default" without one)."""
+    """A short name of a stitch row's setting: chunk_mb/handle_max_mb ("-": no maximum)."""
     values = dict(item.split("=", 1) for item in row["config"].split(",") if "=" in item)
-    return values.get("chunk_mb", "default")
+    limit = values.get("handle_max_mb", "0")
+    return f"{values.get('chunk_mb', 'default')}/{'-' if limit == '0' else limit}"
 
 
 def figure(data):
@@ -52,7 +55,7 @@ def figure(data):
         axes.axhline(1.02, color="grey", linestyle=":", linewidth=1)
         axes.grid(True, alpha=0.3)
     calls_axes.legend(fontsize=7)
-    fig.suptitle("stitch: chunk_mb trade-off (simulated device; points labelled with chunk_mb)")
+    fig.suptitle("stitch: handle size trade-off (simulated device; points labelled chunk_mb/handle_max_mb)")
     fig.tight_layout()
     return fig
 

@@ -5,7 +5,8 @@
  *   build/tools/vm-calls [--repeat N] [--config KEY=VALUE]... ALLOCATOR WORKLOAD...
  *
  * A WORKLOAD is a trace file (replayed as `vrambench replay` does) or a
- * registered scenario's name (run once). One JSON object per workload on
+ * registered scenario's name (run once, on a capped device when it asks
+ * for one, as the runner runs it). One JSON object per workload on
  * stdout: calls by kind (create, map, unmap, set_access, release, reserve,
  * free, and the plain mem_alloc / mem_free), bytes mapped, peak reserved / peak requested (exact on sim) and the
  * host CPU seconds of the run (process CPU time: steadier than wall time on
@@ -114,8 +115,13 @@ static int measure(const char *allocator_name, const vb_config *config, const ch
     if (!scenario) scenario = &vb_replay_scenario;
     vb_allocator *allocator = NULL;
     vb_run *run = NULL;
-    vb_status status = vb_allocator_create(allocator_name, &counted, config, &allocator);
-    if (status == VB_OK) status = vb_run_create(&counted, allocator, parameter, &run);
+    /* A scenario that asks for a capped device gets one, as the runner gives it. */
+    vb_device *capped = NULL, *device = &counted;
+    vb_status status = VB_OK;
+    if (scenario->device_cap_bytes) status = vb_device_cap_open(&counted, scenario->device_cap_bytes, &capped);
+    if (capped) device = capped;
+    if (status == VB_OK) status = vb_allocator_create(allocator_name, device, config, &allocator);
+    if (status == VB_OK) status = vb_run_create(device, allocator, parameter, &run);
     if (status == VB_OK) {
         vb_run_set_sampling(run, 0);
         vb_run_set_latency_sampling(run, 0);
@@ -131,6 +137,7 @@ static int measure(const char *allocator_name, const vb_config *config, const ch
         fprintf(stderr, "vm-calls: error: %s: %s\n", workload, vb_last_error());
         vb_run_destroy(run);
         vb_allocator_destroy(allocator);
+        vb_device_close(capped);
         vb_device_close(sim);
         return 1;
     }
@@ -152,6 +159,7 @@ static int measure(const char *allocator_name, const vb_config *config, const ch
     fflush(stdout);
     vb_run_destroy(run);
     vb_allocator_destroy(allocator);
+    vb_device_close(capped);
     vb_device_close(sim);
     return 0;
 }
