@@ -36,13 +36,15 @@
 #                                 recommended setting and two others, fresh process
 #                                 each: predicted against real peak reserved
 #                                 (tools/tune_check.py)
-#   tools/gpu-session.sh stitch   records the torch workloads (resnet50, gpt2,
+#   tools/gpu-session.sh stitch   times the driver's VM calls by handle size
+#                                 (tools/probe_driver.c: probe-driver-DATE.txt),
+#                                 records the torch workloads (resnet50, gpt2,
 #                                 bert_amp, generate, two_stream), replays them,
 #                                 the fixture traces and tests/fixtures/stitch
-#                                 with caching, expandable and stitch (default,
-#                                 chunk_mb=2, 8 and 64) on cuda, runs
-#                                 random_mix and capped_training so; JSON and
-#                                 the recorded traces (traces-stitch.tar.gz)
+#                                 with caching, expandable and stitch (default;
+#                                 fixed 20 MiB and 2 MiB chunks; chunk_mb=64) on
+#                                 cuda, runs random_mix and capped_training so;
+#                                 JSON and the recorded traces (traces-stitch.tar.gz)
 #   tools/gpu-session.sh pool-trace  where the driver's pool places each block of the
 #                                 fixture traces and of .pooltraces/*.trace.gz (when
 #                                 carried): build/pool-trace (tools/pool_trace.c), logs in
@@ -208,7 +210,14 @@ for stage in "$@"; do
         ;;
     stitch)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
-        allocators='caching,expandable,stitch,stitch[chunk_mb=2],stitch[chunk_mb=8],stitch[chunk_mb=64]'
+        # stitch's default (one handle per growth, at least 8 MiB), its first design's fixed 20 MiB chunks
+        # (chunk_mb=20,handle_max_mb=20), fixed 2 MiB chunks, and one handle per growth of at least 64 MiB.
+        allocators='caching,expandable,stitch,stitch[chunk_mb=20,handle_max_mb=20],stitch[chunk_mb=2,handle_max_mb=2],stitch[chunk_mb=64]'
+        # The driver's per-call costs by handle size (2 MiB to 1 GiB): tools/stitch_tradeoff.py's cost model.
+        cuda_home=${CUDA_HOME:-/usr/local/cuda}
+        gcc -O2 -I"$cuda_home/include" tools/probe_driver.c -o build/probe-driver -L"$cuda_home/lib64" -lcudart -lcuda \
+            && timeout 120 ./build/probe-driver > "$OUT/probe-driver-$day.txt" || echo "probe-driver: FAILED"
+        grep '^vm:' "$OUT/probe-driver-$day.txt" 2>/dev/null
         # Budgets keep the stage under 10 minutes: recording (when the torch stage did not) 270 s,
         # replays ~2 min, the run 150 s.
         [ -f "$KEEP/traces/two_stream.trace.gz" ] || PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py \
