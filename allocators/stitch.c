@@ -9,7 +9,8 @@
  * range's end. Unlike expandable, whose physical chunks all have one size
  * (2 MiB small pool, 20 MiB large), a growth maps ONE physical handle sized
  * to what the request lacks (rounded to the 2 MiB granularity), at least
- * chunk_mb (large pool) and at most handle_max_mb when that is set. The
+ * chunk_mb (large pool) and at most handle_max_mb (several handles past
+ * that). The
  * driver's cost is per handle (cuMemCreate ~16 us, cuMemSetAccess ~37 us
  * and cuMemUnmap ~23 us per mapping whatever its size; results/
  * probe-driver-nvidia-h100-20261122.txt), so a 70 MiB activation costs one
@@ -43,8 +44,10 @@
 
 #include "caching_core.h"
 
-/* Default large-pool growth step in MiB (see README "stitch: memory against driver calls"). */
+/* Default large-pool growth step and largest handle in MiB (see README
+ * "stitch: memory against driver calls"). */
 #define STITCH_DEFAULT_CHUNK_MB 8
+#define STITCH_DEFAULT_HANDLE_MAX_MB 64
 
 /* The options of `caching`/`expandable` that apply (PyTorch's, read the
  * same way) and the chunk size. */
@@ -58,18 +61,20 @@ static const vb_option stitch_options[] = {
      "at the range's end and in holes; default 8"},
     {"handle_max_mb", VB_OPTION_U64, offsetof(vb_cc_settings, handle_max_mb), 0, 1048576,
      "largest physical handle in MiB (a growth past it creates several); smaller = more holes hold a whole "
-     "handle (less memory), more driver calls; 0 (default): no limit"},
+     "handle (less memory), more driver calls; 0: no limit; default 64"},
 };
 
 #define STITCH_OPTION_COUNT (sizeof stitch_options / sizeof stitch_options[0])
 
-/* create: the shared caching core on the stitching source, chunk_mb
- * defaulting to STITCH_DEFAULT_CHUNK_MB, handle_max_mb to no limit. */
+/* create: the shared caching core on the stitching source, chunk_mb and
+ * handle_max_mb defaulting to STITCH_DEFAULT_CHUNK_MB and
+ * STITCH_DEFAULT_HANDLE_MAX_MB. */
 static vb_status stitch_create(vb_device *dev, const vb_config *config, void **state)
 {
     vb_cc_settings settings;
     vb_cc_default_settings(&settings);
     settings.chunk_mb = STITCH_DEFAULT_CHUNK_MB;
+    settings.handle_max_mb = STITCH_DEFAULT_HANDLE_MAX_MB;
     return vb_cc_create_with(dev, config, stitch_options, STITCH_OPTION_COUNT, &vb_cc_stitching_segments,
                              "stitch", &settings, state);
 }

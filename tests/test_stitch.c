@@ -3,15 +3,17 @@
  *
  * Every expected number is worked out in the comments from the rules of
  * allocators/stitch.c and allocators/expandable.c, default options
- * (chunk_mb=8: a large-pool growth creates at least 8 MiB; no handle_max_mb):
+ * (chunk_mb=8: a large-pool growth creates at least 8 MiB; handle_max_mb=64:
+ * and handles of at most 64 MiB):
  *   blocks: caching_core's: 512 B rounding, best fit, split, coalescing,
  *           inside one reserved range per (stream, pool);
  *   growth: a request no free block serves maps new memory at the lowest
  *           place of its stream's range where free and unmapped space hold
- *           it (normally the mapped end): ONE physical handle of what it
+ *           it (normally the mapped end): one physical handle of what it
  *           lacks rounded up to 2 MiB (at least chunk_mb in the large
- *           pool, 2 MiB in the small), one vm_map per handle and one
- *           vm_set_access over the handles mapped together;
+ *           pool, 2 MiB in the small; several of at most handle_max_mb),
+ *           one vm_map per handle and one vm_set_access over the handles
+ *           mapped together;
  *   stitch: that memory comes first from holes: handles lying wholly
  *           inside a free block (of any stream's range of the same pool,
  *           not the blocks the request grows), each unmapped there (one
@@ -369,6 +371,8 @@ static void test_every_block_handed_out_is_accessible(void **state)
     check_accessible_blocks(fine);
     const char *const capped[] = {"handle_max_mb=20", NULL};
     check_accessible_blocks(capped);
+    const char *const unlimited[] = {"handle_max_mb=0", NULL};
+    check_accessible_blocks(unlimited);
 }
 
 /* A seeded random mix on two streams (sizes from 1 KiB to 96 MiB, some
@@ -423,6 +427,8 @@ static void test_random_mix_keeps_the_invariants(void **state)
     check_random_mix(coarse);
     const char *const capped[] = {"chunk_mb=2", "handle_max_mb=6", NULL};
     check_random_mix(capped);
+    const char *const unlimited[] = {"handle_max_mb=0", NULL};
+    check_random_mix(unlimited);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -450,29 +456,30 @@ static void test_chunk_mb_sets_the_growth_step(void **state)
     vb_fixture_close(f);
 }
 
-/* A growth is one handle: 101 MiB maps one 102 MiB handle (one create, one
- * map, one set_access). With handle_max_mb=40 it maps 40 + 40 + 22 MiB:
- * three creates and maps, still one set_access over them. */
-static void test_a_growth_maps_one_handle_up_to_handle_max_mb(void **state)
+/* A growth maps handles of at most handle_max_mb (64 by default), one
+ * set_access over them: 101 MiB maps 64 + 38 MiB (two creates and maps);
+ * with handle_max_mb=0 (no limit) one 102 MiB handle; with 40, 40 + 40 +
+ * 22 MiB. Reserved 102 MiB each time. */
+static void check_growth_handles(const char *const *settings, uint64_t handles)
 {
-    (void)state;
-    vb_alloc_fixture *f = open_stitch(0);
+    vb_alloc_fixture *f = open_stitch_with(0, settings);
     assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 101 * MiB), 101 * MiB));
     vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.reserved_bytes, 102 * MiB);
-    assert_int_equal(stats.driver_alloc_calls, 1);
-    assert_int_equal(map_calls, 1);
+    assert_int_equal(stats.driver_alloc_calls, handles);
+    assert_int_equal(map_calls, handles);
     assert_int_equal(set_access_calls, 1);
     vb_fixture_close(f);
-    const char *const settings[] = {"handle_max_mb=40", NULL};
-    f = open_stitch_with(0, settings);
-    assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 101 * MiB), 101 * MiB));
-    stats = vb_fixture_stats(f);
-    assert_int_equal(stats.reserved_bytes, 102 * MiB);
-    assert_int_equal(stats.driver_alloc_calls, 3);
-    assert_int_equal(map_calls, 3);
-    assert_int_equal(set_access_calls, 1);
-    vb_fixture_close(f);
+}
+
+static void test_a_growth_maps_handles_up_to_handle_max_mb(void **state)
+{
+    (void)state;
+    check_growth_handles(NULL, 2);
+    const char *const unlimited[] = {"handle_max_mb=0", NULL};
+    check_growth_handles(unlimited, 1);
+    const char *const forty[] = {"handle_max_mb=40", NULL};
+    check_growth_handles(forty, 3);
 }
 
 /* The old design's options are gone. */
@@ -526,7 +533,7 @@ int main(void)
         cmocka_unit_test(test_every_block_handed_out_is_accessible),
         cmocka_unit_test(test_random_mix_keeps_the_invariants),
         cmocka_unit_test(test_chunk_mb_sets_the_growth_step),
-        cmocka_unit_test(test_a_growth_maps_one_handle_up_to_handle_max_mb),
+        cmocka_unit_test(test_a_growth_maps_handles_up_to_handle_max_mb),
         cmocka_unit_test(test_unknown_option_is_invalid),
         cmocka_unit_test(test_chunk_mb_not_a_multiple_of_the_granularity_is_invalid),
         cmocka_unit_test(test_chunk_mb_out_of_range_is_invalid),
