@@ -117,6 +117,7 @@ static void unmap_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t fro
         else
             dev->ops->vm_release(dev, h->handle);
     }
+    if (to == from) return;
     memmove(es->handles + from, es->handles + to, (es->handle_count - to) * sizeof *es->handles);
     es->handle_count -= to - from;
 }
