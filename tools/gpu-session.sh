@@ -44,10 +44,9 @@
 #                                 random_mix and capped_training so; JSON and
 #                                 the recorded traces (traces-stitch.tar.gz)
 #   tools/gpu-session.sh pool-trace  where the driver's pool places each block of the
-#                                 fixture traces and of .pooltraces/*.trace.gz (when
-#                                 carried): build/pool-trace (tools/pool_trace.c), logs in
-#                                 $OUT/pool-trace.tar.gz; and the PyTorch snapshots of the
-#                                 two_stream and resnet18_varres workloads (torch-pickles.tar.gz)
+#                                 fixture traces and of .pooltraces*/*.trace.gz (generated
+#                                 traces, when carried): build/pool-trace (tools/pool_trace.c),
+#                                 logs in $OUT/pool-trace.tar.gz
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -135,16 +134,13 @@ for stage in "$@"; do
         mkdir -p build "$KEEP/pool-trace"
         gcc -O2 -I/usr/local/cuda/include tools/pool_trace.c -o build/pool-trace -L/usr/local/cuda/lib64 -lcudart || exit 1
         for trace in tests/fixtures/traces/*.trace.gz tests/fixtures/torch/*.trace.gz tests/fixtures/stitch/*.trace.gz \
-                     .pooltraces/*.trace.gz; do
+                     .pooltraces/*.trace.gz .pooltraces-heldout/*.trace.gz; do
             [ -f "$trace" ] || continue
             name=$(basename "$trace" .trace.gz)
             zcat "$trace" | ./build/pool-trace > "$KEEP/pool-trace/$name.log" || echo "pool-trace $name: FAILED"
             echo "$name: $(tail -1 "$KEEP/pool-trace/$name.log")"
         done
         (cd "$KEEP" && tar czf "$OUT/pool-trace.tar.gz" pool-trace)
-        PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$KEEP/pickles" --workloads two_stream,resnet18_varres \
-            || echo "record_torch_traces: FAILED"
-        (cd "$KEEP" && tar czf "$OUT/torch-pickles.tar.gz" pickles)
         ;;
     fullgpu)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
