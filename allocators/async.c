@@ -48,17 +48,18 @@ static const vb_option async_options[] = {
      "bytes the pool keeps across synchronizations; default max (never release)"},
 };
 
-/* One live block. */
-typedef struct async_block {
-    vb_stream stream;         /* the stream it was allocated on */
-    vb_stream *recorded;      /* other streams it was used on (record_stream) */
-    uint32_t recorded_count, recorded_capacity;
-} async_block;
+/* The other streams a live block was used on (record_stream). */
+typedef struct async_recorded {
+    vb_stream *streams;
+    uint32_t count, capacity;
+} async_recorded;
 
 typedef struct async_state {
     vb_device *device;
     vb_pool pool;
-    vb_addr_map blocks;       /* address -> async_block* */
+    vb_addr_map blocks;       /* address -> the stream it was allocated on: no host
+                               * allocation on the malloc/free path */
+    vb_addr_map recorded;     /* address -> async_recorded*, for blocks record_stream was called on */
     vb_stream unifying_stream; /* created on the first free of a block with recorded streams */
     vb_event unifying_event;
     int have_unifier;
@@ -97,14 +98,27 @@ static vb_status async_create(vb_device *dev, const vb_config *config, void **st
     return VB_OK;
 }
 
+/* The stream an address-map value holds. */
+static vb_stream stream_of(uint64_t value)
+{
+    return (vb_stream)(uintptr_t)value;
+}
+
 /* Frees one leftover block on its stream at destroy time. */
 static void free_leftover(void *context, uint64_t addr, uint64_t value)
 {
     async_state *async = context;
-    async_block *block = (async_block *)(uintptr_t)value;
-    async->device->ops->pool_free(async->device, async->pool, addr, block->stream);
-    free(block->recorded);
-    free(block);
+    async->device->ops->pool_free(async->device, async->pool, addr, stream_of(value));
+}
+
+/* Frees one record_stream list. */
+static void free_recorded(void *context, uint64_t addr, uint64_t value)
+{
+    (void)context;
+    (void)addr;
+    async_recorded *recorded = (async_recorded *)(uintptr_t)value;
+    free(recorded->streams);
+    free(recorded);
 }
 
 /* Frees what is still live, waits for those frees, and gives the pool back. */
@@ -114,6 +128,8 @@ static void async_destroy(void *state)
     vb_device *dev = async->device;
     vb_addr_map_each(&async->blocks, free_leftover, async);
     vb_addr_map_clear(&async->blocks);
+    vb_addr_map_each(&async->recorded, free_recorded, NULL);
+    vb_addr_map_clear(&async->recorded);
     dev->ops->device_synchronize(dev);
     dev->ops->pool_destroy(dev, async->pool);
     if (async->have_unifier) {
@@ -130,8 +146,6 @@ static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_g
 {
     async_state *async = state;
     vb_device *dev = async->device;
-    async_block *block = calloc(1, sizeof *block);
-    if (!block) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     vb_addr addr = 0;
     vb_status status = dev->ops->pool_malloc(dev, async->pool, size, stream, &addr);
     if (status == VB_ERR_OOM) {
@@ -146,22 +160,18 @@ static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_g
             status = dev->ops->pool_malloc(dev, async->pool, size, stream, &addr);
         }
     }
-    if (status == VB_OK && vb_addr_map_put(&async->blocks, addr, (uint64_t)(uintptr_t)block) != 0) {
+    if (status == VB_OK && vb_addr_map_put(&async->blocks, addr, (uint64_t)(uintptr_t)stream) != 0) {
         dev->ops->pool_free(dev, async->pool, addr, stream);
         status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    if (status != VB_OK) {
-        free(block);
-        return status;
-    }
-    block->stream = stream;
+    if (status != VB_OK) return status;
     *out = (vb_grant){addr, pool_size(size), out->retried};
     return VB_OK;
 }
 
-/* The stream a block with recorded streams is freed on, made to wait for
- * the allocating stream and each recorded one. */
-static vb_status unify_streams(async_state *async, const async_block *block, vb_stream *out)
+/* The stream a block allocated on `stream` and used on `recorded` is freed
+ * on, made to wait for the allocating stream and each recorded one. */
+static vb_status unify_streams(async_state *async, vb_stream stream, const async_recorded *recorded, vb_stream *out)
 {
     vb_device *dev = async->device;
     vb_status status;
@@ -177,8 +187,8 @@ static vb_status unify_streams(async_state *async, const async_block *block, vb_
     }
     /* One event serves every wait: a wait takes the event's state at the time
      * it is queued, so recording it again afterwards does not change it. */
-    for (size_t i = 0; i <= block->recorded_count; i++) {
-        vb_stream user = i == 0 ? block->stream : block->recorded[i - 1];
+    for (size_t i = 0; i <= recorded->count; i++) {
+        vb_stream user = i == 0 ? stream : recorded->streams[i - 1];
         status = dev->ops->event_record(dev, async->unifying_event, user);
         if (status == VB_OK)
             status = dev->ops->stream_wait_event(dev, async->unifying_stream, async->unifying_event);
@@ -196,15 +206,20 @@ static vb_status async_free(void *state, vb_addr addr)
     uint64_t value;
     if (!vb_addr_map_get(&async->blocks, addr, &value))
         return vb_error(VB_ERR_INVALID, "async: free of 0x%llx, which is not allocated", (unsigned long long)addr);
-    async_block *block = (async_block *)(uintptr_t)value;
-    vb_stream free_stream = block->stream;
-    vb_status status = block->recorded_count ? unify_streams(async, block, &free_stream) : VB_OK;
+    vb_stream free_stream = stream_of(value);
+    uint64_t recorded_value = 0;
+    async_recorded *recorded = async->recorded.count && vb_addr_map_get(&async->recorded, addr, &recorded_value)
+                                   ? (async_recorded *)(uintptr_t)recorded_value
+                                   : NULL;
+    vb_status status = recorded ? unify_streams(async, free_stream, recorded, &free_stream) : VB_OK;
     if (status != VB_OK) return status;
     status = async->device->ops->pool_free(async->device, async->pool, addr, free_stream);
     if (status != VB_OK) return status;
     vb_addr_map_remove(&async->blocks, addr, NULL);
-    free(block->recorded);
-    free(block);
+    if (recorded) {
+        vb_addr_map_remove(&async->recorded, addr, NULL);
+        free_recorded(NULL, addr, recorded_value);
+    }
     return VB_OK;
 }
 
@@ -216,9 +231,20 @@ static vb_status async_record_stream(void *state, vb_addr addr, vb_stream stream
     if (!vb_addr_map_get(&async->blocks, addr, &value))
         return vb_error(VB_ERR_INVALID, "async: record_stream of 0x%llx, which is not allocated",
                         (unsigned long long)addr);
-    async_block *block = (async_block *)(uintptr_t)value;
-    if (stream == block->stream) return VB_OK;
-    return vb_stream_list_add(&block->recorded, &block->recorded_count, &block->recorded_capacity, stream);
+    if (stream == stream_of(value)) return VB_OK;
+    int added = 0;
+    uint64_t *slot = vb_addr_map_slot(&async->recorded, addr, &added);
+    if (!slot) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    if (added) {
+        async_recorded *recorded = calloc(1, sizeof *recorded);
+        if (!recorded) {
+            vb_addr_map_remove(&async->recorded, addr, NULL);
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        }
+        *slot = (uint64_t)(uintptr_t)recorded;
+    }
+    async_recorded *recorded = (async_recorded *)(uintptr_t)*slot;
+    return vb_stream_list_add(&recorded->streams, &recorded->count, &recorded->capacity, stream);
 }
 
 /* Waits for every queued free, then releases every unused byte of the pool. */

@@ -32,14 +32,18 @@
  *    4 MiB after an 8 MiB free would take the range's top half, not its
  *    start as measured; and check-sim's dataloader_batches, which empties
  *    the cache every batch, made 83 cudaMallocs on the sim against the
- *    H100's 64, 64 this way). (The driver also aligns
- *    many new segments to 32 MiB and leaves ranges to allocations the trace
- *    does not show, such as the CUDA libraries' own; neither changes the
- *    order of addresses, which is what the tie-break reads. Its placement
- *    in freed ranges is not simple first fit: after freeing a 20 MiB and a
+ *    H100's 64, 64 this way).
+ *  - Left out: the driver aligns many new segments to 32 MiB, places some
+ *    runs of them in rising order inside ranges above earlier ones, and
+ *    leaves ranges to allocations a trace does not show (the CUDA
+ *    libraries' own). Alignment does not change the order of addresses,
+ *    which is what a tie-break reads; the rising runs do, and are why
+ *    resnet18_varres under roundup_power2_divisions:4 replays 9.2% above
+ *    PyTorch's figure (README, "Tuning"). The driver's placement in freed
+ *    ranges is not simple first fit either: after freeing a 20 MiB and a
  *    40 MiB block it put 20 MiB at the 40 MiB hole's start, as here, but
  *    then 10 MiB after its newest block rather than in the rest of that
- *    hole.)
+ *    hole.
  *  - A small block takes the smallest free piece of a page that holds it
  *    (lowest address on ties), else a new page, from its start; pieces of a
  *    page merge when freed, never across pages.
@@ -130,8 +134,8 @@ static vb_addr va_take(vb_device *dev, uint64_t bytes)
 }
 
 /* Gives addresses back, merged with freed neighbours; they stay freed
- * ranges even at the bottom (see the header). Returns -1 when host memory runs out (the
- * addresses are then lost, which only wastes numbers). */
+ * ranges even at the bottom (see the header). Returns -1 when host memory
+ * runs out (the addresses are then lost, which only wastes numbers). */
 static int va_give(vb_device *dev, vb_addr addr, uint64_t bytes)
 {
     sim_state *sim = sim_of(dev);

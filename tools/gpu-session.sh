@@ -28,12 +28,12 @@
 #                                 outside the allocator (build/fullgpu, tools/fullgpu.c):
 #                                 OOM status, usable after, used memory back to baseline
 #                                 (+-2 MiB); the table in $OUT/fullgpu.txt
-#   tools/gpu-session.sh tune     records resnet50, gpt2 and resnet18_varres, runs
+#   tools/gpu-session.sh tune     records resnet50, gpt2, resnet18_varres and bert_amp, runs
 #                                 `vrambench tune` on each at this GPU's capacity,
 #                                 and checks replay --snapshot pickles with
 #                                 PyTorch's torch.cuda._memory_viz
 #   tools/gpu-session.sh tune-check  (after tune) each workload for real under the
-#                                 recommended setting and two others, fresh process
+#                                 recommended setting and four others, fresh process
 #                                 each: predicted against real peak reserved
 #                                 (tools/tune_check.py)
 #   tools/gpu-session.sh stitch   times the driver's VM calls by handle size
@@ -46,10 +46,9 @@
 #                                 cuda, runs random_mix and capped_training so;
 #                                 JSON and the recorded traces (traces-stitch.tar.gz)
 #   tools/gpu-session.sh pool-trace  where the driver's pool places each block of the
-#                                 fixture traces and of .pooltraces/*.trace.gz (when
-#                                 carried): build/pool-trace (tools/pool_trace.c), logs in
-#                                 $OUT/pool-trace.tar.gz; and the PyTorch snapshots of the
-#                                 two_stream and resnet18_varres workloads (torch-pickles.tar.gz)
+#                                 fixture traces and of .pooltraces*/*.trace.gz (generated
+#                                 traces, when carried): build/pool-trace (tools/pool_trace.c),
+#                                 logs in $OUT/pool-trace.tar.gz
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -137,16 +136,13 @@ for stage in "$@"; do
         mkdir -p build "$KEEP/pool-trace"
         gcc -O2 -I/usr/local/cuda/include tools/pool_trace.c -o build/pool-trace -L/usr/local/cuda/lib64 -lcudart || exit 1
         for trace in tests/fixtures/traces/*.trace.gz tests/fixtures/torch/*.trace.gz tests/fixtures/stitch/*.trace.gz \
-                     .pooltraces/*.trace.gz; do
+                     .pooltraces/*.trace.gz .pooltraces-heldout/*.trace.gz; do
             [ -f "$trace" ] || continue
             name=$(basename "$trace" .trace.gz)
             zcat "$trace" | ./build/pool-trace > "$KEEP/pool-trace/$name.log" || echo "pool-trace $name: FAILED"
             echo "$name: $(tail -1 "$KEEP/pool-trace/$name.log")"
         done
         (cd "$KEEP" && tar czf "$OUT/pool-trace.tar.gz" pool-trace)
-        PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$KEEP/pickles" --workloads two_stream,resnet18_varres \
-            || echo "record_torch_traces: FAILED"
-        (cd "$KEEP" && tar czf "$OUT/torch-pickles.tar.gz" pickles)
         ;;
     fullgpu)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
@@ -164,8 +160,8 @@ for stage in "$@"; do
         # The traces the torch stage recorded, else recorded here.
         traces="$KEEP/traces"
         [ -f "$traces/resnet18_varres.trace.gz" ] || PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$traces" \
-            --workloads resnet50,gpt2,resnet18_varres || echo "record_torch_traces: FAILED"
-        for name in resnet50 gpt2 resnet18_varres; do
+            --workloads resnet50,gpt2,resnet18_varres,bert_amp || echo "record_torch_traces: FAILED"
+        for name in resnet50 gpt2 resnet18_varres bert_amp; do
             [ -f "$traces/$name.trace.gz" ] || continue
             TIMEFORMAT="tune $name: %R s wall"
             time { ./build/vrambench tune "$traces/$name.trace.gz" --capacity "$total" \
@@ -196,9 +192,9 @@ for stage in "$@"; do
         ;;
     tune-check)
         dir="$KEEP/tune"
-        for name in resnet50 gpt2 resnet18_varres; do
+        for name in resnet50 gpt2 resnet18_varres bert_amp; do
             [ -f "$dir/tune-$name.json" ] || { echo "no tune-$name.json: run the tune stage first"; continue; }
-            python3 tools/tune_check.py plan "$dir/tune-$name.json" | while IFS='|' read -r index conf fraction; do
+            python3 tools/tune_check.py plan "$dir/tune-$name.json" --settings 5 | while IFS='|' read -r index conf fraction; do
                 echo "-- $name under PYTORCH_CUDA_ALLOC_CONF='$conf'${fraction:+ with memory fraction $fraction}"
                 PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$dir/real-$name-$index" --workloads "$name" \
                     --no-history --alloc-conf "$conf" ${fraction:+--memory-fraction "$fraction"} \
@@ -206,7 +202,7 @@ for stage in "$@"; do
                 cp "$dir/real-$name-$index/$name.json" "$OUT/real-$name-$index.json" 2>/dev/null
             done
         done
-        python3 tools/tune_check.py table "$dir" --out "$OUT/tune-check-$day.json" | tee "$OUT/tune-check-$day.md"
+        python3 tools/tune_check.py table "$dir" --settings 5 --out "$OUT/tune-check-$day.json" | tee "$OUT/tune-check-$day.md"
         ;;
     stitch)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1

@@ -414,19 +414,23 @@ def empty_cache_loop(torch, r):
 CAP_BYTES = 1 << 30
 
 
-def take_ballast(torch):
-    """Leaves CAP_BYTES of the device free with a raw cudaMalloc outside
-    PyTorch's allocator (through CuPy, which shares the primary context)."""
-    import cupy
-    free, _ = torch.cuda.mem_get_info()
-    size = ((free - CAP_BYTES) // (2 * MiB)) * (2 * MiB)
-    return cupy.cuda.runtime, cupy.cuda.runtime.malloc(size)
+def cap_memory(torch, cap_bytes):
+    """Caps PyTorch's allocator at cap_bytes with set_per_process_memory_fraction
+    (the allocator refuses to reserve past fraction x total memory), as the
+    capped device of base/device_cap.c caps vrambench's: the same cap on
+    every GPU, whatever else the device holds. None lifts it."""
+    if cap_bytes is None:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        return
+    total = torch.cuda.get_device_properties(0).total_memory
+    # PyTorch truncates fraction x total to bytes: half a byte over keeps the cap whole.
+    torch.cuda.set_per_process_memory_fraction((cap_bytes + 0.5) / total)
 
 
 def capped_training(torch, r):
     """003/004: does empty_cache in the training loop avoid OOM? A 4-layer
     1024-wide MLP with Adam, batches B, B/2, B, 3B/4, B, under a 1 GiB cap."""
-    runtime, ballast = take_ballast(torch)
+    cap_memory(torch, CAP_BYTES)
     r.counter("cap_bytes", CAP_BYTES)
     r.step("capped")
     layers = []
@@ -482,7 +486,7 @@ def capped_training(torch, r):
     r.counter("peak_reserved_with_empty_cache", peaks[True])
     del model, optimizer
     torch.cuda.empty_cache()
-    runtime.free(ballast)
+    cap_memory(torch, None)
     r.step("all_freed")
 
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """`vrambench tune`'s predictions against real PyTorch (issue 12, item 5).
 
-    tools/tune_check.py plan TUNE.json
+    tools/tune_check.py plan TUNE.json [--settings N]
         the settings to run for real, one per line: INDEX|CONF|FRACTION
-        (the recommendation, then two others from the grid: the first two of
-        the defaults, max_split_size_mb:512 and expandable segments that are
-        not the recommendation); FRACTION is empty when none is needed
-    tools/tune_check.py table DIR [--out FILE.json]
+        (the recommendation, then N-1 others from the grid (default N=3): the
+        first of the defaults, max_split_size_mb:512, expandable segments,
+        roundup_power2_divisions:4 and max_split_size_mb:256 that are not the
+        recommendation, then the settings with the lowest predictions that
+        differ from those chosen); FRACTION is empty when none is needed
+    tools/tune_check.py table DIR [--settings N] [--out FILE.json]
         for every DIR/tune-NAME.json, the real runs DIR/real-NAME-INDEX/NAME.json
         (tools/record_torch_traces.py --no-history under PYTORCH_CUDA_ALLOC_CONF):
         a Markdown table of predicted against real peak reserved bytes on stdout,
@@ -21,8 +23,12 @@ import os
 import sys
 
 # The defaults, a max_split_size_mb (whose reserved memory grows on a large
-# device, a prediction worth checking) and expandable segments, in this order.
-OTHERS = ("", "max_split_size_mb:512", "expandable_segments:True")
+# device, a prediction worth checking), expandable segments, a rounding and a
+# smaller split limit (both change which equal-sized block best fit takes), in
+# this order.
+OTHERS = ("", "max_split_size_mb:512", "expandable_segments:True", "roundup_power2_divisions:4",
+          "max_split_size_mb:256")
+DEFAULT_SETTINGS = 3
 
 
 def load(path):
@@ -35,8 +41,8 @@ def pytorch_entries(tune):
     return {e["pytorch_alloc_conf"]: e for e in tune["benchmarks"] if "pytorch_alloc_conf" in e}
 
 
-def plan(tune):
-    """[(conf, memory_fraction or None)]: the recommendation and two others."""
+def plan(tune, count=DEFAULT_SETTINGS):
+    """[(conf, memory_fraction or None)]: the recommendation and count - 1 others."""
     entries = pytorch_entries(tune)
     recommended = tune["recommendation"]["pytorch_alloc_conf"]
     chosen = [recommended]
@@ -44,7 +50,7 @@ def plan(tune):
     # a check of more than one figure.
     ranked = sorted(entries, key=lambda conf: entries[conf]["peak_reserved_bytes"])
     for conf in list(OTHERS) + ranked:
-        if len(chosen) == 3:
+        if len(chosen) == count:
             break
         if conf in chosen or conf not in entries or conf.startswith("backend:"):
             continue
@@ -54,7 +60,7 @@ def plan(tune):
     return [(conf, entries[conf].get("memory_fraction")) for conf in chosen]
 
 
-def table(directory):
+def table(directory, count=DEFAULT_SETTINGS):
     """Rows of predicted against real peak reserved, per workload and setting."""
     rows = []
     for file in sorted(os.listdir(directory)):
@@ -63,7 +69,7 @@ def table(directory):
         name = file[len("tune-"):-len(".json")]
         tune = load(os.path.join(directory, file))
         entries = pytorch_entries(tune)
-        for index, (conf, fraction) in enumerate(plan(tune)):
+        for index, (conf, fraction) in enumerate(plan(tune, count)):
             real_path = os.path.join(directory, f"real-{name}-{index}", f"{name}.json")
             real = load(real_path) if os.path.exists(real_path) else None
             predicted = entries[conf]["peak_reserved_bytes"]
@@ -108,14 +114,19 @@ def main(argv=None):
     plan_parser.add_argument("tune")
     table_parser = commands.add_parser("table")
     table_parser.add_argument("directory")
+    for sub in (plan_parser, table_parser):
+        sub.add_argument("--settings", type=int, default=DEFAULT_SETTINGS,
+                         help=f"settings per workload, the recommendation included (default {DEFAULT_SETTINGS})")
     table_parser.add_argument("--out")
     args = parser.parse_args(argv)
     try:
         if args.command == "plan":
-            for index, (conf, fraction) in enumerate(plan(load(args.tune))):
+            if args.settings < 1:
+                raise ValueError("--settings must be at least 1")
+            for index, (conf, fraction) in enumerate(plan(load(args.tune), args.settings)):
                 print(f"{index}|{conf}|{'' if fraction is None else fraction}")
             return 0
-        rows = table(args.directory)
+        rows = table(args.directory, args.settings)
     except (OSError, ValueError, KeyError) as error:
         print(f"tune_check: error: {error}", file=sys.stderr)
         return 2
