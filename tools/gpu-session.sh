@@ -216,9 +216,15 @@ for stage in "$@"; do
         grep '^vm:' "$OUT/probe-driver-$day.txt" 2>/dev/null
         # Budgets keep the stage under 10 minutes: recording (when the torch stage did not) 270 s,
         # replays ~2 min, the run 150 s.
+        # Recorded traces carried in .traces/ (each with its NAME.json) spare the recording.
+        if [ ! -f "$KEEP/traces/two_stream.trace.gz" ] && [ -f .traces/two_stream.trace.gz ]; then
+            mkdir -p "$KEEP/traces"
+            for json in .traces/*.json; do cp "${json%.json}.trace.gz" "$json" "$KEEP/traces/" 2>/dev/null; done
+        fi
         [ -f "$KEEP/traces/two_stream.trace.gz" ] || PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py \
             "$KEEP/traces" || echo "record_torch_traces: FAILED (some workloads)"
-        for trace in "$KEEP"/traces/*.trace.gz tests/fixtures/traces/*.trace.gz tests/fixtures/stitch/*.trace.gz; do
+        for trace in "$KEEP"/traces/*.trace.gz tests/fixtures/traces/*.trace.gz tests/fixtures/stitch/*.trace.gz \
+            .traces/own-*.trace.gz; do
             [ -f "$trace" ] || continue
             name=$(basename "$trace" .trace.gz)
             case "$trace" in "$KEEP"/*) name="torch-$name" ;; esac
