@@ -22,10 +22,13 @@ from matplotlib.figure import Figure  # noqa: E402
 
 
 def _label(row):
-    """A short name of a stitch row's setting: chunk_mb/handle_max_mb ("-": no maximum)."""
+    """A short name of a stitch row's setting: chunk_mb/handle_max_mb ("-": no maximum), or
+    chunk_mb alone where the row names no handle_max_mb."""
     values = dict(item.split("=", 1) for item in row["config"].split(",") if "=" in item)
-    limit = values.get("handle_max_mb", "0")
-    return f"{values.get('chunk_mb', 'default')}/{'-' if limit == '0' else limit}"
+    chunk = values.get("chunk_mb", "default")
+    if "handle_max_mb" not in values:
+        return chunk
+    return f"{chunk}/{'-' if values['handle_max_mb'] == '0' else values['handle_max_mb']}"
 
 
 def figure(data):
@@ -34,12 +37,14 @@ def figure(data):
     workloads = sorted({row["workload"] for row in rows})
     fig = Figure(figsize=(12, 5))
     calls_axes, time_axes = fig.subplots(1, 2)
-    for workload in workloads:
+    colors = matplotlib.colormaps["tab20"].colors  # more workloads than the default cycle's 10 colours
+    for index, workload in enumerate(workloads):
         points = [r for r in rows if r["workload"] == workload]
         label = workload.rsplit("/", 1)[-1].replace(".trace.gz", "")
         for axes, key in ((calls_axes, "calls"), (time_axes, "vs_caching")):
             points.sort(key=lambda p: p[key])  # a curve from the most calls to the fewest
-            line, = axes.plot([p[key] for p in points], [p["overhead"] for p in points], marker="o", label=label)
+            line, = axes.plot([p[key] for p in points], [p["overhead"] for p in points], marker="o", label=label,
+                              color=colors[index % len(colors)])
             for p in points:
                 axes.annotate(_label(p), (p[key], p["overhead"]), fontsize=6,
                               textcoords="offset points", xytext=(3, 3), color=line.get_color())

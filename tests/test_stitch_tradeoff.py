@@ -54,6 +54,12 @@ class StitchTradeoffPlot(unittest.TestCase):
         time_lines = {line.get_label(): line for line in time_axes.get_lines()}
         self.assertEqual(sorted(time_lines["a"].get_xdata()), [0.1, 1.0])
 
+    def test_points_are_labelled_chunk_mb_slash_handle_max_mb(self):
+        label = load_module()._label
+        self.assertEqual(label(row("a", "chunk_mb=20,handle_max_mb=20", 1, 1.0)), "20/20")
+        self.assertEqual(label(row("a", "chunk_mb=8,handle_max_mb=0", 1, 1.0)), "8/-")
+        self.assertEqual(label(row("a", "chunk_mb=2", 1, 1.0)), "2")
+
     def test_cli_writes_a_png_and_refuses_bad_usage(self):
         with tempfile.TemporaryDirectory() as tmp:
             data, png = os.path.join(tmp, "data.json"), os.path.join(tmp, "out.png")
