@@ -16,8 +16,9 @@
  * process_events / insert_events, release_cached_blocks, the garbage
  * collection by block age) are cited where they are used in caching_core.c.
  *
- * stitch   expandable's ranges, and before a range takes new chunks it
- *          moves chunks out of free holes between live blocks (expandable.c).
+ * stitch   expandable's ranges growing by one handle sized to the request,
+ *          and before a range takes a new handle it moves handles out of
+ *          free holes between live blocks (expandable.c).
  *
  * Internal to allocators/: nothing outside caching.c, expandable.c and
  * stitch.c uses it.
@@ -144,8 +145,8 @@ typedef struct vb_cc_settings {
     uint64_t roundup_power2_divisions[VB_CC_ROUNDUP_INTERVALS]; /* each 0 (default) or a power of two */
     double garbage_collection_threshold; /* 0 (default, off) or in (0, 1) */
     double memory_fraction;              /* < 0 (default): not set; else [0, 1] */
-    uint64_t chunk_mb;                   /* VM sources: large-pool chunk size; 0 (default): 20 MiB */
-    uint64_t handle_max_mb;              /* stitch: largest physical handle; 0 (default): no limit */
+    uint64_t chunk_mb;                   /* VM sources: large-pool chunk size (stitch: smallest growth); 0: 20 MiB */
+    uint64_t handle_max_mb;              /* stitch: largest physical handle; 0: no limit (stitch sets 64) */
 } vb_cc_settings;
 
 /* The defaults above. */
@@ -297,8 +298,9 @@ static inline int vb_cc_block_is_split(const vb_cc_block *block)
 void vb_cc_segment_add(vb_cc_allocator *cc, vb_cc_segment *segment);
 void vb_cc_segment_remove(vb_cc_allocator *cc, vb_cc_segment *segment);
 
-/* The stitching source (expandable.c): expandable segments that reclaim
- * chunks from holes before creating new ones (the `stitch` strategy). */
+/* The stitching source (expandable.c): expandable segments that grow by one
+ * handle per growth and reclaim handles from holes before creating new ones
+ * (the `stitch` strategy). */
 extern const vb_cc_source vb_cc_stitching_segments;
 
 #endif

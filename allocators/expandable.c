@@ -449,7 +449,7 @@ static void expandable_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
     }
 }
 
-/* At destroy: every mapped chunk and the range go back. */
+/* At destroy: every mapped handle and the range go back. */
 static void expandable_destroy_segment(vb_cc_allocator *cc, vb_cc_segment *segment)
 {
     expandable_segment *es = expandable_of(segment);
@@ -468,10 +468,10 @@ static const vb_cc_source expandable_segments = {
 };
 
 /* ------------------------------------------------------------------------ */
-/* Stitching: chunks from holes before new ones (the `stitch` strategy)       */
+/* Stitching: handles from holes before new ones (the `stitch` strategy)     */
 /* ------------------------------------------------------------------------ */
 
-/* The chunks expandable_alloc_block would map to serve `size` bytes from
+/* The units expandable_alloc_block needs mapped to serve `size` bytes from
  * `candidate` (what find_expandable_block chose); *last is set to the last
  * block it would touch. */
 static size_t chunks_to_map(vb_cc_block *candidate, uint64_t size, vb_cc_block **last)
@@ -494,11 +494,10 @@ static size_t chunks_to_map(vb_cc_block *candidate, uint64_t size, vb_cc_block *
     return chunks;
 }
 
-/* 1 if `block` is a hole the stitching may take chunks from: free, mapped,
- * with no pending use, not at the growing end of its range (a mapped block
- * followed by unmapped space is where the range grows: taking from it would
- * only map the same chunk back), and outside [lo, hi) of the range `keep`,
- * the blocks the request is about to use and their neighbours. */
+/* 1 if `block` is a hole the stitching may take handles from: free, mapped,
+ * with no pending use, and outside [lo, hi) of the range `keep`, the blocks
+ * the request is about to use and their neighbours (taking from those,
+ * the growing end among them, would only map the same handle back). */
 static int is_hole(const vb_cc_block *block, const vb_cc_segment *keep, vb_addr lo, vb_addr hi)
 {
     if (!block->mapped || !vb_cc_block_available(block)) return 0;
@@ -541,9 +540,9 @@ static size_t spare_units(const vb_cc_pool *pool, uint64_t unit)
 /* alloc_block of the stitching source: where expandable would map new
  * memory, it first takes the pool's spare handles, then unmaps handles
  * lying wholly in holes (free memory stranded between live blocks) and
- * maps those, creating a handle only for the rest. Holes therefore never
- * outlast a request for new memory. Spares a request could not place stay
- * held for the next one. */
+ * maps those, creating a handle only for the rest. A whole free handle in
+ * a hole therefore never outlasts a request for new memory. Spares a
+ * request could not place stay held for the next one. */
 static vb_status stitching_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
                                        uint64_t alloc_size, vb_cc_block **out)
 {
