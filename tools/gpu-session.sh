@@ -228,11 +228,13 @@ for stage in "$@"; do
             [ -f "$trace" ] || continue
             name=$(basename "$trace" .trace.gz)
             case "$trace" in "$KEEP"/*) name="torch-$name" ;; esac
+            # Three timed repetitions of at least 0.1 s each: one replay of a few ms varies up to 2x.
             timeout 120 ./build/vrambench replay "$trace" --device cuda --allocator "$allocators" --quiet \
-                --out "$OUT/stitch-replay-$name-{device}-{date}.json" || echo "replay $name: FAILED"
+                --repetitions 3 --min-time 0.1 --out "$OUT/stitch-replay-$name-{device}-{date}.json" \
+                || echo "replay $name: FAILED"
         done
         timeout 150 ./build/vrambench run --scenario random_mix,capped_training --allocator "$allocators" \
-            --device cuda --repetitions 1 --min-time 0.2 --quiet --out "$OUT/stitch-run-{device}-{date}.json" \
+            --device cuda --repetitions 3 --min-time 0.2 --quiet --out "$OUT/stitch-run-{device}-{date}.json" \
             || echo "run: FAILED"
         ;;
     *)
