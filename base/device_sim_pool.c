@@ -112,7 +112,14 @@
  *    with F11 the same within 1% but bert_amp -4.6%, rand6-32m +4.1%,
  *    resnet18_varres -6.9%. Without F11 (memory stayed where it was first
  *    mapped) the sim gave gpt2 +23%, random-512m +44%, rand4-256m +29%,
- *    resnet18_varres +17%, resnet50 +5.5%.
+ *    resnet18_varres +17%, resnet50 +5.5%. Carving at the start of the
+ *    range's latest freed piece instead (where the rest from there holds the
+ *    request) matches more single placements on 3 of 5 logs and brings the
+ *    PyTorch traces closer (resnet50 -5%, two_stream -13%), but the random
+ *    ones further (+3% to +11%) and three bench cases that match the H100
+ *    with this rule (training_cleanup, capped_training and a claim of
+ *    empty_cache_in_loop_avoids_oom, results/nvidia-h100-80gb-hbm3-20261122.json
+ *    and results/claims-nvidia-h100-80gb-hbm3-20261122.json) no longer.
  *    The leak_loop/async timeline recorded on an H200
  *    (results/nvidia-h200-20261122.json, iteration 1 on a fresh pool)
  *    reserves 96, 128, 192, 256, 288, 352, 384, 448, 512, 544 MiB every 10
