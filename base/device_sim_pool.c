@@ -150,7 +150,7 @@
 /* Data                                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* A range of mapped pool memory: handed out (live) or free. */
+/* A range of the pool's addresses: handed out (live) or free. */
 typedef struct pool_block {
     vb_oset_node by_addr;          /* in the pool's block set, always */
     vb_oset_node by_recency;       /* in its size class's free set while free */
@@ -159,7 +159,7 @@ typedef struct pool_block {
     uint64_t requested;            /* the caller's bytes while live */
     int free;
     uint64_t ready_ns;             /* free: when its (latest) free completes */
-    uint64_t freed_seq;            /* free: order of its (latest) free, for ties */
+    uint64_t freed_seq;            /* free: order of its latest free or split */
 } pool_block;
 
 struct vb_pool_s {
@@ -171,8 +171,8 @@ struct vb_pool_s {
     unsigned char *in_idle;        /* per granule: 1 while listed in `idle` */
     uint64_t *live_bytes;          /* per granule: bytes of live blocks in it */
     uint64_t *last_free_ns;        /* per granule: when the latest free in it completes */
-    size_t *idle;                  /* granules once mapped and without live bytes (a stack;
-                                    * an entry no longer so is skipped when popped) */
+    size_t *idle;                  /* granules that went idle (mapped, no live bytes): a stack;
+                                    * an entry no longer idle is skipped when popped */
     size_t idle_top;
     size_t idle_count;             /* granules mapped and without live bytes, exactly */
     pool_block *fresh;             /* the free range that ends the address range */
@@ -181,7 +181,7 @@ struct vb_pool_s {
     uint64_t reserved_high, used_high; /* the maxima since creation or the last reset */
     uint64_t free_count;           /* frees and splits so far (freed_seq) */
     vb_ordered_set blocks;         /* all blocks, by address */
-    vb_ordered_set free_blocks[64]; /* free blocks by size class (floor log2), latest freed first */
+    vb_ordered_set free_blocks[64]; /* free blocks by size class (floor log2), latest first */
     vb_addr_map live;              /* address -> pool_block* of live blocks */
 };
 
@@ -193,8 +193,8 @@ static int compare_addr(const vb_oset_node *a, const vb_oset_node *b)
     return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
-/* Orders free blocks the most recently freed first, then by address (so no
- * two compare equal). */
+/* Orders free blocks the most recently freed or split first, then by
+ * address (so no two compare equal). */
 static int compare_recency(const vb_oset_node *a, const vb_oset_node *b)
 {
     const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_recency);
