@@ -55,12 +55,13 @@
  * blocks and a PyTorch generate() loop.
  *  - F11 Memory follows the blocks, not the addresses: after every event,
  *    reserved = 32 MiB x the most granules that live blocks covered at any
- *    one time so far (all 1,618 changes of all 15 logs, exactly). Blocks
- *    spread over more granules than the pool holds (bert_amp: 426 granules
- *    touched, 389 reserved; random-512m: 390 and 280; resnet50: blocks up to
- *    +6,438 MiB, 6,368 MiB reserved): a granule without live blocks gives its
- *    memory to the granules a new block covers, and only when none is left
- *    does the pool take more (F5: the four holes' granules held live blocks).
+ *    one time so far (all 1,618 changes and the 15 final high marks,
+ *    exactly). Blocks spread over more granules than the pool holds
+ *    (bert_amp: 426 granules touched, 389 reserved; random-512m: 390 and
+ *    280; resnet50: blocks up to +6,438 MiB, 6,368 MiB reserved): a
+ *    granule without live blocks gives its memory to the granules a new
+ *    block covers, and only when none is left does the pool take more (F5:
+ *    the four holes' granules held live blocks).
  *  - F12 Every block starts where an earlier freed block started, where an
  *    earlier block ended, or at the end of the addresses handed out so far
  *    (all 511,206); it goes past that end only when no free range below it

@@ -5,8 +5,9 @@ trace), and prints one line per log.
 
   tools/pool_log_check.py LOG...
 
-F11: after every event, the pool's reserved bytes (`r` lines) equal 32 MiB x
-     the most 32 MiB granules that live blocks covered at any one time so far.
+F11: after every event, the pool's reserved bytes (`r` lines, and the final
+     reserved_high) equal 32 MiB x the most 32 MiB granules that live blocks
+     covered at any one time so far.
 F12: every block starts where an earlier freed block started, where an earlier
      block ended, or at the end of the addresses handed out so far (the
      high-water mark); a block goes past that mark only when no free range
@@ -19,6 +20,10 @@ import sys
 
 GRANULE = 32 << 20
 ROUNDING = 512
+
+
+class BadLog(Exception):
+    """A log line that tools/pool_trace.c does not write."""
 
 
 def rounded(size):
@@ -50,7 +55,7 @@ def check(path):
     with open(path) as log:
         for number, line in enumerate(log, 1):
             fields = line.split()
-            if not fields or fields[0] in ("base", "end"):
+            if not fields or fields[0] == "base":
                 continue
             try:
                 if fields[0] == "a":
@@ -79,19 +84,24 @@ def check(path):
                         blocks_in[g] -= 1
                         covered -= blocks_in[g] == 0
                     freed_starts.add(offset)
+                elif fields[0] == "end":
+                    counts["reserved_lines"] += 1
+                    high_mark = int(fields[1].split("=")[1])
+                    counts["reserved_ok"] += high_mark == most_covered * GRANULE
                 elif fields[0] == "r":
                     counts["reserved_lines"] += 1
                     counts["reserved_ok"] += int(fields[1]) == most_covered * GRANULE
                 else:
                     raise ValueError("unknown line")
             except (ValueError, IndexError, KeyError) as error:
-                sys.exit(f"vrambench: error: {path}:{number}: not a pool_trace log line ({error})")
+                raise BadLog(f"{path}:{number}: not a pool_trace log line ({error})") from error
     return counts
 
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("vrambench: error: usage: tools/pool_log_check.py LOG...")
+        print("vrambench: error: usage: tools/pool_log_check.py LOG...", file=sys.stderr)
+        sys.exit(2)
     failed = False
     for path in sys.argv[1:]:
         try:
@@ -99,10 +109,13 @@ def main():
         except OSError as error:
             print(f"vrambench: error: {path}: {error.strerror}", file=sys.stderr)
             sys.exit(2)
+        except BadLog as error:
+            print(f"vrambench: error: {error}", file=sys.stderr)
+            sys.exit(2)
         ok = (c["reserved_ok"] == c["reserved_lines"] and c["start_ok"] == c["blocks"]
               and c["past_high_ok"] == c["past_high"])
         failed |= not ok
-        print(f"{path}: F11 {c['reserved_ok']}/{c['reserved_lines']} reserved changes; "
+        print(f"{path}: F11 {c['reserved_ok']}/{c['reserved_lines']} reserved changes and high marks; "
               f"F12 {c['start_ok']}/{c['blocks']} block starts, "
               f"{c['past_high_ok']}/{c['past_high']} past the high-water mark{'' if ok else '  FAILS'}")
     sys.exit(1 if failed else 0)
