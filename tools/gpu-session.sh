@@ -146,6 +146,7 @@ for stage in "$@"; do
             zcat "$trace" | ./build/pool-trace > "$KEEP/pool-trace/$name.log" || echo "pool-trace $name: FAILED"
             echo "$name: $(tail -1 "$KEEP/pool-trace/$name.log")"
         done
+        python3 tools/pool_log_check.py "$KEEP"/pool-trace/*.log || echo "pool_log_check: F11 or F12 FAILS on a log"
         (cd "$KEEP" && tar czf "$OUT/pool-trace.tar.gz" pool-trace)
         PYTHONUNBUFFERED=1 python3 tools/record_torch_traces.py "$KEEP/pickles" --workloads two_stream,resnet18_varres \
             || echo "record_torch_traces: FAILED"
@@ -168,6 +169,7 @@ for stage in "$@"; do
                      "plain1 $(tail -1 "$log.plain1.log"), $other $(tail -1 "$log.$other.log")"
             done
         done
+        python3 tools/pool_log_check.py "$KEEP"/pool-determinism/*.log || echo "pool_log_check: F11 or F12 FAILS on a log"
         (cd "$KEEP" && tar czf "$OUT/pool-determinism.tar.gz" pool-determinism)
         ;;
     fullgpu)
