@@ -2,15 +2,18 @@
  * the `async` allocator on top of it (allocators/async.c).
  *
  * Rules the expected numbers come from: the facts measured of the driver's
- * pool, F1..F10 in base/device_sim_pool.c's header (NVIDIA H100, driver
+ * pool, F1..F11 in base/device_sim_pool.c's header (NVIDIA H100, driver
  * 580.159.04; tests named after a fact reproduce that measurement), and the
- * model's choices listed there: the pool maps 32 MiB granules; requests are
- * placed at 512 B multiples from the start of the most recently freed free
- * range that holds them, any stream's, the allocating stream waiting for a
- * free not yet complete; with no range big enough, granules are mapped after
- * the free range at the lowest unmapped run; at a synchronization and at
- * trim, wholly free granules whose frees completed go back, highest address
- * first, while more than the threshold (keep_bytes) is reserved. */
+ * model's choices listed there: the pool's memory is 32 MiB granules behind
+ * its address range; requests are placed at 512 B multiples from the start
+ * of the most recently freed or split free range that holds them, any
+ * stream's, the allocating stream waiting for a free not yet complete; with
+ * no range big enough, at the start of the fresh range (addresses never
+ * handed out, and free ranges touching them); a granule a new block covers
+ * gets the memory of a granule without live blocks, or new memory when none
+ * has; at a synchronization and at trim, granules without live blocks whose
+ * frees completed go back, highest address first, while more than the
+ * threshold (keep_bytes) is reserved. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -254,9 +257,10 @@ static void test_pool_f5_f6_no_remapping_and_latest_hole_first(void **state)
 }
 
 /* In one granule: a 256K | b 64K | c 512K | d 64K | rest free (the fresh
- * range, the oldest). Freeing c then a: 300K goes to the most recently freed
- * range that holds it, c's (a's, freed later, is too small); 200K to a's. */
-static void test_pool_takes_the_latest_freed_range_that_fits(void **state)
+ * range, taken last). Freeing c then a: 300K goes to the most recently freed
+ * range that holds it, c's (a's, freed later, is too small); 200K to the
+ * rest of c, split later than a was freed (the model's choice). */
+static void test_pool_takes_the_latest_freed_or_split_range_that_fits(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
@@ -267,7 +271,49 @@ static void test_pool_takes_the_latest_freed_range_that_fits(void **state)
     pool_free(f, pool, c, f->a);
     pool_free(f, pool, a, f->a);
     assert_int_equal(pool_malloc(f, pool, 300 * KiB, f->a), c);
+    assert_int_equal(pool_malloc(f, pool, 200 * KiB, f->a), c + 300 * KiB);
     assert_int_equal(pool_malloc(f, pool, 200 * KiB, f->a), a);
+    f->dev->ops->pool_destroy(f->dev, pool);
+}
+
+/* F11: 3 x 32 MiB fill granules 0-2 (96 MiB); the first freed leaves
+ * granule 0 without a live block. 64 MiB fits no free range: it goes to the
+ * fresh range at +96 MiB (granules 3-4), one of them backed by granule 0's
+ * memory: reserved 128 MiB, not 160. A 32 MiB block at +0 then needs new
+ * memory again: 160 MiB. */
+static void test_pool_f11_an_empty_granule_gives_its_memory_to_a_new_block(void **state)
+{
+    fixture *f = *state;
+    vb_pool pool = new_pool(f, UINT64_MAX);
+    vb_addr p[3];
+    for (int i = 0; i < 3; i++) p[i] = pool_malloc(f, pool, 32 * MiB, f->a);
+    pool_free(f, pool, p[0], f->a);
+    assert_int_equal(pool_malloc(f, pool, 64 * MiB, f->a), p[0] + 96 * MiB);
+    assert_int_equal(reserved_of(f, pool), 128 * MiB);
+    assert_int_equal(vb_sim_used_bytes(f->dev), 128 * MiB);
+    assert_int_equal(pool_malloc(f, pool, 32 * MiB, f->a), p[0]);
+    assert_int_equal(reserved_of(f, pool), 160 * MiB);
+    f->dev->ops->pool_destroy(f->dev, pool);
+}
+
+/* F11 with a pending free: 32 MiB on A freed behind 1000 ns of work
+ * (granule 0 empty, its free pending), 16 + 48 MiB live after it (granules
+ * 1-2). 40 MiB on B fits no free range: the fresh range at +96 MiB
+ * (granules 3-4), one backed by granule 0's memory, so B waits for A's free
+ * (the model's choice, as for F10's reuse): reserved 128 MiB, B's work ends
+ * at 1000 ns. */
+static void test_pool_f11_moved_memory_waits_for_its_pending_free(void **state)
+{
+    fixture *f = *state;
+    vb_pool pool = new_pool(f, UINT64_MAX);
+    vb_addr first = pool_malloc(f, pool, 32 * MiB, f->a);
+    pool_malloc(f, pool, 16 * MiB, f->a);
+    pool_malloc(f, pool, 48 * MiB, f->a);
+    f->dev->ops->enqueue_busy(f->dev, f->a, 1000);
+    pool_free(f, pool, first, f->a);
+    assert_int_equal(pool_malloc(f, pool, 40 * MiB, f->b), first + 96 * MiB);
+    assert_int_equal(reserved_of(f, pool), 128 * MiB);
+    assert_work_queued_now_ends_at(f, f->b, 1000);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
@@ -726,7 +772,9 @@ int main(void)
         T(test_pool_f3_packs_small_blocks),
         T(test_pool_f4_reuses_a_freed_range_for_other_sizes),
         T(test_pool_f5_f6_no_remapping_and_latest_hole_first),
-        T(test_pool_takes_the_latest_freed_range_that_fits),
+        T(test_pool_takes_the_latest_freed_or_split_range_that_fits),
+        T(test_pool_f11_an_empty_granule_gives_its_memory_to_a_new_block),
+        T(test_pool_f11_moved_memory_waits_for_its_pending_free),
         T(test_pool_reproduces_the_gpu_leak_loop_timeline),
         T(test_pool_coalesces_free_neighbours),
         T(test_pool_f7_blocks_span_granules),

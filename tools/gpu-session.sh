@@ -49,6 +49,11 @@
 #                                 fixture traces and of .pooltraces*/*.trace.gz (generated
 #                                 traces, when carried): build/pool-trace (tools/pool_trace.c),
 #                                 logs in $OUT/pool-trace.tar.gz
+#   tools/gpu-session.sh pool-determinism  does the driver's pool place a trace's blocks the same
+#                                 way twice, and with every free seen complete? Four fixture
+#                                 traces, each logged 3 times plain and once with POOL_TRACE_SYNC=1
+#                                 (tools/pool_trace.c): logs in $OUT/pool-determinism.tar.gz, and
+#                                 per trace how many placements differ from the first plain run
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -142,7 +147,28 @@ for stage in "$@"; do
             zcat "$trace" | ./build/pool-trace > "$KEEP/pool-trace/$name.log" || echo "pool-trace $name: FAILED"
             echo "$name: $(tail -1 "$KEEP/pool-trace/$name.log")"
         done
+        python3 tools/pool_log_check.py "$KEEP"/pool-trace/*.log || echo "pool_log_check: F11 or F12 FAILS on a log"
         (cd "$KEEP" && tar czf "$OUT/pool-trace.tar.gz" pool-trace)
+        ;;
+    pool-determinism)
+        mkdir -p build "$KEEP/pool-determinism"
+        gcc -O2 -I/usr/local/cuda/include tools/pool_trace.c -o build/pool-trace -L/usr/local/cuda/lib64 -lcudart || exit 1
+        for trace in tests/fixtures/stitch/random-4m.trace.gz tests/fixtures/torch/two_stream.trace.gz \
+                     tests/fixtures/traces/resnet50.trace.gz tests/fixtures/traces/gpt2.trace.gz; do
+            name=$(basename "$trace" .trace.gz)
+            log="$KEEP/pool-determinism/$name"
+            for run in 1 2 3; do zcat "$trace" | ./build/pool-trace > "$log.plain$run.log" || echo "$name plain $run: FAILED"; done
+            zcat "$trace" | POOL_TRACE_SYNC=1 ./build/pool-trace > "$log.sync.log" || echo "$name sync: FAILED"
+            for other in plain2 plain3 sync; do
+                # placements (a lines) that differ from the first plain run's, and each run's peak
+                differ=$(paste -d' ' <(grep '^a ' "$log.plain1.log") <(grep '^a ' "$log.$other.log") \
+                         | awk '$5 != $10' | wc -l)
+                echo "$name $other: $differ of $(grep -c '^a ' "$log.plain1.log") placements differ from plain1;" \
+                     "plain1 $(tail -1 "$log.plain1.log"), $other $(tail -1 "$log.$other.log")"
+            done
+        done
+        python3 tools/pool_log_check.py "$KEEP"/pool-determinism/*.log || echo "pool_log_check: F11 or F12 FAILS on a log"
+        (cd "$KEEP" && tar czf "$OUT/pool-determinism.tar.gz" pool-determinism)
         ;;
     fullgpu)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1

@@ -15,7 +15,12 @@
  *                              (see below)
  *   f ID
  *   r RESERVED                 after an event that changed the pool's reserved bytes
- * and at the end `end reserved_high=... used_high=...`. Addresses are printed
+ * and at the end `end reserved_high=... used_high=...`. With POOL_TRACE_SYNC=1
+ * in the environment it synchronizes the freeing stream after every free (so
+ * the driver has seen each free complete before the next call): comparing
+ * such a log with a plain one, and two plain ones with each other, shows
+ * whether the placement depends on when frees complete (base/device_sim_pool.c,
+ * F13). Addresses are printed
  * as absolute hex in a first line `base 0x...` (the first block's address
  * rounded down to 32 MiB) and as signed offsets from it after. Nothing here is
  * part of vrambench's build: it only reads what the driver does.
@@ -63,6 +68,8 @@ int main(void)
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold), "threshold", 0);
 
     cudaStream_t streams[MAX_STREAMS] = {0};
+    const char *sync_env = getenv("POOL_TRACE_SYNC");
+    int sync_frees = sync_env && strcmp(sync_env, "1") == 0;
     size_t capacity = 1 << 16;
     live_block *live = calloc(capacity, sizeof *live);
     if (!live) return 1;
@@ -103,6 +110,7 @@ int main(void)
                 return 1;
             }
             check(cudaFreeAsync(live[id].ptr, streams[live[id].stream]), "cudaFreeAsync", line);
+            if (sync_frees) check(cudaStreamSynchronize(streams[live[id].stream]), "cudaStreamSynchronize", line);
             live[id].ptr = NULL;
             printf("f %llu\n", id);
         } else
