@@ -252,7 +252,7 @@ bench: deps
 # file of each kind and device under results/; files made before the memory
 # pass, sim and microbench files are skipped with a note.
 check-sim: all
-	$(BUILD)/vrambench check-sim $(if $(RESULTS),$(RESULTS),--newest $(wildcard results/*.json))
+	$(BUILD)/vrambench check-sim $(if $(RESULTS),$(RESULTS),--newest $(wildcard results/*.json results/*/*.json))
 
 # The newest run result under results/ (by its context date; claims-*.json
 # and microbench files are not run results) unless RESULTS= names files.

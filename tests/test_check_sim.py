@@ -66,6 +66,8 @@ class CheckSim(unittest.TestCase):
         self.assertIn("6 cases, 0 differ", stdout)     # run: 2 scenarios x 3 allocators
         self.assertIn("2 cases, 0 differ", stdout)     # replay: 2 allocators
         self.assertNotIn("skipped", stdout)
+        # Nothing differed, so every documented difference is named as not seen.
+        self.assertIn("documented difference not seen in these files: */async *", stdout)
 
     def test_a_planted_difference_is_listed_with_both_numbers_and_fails(self):
         def plant(document):
@@ -113,6 +115,19 @@ class CheckSim(unittest.TestCase):
         self.assertEqual(status, 0, stdout)
         self.assertIn("older.json\n  skipped: a newer file", stdout)
         self.assertIn("6 cases, 0 differ", stdout)
+
+    def test_newest_keeps_an_older_file_whose_cases_the_newer_lacks(self):
+        def older(document):
+            document["context"]["date"] = "2000-01-01T00:00:00+00:00"
+            document["benchmarks"][0]["peak_reserved_bytes"] += 1   # fails: it must be checked
+        def fewer(document):
+            first = document["benchmarks"][0]["name"]
+            document["benchmarks"] = [e for e in document["benchmarks"] if e["name"] != first]
+        old = as_gpu(self.run_file, self.path("older.json"), older)
+        new = as_gpu(self.run_file, self.path("newer-fewer.json"), fewer)
+        status, stdout, _ = vrambench("check-sim", "--newest", old, new)
+        self.assertEqual(status, 1, stdout)
+        self.assertNotIn("skipped: a newer file", stdout)
 
     def test_newest_skips_json_that_is_not_results(self):
         other = self.path("other.json")
