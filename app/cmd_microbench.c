@@ -24,7 +24,15 @@
  * with release threshold UINT64_MAX, on the default stream, as the strategies
  * are called), so each strategy's own cost over the driver shows. --allocator
  * all includes them; they are always measured on one thread. On sim they time
- * the sim's ops (labelled simulated). */
+ * the sim's ops (labelled simulated).
+ *
+ * A row and a driver row measured minutes apart can land in different
+ * states of the machine (on an H100 the pair latency of cudaMallocAsync was
+ * bimodal between runs, ~0.85 or ~1.6-2.4 us), so the strategies built on
+ * one driver call, `cuda` and `async`, also time their driver twin
+ * (cudaMalloc, or a fresh pool's cudaMallocFromPoolAsync) in alternate
+ * batches of the same pair measurement: the ratio of the two p50s is their
+ * own cost over the driver, taken in the same moments. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -51,6 +59,7 @@ typedef struct cell_result {
     double pair_p50, pair_p99, malloc_p50, malloc_p99, free_p50, free_p99;
     unsigned pairs_per_batch, depth;
     double driver_allocs_per_pair;
+    double twin_pair_p50;     /* the driver twin's pair p50, timed interleaved; 0 without a twin */
 } cell_result;
 
 /* What a cell times: a strategy, or the driver's own calls. */
@@ -188,17 +197,19 @@ static void *contend(void *argument)
     return NULL;
 }
 
-/* Measures one (allocator, size) cell. */
-static vb_status measure_cell(const timed_target *target, uint64_t size, cell_result *out)
+/* Measures one (allocator, size) cell; with a `twin` (may be NULL), the
+ * twin's pairs too, a batch of them after each of the target's. */
+static vb_status measure_cell(const timed_target *target, const timed_target *twin, uint64_t size, cell_result *out)
 {
-    vb_samples pairs = {0}, mallocs = {0}, frees = {0};
+    vb_samples pairs = {0}, mallocs = {0}, frees = {0}, twin_pairs = {0};
     vb_status status = VB_ERR_DEVICE; /* a failing malloc/free leaves its own message */
     vb_clear_error();
     uint64_t depth_limit = DEPTH_BYTES_LIMIT / size;
     out->depth = depth_limit < 1 ? 1 : depth_limit > MAX_DEPTH ? MAX_DEPTH : (unsigned)depth_limit;
     double malloc_ns, free_ns;
     /* Warm-up: fills the cache for both measurements. */
-    if (time_pairs(target, size, 1) < 0 || time_depth(target, size, out->depth, &malloc_ns, &free_ns) != 0)
+    if (time_pairs(target, size, 1) < 0 || time_depth(target, size, out->depth, &malloc_ns, &free_ns) != 0 ||
+        (twin && time_pairs(twin, size, 1) < 0))
         goto done;
     uint64_t allocs_before = target->driver_allocs(target->context);
     double one = time_pairs(target, size, 1);
@@ -209,6 +220,11 @@ static vb_status measure_cell(const timed_target *target, uint64_t size, cell_re
         double per_pair = time_pairs(target, size, out->pairs_per_batch);
         if (per_pair < 0 || vb_samples_add(&pairs, per_pair) != 0) goto done;
         timed_pairs += out->pairs_per_batch;
+        if (twin) {
+            /* Not counted in the target's driver allocations: the twin counts its own. */
+            double twin_pair = time_pairs(twin, size, out->pairs_per_batch);
+            if (twin_pair < 0 || vb_samples_add(&twin_pairs, twin_pair) != 0) goto done;
+        }
     }
     out->driver_allocs_per_pair =
         (double)(target->driver_allocs(target->context) - allocs_before) / (double)timed_pairs;
@@ -218,6 +234,10 @@ static vb_status measure_cell(const timed_target *target, uint64_t size, cell_re
             goto done;
     }
     take_quantiles(&pairs, &out->pair_p50, &out->pair_p99);
+    if (twin) {
+        double unused_p99;
+        take_quantiles(&twin_pairs, &out->twin_pair_p50, &unused_p99);
+    }
     take_quantiles(&mallocs, &out->malloc_p50, &out->malloc_p99);
     take_quantiles(&frees, &out->free_p50, &out->free_p99);
     status = VB_OK;
@@ -225,6 +245,7 @@ done:
     vb_samples_free(&pairs);
     vb_samples_free(&mallocs);
     vb_samples_free(&frees);
+    vb_samples_free(&twin_pairs);
     return status;
 }
 
@@ -260,6 +281,10 @@ static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, u
                    {"depth", cell->depth},
                    {"driver_allocs_per_pair", cell->driver_allocs_per_pair}};
     int failed = 0;
+    if (cell->twin_pair_p50 > 0) {
+        failed |= json_object_set_new(entry, "driver_twin_pair_ns_p50", vb_json_number(cell->twin_pair_p50));
+        failed |= json_object_set_new(entry, "pair_to_driver_twin", vb_json_number(cell->pair_p50 / cell->twin_pair_p50));
+    }
     if (strncmp(allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0)
         failed |= json_object_set_new(entry, "reserved_bytes_source", json_string(VB_EXTERNAL_RESERVED_SOURCE));
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
@@ -267,6 +292,17 @@ static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, u
         failed |= !number || json_object_set_new(entry, numbers[i].key, number);
     }
     return failed | json_array_append_new(benchmarks, entry);
+}
+
+/* Prints a cell's line; with a driver twin, the strategy's p50 over the
+ * twin's after it. */
+static void print_cell(const char *name, uint64_t size, const cell_result *cell)
+{
+    printf("%-22s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f", name, (unsigned long long)size,
+           cell->pair_p50, cell->pair_p99, cell->malloc_p50, cell->malloc_p99, cell->free_p50, cell->free_p99,
+           cell->depth, cell->driver_allocs_per_pair);
+    if (cell->twin_pair_p50 > 0) printf("   %5.2fx driver (%.1f)", cell->pair_p50 / cell->twin_pair_p50, cell->twin_pair_p50);
+    putchar('\n');
 }
 
 /* Creates the allocator, measures a cell, prints its line and, when a
@@ -280,22 +316,28 @@ static int run_cell(vb_device *dev, const vb_allocator_spec *spec, uint64_t size
     if (status != VB_OK) return vb_cli_status_error(status);
     cell_result cell = {0};
     timed_target target = allocator_target(allocator);
+    /* `cuda` and `async` on one thread: their driver twin, timed interleaved. */
+    driver_target twin_driver = {dev, NULL, 0};
+    int has_twin = threads == 1 && (strcmp(spec->name, "cuda") == 0 || strcmp(spec->name, "async") == 0);
+    if (has_twin && strcmp(spec->name, "async") == 0)
+        status = dev->ops->pool_create(dev, UINT64_MAX, &twin_driver.pool);
+    timed_target twin = {driver_malloc, driver_free, driver_allocs, &twin_driver};
     contention c = {&target, size, 0, 0};
     pthread_t helpers[MAX_THREADS];
     unsigned started = 0;
-    while (started + 1 < threads && pthread_create(&helpers[started], NULL, contend, &c) == 0) started++;
-    status = measure_cell(&target, size, &cell);
+    while (status == VB_OK && started + 1 < threads && pthread_create(&helpers[started], NULL, contend, &c) == 0)
+        started++;
+    if (status == VB_OK) status = measure_cell(&target, has_twin ? &twin : NULL, size, &cell);
     atomic_store(&c.stop, 1);
     for (unsigned i = 0; i < started; i++) pthread_join(helpers[i], NULL);
     if (status == VB_OK && (started + 1 < threads || atomic_load(&c.failed)))
         status = vb_error(VB_ERR_DEVICE, "a contending thread %s", started + 1 < threads ? "could not start" : "failed");
+    if (twin_driver.pool) dev->ops->pool_destroy(dev, twin_driver.pool);
     vb_allocator_destroy(allocator);
     if (status != VB_OK)
         return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
                             vb_last_error()[0] ? vb_last_error() : "out of host memory");
-    printf("%-22s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
-           cell.pair_p50, cell.pair_p99, cell.malloc_p50, cell.malloc_p99, cell.free_p50, cell.free_p99, cell.depth,
-           cell.driver_allocs_per_pair);
+    print_cell(name, size, &cell);
     if (document && add_entry(json_object_get(document, "benchmarks"), name, size, threads, &cell) != 0)
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     return VB_EXIT_OK;
@@ -313,14 +355,12 @@ static int run_driver_cell(vb_device *dev, const char *name, uint64_t size, json
     if (strcmp(name, DRIVER_MALLOC_ASYNC) == 0) status = dev->ops->pool_create(dev, UINT64_MAX, &driver.pool);
     timed_target target = {driver_malloc, driver_free, driver_allocs, &driver};
     cell_result cell = {0};
-    if (status == VB_OK) status = measure_cell(&target, size, &cell);
+    if (status == VB_OK) status = measure_cell(&target, NULL, size, &cell);
     if (driver.pool) dev->ops->pool_destroy(dev, driver.pool);
     if (status != VB_OK)
         return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
                             vb_last_error()[0] ? vb_last_error() : "out of host memory");
-    printf("%-22s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f\n", name, (unsigned long long)size,
-           cell.pair_p50, cell.pair_p99, cell.malloc_p50, cell.malloc_p99, cell.free_p50, cell.free_p99, cell.depth,
-           cell.driver_allocs_per_pair);
+    print_cell(name, size, &cell);
     if (document && add_entry(json_object_get(document, "benchmarks"), name, size, 1, &cell) != 0)
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     return VB_EXIT_OK;
@@ -406,6 +446,8 @@ int vb_cmd_microbench(int argc, char **argv)
            threads > 1 ? ", one thread's figures while the others contend" : "");
     if (threads > 1) printf("# threads: %u on one allocator\n", threads);
     printf("# pair = malloc then free; malloc/free = `depth` calls in a row, timed apart; drv/pr = driver allocations per pair\n");
+    if (threads == 1)
+        printf("# cuda, async: Nx driver (ns) = pair p50 over their driver twin's, timed in alternate batches\n");
     printf("%-22s %10s %9s %9s %10s %10s %9s %9s %7s %6s\n", "allocator", "bytes", "pair p50", "pair p99",
            "malloc p50", "malloc p99", "free p50", "free p99", "depth", "drv/pr");
     for (size_t a = 0; a < spec_count && exit_status == VB_EXIT_OK; a++)

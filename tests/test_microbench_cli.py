@@ -9,6 +9,7 @@ import unittest
 
 VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH", "build/vrambench"))
 SIZES = (512, 65536, 2097152, 20971520, 268435456)
+TWIN_FIELDS = {"driver_twin_pair_ns_p50", "pair_to_driver_twin"}
 
 
 def microbench(*args):
@@ -42,10 +43,26 @@ class DriverRows(unittest.TestCase):
         strategy = self.entries[f"microbench/async/{SIZES[0]}"]
         for driver in ("driver:cudaMalloc", "driver:cudaMallocAsync"):
             row = self.entries[f"microbench/{driver}/{SIZES[0]}"]
-            self.assertEqual(set(row), set(strategy))
+            self.assertEqual(set(row) | TWIN_FIELDS, set(strategy))
             self.assertEqual(row["allocator"], driver)
             # Every driver malloc is a driver allocation.
             self.assertEqual(row["driver_allocs_per_pair"], 1.0)
+
+    def test_async_carries_its_driver_twin_timed_interleaved(self):
+        for size in SIZES:
+            row = self.entries[f"microbench/async/{size}"]
+            self.assertGreater(row["driver_twin_pair_ns_p50"], 0)
+            self.assertAlmostEqual(row["pair_to_driver_twin"],
+                                   row["pair_ns_p50"] / row["driver_twin_pair_ns_p50"], places=9)
+
+    def test_rows_without_a_driver_twin_have_no_twin_fields(self):
+        status, _, stderr = microbench("--allocator", "caching,async", "--threads", "2",
+                                       "--out", os.path.join(self.directory.name, "threads.json"))
+        self.assertEqual(status, 0, stderr)
+        entries = json.load(open(os.path.join(self.directory.name, "threads.json")))["benchmarks"]
+        self.assertTrue(entries)
+        for entry in entries:   # caching has no twin; nor has async while threads contend
+            self.assertFalse(TWIN_FIELDS & set(entry), entry["name"])
 
     def test_unknown_driver_row_is_a_usage_error(self):
         status, _, stderr = microbench("--allocator", "driver:bogus")
