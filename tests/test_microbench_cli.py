@@ -59,7 +59,8 @@ class DriverRows(unittest.TestCase):
         status, _, stderr = microbench("--allocator", "caching,async", "--threads", "2",
                                        "--out", os.path.join(self.directory.name, "threads.json"))
         self.assertEqual(status, 0, stderr)
-        entries = json.load(open(os.path.join(self.directory.name, "threads.json")))["benchmarks"]
+        with open(os.path.join(self.directory.name, "threads.json")) as file:
+            entries = json.load(file)["benchmarks"]
         self.assertTrue(entries)
         for entry in entries:   # caching has no twin; nor has async while threads contend
             self.assertFalse(TWIN_FIELDS & set(entry), entry["name"])
