@@ -10,13 +10,13 @@
  * (2 MiB small pool, 20 MiB large), a growth maps ONE physical handle sized
  * to what the request lacks (rounded to the 2 MiB granularity), at least
  * chunk_mb (large pool) and at most handle_max_mb (several handles past
- * that). The
- * driver's cost is per handle (cuMemCreate ~16 us, cuMemSetAccess ~37 us
- * and cuMemUnmap ~23 us per mapping whatever its size; results/
- * probe-driver-nvidia-h100-20261122.txt), so a 70 MiB activation costs one
- * create, map and access instead of four chunks' worth, and the driver
- * work on a fresh allocator comes close to caching's one cudaMalloc per
- * segment.
+ * that). The driver's cost is per handle (cuMemCreate ~16 us,
+ * cuMemSetAccess ~37 us and cuMemUnmap ~23 us per mapping whatever its
+ * size; results/probe-driver-nvidia-h100-20261122.txt, and from 2 MiB to
+ * 1 GiB results/stitch-nvidia-h100-80gb-hbm3-20261123/probe-driver-20261123.txt),
+ * so a 70 MiB activation costs one create, map and access instead of four
+ * chunks' worth, and the driver work on a fresh allocator comes close to
+ * caching's one cudaMalloc per segment.
  *
  * The stitching (vb_cc_stitching_segments, expandable.c) removes what
  * expandable strands: when a request needs new physical memory, the
