@@ -151,16 +151,22 @@
 /* Data                                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* A range of the pool's addresses: handed out (live) or free. */
+/* A range of the pool's addresses: handed out (live) or free. A free range
+ * is pending (its free's completion not yet seen by the pool: in `pending`
+ * and `pending_by_seq`) or completed (in `completed`). */
 typedef struct pool_block {
     vb_oset_node by_addr;          /* in the pool's block set, always */
-    vb_oset_node by_recency;       /* in its size class's free set while free */
+    vb_oset_node by_fit;           /* free: in `pending` or `completed` */
+    vb_oset_node by_seq;           /* pending: in `pending_by_seq` */
     vb_addr addr;
     uint64_t size;                 /* placed bytes (VB_POOL_ROUNDING multiple) */
     uint64_t requested;            /* the caller's bytes while live */
     int free;
+    int pending;                   /* free and its completion not yet seen */
+    const struct vb_stream_s *stream; /* pending: the stream it was freed on */
     uint64_t ready_ns;             /* free: when its (latest) free completes */
-    uint64_t freed_seq;            /* free: order of its latest free or split */
+    uint64_t seq;                  /* free: order of the latest change of its extent
+                                    * (free, split, merge, completion seen) */
 } pool_block;
 
 struct vb_pool_s {
@@ -176,13 +182,15 @@ struct vb_pool_s {
                                     * an entry no longer idle is skipped when popped */
     size_t idle_top;
     size_t idle_count;             /* granules mapped and without live bytes, exactly */
-    pool_block *fresh;             /* the free range that ends the address range */
+    pool_block *fresh;             /* the free range that ends the address range (completed) */
     uint64_t reserved_bytes;       /* mapped granules x POOL_GRANULE */
     uint64_t used_bytes;           /* requested bytes of live blocks (F2) */
     uint64_t reserved_high, used_high; /* the maxima since creation or the last reset */
-    uint64_t free_count;           /* frees and splits so far (freed_seq) */
+    uint64_t seq;                  /* changes of free extents so far (pool_block.seq) */
     vb_ordered_set blocks;         /* all blocks, by address */
-    vb_ordered_set free_blocks[64]; /* free blocks by size class (floor log2), latest first */
+    vb_ordered_set pending;        /* pending free blocks, by fit (size, then oldest seq) */
+    vb_ordered_set pending_by_seq; /* the same blocks, by seq */
+    vb_ordered_set completed;      /* completed free blocks (the fresh range too), by fit */
     vb_addr_map live;              /* address -> pool_block* of live blocks */
 };
 
@@ -194,52 +202,84 @@ static int compare_addr(const vb_oset_node *a, const vb_oset_node *b)
     return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
-/* Orders free blocks the most recently freed or split first, then by
- * address (so no two compare equal). */
-static int compare_recency(const vb_oset_node *a, const vb_oset_node *b)
+/* Orders free blocks for best fit: smallest first, then the one whose
+ * extent is oldest (lowest seq), then by address (so no two compare equal). */
+static int compare_fit(const vb_oset_node *a, const vb_oset_node *b)
 {
-    const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_recency);
-    const pool_block *y = VB_OSET_ENTRY(b, pool_block, by_recency);
-    if (x->freed_seq != y->freed_seq) return x->freed_seq > y->freed_seq ? -1 : 1;
+    const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_fit);
+    const pool_block *y = VB_OSET_ENTRY(b, pool_block, by_fit);
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
     return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
-/* The size class of a free block: floor(log2(size)). */
-static unsigned size_class(uint64_t size)
+/* Orders pending blocks by seq (unique per block). */
+static int compare_seq(const vb_oset_node *a, const vb_oset_node *b)
 {
-    return 63u - (unsigned)__builtin_clzll(size);
+    const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_seq);
+    const pool_block *y = VB_OSET_ENTRY(b, pool_block, by_seq);
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
-/* Puts a free block in its class's set. */
+/* Puts a free block in its sets. */
 static void free_insert(vb_pool pool, pool_block *block)
 {
-    vb_oset_insert(&pool->free_blocks[size_class(block->size)], &block->by_recency);
+    if (block->pending) {
+        vb_oset_insert(&pool->pending, &block->by_fit);
+        vb_oset_insert(&pool->pending_by_seq, &block->by_seq);
+    } else {
+        vb_oset_insert(&pool->completed, &block->by_fit);
+    }
 }
 
-/* Takes a free block out of its class's set (before its size or order changes). */
+/* Takes a free block out of its sets (before its size, seq or state changes). */
 static void free_remove(vb_pool pool, pool_block *block)
 {
-    vb_oset_remove(&pool->free_blocks[size_class(block->size)], &block->by_recency);
+    if (block->pending) {
+        vb_oset_remove(&pool->pending, &block->by_fit);
+        vb_oset_remove(&pool->pending_by_seq, &block->by_seq);
+    } else {
+        vb_oset_remove(&pool->completed, &block->by_fit);
+    }
 }
 
-/* The most recently freed or split block of at least `rounded` bytes other
- * than the fresh range, or NULL: in the request's own class, the first in
- * recency order that fits; in every class above, all fit, so the first of
- * each that is not the fresh range. */
-static pool_block *latest_fit(vb_pool pool, uint64_t rounded)
+/* Which pending blocks a best fit may take. */
+typedef enum { FROM_STREAM, FROM_OTHER_STREAMS } pending_from;
+
+/* The best fit (smallest, then oldest) of at least `rounded` bytes among
+ * the pending blocks freed on `stream` (FROM_STREAM) or on any other
+ * stream (FROM_OTHER_STREAMS), or NULL. */
+static pool_block *pending_fit(vb_pool pool, uint64_t rounded, const struct vb_stream_s *stream, pending_from from)
 {
-    pool_block *best = NULL;
-    unsigned own = size_class(rounded);
-    for (unsigned c = own; c < 64; c++) {
-        vb_ordered_set *set = &pool->free_blocks[c];
-        for (vb_oset_node *node = vb_oset_first(set); node; node = vb_oset_next(set, node)) {
-            pool_block *block = VB_OSET_ENTRY(node, pool_block, by_recency);
-            if (block->size < rounded || block == pool->fresh) continue;
-            if (!best || compare_recency(&block->by_recency, &best->by_recency) < 0) best = block;
-            break;
-        }
+    pool_block probe = {.size = rounded};
+    for (vb_oset_node *node = vb_oset_lower_bound(&pool->pending, &probe.by_fit); node;
+         node = vb_oset_next(&pool->pending, node)) {
+        pool_block *block = VB_OSET_ENTRY(node, pool_block, by_fit);
+        if ((block->stream == stream) == (from == FROM_STREAM)) return block;
     }
-    return best;
+    return NULL;
+}
+
+static void count_granules(vb_pool pool, vb_addr addr, uint64_t size, size_t *unbacked, size_t *idle_inside);
+
+/* The best fit (smallest, then oldest) of at least `rounded` bytes among
+ * the completed blocks other than the fresh range, or NULL; with
+ * `mapped_only`, only one whose first `rounded` bytes all have memory
+ * mapped behind them. */
+static pool_block *completed_fit(vb_pool pool, uint64_t rounded, int mapped_only)
+{
+    pool_block probe = {.size = rounded};
+    for (vb_oset_node *node = vb_oset_lower_bound(&pool->completed, &probe.by_fit); node;
+         node = vb_oset_next(&pool->completed, node)) {
+        pool_block *block = VB_OSET_ENTRY(node, pool_block, by_fit);
+        if (block == pool->fresh) continue;
+        if (!mapped_only) return block;
+        size_t unbacked, idle_inside;
+        count_granules(pool, block->addr, rounded, &unbacked, &idle_inside);
+        if (unbacked == 0) return block;
+    }
+    return NULL;
 }
 
 /* Rounds up to a power-of-two multiple; 0 when that overflows. */
@@ -269,12 +309,12 @@ static pool_block *prev_adjacent(vb_pool pool, pool_block *block)
     return prev && prev->addr + prev->size == block->addr ? prev : NULL;
 }
 
-/* A new free block over [addr, addr+size), in both sets. */
-static pool_block *new_free_block(vb_pool pool, vb_addr addr, uint64_t size, uint64_t ready_ns, uint64_t seq)
+/* A new completed free block over [addr, addr+size), in its sets. */
+static pool_block *new_free_block(vb_pool pool, vb_addr addr, uint64_t size)
 {
     pool_block *block = calloc(1, sizeof *block);
     if (!block) return NULL;
-    *block = (pool_block){.addr = addr, .size = size, .free = 1, .ready_ns = ready_ns, .freed_seq = seq};
+    *block = (pool_block){.addr = addr, .size = size, .free = 1};
     vb_oset_insert(&pool->blocks, &block->by_addr);
     free_insert(pool, block);
     return block;
@@ -288,19 +328,28 @@ static void merge_into(vb_pool pool, pool_block *left, pool_block *right)
     vb_oset_remove(&pool->blocks, &right->by_addr);
     left->size += right->size;
     if (right->ready_ns > left->ready_ns) left->ready_ns = right->ready_ns;
-    if (right->freed_seq > left->freed_seq) left->freed_seq = right->freed_seq;
+    if (right->seq > left->seq) left->seq = right->seq;
     if (pool->fresh == right) pool->fresh = left;
     free(right);
     free_insert(pool, left);
 }
 
-/* Merges a free block with its free neighbours; returns the block holding it. */
+/* Whether free `block` merges with its free neighbour `other` (F14): two
+ * completed ranges do, two pending ones freed on the same stream do, a
+ * pending one and a completed one do not. */
+static int merges_with(const pool_block *block, const pool_block *other)
+{
+    return other && other->free && other->pending == block->pending && (!block->pending || other->stream == block->stream);
+}
+
+/* Merges a free block with the neighbours it merges with (merges_with);
+ * returns the block holding it. */
 static pool_block *coalesce(vb_pool pool, pool_block *block)
 {
     pool_block *next = next_adjacent(pool, block);
-    if (next && next->free) merge_into(pool, block, next);
+    if (merges_with(block, next)) merge_into(pool, block, next);
     pool_block *prev = prev_adjacent(pool, block);
-    if (prev && prev->free) {
+    if (merges_with(block, prev)) {
         merge_into(pool, prev, block);
         block = prev;
     }
@@ -403,6 +452,29 @@ static void release_down_to(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
     }
 }
 
+/* The pool sees the frees that completed by now (F14: at a synchronization,
+ * or when a request finds no other range): each pending block whose free
+ * completed turns completed and merges with its completed neighbours. The
+ * latest pending block goes first, so among equal sizes the most recently
+ * freed is the oldest completed range (F6). */
+static void see_completions(vb_device *dev, vb_pool pool)
+{
+    uint64_t now_ns = sim_of(dev)->now_ns;
+    vb_oset_node *node = vb_oset_last(&pool->pending_by_seq);
+    while (node) {
+        pool_block *block = VB_OSET_ENTRY(node, pool_block, by_seq);
+        node = vb_oset_prev(&pool->pending_by_seq, node);
+        if (block->ready_ns > now_ns) continue;
+        /* Merging touches only completed blocks, never `node`. */
+        free_remove(pool, block);
+        block->pending = 0;
+        block->stream = NULL;
+        block->seq = ++pool->seq;
+        free_insert(pool, block);
+        coalesce(pool, block);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* The pool ops                                                              */
 /* ------------------------------------------------------------------------ */
@@ -446,8 +518,10 @@ vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *o
     uint64_t range = (uint64_t)pool->granule_count * POOL_GRANULE;
     pool->base = sim_next_address(dev, range);
     vb_oset_init(&pool->blocks, compare_addr);
-    for (unsigned c = 0; c < 64; c++) vb_oset_init(&pool->free_blocks[c], compare_recency);
-    pool->fresh = new_free_block(pool, pool->base, range, 0, 0);
+    vb_oset_init(&pool->pending, compare_fit);
+    vb_oset_init(&pool->pending_by_seq, compare_seq);
+    vb_oset_init(&pool->completed, compare_fit);
+    pool->fresh = new_free_block(pool, pool->base, range);
     if (!pool->fresh) {
         free_pool(pool);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
@@ -476,9 +550,25 @@ void sim_pool_destroy(vb_device *dev, vb_pool pool)
     free_pool(pool);
 }
 
-/* The most recently freed or split range that holds the request, else the
- * fresh range; the request is carved from its start and its granules get
- * memory behind them (F11). */
+/* The range a request takes (F14), first that holds it: the best fit
+ * among the ranges pending on the allocating stream; among the completed
+ * ones with memory behind them; among those pending on other streams;
+ * after the pool has seen the frees that completed, among the completed
+ * ones; else the fresh range. The request is carved from its start and
+ * its granules get memory behind them (F11). */
+static pool_block *choose_range(vb_device *dev, vb_pool pool, uint64_t rounded, const struct vb_stream_s *stream)
+{
+    pool_block *block = pending_fit(pool, rounded, stream, FROM_STREAM);
+    if (!block) block = completed_fit(pool, rounded, 1);
+    if (!block) block = pending_fit(pool, rounded, stream, FROM_OTHER_STREAMS);
+    if (!block) {
+        see_completions(dev, pool);
+        block = completed_fit(pool, rounded, 0);
+    }
+    return block ? block : pool->fresh;
+}
+
+/* Places a request in the range choose_range picks. */
 vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out)
 {
     struct vb_stream_s *s = sim_stream(dev, stream);
@@ -487,8 +577,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
     if (rounded == 0 || rounded > (uint64_t)pool->granule_count * POOL_GRANULE)
         return vb_error(VB_ERR_OOM, "sim: out of memory: %llu bytes asked of a pool", (unsigned long long)size);
 
-    pool_block *block = latest_fit(pool, rounded);
-    if (!block) block = pool->fresh;
+    pool_block *block = choose_range(dev, pool, rounded, s);
     if (!block || block->size < rounded)
         return vb_error(VB_ERR_OOM, "sim: out of memory: %llu bytes asked of a pool (its address range is full)",
                         (unsigned long long)size);
@@ -512,10 +601,11 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
             sim_give(dev, (uint64_t)new_granules * POOL_GRANULE);
             return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         }
-        /* The rest counts as the latest: the next request that fits starts
-         * where this one ends. */
+        /* The rest stays pending or completed as its range was, its extent
+         * the latest. */
         *rest = (pool_block){.addr = block->addr + rounded, .size = block->size - rounded, .free = 1,
-                             .ready_ns = block->ready_ns, .freed_seq = ++pool->free_count};
+                             .pending = block->pending, .stream = block->stream, .ready_ns = block->ready_ns,
+                             .seq = ++pool->seq};
         block->size = rounded;
         vb_oset_insert(&pool->blocks, &rest->by_addr);
         free_insert(pool, rest);
@@ -524,6 +614,8 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
     /* F10: a free not yet complete on another stream: this stream waits for it. */
     if (block->ready_ns > s->tail_ns) s->tail_ns = block->ready_ns;
     block->free = 0;
+    block->pending = 0;
+    block->stream = NULL;
     block->requested = size;
     account(pool, block->addr, block->size, +1, 0);
     back_granules(pool, block->addr, block->size, new_granules, s);
@@ -534,7 +626,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
 }
 
 /* Frees in stream order: the range completes when the work queued on
- * `stream` so far has. */
+ * `stream` so far has; until the pool sees that, it is pending (F14). */
 vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream)
 {
     const struct vb_stream_s *s = sim_stream(dev, stream);
@@ -544,8 +636,10 @@ vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream st
                         (unsigned long long)addr);
     pool_block *block = (pool_block *)(uintptr_t)value;
     block->free = 1;
+    block->pending = 1;
+    block->stream = s;
     block->ready_ns = s->tail_ns;
-    block->freed_seq = ++pool->free_count;
+    block->seq = ++pool->seq;
     account(pool, block->addr, block->size, -1, block->ready_ns);
     pool->used_bytes -= block->requested;
     block->requested = 0;
@@ -557,6 +651,7 @@ vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream st
 /* Releases idle granules until at most `keep_bytes` stay reserved. */
 vb_status sim_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
 {
+    see_completions(dev, pool);
     release_down_to(dev, pool, keep_bytes);
     return VB_OK;
 }
@@ -593,5 +688,8 @@ vb_status sim_pool_reset_high(vb_device *dev, vb_pool pool)
 void sim_pools_on_synchronize(vb_device *dev)
 {
     sim_state *sim = sim_of(dev);
-    for (size_t i = 0; i < sim->pool_count; i++) release_down_to(dev, sim->pools[i], sim->pools[i]->release_threshold);
+    for (size_t i = 0; i < sim->pool_count; i++) {
+        see_completions(dev, sim->pools[i]);
+        release_down_to(dev, sim->pools[i], sim->pools[i]->release_threshold);
+    }
 }
