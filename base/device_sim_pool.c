@@ -131,14 +131,14 @@
  *    does not show). Taking a range pending on another stream makes the
  *    allocating stream wait for it (F10). What this gives (peak reserved,
  *    sim vs the GPU's, `vrambench replay TRACE --allocator async --device
- *    sim`, the 22 logged traces): equal on 15 (gpt2, generate, two_stream,
+ *    sim`, the 22 logged traces): equal on 12 (gpt2, generate, two_stream,
  *    random-4m, train-varbatch, rand1-1m, rand2-8m, rand5-2m, rand6-32m,
  *    heldout101/102/104), and -3.2% (random-64m), -2.1% (bert_amp), -1.3%
  *    (rand4-256m), -0.4% (heldout103-128m), +0.9% (rand3-64m,
  *    heldout105-48m), +1.0% (resnet50), +1.4% (random-512m), +1.7%
  *    (resnet18_varres), +2.5% (train-fixed). The previous rule (the most
  *    recently freed or split range, all free neighbours merged) gave -20%
- *    (two_stream) to +9.5% (train-fixed), equal on 3. Without F11 (memory
+ *    (two_stream) to +9.5% (train-fixed), equal on 4. Without F11 (memory
  *    stayed where it was first mapped) an earlier model gave gpt2 +23%,
  *    random-512m +44%. The leak_loop/async timeline recorded on an H200
  *    (results/nvidia-h200-20261122.json, iteration 1 on a fresh pool)
