@@ -66,21 +66,46 @@
  *    earlier block ended, or at the end of the addresses handed out so far
  *    (all 511,206); it goes past that end only when no free range below it
  *    holds it (all 7,696 that did).
- *  - F13 Which free range: not one of the simple rules. One step ahead from
- *    the driver's true state (5 logs), the most recently freed range, the
- *    most recently freed or split one, the lowest address, best fit (by
- *    range or by freed piece), next fit and size-class bins (1 to 8 per
- *    power of two, inside them latest, oldest, lowest or best) each pick the
- *    driver's range for at most 49% of the blocks, and all of them together
- *    for 54-68%. Identical training steps land at different addresses
- *    (resnet50 steps 2-10: 34 to 67 of 847 blocks at the same offset as the
- *    step before). A block also starts inside a larger free range, where a
- *    freed piece of it starts (random-4m: 1,022 of the 2,752 blocks placed
- *    in free ranges; gpt2: 440 of 11,322). The choice depends on something
- *    a trace does not record (the driver's own state, perhaps when it sees
- *    a free complete), so the sim's reserved bytes can only come close, not
- *    equal the GPU's on every trace (see below).
- *
+ *  - F13 Which free range: not one of the simple rules on all free ranges.
+ *    One step ahead from the driver's true state (5 logs), the most
+ *    recently freed range, the most recently freed or split one, the lowest
+ *    address, best fit (by range or by freed piece), next fit and
+ *    size-class bins each pick the driver's range for at most 49% of the
+ *    blocks, all of them together for 54-68%. A block also starts inside a
+ *    larger free range, where a freed piece of it starts (random-4m: 1,022
+ *    of 2,752 blocks placed in free ranges; gpt2: 440 of 11,322). F14 says
+ *    why: the free ranges are of two kinds.
+ *  - F14 Completion of frees (tools/pool_trace.c, POOL_TRACE_SYNC=1 to
+ *    synchronize the freeing stream after every free; gpt2, resnet50,
+ *    two_stream and random-4m, 2026-11-23): the driver is deterministic
+ *    (three plain runs of each trace: 0 placements differ), and seeing frees
+ *    complete changes where blocks go and how much is reserved (GPU
+ *    reserved_high, plain vs synchronized): random-4m 771,751,936 vs
+ *    637,534,208 B; two_stream 1,543,503,872 vs 1,140,850,688; resnet50
+ *    6,677,331,968 vs 5,905,580,032; gpt2 10,502,537,216 vs 10,435,428,352.
+ *    Synchronized, one rule places all 28,987 blocks of the four logs:
+ *    free neighbours merge; a request takes the best fit (smallest free
+ *    range that holds it; among equal sizes the range whose extent is the
+ *    oldest), at its start; the end of the addresses handed out only when
+ *    no range fits. Plain, a free the pool has not seen complete is
+ *    pending: it merges only with pending neighbours freed on the same
+ *    stream, and a request takes the first of: the best fit among the
+ *    ranges pending on its own stream; among the completed ranges whose
+ *    granules have memory behind them (F11); among the ranges pending on
+ *    other streams; then the pool takes in every pending free (the latest
+ *    first, so among equal sizes the most recently freed is the oldest,
+ *    F6) and takes the best fit among all ranges; else the end. This
+ *    places, one step ahead, 100% of gpt2's 13,429 blocks, 100% of
+ *    random-4m's 3,000, 99.99% of resnet50's 10,122 and 99.96% of
+ *    two_stream's 2,436 (the four the rule was found on), and of the 18
+ *    other logs 99.3-100% of 11 (bert_amp, generate, train-fixed,
+ *    train-varbatch, rand1/2/5/6, heldout101/102/104; generate all of
+ *    its 365,348) but only 18-28% of 6 whose blocks reach 48 to 512 MiB
+ *    (rand3-64m, rand4-256m, random-64m, random-512m, heldout103-128m,
+ *    heldout105-48m) and 58% of resnet18_varres: there the first miss is a
+ *    block the driver puts in a completed range while a pending one of its
+ *    stream holds it (heldout105-48m, block 560), which the rule does not
+ *    yet explain.
  * What the driver's behaviour leaves open, and this model chooses:
  *  - The pool's address space is one range POOL_VA_FACTOR x as large as the
  *    device, whose 32 MiB granules have memory behind them (are reserved) or
@@ -95,36 +120,30 @@
  *    observed to do, rapidsai/cudf issue 10384; every offset in the F11 logs
  *    is a 512-B multiple), carved from the start of a free range (F4, F6).
  *    Used bytes are the requested bytes (F2).
- *  - Which free range (F13 leaves it open): the most recently freed or
- *    split one that holds the request (F6: a split's rest counts as the
- *    latest, so the next request that fits starts where the last one ended),
- *    any stream's (F10); the fresh range (addresses never handed out, with
- *    the free ranges touching it) only when no other range fits (F12).
- *    Taking a range whose free has not completed on another stream makes the
- *    allocating stream wait for it (F10: the driver's internal dependency).
- *    Free neighbours always merge; the merged range completes when its later
- *    free does and counts as freed when its latest piece was. What this
- *    gives (peak reserved, sim vs the GPU's, replaying with `async`):
- *    gpt2 -0.3%, bert_amp 0, random-4m/64m/512m 0, rand4-256m -0.2%,
- *    rand6-32m +1.9%, rand3-64m +4.1%, rand2-8m/rand5-2m +4.7%, rand1-1m
- *    +5.5%, resnet18_varres -5.2%, generate -7.7%, resnet50 -10%, two_stream
- *    (two streams) -20%. The most recently freed range alone (a split's rest
- *    keeping its range's age, this model's rule before F11) is no closer:
- *    with F11 the same within 1% but bert_amp -4.6%, rand6-32m +4.1%,
- *    resnet18_varres -6.9%. Without F11 (memory stayed where it was first
- *    mapped) the sim gave gpt2 +23%, random-512m +44%, rand4-256m +29%,
- *    resnet18_varres +17%, resnet50 +5.5%. Carving at the start of the
- *    range's latest freed piece instead (where the rest from there holds the
- *    request) matches more single placements on 3 of 5 logs and brings the
- *    PyTorch traces closer (resnet50 -5%, two_stream -13%), but the random
- *    ones further (+3% to +11%) and three bench cases that match the H100
- *    with this rule (training_cleanup, capped_training and a claim of
- *    empty_cache_in_loop_avoids_oom, results/nvidia-h100-80gb-hbm3-20261122.json
- *    and results/claims-nvidia-h100-80gb-hbm3-20261122.json) no longer.
- *    The leak_loop/async timeline recorded on an H200
+ *  - Which free range: F14's rule. A free is pending until the pool sees it
+ *    complete: at a synchronization (the sim counts every move of its
+ *    clock as one), a trim, or when a request finds no range by the first
+ *    three steps; then every pending free whose stream's work reached it
+ *    on the sim's clock turns completed. A replay queues no work, so its
+ *    frees are complete as soon as the pool looks, as on the GPU (F14's
+ *    plain logs). Whether a completed range's granules have memory behind
+ *    them is this model's F11 bookkeeping, not the driver's (which a log
+ *    does not show). Taking a range pending on another stream makes the
+ *    allocating stream wait for it (F10). What this gives (peak reserved,
+ *    sim vs the GPU's, `vrambench replay TRACE --allocator async --device
+ *    sim`, the 22 logged traces): equal on 12 (gpt2, generate, two_stream,
+ *    random-4m, train-varbatch, rand1-1m, rand2-8m, rand5-2m, rand6-32m,
+ *    heldout101/102/104), and -3.2% (random-64m), -2.1% (bert_amp), -1.3%
+ *    (rand4-256m), -0.4% (heldout103-128m), +0.9% (rand3-64m,
+ *    heldout105-48m), +1.0% (resnet50), +1.4% (random-512m), +1.7%
+ *    (resnet18_varres), +2.5% (train-fixed). The previous rule (the most
+ *    recently freed or split range, all free neighbours merged) gave -20%
+ *    (two_stream) to +9.5% (train-fixed), equal on 4. Without F11 (memory
+ *    stayed where it was first mapped) an earlier model gave gpt2 +23%,
+ *    random-512m +44%. The leak_loop/async timeline recorded on an H200
  *    (results/nvidia-h200-20261122.json, iteration 1 on a fresh pool)
  *    reserves 96, 128, 192, 256, 288, 352, 384, 448, 512, 544 MiB every 10
- *    kept iterations; this rule gives exactly those.
+ *    kept iterations.
  *  - Releases (trim, threshold at synchronization) give back idle granules
  *    whose frees completed (F8, F9), highest address first; the sim counts
  *    every move of its clock (a test advancing it included) as a
@@ -151,16 +170,22 @@
 /* Data                                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* A range of the pool's addresses: handed out (live) or free. */
+/* A range of the pool's addresses: handed out (live) or free. A free range
+ * is pending (its free's completion not yet seen by the pool: in `pending`
+ * and `pending_by_seq`) or completed (in `completed`). */
 typedef struct pool_block {
     vb_oset_node by_addr;          /* in the pool's block set, always */
-    vb_oset_node by_recency;       /* in its size class's free set while free */
+    vb_oset_node by_fit;           /* free: in `pending` or `completed` */
+    vb_oset_node by_seq;           /* pending: in `pending_by_seq` */
     vb_addr addr;
     uint64_t size;                 /* placed bytes (VB_POOL_ROUNDING multiple) */
     uint64_t requested;            /* the caller's bytes while live */
     int free;
+    int pending;                   /* free and its completion not yet seen */
+    const struct vb_stream_s *stream; /* pending: the stream it was freed on */
     uint64_t ready_ns;             /* free: when its (latest) free completes */
-    uint64_t freed_seq;            /* free: order of its latest free or split */
+    uint64_t seq;                  /* free: order of the latest change of its extent
+                                    * (free, split, merge, completion seen) */
 } pool_block;
 
 struct vb_pool_s {
@@ -176,13 +201,15 @@ struct vb_pool_s {
                                     * an entry no longer idle is skipped when popped */
     size_t idle_top;
     size_t idle_count;             /* granules mapped and without live bytes, exactly */
-    pool_block *fresh;             /* the free range that ends the address range */
+    pool_block *fresh;             /* the free range that ends the address range (completed) */
     uint64_t reserved_bytes;       /* mapped granules x POOL_GRANULE */
     uint64_t used_bytes;           /* requested bytes of live blocks (F2) */
     uint64_t reserved_high, used_high; /* the maxima since creation or the last reset */
-    uint64_t free_count;           /* frees and splits so far (freed_seq) */
+    uint64_t seq;                  /* changes of free extents so far (pool_block.seq) */
     vb_ordered_set blocks;         /* all blocks, by address */
-    vb_ordered_set free_blocks[64]; /* free blocks by size class (floor log2), latest first */
+    vb_ordered_set pending;        /* pending free blocks, by fit (size, then oldest seq) */
+    vb_ordered_set pending_by_seq; /* the same blocks, by seq */
+    vb_ordered_set completed;      /* completed free blocks (the fresh range too), by fit */
     vb_addr_map live;              /* address -> pool_block* of live blocks */
 };
 
@@ -194,52 +221,84 @@ static int compare_addr(const vb_oset_node *a, const vb_oset_node *b)
     return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
-/* Orders free blocks the most recently freed or split first, then by
- * address (so no two compare equal). */
-static int compare_recency(const vb_oset_node *a, const vb_oset_node *b)
+/* Orders free blocks for best fit: smallest first, then the one whose
+ * extent is oldest (lowest seq), then by address (so no two compare equal). */
+static int compare_fit(const vb_oset_node *a, const vb_oset_node *b)
 {
-    const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_recency);
-    const pool_block *y = VB_OSET_ENTRY(b, pool_block, by_recency);
-    if (x->freed_seq != y->freed_seq) return x->freed_seq > y->freed_seq ? -1 : 1;
+    const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_fit);
+    const pool_block *y = VB_OSET_ENTRY(b, pool_block, by_fit);
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
     return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
-/* The size class of a free block: floor(log2(size)). */
-static unsigned size_class(uint64_t size)
+/* Orders pending blocks by seq (unique per block). */
+static int compare_seq(const vb_oset_node *a, const vb_oset_node *b)
 {
-    return 63u - (unsigned)__builtin_clzll(size);
+    const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_seq);
+    const pool_block *y = VB_OSET_ENTRY(b, pool_block, by_seq);
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
-/* Puts a free block in its class's set. */
+/* Puts a free block in its sets. */
 static void free_insert(vb_pool pool, pool_block *block)
 {
-    vb_oset_insert(&pool->free_blocks[size_class(block->size)], &block->by_recency);
+    if (block->pending) {
+        vb_oset_insert(&pool->pending, &block->by_fit);
+        vb_oset_insert(&pool->pending_by_seq, &block->by_seq);
+    } else {
+        vb_oset_insert(&pool->completed, &block->by_fit);
+    }
 }
 
-/* Takes a free block out of its class's set (before its size or order changes). */
+/* Takes a free block out of its sets (before its size, seq or state changes). */
 static void free_remove(vb_pool pool, pool_block *block)
 {
-    vb_oset_remove(&pool->free_blocks[size_class(block->size)], &block->by_recency);
+    if (block->pending) {
+        vb_oset_remove(&pool->pending, &block->by_fit);
+        vb_oset_remove(&pool->pending_by_seq, &block->by_seq);
+    } else {
+        vb_oset_remove(&pool->completed, &block->by_fit);
+    }
 }
 
-/* The most recently freed or split block of at least `rounded` bytes other
- * than the fresh range, or NULL: in the request's own class, the first in
- * recency order that fits; in every class above, all fit, so the first of
- * each that is not the fresh range. */
-static pool_block *latest_fit(vb_pool pool, uint64_t rounded)
+/* Which pending blocks a best fit may take. */
+typedef enum { FROM_STREAM, FROM_OTHER_STREAMS } pending_from;
+
+/* The best fit (smallest, then oldest) of at least `rounded` bytes among
+ * the pending blocks freed on `stream` (FROM_STREAM) or on any other
+ * stream (FROM_OTHER_STREAMS), or NULL. */
+static pool_block *pending_fit(vb_pool pool, uint64_t rounded, const struct vb_stream_s *stream, pending_from from)
 {
-    pool_block *best = NULL;
-    unsigned own = size_class(rounded);
-    for (unsigned c = own; c < 64; c++) {
-        vb_ordered_set *set = &pool->free_blocks[c];
-        for (vb_oset_node *node = vb_oset_first(set); node; node = vb_oset_next(set, node)) {
-            pool_block *block = VB_OSET_ENTRY(node, pool_block, by_recency);
-            if (block->size < rounded || block == pool->fresh) continue;
-            if (!best || compare_recency(&block->by_recency, &best->by_recency) < 0) best = block;
-            break;
-        }
+    pool_block probe = {.size = rounded};
+    for (vb_oset_node *node = vb_oset_lower_bound(&pool->pending, &probe.by_fit); node;
+         node = vb_oset_next(&pool->pending, node)) {
+        pool_block *block = VB_OSET_ENTRY(node, pool_block, by_fit);
+        if ((block->stream == stream) == (from == FROM_STREAM)) return block;
     }
-    return best;
+    return NULL;
+}
+
+static void count_granules(vb_pool pool, vb_addr addr, uint64_t size, size_t *unbacked, size_t *idle_inside);
+
+/* The best fit (smallest, then oldest) of at least `rounded` bytes among
+ * the completed blocks other than the fresh range, or NULL; with
+ * `mapped_only`, only one whose first `rounded` bytes all have memory
+ * mapped behind them. */
+static pool_block *completed_fit(vb_pool pool, uint64_t rounded, int mapped_only)
+{
+    pool_block probe = {.size = rounded};
+    for (vb_oset_node *node = vb_oset_lower_bound(&pool->completed, &probe.by_fit); node;
+         node = vb_oset_next(&pool->completed, node)) {
+        pool_block *block = VB_OSET_ENTRY(node, pool_block, by_fit);
+        if (block == pool->fresh) continue;
+        if (!mapped_only) return block;
+        size_t unbacked, idle_inside;
+        count_granules(pool, block->addr, rounded, &unbacked, &idle_inside);
+        if (unbacked == 0) return block;
+    }
+    return NULL;
 }
 
 /* Rounds up to a power-of-two multiple; 0 when that overflows. */
@@ -269,12 +328,12 @@ static pool_block *prev_adjacent(vb_pool pool, pool_block *block)
     return prev && prev->addr + prev->size == block->addr ? prev : NULL;
 }
 
-/* A new free block over [addr, addr+size), in both sets. */
-static pool_block *new_free_block(vb_pool pool, vb_addr addr, uint64_t size, uint64_t ready_ns, uint64_t seq)
+/* A new completed free block over [addr, addr+size), in its sets. */
+static pool_block *new_free_block(vb_pool pool, vb_addr addr, uint64_t size)
 {
     pool_block *block = calloc(1, sizeof *block);
     if (!block) return NULL;
-    *block = (pool_block){.addr = addr, .size = size, .free = 1, .ready_ns = ready_ns, .freed_seq = seq};
+    *block = (pool_block){.addr = addr, .size = size, .free = 1};
     vb_oset_insert(&pool->blocks, &block->by_addr);
     free_insert(pool, block);
     return block;
@@ -288,19 +347,28 @@ static void merge_into(vb_pool pool, pool_block *left, pool_block *right)
     vb_oset_remove(&pool->blocks, &right->by_addr);
     left->size += right->size;
     if (right->ready_ns > left->ready_ns) left->ready_ns = right->ready_ns;
-    if (right->freed_seq > left->freed_seq) left->freed_seq = right->freed_seq;
+    if (right->seq > left->seq) left->seq = right->seq;
     if (pool->fresh == right) pool->fresh = left;
     free(right);
     free_insert(pool, left);
 }
 
-/* Merges a free block with its free neighbours; returns the block holding it. */
+/* Whether free `block` merges with its free neighbour `other` (F14): two
+ * completed ranges do, two pending ones freed on the same stream do, a
+ * pending one and a completed one do not. */
+static int merges_with(const pool_block *block, const pool_block *other)
+{
+    return other && other->free && other->pending == block->pending && (!block->pending || other->stream == block->stream);
+}
+
+/* Merges a free block with the neighbours it merges with (merges_with);
+ * returns the block holding it. */
 static pool_block *coalesce(vb_pool pool, pool_block *block)
 {
     pool_block *next = next_adjacent(pool, block);
-    if (next && next->free) merge_into(pool, block, next);
+    if (merges_with(block, next)) merge_into(pool, block, next);
     pool_block *prev = prev_adjacent(pool, block);
-    if (prev && prev->free) {
+    if (merges_with(block, prev)) {
         merge_into(pool, prev, block);
         block = prev;
     }
@@ -403,6 +471,29 @@ static void release_down_to(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
     }
 }
 
+/* The pool sees the frees that completed by now (F14: at a synchronization,
+ * or when a request finds no other range): each pending block whose free
+ * completed turns completed and merges with its completed neighbours. The
+ * latest pending block goes first, so among equal sizes the most recently
+ * freed is the oldest completed range (F6). */
+static void see_completions(vb_device *dev, vb_pool pool)
+{
+    uint64_t now_ns = sim_of(dev)->now_ns;
+    vb_oset_node *node = vb_oset_last(&pool->pending_by_seq);
+    while (node) {
+        pool_block *block = VB_OSET_ENTRY(node, pool_block, by_seq);
+        node = vb_oset_prev(&pool->pending_by_seq, node);
+        if (block->ready_ns > now_ns) continue;
+        /* Merging touches only completed blocks, never `node`. */
+        free_remove(pool, block);
+        block->pending = 0;
+        block->stream = NULL;
+        block->seq = ++pool->seq;
+        free_insert(pool, block);
+        coalesce(pool, block);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* The pool ops                                                              */
 /* ------------------------------------------------------------------------ */
@@ -446,8 +537,10 @@ vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *o
     uint64_t range = (uint64_t)pool->granule_count * POOL_GRANULE;
     pool->base = sim_next_address(dev, range);
     vb_oset_init(&pool->blocks, compare_addr);
-    for (unsigned c = 0; c < 64; c++) vb_oset_init(&pool->free_blocks[c], compare_recency);
-    pool->fresh = new_free_block(pool, pool->base, range, 0, 0);
+    vb_oset_init(&pool->pending, compare_fit);
+    vb_oset_init(&pool->pending_by_seq, compare_seq);
+    vb_oset_init(&pool->completed, compare_fit);
+    pool->fresh = new_free_block(pool, pool->base, range);
     if (!pool->fresh) {
         free_pool(pool);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
@@ -476,9 +569,25 @@ void sim_pool_destroy(vb_device *dev, vb_pool pool)
     free_pool(pool);
 }
 
-/* The most recently freed or split range that holds the request, else the
- * fresh range; the request is carved from its start and its granules get
- * memory behind them (F11). */
+/* The range a request takes (F14), first that holds it: the best fit
+ * among the ranges pending on the allocating stream; among the completed
+ * ones with memory behind them; among those pending on other streams;
+ * after the pool has seen the frees that completed, among the completed
+ * ones; else the fresh range. The request is carved from its start and
+ * its granules get memory behind them (F11). */
+static pool_block *choose_range(vb_device *dev, vb_pool pool, uint64_t rounded, const struct vb_stream_s *stream)
+{
+    pool_block *block = pending_fit(pool, rounded, stream, FROM_STREAM);
+    if (!block) block = completed_fit(pool, rounded, 1);
+    if (!block) block = pending_fit(pool, rounded, stream, FROM_OTHER_STREAMS);
+    if (!block) {
+        see_completions(dev, pool);
+        block = completed_fit(pool, rounded, 0);
+    }
+    return block ? block : pool->fresh;
+}
+
+/* Places a request in the range choose_range picks. */
 vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out)
 {
     struct vb_stream_s *s = sim_stream(dev, stream);
@@ -487,8 +596,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
     if (rounded == 0 || rounded > (uint64_t)pool->granule_count * POOL_GRANULE)
         return vb_error(VB_ERR_OOM, "sim: out of memory: %llu bytes asked of a pool", (unsigned long long)size);
 
-    pool_block *block = latest_fit(pool, rounded);
-    if (!block) block = pool->fresh;
+    pool_block *block = choose_range(dev, pool, rounded, s);
     if (!block || block->size < rounded)
         return vb_error(VB_ERR_OOM, "sim: out of memory: %llu bytes asked of a pool (its address range is full)",
                         (unsigned long long)size);
@@ -512,10 +620,11 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
             sim_give(dev, (uint64_t)new_granules * POOL_GRANULE);
             return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         }
-        /* The rest counts as the latest: the next request that fits starts
-         * where this one ends. */
+        /* The rest stays pending or completed as its range was, its extent
+         * the latest. */
         *rest = (pool_block){.addr = block->addr + rounded, .size = block->size - rounded, .free = 1,
-                             .ready_ns = block->ready_ns, .freed_seq = ++pool->free_count};
+                             .pending = block->pending, .stream = block->stream, .ready_ns = block->ready_ns,
+                             .seq = ++pool->seq};
         block->size = rounded;
         vb_oset_insert(&pool->blocks, &rest->by_addr);
         free_insert(pool, rest);
@@ -524,6 +633,8 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
     /* F10: a free not yet complete on another stream: this stream waits for it. */
     if (block->ready_ns > s->tail_ns) s->tail_ns = block->ready_ns;
     block->free = 0;
+    block->pending = 0;
+    block->stream = NULL;
     block->requested = size;
     account(pool, block->addr, block->size, +1, 0);
     back_granules(pool, block->addr, block->size, new_granules, s);
@@ -534,7 +645,7 @@ vb_status sim_pool_malloc(vb_device *dev, vb_pool pool, uint64_t size, vb_stream
 }
 
 /* Frees in stream order: the range completes when the work queued on
- * `stream` so far has. */
+ * `stream` so far has; until the pool sees that, it is pending (F14). */
 vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream)
 {
     const struct vb_stream_s *s = sim_stream(dev, stream);
@@ -544,8 +655,10 @@ vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream st
                         (unsigned long long)addr);
     pool_block *block = (pool_block *)(uintptr_t)value;
     block->free = 1;
+    block->pending = 1;
+    block->stream = s;
     block->ready_ns = s->tail_ns;
-    block->freed_seq = ++pool->free_count;
+    block->seq = ++pool->seq;
     account(pool, block->addr, block->size, -1, block->ready_ns);
     pool->used_bytes -= block->requested;
     block->requested = 0;
@@ -557,6 +670,7 @@ vb_status sim_pool_free(vb_device *dev, vb_pool pool, vb_addr addr, vb_stream st
 /* Releases idle granules until at most `keep_bytes` stay reserved. */
 vb_status sim_pool_trim(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
 {
+    see_completions(dev, pool);
     release_down_to(dev, pool, keep_bytes);
     return VB_OK;
 }
@@ -593,5 +707,8 @@ vb_status sim_pool_reset_high(vb_device *dev, vb_pool pool)
 void sim_pools_on_synchronize(vb_device *dev)
 {
     sim_state *sim = sim_of(dev);
-    for (size_t i = 0; i < sim->pool_count; i++) release_down_to(dev, sim->pools[i], sim->pools[i]->release_threshold);
+    for (size_t i = 0; i < sim->pool_count; i++) {
+        see_completions(dev, sim->pools[i]);
+        release_down_to(dev, sim->pools[i], sim->pools[i]->release_threshold);
+    }
 }

@@ -2,14 +2,16 @@
  * the `async` allocator on top of it (allocators/async.c).
  *
  * Rules the expected numbers come from: the facts measured of the driver's
- * pool, F1..F11 in base/device_sim_pool.c's header (NVIDIA H100, driver
+ * pool, F1..F14 in base/device_sim_pool.c's header (NVIDIA H100, driver
  * 580.159.04; tests named after a fact reproduce that measurement), and the
  * model's choices listed there: the pool's memory is 32 MiB granules behind
  * its address range; requests are placed at 512 B multiples from the start
- * of the most recently freed or split free range that holds them, any
- * stream's, the allocating stream waiting for a free not yet complete; with
- * no range big enough, at the start of the fresh range (addresses never
- * handed out, and free ranges touching them); a granule a new block covers
+ * of the best fit (F14) among, in turn, the free ranges pending on the
+ * allocating stream, the completed ones with memory behind them, those
+ * pending on other streams (the allocating stream waiting for that free),
+ * and, once the pool has seen the frees that completed, all completed
+ * ones; with none big enough, at the start of the fresh range (addresses
+ * never handed out, and free ranges touching them); a granule a new block covers
  * gets the memory of a granule without live blocks, or new memory when none
  * has; at a synchronization and at trim, granules without live blocks whose
  * frees completed go back, highest address first, while more than the
@@ -241,7 +243,9 @@ static void test_pool_f4_reuses_a_freed_range_for_other_sizes(void **state)
 /* F5 and F6: 8 x 8 MiB (64 MiB), every other one freed in address order
  * (0, 2, 4, 6). 32 MiB does not fit a hole: a new granule after the pool's
  * end, at +64 MiB, reserved 96 MiB. Then 3 MiB and 5 MiB both go into the
- * most recently freed hole, block 6's (+48 MiB, +51 MiB). */
+ * most recently freed hole, block 6's (+48 MiB, +51 MiB): the 32 MiB request
+ * made the pool take in its pending frees, the latest first, so that hole
+ * is the oldest 8 MiB range (F14's tie-break). */
 static void test_pool_f5_f6_no_remapping_and_latest_hole_first(void **state)
 {
     fixture *f = *state;
@@ -256,11 +260,11 @@ static void test_pool_f5_f6_no_remapping_and_latest_hole_first(void **state)
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
-/* In one granule: a 256K | b 64K | c 512K | d 64K | rest free (the fresh
- * range, taken last). Freeing c then a: 300K goes to the most recently freed
- * range that holds it, c's (a's, freed later, is too small); 200K to the
- * rest of c, split later than a was freed (the model's choice). */
-static void test_pool_takes_the_latest_freed_or_split_range_that_fits(void **state)
+/* F14, best fit: in one granule a 256K | b 64K | c 512K | d 64K | rest free
+ * (the fresh range, taken last). Freeing a then c (both pending on A):
+ * 200K goes to a, the smallest range that holds it, not c, the latest;
+ * 300K then to c and 200K to the rest of c. */
+static void test_pool_f14_takes_the_best_fit(void **state)
 {
     fixture *f = *state;
     vb_pool pool = new_pool(f, UINT64_MAX);
@@ -268,11 +272,56 @@ static void test_pool_takes_the_latest_freed_or_split_range_that_fits(void **sta
     pool_malloc(f, pool, 64 * KiB, f->a);
     vb_addr c = pool_malloc(f, pool, 512 * KiB, f->a);
     pool_malloc(f, pool, 64 * KiB, f->a);
-    pool_free(f, pool, c, f->a);
     pool_free(f, pool, a, f->a);
+    pool_free(f, pool, c, f->a);
+    assert_int_equal(pool_malloc(f, pool, 200 * KiB, f->a), a);
     assert_int_equal(pool_malloc(f, pool, 300 * KiB, f->a), c);
     assert_int_equal(pool_malloc(f, pool, 200 * KiB, f->a), c + 300 * KiB);
-    assert_int_equal(pool_malloc(f, pool, 200 * KiB, f->a), a);
+    f->dev->ops->pool_destroy(f->dev, pool);
+}
+
+/* F14, pending frees: a 4 MiB | b 1 MiB | c 8 MiB | d 1 MiB on A. a freed
+ * and synchronized (completed), then c freed (pending on A). 4 MiB on A
+ * takes c, A's pending range, before a, the completed exact fit (as the
+ * driver placed random-4m's block 19); 4 MiB on B then takes a, a
+ * completed range, before the rest of c, pending on A. */
+static void test_pool_f14_a_stream_takes_its_pending_frees_first(void **state)
+{
+    fixture *f = *state;
+    vb_pool pool = new_pool(f, UINT64_MAX);
+    vb_addr a = pool_malloc(f, pool, 4 * MiB, f->a);
+    pool_malloc(f, pool, 1 * MiB, f->a);
+    vb_addr c = pool_malloc(f, pool, 8 * MiB, f->a);
+    pool_malloc(f, pool, 1 * MiB, f->a);
+    pool_free(f, pool, a, f->a);
+    f->dev->ops->stream_synchronize(f->dev, f->a);
+    pool_free(f, pool, c, f->a);
+    assert_int_equal(pool_malloc(f, pool, 4 * MiB, f->a), c);
+    assert_int_equal(pool_malloc(f, pool, 4 * MiB, f->b), a);
+    f->dev->ops->pool_destroy(f->dev, pool);
+}
+
+/* F14, merging: a 4 MiB | b 4 MiB | c 1 MiB on A. a freed and synchronized
+ * (completed), then b freed (pending): the two do not merge, so 3 MiB on A
+ * takes b's start (all merged, best fit would take a's). After a
+ * synchronization they merge: freeing that 3 MiB again and synchronizing,
+ * 8 MiB fits at a without growing the pool. */
+static void test_pool_f14_a_pending_free_merges_once_seen_complete(void **state)
+{
+    fixture *f = *state;
+    vb_pool pool = new_pool(f, UINT64_MAX);
+    vb_addr a = pool_malloc(f, pool, 4 * MiB, f->a);
+    vb_addr b = pool_malloc(f, pool, 4 * MiB, f->a);
+    pool_malloc(f, pool, 1 * MiB, f->a);
+    pool_free(f, pool, a, f->a);
+    f->dev->ops->stream_synchronize(f->dev, f->a);
+    pool_free(f, pool, b, f->a);
+    vb_addr x = pool_malloc(f, pool, 3 * MiB, f->a);
+    assert_int_equal(x, b);
+    pool_free(f, pool, x, f->a);
+    f->dev->ops->stream_synchronize(f->dev, f->a);
+    assert_int_equal(pool_malloc(f, pool, 8 * MiB, f->a), a);
+    assert_int_equal(reserved_of(f, pool), 32 * MiB);
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
@@ -772,7 +821,9 @@ int main(void)
         T(test_pool_f3_packs_small_blocks),
         T(test_pool_f4_reuses_a_freed_range_for_other_sizes),
         T(test_pool_f5_f6_no_remapping_and_latest_hole_first),
-        T(test_pool_takes_the_latest_freed_or_split_range_that_fits),
+        T(test_pool_f14_takes_the_best_fit),
+        T(test_pool_f14_a_stream_takes_its_pending_frees_first),
+        T(test_pool_f14_a_pending_free_merges_once_seen_complete),
         T(test_pool_f11_an_empty_granule_gives_its_memory_to_a_new_block),
         T(test_pool_f11_moved_memory_waits_for_its_pending_free),
         T(test_pool_reproduces_the_gpu_leak_loop_timeline),

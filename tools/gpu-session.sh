@@ -54,6 +54,9 @@
 #                                 traces, each logged 3 times plain and once with POOL_TRACE_SYNC=1
 #                                 (tools/pool_trace.c): logs in $OUT/pool-determinism.tar.gz, and
 #                                 per trace how many placements differ from the first plain run
+#   tools/gpu-session.sh pool-big   the traces whose placements F14 (base/device_sim_pool.c) does not
+#                                 yet explain (blocks of 48 MiB and more): random-64m and random-512m
+#                                 logged plain and with POOL_TRACE_SYNC=1, in $OUT/pool-big.tar.gz
 # Each stage logs to $OUT/<stage>.log.
 set -u -o pipefail
 : "${OUT:?OUT must name the output folder}"
@@ -169,6 +172,17 @@ for stage in "$@"; do
         done
         python3 tools/pool_log_check.py "$KEEP"/pool-determinism/*.log || echo "pool_log_check: F11 or F12 FAILS on a log"
         (cd "$KEEP" && tar czf "$OUT/pool-determinism.tar.gz" pool-determinism)
+        ;;
+    pool-big)
+        mkdir -p build "$KEEP/pool-big"
+        gcc -O2 -I/usr/local/cuda/include tools/pool_trace.c -o build/pool-trace -L/usr/local/cuda/lib64 -lcudart || exit 1
+        for trace in tests/fixtures/stitch/random-64m.trace.gz tests/fixtures/stitch/random-512m.trace.gz; do
+            log="$KEEP/pool-big/$(basename "$trace" .trace.gz)"
+            zcat "$trace" | ./build/pool-trace > "$log.plain.log" || echo "$log plain: FAILED"
+            zcat "$trace" | POOL_TRACE_SYNC=1 ./build/pool-trace > "$log.sync.log" || echo "$log sync: FAILED"
+            echo "$(basename "$log"): plain $(tail -1 "$log.plain.log"), sync $(tail -1 "$log.sync.log")"
+        done
+        (cd "$KEEP" && tar czf "$OUT/pool-big.tar.gz" pool-big)
         ;;
     fullgpu)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
