@@ -105,7 +105,24 @@
  *    heldout105-48m) and 58% of resnet18_varres: there the first miss is a
  *    block the driver puts in a completed range while a pending one of its
  *    stream holds it (heldout105-48m, block 560), which the rule does not
- *    yet explain.
+ *    yet explain. Synchronized logs of two of the six (2026-11-23, stage
+ *    pool-big of tools/gpu-session.sh; plain placements equal to the
+ *    earlier plain logs): the synchronized rule places, one step ahead,
+ *    only 96.9% of random-64m's 3,000 blocks and 75.7% of random-512m's
+ *    2,000. At 85 of its 94 and 448 of 487 misses the best fit covers a
+ *    granule that this model's F11 bookkeeping (below) leaves without
+ *    memory, the driver takes a range whose granules have it, and reserved
+ *    does not grow: what is open is which granules have memory behind
+ *    them, not the pending frees. Taking the best fit among ranges with
+ *    memory behind them gives 97.1% and 75.6% when an idle granule gives
+ *    its memory in this model's order (the most recently idled), 99.9%
+ *    and 87.4% when the highest-address idle granule gives it; the latter
+ *    raises heldout105-48m's plain log to 53% and random-64m's to 46% but
+ *    lowers rand3-64m (18 -> 13%), rand4-256m (24 -> 14%) and resnet50
+ *    (99.99 -> 94.7%), so the model keeps its order. Taking the best fit
+ *    over own-stream pending and memory-backed completed ranges together
+ *    (block 560's case) raises no plain log, for all blocks (gpt2 drops to
+ *    57%) or for blocks from 8, 16, 24 or 32 MiB up.
  * What the driver's behaviour leaves open, and this model chooses:
  *  - The pool's address space is one range POOL_VA_FACTOR x as large as the
  *    device, whose 32 MiB granules have memory behind them (are reserved) or
