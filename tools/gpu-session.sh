@@ -64,6 +64,37 @@ KEEP=${KEEP:-/tmp/vrambench-keep}
 mkdir -p "$KEEP"
 day=$(date -u +%Y%m%d)
 
+# tools/pool_trace.c, built against the CUDA runtime (not part of vrambench's build).
+build_pool_trace() {
+    mkdir -p build
+    gcc -O2 -I/usr/local/cuda/include tools/pool_trace.c -o build/pool-trace -L/usr/local/cuda/lib64 -lcudart
+}
+
+# pool_runs DIR RUNS TRACE...: each trace logged RUNS times plain and once with a synchronize after
+# every free (POOL_TRACE_SYNC=1) into $KEEP/DIR; per trace, how many placements differ from the
+# first plain run, and each run's peak; the logs checked (F11, F12) and packed into $OUT/DIR.tar.gz.
+pool_runs() {
+    local dir=$1 runs=$2 trace name log run other differ
+    shift 2
+    mkdir -p "$KEEP/$dir"
+    for trace in "$@"; do
+        name=$(basename "$trace" .trace.gz)
+        log="$KEEP/$dir/$name"
+        for run in $(seq 1 "$runs"); do
+            zcat "$trace" | ./build/pool-trace > "$log.plain$run.log" || echo "$name plain $run: FAILED"
+        done
+        zcat "$trace" | POOL_TRACE_SYNC=1 ./build/pool-trace > "$log.sync.log" || echo "$name sync: FAILED"
+        for other in $(seq 2 "$runs" | sed 's/^/plain/') sync; do
+            differ=$(paste -d' ' <(grep '^a ' "$log.plain1.log") <(grep '^a ' "$log.$other.log") \
+                     | awk '$5 != $10' | wc -l)
+            echo "$name $other: $differ of $(grep -c '^a ' "$log.plain1.log") placements differ from plain1;" \
+                 "plain1 $(tail -1 "$log.plain1.log"), $other $(tail -1 "$log.$other.log")"
+        done
+    done
+    python3 tools/pool_log_check.py "$KEEP/$dir"/*.log || echo "pool_log_check: F11 or F12 FAILS on a log"
+    (cd "$KEEP" && tar czf "$OUT/$dir.tar.gz" "$dir")
+}
+
 for stage in "$@"; do
     exec > >(tee "$OUT/$stage.log") 2>&1
     echo "== $stage on $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null), $(date -u)"
@@ -141,8 +172,8 @@ for stage in "$@"; do
         [ "$bad" = 0 ] && echo "memcheck: every allocator run: 0 errors, 0 leaks, suite passed" || echo "memcheck: FAILED (see memcheck-*.txt)"
         ;;
     pool-trace)
-        mkdir -p build "$KEEP/pool-trace"
-        gcc -O2 -I/usr/local/cuda/include tools/pool_trace.c -o build/pool-trace -L/usr/local/cuda/lib64 -lcudart || exit 1
+        build_pool_trace || exit 1
+        mkdir -p "$KEEP/pool-trace"
         for trace in tests/fixtures/traces/*.trace.gz tests/fixtures/torch/*.trace.gz tests/fixtures/stitch/*.trace.gz \
                      .pooltraces/*.trace.gz .pooltraces-heldout/*.trace.gz; do
             [ -f "$trace" ] || continue
@@ -154,35 +185,13 @@ for stage in "$@"; do
         (cd "$KEEP" && tar czf "$OUT/pool-trace.tar.gz" pool-trace)
         ;;
     pool-determinism)
-        mkdir -p build "$KEEP/pool-determinism"
-        gcc -O2 -I/usr/local/cuda/include tools/pool_trace.c -o build/pool-trace -L/usr/local/cuda/lib64 -lcudart || exit 1
-        for trace in tests/fixtures/stitch/random-4m.trace.gz tests/fixtures/torch/two_stream.trace.gz \
-                     tests/fixtures/traces/resnet50.trace.gz tests/fixtures/traces/gpt2.trace.gz; do
-            name=$(basename "$trace" .trace.gz)
-            log="$KEEP/pool-determinism/$name"
-            for run in 1 2 3; do zcat "$trace" | ./build/pool-trace > "$log.plain$run.log" || echo "$name plain $run: FAILED"; done
-            zcat "$trace" | POOL_TRACE_SYNC=1 ./build/pool-trace > "$log.sync.log" || echo "$name sync: FAILED"
-            for other in plain2 plain3 sync; do
-                # placements (a lines) that differ from the first plain run's, and each run's peak
-                differ=$(paste -d' ' <(grep '^a ' "$log.plain1.log") <(grep '^a ' "$log.$other.log") \
-                         | awk '$5 != $10' | wc -l)
-                echo "$name $other: $differ of $(grep -c '^a ' "$log.plain1.log") placements differ from plain1;" \
-                     "plain1 $(tail -1 "$log.plain1.log"), $other $(tail -1 "$log.$other.log")"
-            done
-        done
-        python3 tools/pool_log_check.py "$KEEP"/pool-determinism/*.log || echo "pool_log_check: F11 or F12 FAILS on a log"
-        (cd "$KEEP" && tar czf "$OUT/pool-determinism.tar.gz" pool-determinism)
+        build_pool_trace || exit 1
+        pool_runs pool-determinism 3 tests/fixtures/stitch/random-4m.trace.gz tests/fixtures/torch/two_stream.trace.gz \
+            tests/fixtures/traces/resnet50.trace.gz tests/fixtures/traces/gpt2.trace.gz
         ;;
     pool-big)
-        mkdir -p build "$KEEP/pool-big"
-        gcc -O2 -I/usr/local/cuda/include tools/pool_trace.c -o build/pool-trace -L/usr/local/cuda/lib64 -lcudart || exit 1
-        for trace in tests/fixtures/stitch/random-64m.trace.gz tests/fixtures/stitch/random-512m.trace.gz; do
-            log="$KEEP/pool-big/$(basename "$trace" .trace.gz)"
-            zcat "$trace" | ./build/pool-trace > "$log.plain.log" || echo "$log plain: FAILED"
-            zcat "$trace" | POOL_TRACE_SYNC=1 ./build/pool-trace > "$log.sync.log" || echo "$log sync: FAILED"
-            echo "$(basename "$log"): plain $(tail -1 "$log.plain.log"), sync $(tail -1 "$log.sync.log")"
-        done
-        (cd "$KEEP" && tar czf "$OUT/pool-big.tar.gz" pool-big)
+        build_pool_trace || exit 1
+        pool_runs pool-big 1 tests/fixtures/stitch/random-64m.trace.gz tests/fixtures/stitch/random-512m.trace.gz
         ;;
     fullgpu)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
