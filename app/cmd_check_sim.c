@@ -442,20 +442,29 @@ static int check_file(const char *path, int sweep, check_tally *total)
     return status;
 }
 
-/* The group a file belongs to for --newest ("KIND DEVICE [TRACE]") and its
- * date; 0 when it is no results file with a memory pass (it is then checked,
- * and reported). */
-static int file_group(const char *path, char *group, size_t capacity, char *date, size_t date_capacity)
+/* What --newest compares of a file, read once. */
+typedef struct newest_info {
+    int compared;      /* a results file with a memory pass: it takes part */
+    char group[1024];  /* "KIND DEVICE [TRACE]" */
+    char date[64];
+    json_t *names;     /* its entries' names, as the keys of an object */
+} newest_info;
+
+/* Reads `path`'s group, date and entry names. Only files this check
+ * compares take part: a file without a memory pass (torch_ab.py's, older
+ * results) must not hide a newer bench file; it is then checked, and
+ * reported. */
+static void read_newest_info(const char *path, newest_info *info)
 {
+    memset(info, 0, sizeof *info);
     json_t *document = json_load_file(path, 0, NULL);
     json_t *context = json_object_get(document, "context");
-    /* Only files this check compares take part: a file without a memory pass
-     * (torch_ab.py's, older results) must not hide a newer bench file. */
     if (!json_is_object(context) || !json_object_get(context, "memory_pass")) {
         json_decref(document);
-        return 0;
+        return;
     }
-    json_t *first = json_array_get(json_object_get(document, "benchmarks"), 0);
+    json_t *benchmarks = json_object_get(document, "benchmarks");
+    json_t *first = json_array_get(benchmarks, 0);
     const char *name = first ? json_string_value(json_object_get(first, "name")) : NULL;
     const char *kind = json_object_get(document, "claims")         ? "claims"
                        : json_object_get(document, "measurements") ? "measurements"
@@ -464,59 +473,43 @@ static int file_group(const char *path, char *group, size_t capacity, char *date
                        : strncmp(name, "replay:", 7) == 0          ? "replay"
                                                                    : "run";
     const char *trace = strcmp(kind, "replay") == 0 ? json_string_value(json_object_get(context, "trace_path")) : "";
-    snprintf(group, capacity, "%s %s %s %s", kind, json_is_true(json_object_get(context, "simulated")) ? "sim" : "gpu",
+    snprintf(info->group, sizeof info->group, "%s %s %s %s", kind,
+             json_is_true(json_object_get(context, "simulated")) ? "sim" : "gpu",
              json_string_value(json_object_get(context, "device_name")) ?: "?", trace ? trace : name);
-    snprintf(date, date_capacity, "%s", json_string_value(json_object_get(context, "date")) ?: "");
+    snprintf(info->date, sizeof info->date, "%s", json_string_value(json_object_get(context, "date")) ?: "");
+    info->names = json_object();
+    size_t index;
+    json_t *entry;
+    json_array_foreach(benchmarks, index, entry) {
+        const char *entry_name = json_string_value(json_object_get(entry, "name"));
+        if (entry_name && info->names) json_object_set_new(info->names, entry_name, json_true());
+    }
+    info->compared = info->names != NULL;
     json_decref(document);
+}
+
+/* 1 if every entry name of `ours` is an entry name of `theirs`. */
+static int covers(const newest_info *theirs, const newest_info *ours)
+{
+    const char *name;
+    json_t *unused;
+    json_object_foreach(ours->names, name, unused)
+        if (!json_object_get(theirs->names, name)) return 0;
     return 1;
 }
 
-/* The names of a results file's entries, as the keys of a JSON object (an
- * empty object when the file has none or cannot be read). */
-static json_t *case_names(const char *path)
-{
-    json_t *names = json_object();
-    json_t *document = json_load_file(path, 0, NULL);
-    size_t index;
-    json_t *entry;
-    json_array_foreach(json_object_get(document, "benchmarks"), index, entry) {
-        const char *name = json_string_value(json_object_get(entry, "name"));
-        if (name && names) json_object_set_new(names, name, json_true());
-    }
-    json_decref(document);
-    return names;
-}
-
-/* 1 if every entry name of `path` is an entry name of `other`. */
-static int covers(const char *other, const char *path)
-{
-    json_t *theirs = case_names(other), *ours = case_names(path);
-    int all = theirs && ours;
-    const char *name;
-    json_t *unused;
-    json_object_foreach(ours, name, unused) {
-        if (!all) break;
-        all = json_object_get(theirs, name) != NULL;
-    }
-    json_decref(theirs);
-    json_decref(ours);
-    return all;
-}
-
-/* --newest: 1 if another of the files is of `path`'s group, newer, and holds
- * every case it holds (a newer replay of the same trace with other
+/* --newest: 1 if another of the files is of file `index`'s group, newer, and
+ * holds every case it holds (a newer replay of the same trace with other
  * allocators, or a run of other scenarios, supersedes nothing). */
-static int superseded(char **paths, int count, int index)
+static int superseded(const newest_info *infos, int count, int index)
 {
-    char group[1024], date[64], other_group[1024], other_date[64];
-    if (!file_group(paths[index], group, sizeof group, date, sizeof date)) return 0;
+    const newest_info *ours = &infos[index];
+    if (!ours->compared) return 0;
     for (int i = 0; i < count; i++) {
-        if (i == index || !file_group(paths[i], other_group, sizeof other_group, other_date, sizeof other_date))
-            continue;
+        if (i == index || !infos[i].compared || strcmp(ours->group, infos[i].group) != 0) continue;
         /* ISO-8601 dates compare as strings; on a tie the later file wins. */
-        int cmp = strcmp(other_date, date);
-        if (strcmp(group, other_group) == 0 && (cmp > 0 || (cmp == 0 && i > index)) && covers(paths[i], paths[index]))
-            return 1;
+        int cmp = strcmp(infos[i].date, ours->date);
+        if ((cmp > 0 || (cmp == 0 && i > index)) && covers(&infos[i], ours)) return 1;
     }
     return 0;
 }
@@ -538,16 +531,24 @@ int vb_cmd_check_sim(int argc, char **argv)
         }
         return vb_cli_error(VB_EXIT_USAGE, "usage: vrambench check-sim [--newest] FILE...");
     }
+    newest_info *infos = NULL;
+    if (newest) {
+        infos = calloc((size_t)count, sizeof *infos);
+        if (!infos) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+        for (int i = 0; i < count; i++) read_newest_info(paths[i], &infos[i]);
+    }
     check_tally total = {0};
     int exit_status = VB_EXIT_OK;
     for (int i = 0; i < count; i++) {
-        if (newest && superseded(paths, count, i)) {
+        if (newest && superseded(infos, count, i)) {
             printf("check-sim: %s\n  skipped: a newer file of its kind and device is checked (--newest)\n", paths[i]);
             continue;
         }
         int status = check_file(paths[i], newest, &total);
         if (status > exit_status) exit_status = status;
     }
+    for (int i = 0; newest && i < count; i++) json_decref(infos[i].names);
+    free(infos);
     printf("check-sim: %zu cases checked, %zu differ; %zu differences undocumented\n", total.cases,
            total.differing_cases, total.undocumented);
     /* A documented difference that no longer occurs should leave the table
