@@ -33,11 +33,7 @@ static vb_status driver_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_st
         dev->ops->mem_free(dev, addr);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    segment->base = addr;
-    segment->size = alloc_size;
-    segment->head = block;
-    segment->pool = pool;
-    segment->stream = stream;
+    *segment = (vb_cc_segment){.base = addr, .size = alloc_size, .head = block, .pool = pool, .stream = stream};
     vb_cc_segment_add(cc, segment);
     *out = block;
     return VB_OK;

@@ -368,6 +368,7 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
 
 void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block)
 {
+    block->segment = NULL; /* a struct of no segment (stitch's hints rely on it) */
     block->next = cc->spare_blocks;
     cc->spare_blocks = block;
 }
@@ -391,6 +392,27 @@ void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
     if (pool->blocks_kept) {
         vb_oset_remove(&pool->blocks, &block->node);
         count_update(pool);
+    }
+}
+
+void vb_cc_pool_walk_largest(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_block *block), void *context)
+{
+    if (pool->unindexed) {
+        vb_stream skipped = NULL;
+        int skipping = 0;
+        for (vb_oset_node *node = vb_oset_last(&pool->blocks); node; node = vb_oset_prev(&pool->blocks, node)) {
+            vb_cc_block *block = block_of(node);
+            if (skipping && block->stream == skipped) continue;
+            skipping = !visit(context, block);
+            skipped = block->stream;
+        }
+        return;
+    }
+    for (size_t i = 0; i < pool->index_count; i++) {
+        int c = last_class_in_use(pool->indexes[i]);
+        vb_cc_block *block = c < 0 ? NULL : block_of_class(vb_oset_last(&pool->indexes[i]->classes[c]));
+        for (; block && visit(context, block); block = index_before(block)) {
+        }
     }
 }
 
@@ -439,6 +461,7 @@ static void free_block(vb_cc_allocator *cc, vb_cc_block *block)
 {
     vb_cc_try_merge(cc, block, block->prev);
     vb_cc_try_merge(cc, block, block->next);
+    if (cc->source->take_freed && cc->source->take_freed(cc, block)) return;
     vb_cc_pool_insert(block->pool, block);
 }
 
@@ -491,10 +514,11 @@ uint64_t vb_cc_allocation_size(uint64_t size)
 /* should_split: a small block splits off any remainder of a block's worth;
  * a large one only a remainder over 1 MiB, and never for requests of
  * max_split_size or more. Expandable segments split large blocks like
- * small ones. */
+ * small ones; a borrowed segment never splits. */
 static int should_split(const vb_cc_allocator *cc, const vb_cc_block *block, uint64_t size)
 {
     uint64_t remaining = block->size - size;
+    if (block->segment->borrowed && !block->pool->is_small) return 0; /* a large stitched range serves one block, whole (expandable.c) */
     if (block->pool->is_small || cc->source->expandable) return remaining >= VB_CC_MIN_BLOCK_SIZE;
     return size < cc->max_split_size && remaining > VB_CC_SMALL_SIZE;
 }
@@ -875,6 +899,11 @@ static vb_cc_block *allocated_block(vb_cc_allocator *cc, vb_addr addr, int remov
  * allocated_bytes drops now, as in PyTorch; requested_bytes drops now too
  * (PyTorch waits for the events), so requested <= allocated always holds
  * and requested means what docs/design.md says: asked for and not yet freed. */
+vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr)
+{
+    return allocated_block(cc, addr, 0);
+}
+
 vb_status vb_cc_free(void *state, vb_addr addr)
 {
     vb_cc_allocator *cc = state;
@@ -961,6 +990,7 @@ void vb_cc_segments(void *state, vb_block_visitor visit, void *context)
             for (vb_cc_block *b = block; b && b->mapped; b = b->next) run_size += b->size;
             vb_addr run_start = block->addr;
             for (; block && block->mapped; block = block->next) {
+                if (block->allocated == VB_CC_LENT) continue;
                 vb_block_info info = {run_start, run_size, block->addr, block->size, block->allocated, block->stream};
                 visit(context, &info);
             }
@@ -1015,6 +1045,7 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
     cc->gc_threshold = settings->garbage_collection_threshold;
     cc->large_chunk = settings->chunk_mb ? mib_to_bytes(settings->chunk_mb) : VB_CC_LARGE_BUFFER;
     cc->handle_max = mib_to_bytes(settings->handle_max_mb);
+    cc->stitch_max_maps = settings->stitch_max_maps;
     uint64_t granularity = dev->ops->vm_granularity ? dev->ops->vm_granularity(dev) : 0;
     if (settings->chunk_mb && granularity && cc->large_chunk % granularity != 0)
         return vb_error(VB_ERR_INVALID, "%s: chunk_mb=%llu is not a multiple of the device's granularity (%llu bytes)",
@@ -1070,23 +1101,28 @@ static void block_delete(vb_cc_block *block)
 }
 
 /* Returns everything to the device: outstanding events are waited for,
- * every segment (with whatever is still allocated in it) goes back. */
+ * every segment (with whatever is still allocated in it) goes back, those
+ * that map memory other segments hold first (a handle goes back only
+ * once it is mapped nowhere). */
 void vb_cc_destroy(void *state)
 {
     vb_cc_allocator *cc = state;
     synchronize_and_free_events(cc);
-    vb_oset_node *node = vb_oset_first(&cc->segments);
-    while (node) {
-        vb_oset_node *next = vb_oset_next(&cc->segments, node);
-        vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
-        for (vb_cc_block *block = segment->head, *after; block; block = after) {
-            after = block->next;
-            block_delete(block);
+    for (int borrowed = 1; borrowed >= 0; borrowed--) {
+        vb_oset_node *node = vb_oset_first(&cc->segments);
+        while (node) {
+            vb_oset_node *next = vb_oset_next(&cc->segments, node);
+            vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
+            node = next;
+            if (segment->borrowed != borrowed) continue;
+            for (vb_cc_block *block = segment->head, *after; block; block = after) {
+                after = block->next;
+                block_delete(block);
+            }
+            segment->head = NULL;
+            vb_cc_segment_remove(cc, segment);
+            cc->source->destroy_segment(cc, segment);
         }
-        segment->head = NULL;
-        vb_cc_segment_remove(cc, segment);
-        cc->source->destroy_segment(cc, segment);
-        node = next;
     }
     while (cc->spare_blocks) {
         vb_cc_block *next = cc->spare_blocks->next;
@@ -1105,6 +1141,8 @@ void vb_cc_destroy(void *state)
         cc->device->ops->vm_release(cc->device, cc->large_pool.spare_chunks[i].handle);
     free(cc->small_pool.spare_chunks);
     free(cc->large_pool.spare_chunks);
+    free(cc->small_pool.stitched);
+    free(cc->large_pool.stitched);
     vb_addr_map_clear(&cc->allocated_blocks);
     free(cc);
 }

@@ -51,6 +51,11 @@ typedef struct vb_cc_spare {
 typedef struct vb_cc_segment vb_cc_segment;
 typedef struct vb_cc_allocator vb_cc_allocator;
 
+/* `allocated` of a free piece whose memory a stitched range maps again
+ * (expandable.c): in no set, never merged, shown by no segment visit
+ * (the stitched range shows it), until the stitched range goes. */
+#define VB_CC_LENT 2
+
 /* A block: a piece of a segment, handed out or free. Block structs are
  * recycled through the allocator's spare list, never freed on the hot path. */
 typedef struct vb_cc_size_index vb_cc_size_index;
@@ -70,7 +75,7 @@ typedef struct vb_cc_block {
     struct vb_cc_block *prev, *next; /* address neighbours in the segment (spare list: next) */
     vb_cc_size_index *size_index; /* where class_node is (NULL: not indexed) */
     uint32_t size_class;
-    int allocated;
+    int allocated;                /* 1 handed out; VB_CC_LENT: lent to a stitched range (stitch) */
     int mapped;                   /* 0 only for unmapped address space of an expandable segment */
     int event_count;              /* outstanding events of other streams' uses */
     uint64_t gc_count_base;       /* pool->get_free_blocks_call_count when it became free */
@@ -101,6 +106,10 @@ struct vb_cc_pool {
      * then; empty_cache and destroy release them). */
     vb_cc_spare *spare_chunks;
     size_t spare_count, spare_capacity;
+    /* Stitching source only: the pool's stitched ranges (segments that map
+     * other segments' memory), in the order they were made. */
+    vb_cc_segment **stitched;
+    size_t stitched_count, stitched_capacity;
 };
 
 /* A segment: one driver allocation (caching) or one reserved range
@@ -112,6 +121,7 @@ struct vb_cc_segment {
     vb_cc_block *head;            /* the block at `base` */
     vb_cc_pool *pool;
     vb_stream stream;
+    int borrowed;                 /* maps memory other segments hold (stitch): destroyed before them */
 };
 
 /* Where segments come from: the one difference between the strategies. */
@@ -133,6 +143,11 @@ typedef struct vb_cc_source {
     void (*release_block)(vb_cc_allocator *cc, vb_cc_block *block);
     /* Returns a segment and everything in it to the device (destroy). */
     void (*destroy_segment)(vb_cc_allocator *cc, vb_cc_segment *segment);
+    /* Called for a block that became free (merged with its free
+     * neighbours, in no set): 1 if the source keeps it out of the pool's
+     * best fit (stitch: a stitched range waits for a request of its own
+     * size), 0 to let it join the pool. NULL: every block joins. */
+    int (*take_freed)(vb_cc_allocator *cc, vb_cc_block *block);
 } vb_cc_source;
 
 /* roundup_power2_divisions: one value per size interval (allocator.h). */
@@ -147,6 +162,7 @@ typedef struct vb_cc_settings {
     double memory_fraction;              /* < 0 (default): not set; else [0, 1] */
     uint64_t chunk_mb;                   /* VM sources: large-pool chunk size (stitch: smallest growth); 0: 20 MiB */
     uint64_t handle_max_mb;              /* stitch: largest physical handle; 0: no limit (stitch sets 64) */
+    uint64_t stitch_max_maps;            /* stitch: most mappings one stitched range takes; 0: never stitch */
 } vb_cc_settings;
 
 /* The defaults above. */
@@ -194,6 +210,7 @@ struct vb_cc_allocator {
     uint64_t allowed_memory_maximum;
     uint64_t large_chunk;         /* bytes; VM sources' large-pool chunk (settings' chunk_mb) */
     uint64_t handle_max;          /* bytes; stitch's largest handle (settings' handle_max_mb); 0: no limit */
+    uint64_t stitch_max_maps;     /* stitch: most mappings one stitched range takes; 0: never stitch */
 
     vb_cc_pool small_pool, large_pool;
     vb_addr_map allocated_blocks; /* address -> block, for free and record_stream */
@@ -264,7 +281,8 @@ void vb_cc_pool_stop_indexing(vb_cc_pool *pool);
 vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, vb_stream stream,
                              vb_cc_pool *pool, vb_cc_segment *segment);
 
-/* Puts a block struct (in no set, unlinked) on the spare list. */
+/* Puts a block struct (in no set, unlinked) on the spare list; its segment
+ * becomes NULL. */
 void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block);
 
 /* insert_into_blocks: into the pool's free set, stamping its age base. */
@@ -272,6 +290,10 @@ void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block);
 
 /* Removes a block from the pool's free set. */
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block);
+
+/* Visits the pool's free blocks stream by stream, each stream's from the
+ * largest down; `visit` returns 0 to skip the rest of that stream. */
+void vb_cc_pool_walk_largest(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_block *block), void *context);
 
 /* Links `block` between `before` and `after` (either may be NULL), keeping
  * the segment's head right. */
@@ -293,6 +315,9 @@ static inline int vb_cc_block_is_split(const vb_cc_block *block)
 {
     return block->prev != NULL || block->next != NULL;
 }
+
+/* The block handed out at `addr`, or NULL. */
+vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr);
 
 /* Adds / removes a segment in the allocator's address-ordered set. */
 void vb_cc_segment_add(vb_cc_allocator *cc, vb_cc_segment *segment);

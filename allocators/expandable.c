@@ -32,6 +32,7 @@
 typedef struct expandable_handle {
     size_t first, span;
     vb_phys handle;
+    size_t stitched;              /* stitched ranges mapping part of it: it is not moved or released */
 } expandable_handle;
 
 /* A reserved range (PyTorch's ExpandableSegment); core segment first. */
@@ -41,8 +42,14 @@ typedef struct expandable_segment {
     size_t growth_units;          /* stitch: a new handle covers at least this many units (when it fits) */
     size_t max_units;             /* stitch: and at most this many (cc->handle_max; SIZE_MAX: no limit) */
     int variable;                 /* stitch: one handle per growth, of any whole number of units */
-    expandable_handle *handles;   /* the mapped handles, by first unit */
+    expandable_handle *handles;   /* the mapped handles, by first unit (a stitched range: none) */
     size_t handle_count, handle_capacity;
+    /* A stitched range (segment.borrowed; below): the parts of ranges it maps, in its order, and
+     * while it is lent them, the lent blocks holding them. */
+    struct stitch_piece *pieces;
+    struct vb_cc_block **lent;
+    size_t piece_count;
+    int dormant;                  /* its units are back in their ranges; its mappings stay */
 } expandable_segment;
 
 static expandable_segment *expandable_of(vb_cc_segment *segment)
@@ -138,7 +145,7 @@ static vb_status back_units(vb_cc_allocator *cc, expandable_segment *es, size_t 
     for (size_t i = pool->spare_count; es->variable && at < end && i-- > 0;) {
         size_t span = (size_t)(pool->spare_chunks[i].size / es->chunk_size);
         if (at + span > limit) continue;
-        added[n++] = (expandable_handle){at, span, pool->spare_chunks[i].handle};
+        added[n++] = (expandable_handle){at, span, pool->spare_chunks[i].handle, 0};
         pool->spare_chunks[i] = pool->spare_chunks[--pool->spare_count];
         at += span;
     }
@@ -153,7 +160,7 @@ static vb_status back_units(vb_cc_allocator *cc, expandable_segment *es, size_t 
         vb_phys handle;
         status = dev->ops->vm_create(dev, span * es->chunk_size, &handle);
         if (status == VB_OK) {
-            added[n++] = (expandable_handle){at, span, handle};
+            added[n++] = (expandable_handle){at, span, handle, 0};
             at += span;
         }
     }
@@ -188,7 +195,7 @@ static vb_status map_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t 
     size_t mapped = 0;
     for (; status == VB_OK && mapped < count; mapped++)
         status = dev->ops->vm_map(dev, es->segment.base + added[mapped].first * es->chunk_size,
-                                  added[mapped].span * es->chunk_size, added[mapped].handle);
+                                  added[mapped].span * es->chunk_size, added[mapped].handle, 0);
     if (status != VB_OK) mapped--;
     size_t backed = added[count - 1].first + added[count - 1].span;
     /* One access call over the new handles together, as PyTorch's ExpandableSegment::map does. */
@@ -361,6 +368,496 @@ static vb_status expandable_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, v
 }
 
 /* ------------------------------------------------------------------------ */
+/* Stitched ranges: holes' memory mapped again, side by side (GMLake)        */
+/* ------------------------------------------------------------------------ */
+
+/* Whole moves (reclaim_holes) need a handle to lie wholly in a hole; with
+ * handles of 8-64 MiB most holes hold none, and their memory sits idle
+ * while the range grows. A stitched range maps the 2 MiB units of several
+ * holes, each a part of its handle (cuMemMap takes an offset into the
+ * handle, and a handle may be mapped at several addresses at once), side
+ * by side into a reservation of its own: a segment of the pool that costs
+ * no new memory, with one block that is never split. Its last unit may be
+ * one whose start only is free (a hole ending inside it, where a live
+ * block begins): the block ends where the request does, so neither a
+ * round-up to 2 MiB nor that free start is lost.
+ *
+ * As GMLake keeps its stitched blocks, the mappings stay after the block
+ * is freed: the holes' bytes go back to their ranges at once (bookkeeping
+ * only, so the ranges can use and merge them), and the stitched range
+ * waits, dormant, for a request of its size. When one comes and every
+ * byte it maps is free again, it is lent them once more with no driver
+ * call. Dormant ranges go with empty_cache. While a stitched range maps
+ * part of a handle, that handle is not moved or released
+ * (expandable_handle.stitched). */
+
+/* Bytes [offset, offset + bytes) of a range that a stitched range maps
+ * (offset a whole number of units; bytes too, but for the last piece). */
+typedef struct stitch_piece {
+    expandable_segment *range;
+    uint64_t offset, bytes;
+    vb_addr anchor;               /* a block handed out next to them when they were given back (0: none) */
+} stitch_piece;
+
+/* A free block and the piece of it a stitched range could use. */
+typedef struct hole_piece {
+    vb_cc_block *block;
+    stitch_piece piece;
+} hole_piece;
+
+/* Largest first (the fewest holes, so the fewest mappings), the lowest
+ * address first among equals. */
+static int by_more_bytes(const void *a, const void *b)
+{
+    const hole_piece *ha = a, *hb = b;
+    if (ha->piece.bytes != hb->piece.bytes) return ha->piece.bytes < hb->piece.bytes ? 1 : -1;
+    return ha->block->addr < hb->block->addr ? -1 : ha->block->addr > hb->block->addr;
+}
+
+/* The whole units of free block `block` of a range, into *out; the bytes. */
+static uint64_t whole_units_in(vb_cc_block *block, hole_piece *out)
+{
+    expandable_segment *es = expandable_of(block->segment);
+    uint64_t unit = es->chunk_size, offset = block->addr - es->segment.base;
+    uint64_t begin = (offset + unit - 1) / unit * unit, end = (offset + block->size) / unit * unit;
+    *out = (hole_piece){block, {es, begin, end > begin ? end - begin : 0, 0}};
+    return out->piece.bytes;
+}
+
+/* The free start of the unit a free block ends inside, into *out; the bytes. */
+static uint64_t free_start_in(vb_cc_block *block, hole_piece *out)
+{
+    expandable_segment *es = expandable_of(block->segment);
+    uint64_t unit = es->chunk_size, offset = block->addr - es->segment.base;
+    uint64_t last = (offset + block->size) / unit * unit;
+    *out = (hole_piece){block, {es, last, last >= offset ? offset + block->size - last : 0, 0}};
+    return out->piece.bytes;
+}
+
+/* 1 if `block` is memory a stitched range may be lent: free, mapped, with
+ * nothing pending, in one of the pool's own ranges (not a stitched one). */
+static int lendable(const vb_cc_block *block, const vb_cc_pool *pool)
+{
+    return block->mapped && vb_cc_block_available(block) && block->segment->pool == pool &&
+           !block->segment->borrowed;
+}
+
+/* The first and past-the-last units a piece touches. */
+static size_t first_unit(const stitch_piece *piece)
+{
+    return (size_t)(piece->offset / piece->range->chunk_size);
+}
+
+static size_t end_unit(const stitch_piece *piece)
+{
+    uint64_t unit = piece->range->chunk_size;
+    return (size_t)((piece->offset + piece->bytes + unit - 1) / unit);
+}
+
+/* The index of the handle holding unit `unit` of range `es`. */
+static size_t handle_of_unit(const expandable_segment *es, size_t unit)
+{
+    return handle_lower_bound(es, unit + 1) - 1;
+}
+
+/* Applies `step` (+1, -1 or 0) to the stitched counts of the handles a
+ * piece maps; returns how many mappings it takes (one per handle). */
+static size_t count_piece_maps(const stitch_piece *piece, int step)
+{
+    expandable_segment *es = piece->range;
+    size_t maps = 0, end = end_unit(piece);
+    for (size_t at = handle_of_unit(es, first_unit(piece)); at < es->handle_count && es->handles[at].first < end;
+         at++) {
+        es->handles[at].stitched += step;
+        maps++;
+    }
+    return maps;
+}
+
+/* What pick_holes gathers from the free blocks, largest first. */
+typedef struct hole_search {
+    uint64_t whole, rest;         /* bytes wanted in whole units; the rest under a unit */
+    hole_piece *holes;            /* blocks with whole units, as found */
+    size_t count, capacity;
+    hole_piece tail;              /* the smallest free unit start seen that holds `rest` */
+    size_t seen;                  /* blocks looked at */
+    vb_stream stream;             /* the stream being walked, and its whole units' bytes */
+    uint64_t stream_bytes;
+    uint64_t total;               /* whole units' bytes found, all streams */
+    int failed;                   /* host memory ran out */
+} hole_search;
+
+/* Makes room for one more hole piece; -1 when host memory runs out. */
+static int reserve_hole(hole_search *search)
+{
+    if (search->count < search->capacity) return 0;
+    size_t capacity = search->capacity ? 2 * search->capacity : 64;
+    hole_piece *grown = realloc(search->holes, capacity * sizeof *grown);
+    if (!grown) return -1;
+    search->holes = grown;
+    search->capacity = capacity;
+    return 0;
+}
+
+/* vb_cc_pool_walk_largest visitor: takes a free block's whole units until
+ * its stream's cover what is wanted (with a unit to spare when there is a
+ * rest), and notes free unit starts for the rest; 0 when the stream has
+ * given enough. */
+static int gather_hole(void *context, vb_cc_block *block)
+{
+    hole_search *search = context;
+    if (search->seen++ == 0 || block->stream != search->stream) {
+        search->stream = block->stream;
+        search->stream_bytes = 0;
+    }
+    hole_piece hole;
+    if (search->rest && free_start_in(block, &hole) >= search->rest &&
+        (!search->tail.block || hole.piece.bytes < search->tail.piece.bytes))
+        search->tail = hole;
+    if (search->stream_bytes >= search->whole + (search->rest ? VB_CC_SMALL_BUFFER : 0))
+        return search->rest != 0; /* only a tail is looked for now, among all the stream's free blocks */
+    if (whole_units_in(block, &hole) == 0) return 1;
+    if (reserve_hole(search) != 0) {
+        search->failed = 1;
+        return 0;
+    }
+    search->holes[search->count++] = hole;
+    search->stream_bytes += hole.piece.bytes;
+    search->total += hole.piece.bytes;
+    return 1;
+}
+
+/* Picks the pieces for `size` bytes out of free blocks of the pool's own
+ * ranges (any stream), into *picked (malloc'd, *count of them, in the
+ * order they are mapped): whole units of the largest free blocks first
+ * (the lowest address among equals), then the rest, when it is not a
+ * whole unit, from the smallest free start of a unit (where a free block
+ * ends inside it) that holds it among those looked at, else one more
+ * whole unit. 0 when they cover `size` within cc->stitch_max_maps
+ * mappings; -1 when not (nothing picked). *available gets the whole
+ * units' bytes found either way (all of them, or enough). */
+static int pick_holes(vb_cc_allocator *cc, vb_cc_pool *pool, uint64_t size, hole_piece **picked, size_t *count,
+                      uint64_t *available)
+{
+    const uint64_t unit = VB_CC_SMALL_BUFFER;
+    hole_search search = {.whole = size / unit * unit, .rest = size % unit};
+    vb_cc_pool_walk_largest(pool, gather_hole, &search);
+    *available = search.total;
+    uint64_t whole = search.whole;
+    /* Without a free start to end in, the rest takes a whole unit. */
+    if (search.rest && !search.tail.block) whole += unit;
+    if (search.failed || search.total < whole) {
+        free(search.holes);
+        return -1;
+    }
+    if (search.count) qsort(search.holes, search.count, sizeof *search.holes, by_more_bytes);
+    uint64_t taken = 0;
+    size_t maps = 0, n = 0;
+    for (; taken < whole; n++) {
+        stitch_piece *piece = &search.holes[n].piece;
+        if (piece->bytes > whole - taken) piece->bytes = whole - taken;
+        maps += count_piece_maps(piece, 0);
+        taken += piece->bytes;
+    }
+    /* The tail's unit may follow whole units taken from its own block: they
+     * end where it starts. */
+    if (search.rest && search.tail.block) {
+        search.tail.piece.bytes = search.rest;
+        search.count = n; /* the pieces past n are not used: the tail goes there */
+        if (reserve_hole(&search) != 0) {
+            free(search.holes);
+            return -1;
+        }
+        search.holes[n++] = search.tail;
+        maps += count_piece_maps(&search.tail.piece, 0);
+    }
+    if (maps > cc->stitch_max_maps) {
+        free(search.holes);
+        return -1;
+    }
+    *picked = search.holes;
+    *count = n;
+    return 0;
+}
+
+/* Maps the units a piece touches at `at` + *mapped, one vm_map per handle
+ * they lie in; the bytes mapped are added to *mapped (on failure too). */
+static vb_status map_piece(vb_device *dev, const stitch_piece *piece, vb_addr at, uint64_t *mapped)
+{
+    const expandable_segment *es = piece->range;
+    size_t end = end_unit(piece);
+    for (size_t unit = first_unit(piece), index = handle_of_unit(es, unit); unit < end; index++) {
+        const expandable_handle *h = &es->handles[index];
+        size_t stop = h->first + h->span < end ? h->first + h->span : end;
+        uint64_t bytes = (stop - unit) * es->chunk_size;
+        vb_status status = dev->ops->vm_map(dev, at + *mapped, bytes, h->handle, (unit - h->first) * es->chunk_size);
+        if (status != VB_OK) return status;
+        *mapped += bytes;
+        unit = stop;
+    }
+    return VB_OK;
+}
+
+/* The block of the piece's range holding its first byte, found by walking
+ * the range's blocks from a block near it: *hint (the block found last
+ * time) when it is still a block of that range (recycled structs have no
+ * segment), else the piece's anchor while it is handed out, else the
+ * range's head. *hint becomes the block found. */
+static vb_cc_block *block_at(vb_cc_allocator *cc, const stitch_piece *piece, vb_cc_block **hint)
+{
+    vb_addr lo = piece->range->segment.base + piece->offset;
+    const vb_cc_segment *range = &piece->range->segment;
+    vb_cc_block *block = *hint && (*hint)->segment == range ? *hint : NULL;
+    if (!block && piece->anchor) block = vb_cc_allocated_at(cc, piece->anchor);
+    if (!block || block->segment != range) block = piece->range->segment.head;
+    while (block->addr > lo) block = block->prev;
+    while (block->addr + block->size <= lo) block = block->next;
+    *hint = block;
+    return block;
+}
+
+/* The free block of the piece's range that holds all its bytes, or NULL;
+ * *hint as block_at's. */
+static vb_cc_block *hole_holding(vb_cc_allocator *cc, const stitch_piece *piece, vb_cc_pool *pool,
+                                 vb_cc_block **hint)
+{
+    vb_cc_block *block = block_at(cc, piece, hint);
+    vb_addr hi = piece->range->segment.base + piece->offset + piece->bytes;
+    return block->addr + block->size >= hi && lendable(block, pool) ? block : NULL;
+}
+
+/* Lends the piece's bytes out of free hole `block` (which holds them): the
+ * parts before and after stay free in the pool (in the structs given, or
+ * recycled), `block` itself becomes the lent middle. */
+static void lend_piece(vb_cc_allocator *cc, vb_cc_block *block, const stitch_piece *piece, vb_cc_block *before,
+                       vb_cc_block *after)
+{
+    vb_addr start = piece->range->segment.base + piece->offset;
+    uint64_t before_size = start - block->addr, after_size = block->size - before_size - piece->bytes;
+    vb_cc_pool_erase(block->pool, block);
+    if (before_size) {
+        before->addr = block->addr;
+        before->size = before_size;
+        before->stream = block->stream;
+        before->segment = block->segment;
+        vb_cc_splice(before, block->prev, block);
+        vb_cc_pool_insert(block->pool, before);
+    } else {
+        vb_cc_block_recycle(cc, before);
+    }
+    if (after_size) {
+        after->addr = start + piece->bytes;
+        after->size = after_size;
+        after->stream = block->stream;
+        after->segment = block->segment;
+        vb_cc_splice(after, block, block->next);
+        vb_cc_pool_insert(block->pool, after);
+    } else {
+        vb_cc_block_recycle(cc, after);
+    }
+    block->addr = start;
+    block->size = piece->bytes;
+    block->allocated = VB_CC_LENT;
+}
+
+/* Lends stitched range `es` its pieces again, when each lies in a free
+ * hole: 1 (its block is free again, in no set), else 0 and nothing
+ * changed. No driver call but stream waits: work queued on a hole's own
+ * stream may still use it, so another stream's range waits for it first
+ * (as unmap_block does). */
+static int lend_stitched(vb_cc_allocator *cc, expandable_segment *es)
+{
+    vb_cc_pool *pool = &cc->large_pool; /* where its holes are */
+    for (size_t i = 0; i < es->piece_count; i++)
+        if (!hole_holding(cc, &es->pieces[i], pool, &es->lent[i])) return 0;
+    vb_cc_block **structs = malloc(2 * es->piece_count * sizeof *structs);
+    size_t made = 0;
+    while (structs && made < 2 * es->piece_count && (structs[made] = vb_cc_block_new(cc, 0, 0, 0, pool, NULL)))
+        made++;
+    if (made < 2 * es->piece_count) {
+        while (made) vb_cc_block_recycle(cc, structs[--made]);
+        free(structs);
+        return 0;
+    }
+    /* Found again one by one: pieces of one hole lie in what the last left of it. */
+    for (size_t i = 0; i < es->piece_count; i++) {
+        hole_holding(cc, &es->pieces[i], pool, &es->lent[i]);
+        if (es->lent[i]->stream != es->segment.stream)
+            cc->device->ops->stream_synchronize(cc->device, es->lent[i]->stream);
+        lend_piece(cc, es->lent[i], &es->pieces[i], structs[2 * i], structs[2 * i + 1]);
+    }
+    free(structs);
+    es->segment.head->allocated = 0;
+    es->dormant = 0;
+    return 1;
+}
+
+/* Gives the units a stitched range was lent back to their ranges (free
+ * blocks of the pool, merged with their neighbours); the range stays
+ * mapped, dormant (its block marked VB_CC_LENT: shown by no segment
+ * visit). Work queued on the range's stream may still use the memory:
+ * another stream's range waits for it first. */
+static void return_stitched(vb_cc_allocator *cc, expandable_segment *es)
+{
+    for (size_t i = 0; i < es->piece_count; i++) {
+        vb_cc_block *hole = es->lent[i];
+        if (hole->stream != es->segment.stream)
+            cc->device->ops->stream_synchronize(cc->device, es->segment.stream);
+        hole->allocated = 0;
+        vb_cc_try_merge(cc, hole, hole->prev);
+        vb_cc_try_merge(cc, hole, hole->next);
+        vb_cc_pool_insert(hole->pool, hole);
+        vb_cc_block *near = hole->next && hole->next->allocated == 1 ? hole->next : hole->prev;
+        es->pieces[i].anchor = near && near->allocated == 1 ? near->addr : 0;
+    }
+    es->segment.head->allocated = VB_CC_LENT;
+    es->dormant = 1;
+}
+
+/* A stitched range's mappings and reservation go; the stitched counts of
+ * the handles it mapped drop. Its units must not be lent (dormant, or at
+ * destroy). */
+static void unmap_stitched(vb_cc_allocator *cc, expandable_segment *es)
+{
+    cc->device->ops->vm_unmap(cc->device, es->segment.base, es->segment.size);
+    cc->device->ops->vm_free(cc->device, es->segment.base, es->segment.size);
+    for (size_t i = 0; i < es->piece_count; i++) count_piece_maps(&es->pieces[i], -1);
+    free(es->pieces);
+    free(es->lent);
+}
+
+/* Dormant stitched ranges a pool keeps at most: past it the oldest goes
+ * (its mappings cost nothing while kept, but each pins its handles, and
+ * reuse_stitched looks through them all). */
+#define STITCHED_RANGES_MAX 4096
+
+/* Removes dormant stitched range `es` from the pool's list (at `index`),
+ * unmaps it and frees it. */
+static void drop_stitched(vb_cc_allocator *cc, vb_cc_pool *pool, size_t index)
+{
+    expandable_segment *es = expandable_of(pool->stitched[index]);
+    memmove(pool->stitched + index, pool->stitched + index + 1,
+            (pool->stitched_count - index - 1) * sizeof *pool->stitched);
+    pool->stitched_count--;
+    vb_cc_segment_remove(cc, &es->segment);
+    cc->device->ops->stream_synchronize(cc->device, es->segment.stream);
+    unmap_stitched(cc, es);
+    vb_cc_block_recycle(cc, es->segment.head);
+    free(es);
+}
+
+/* Serves `size` bytes of the pool for `stream` from a new stitched range
+ * over holes, when they cover it within cc->stitch_max_maps mappings: *out
+ * is its one block (free, mapped, in no set). *out stays NULL (VB_OK) when
+ * they do not; *available is then the bytes of whole free units the holes
+ * hold. A driver failure is undone and returned. */
+static vb_status stitch_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
+                              vb_cc_block **out, uint64_t *available)
+{
+    vb_cc_pool *from = &cc->large_pool; /* holes of the large pool's ranges serve both pools */
+    vb_device *dev = cc->device;
+    const uint64_t unit = VB_CC_SMALL_BUFFER; /* stitch's ranges all have 2 MiB units (new_range) */
+    hole_piece *holes = NULL;
+    size_t count = 0;
+    *out = NULL;
+    *available = 0;
+    if (pick_holes(cc, from, size, &holes, &count, available) != 0) return VB_OK;
+    expandable_segment *es = calloc(1, sizeof *es);
+    stitch_piece *pieces = calloc(count, sizeof *pieces);
+    vb_cc_block **lent = calloc(count, sizeof *lent);
+    if (pool->stitched_count == pool->stitched_capacity) {
+        size_t capacity = pool->stitched_capacity ? 2 * pool->stitched_capacity : 16;
+        vb_cc_segment **grown = realloc(pool->stitched, capacity * sizeof *grown);
+        if (grown) {
+            pool->stitched = grown;
+            pool->stitched_capacity = capacity;
+        } else {
+            free(es);
+            es = NULL; /* reported below as out of host memory */
+        }
+    }
+    uint64_t range_size = 0, block_size = 0, mapped = 0;
+    for (size_t i = 0; i < count; i++) {
+        range_size += (end_unit(&holes[i].piece) - first_unit(&holes[i].piece)) * unit;
+        block_size += holes[i].piece.bytes;
+    }
+    vb_addr base = 0;
+    vb_cc_block *block = NULL;
+    vb_status status = es && pieces && lent ? dev->ops->vm_reserve(dev, range_size, &base)
+                                           : vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    if (status == VB_OK && !(block = vb_cc_block_new(cc, base, block_size, stream, pool, &es->segment)))
+        status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    for (size_t i = 0; status == VB_OK && i < count; i++) {
+        pieces[i] = holes[i].piece;
+        lent[i] = holes[i].block; /* where lend_stitched looks first */
+        status = map_piece(dev, &pieces[i], base, &mapped);
+    }
+    if (status == VB_OK) status = dev->ops->vm_set_access(dev, base, range_size);
+    free(holes);
+    if (status == VB_OK) {
+        es->chunk_size = unit;
+        es->pieces = pieces;
+        es->piece_count = count;
+        es->lent = lent;
+        es->segment = (vb_cc_segment){.base = base, .size = range_size, .head = block, .pool = pool,
+                                      .stream = stream, .borrowed = 1};
+        block->allocated = VB_CC_LENT;
+        es->dormant = 1;
+        if (lend_stitched(cc, es)) {
+            for (size_t i = 0; i < count; i++) count_piece_maps(&pieces[i], +1);
+            vb_cc_segment_add(cc, &es->segment);
+            pool->stitched[pool->stitched_count++] = &es->segment;
+            for (size_t i = 0; pool->stitched_count > STITCHED_RANGES_MAX && i < pool->stitched_count; i++)
+                if (expandable_of(pool->stitched[i])->dormant) drop_stitched(cc, pool, i);
+            *out = block;
+            return VB_OK;
+        }
+        status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
+    if (mapped) dev->ops->vm_unmap(dev, base, mapped);
+    if (block) {
+        dev->ops->vm_free(dev, base, range_size);
+        vb_cc_block_recycle(cc, block);
+    }
+    free(lent);
+    free(pieces);
+    free(es);
+    return status;
+}
+
+/* A dormant stitched range of the stream's pool made for a request of
+ * just this size (a loop asks for the same sizes again) whose bytes are
+ * all free again, lent them (its one block: free, mapped, in no set), or
+ * NULL. */
+static vb_cc_block *reuse_stitched(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size)
+{
+    for (size_t i = 0; i < pool->stitched_count; i++) {
+        vb_cc_segment *segment = pool->stitched[i];
+        expandable_segment *es = expandable_of(segment);
+        if (es->dormant && segment->stream == stream && segment->head->size >= size &&
+            segment->head->size - size < es->chunk_size && lend_stitched(cc, es))
+            return segment->head;
+    }
+    return NULL;
+}
+
+/* empty_cache's first step: every dormant stitched range of the pool goes. */
+static void release_stitched(vb_cc_allocator *cc, vb_cc_pool *pool)
+{
+    for (size_t i = pool->stitched_count; i-- > 0;)
+        if (expandable_of(pool->stitched[i])->dormant) drop_stitched(cc, pool, i);
+}
+
+/* take_freed of the stitching source: a stitched range's block (its
+ * whole, never split) gives its units back and waits, dormant. */
+static int stitching_take_freed(vb_cc_allocator *cc, vb_cc_block *block)
+{
+    if (!block->segment->borrowed || vb_cc_block_is_split(block)) return 0;
+    return_stitched(cc, expandable_of(block->segment));
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Shrinking: unmap_block, release_blocks                                     */
 /* ------------------------------------------------------------------------ */
 
@@ -377,9 +874,11 @@ static size_t unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t max_ch
     size_t begin = (offset + es->chunk_size - 1) / es->chunk_size;
     size_t last = (offset + block->size) / es->chunk_size;
     /* Whole handles only: skip the rest of one that starts before the block,
-     * stop before one that ends after it or once max_chunks units are taken. */
+     * stop before one that ends after it, one a stitched range maps, or
+     * once max_chunks units are taken. */
     size_t from = handle_lower_bound(es, begin), to = from, units = 0;
-    while (to < es->handle_count && es->handles[to].first + es->handles[to].span <= last && units < max_chunks)
+    while (to < es->handle_count && es->handles[to].first + es->handles[to].span <= last && units < max_chunks &&
+           !es->handles[to].stitched)
         units += es->handles[to++].span;
     if (to == from) return 0;
     begin = es->handles[from].first;
@@ -439,23 +938,35 @@ static void release_range(vb_cc_allocator *cc, vb_cc_block *block)
 static void expandable_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
 {
     release_spares(cc, pool);
+    /* Both pools' stitched ranges may map this pool's handles: all dormant ones go first. */
+    release_stitched(cc, &cc->small_pool);
+    release_stitched(cc, &cc->large_pool);
     vb_oset_node *node = vb_oset_first(&pool->blocks);
     while (node) {
         vb_oset_node *next = vb_oset_next(&pool->blocks, node);
         vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, node);
+        if (block->segment->borrowed) {
+            node = next;
+            continue;
+        }
         unmap_block(cc, block, SIZE_MAX, NULL);
         if (!block->mapped && !vb_cc_block_is_split(block)) release_range(cc, block);
         node = next;
     }
 }
 
-/* At destroy: every mapped handle and the range go back. */
+/* At destroy: every mapped handle and the range go back (a stitched
+ * range's mappings first: the core destroys borrowed segments first). */
 static void expandable_destroy_segment(vb_cc_allocator *cc, vb_cc_segment *segment)
 {
     expandable_segment *es = expandable_of(segment);
-    unmap_chunks(cc, es, 0, es->handle_count, NULL);
-    cc->device->ops->vm_free(cc->device, segment->base, segment->size);
-    free(es->handles);
+    if (segment->borrowed) {
+        unmap_stitched(cc, es);
+    } else {
+        unmap_chunks(cc, es, 0, es->handle_count, NULL);
+        cc->device->ops->vm_free(cc->device, segment->base, segment->size);
+        free(es->handles);
+    }
     free(es);
 }
 
@@ -470,6 +981,7 @@ static const vb_cc_source expandable_segments = {
 /* ------------------------------------------------------------------------ */
 /* Stitching: handles from holes before new ones (the `stitch` strategy)     */
 /* ------------------------------------------------------------------------ */
+
 
 /* The units expandable_alloc_block needs mapped to serve `size` bytes from
  * `candidate` (what find_expandable_block chose); *last is set to the last
@@ -521,7 +1033,7 @@ static size_t reclaim_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_cc_block *
     for (vb_oset_node *node = vb_oset_first(&cc->segments); node && taken < wanted;
          node = vb_oset_next(&cc->segments, node)) {
         vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
-        if (segment->pool != pool) continue;
+        if (segment->pool != pool || segment->borrowed) continue;
         for (vb_cc_block *block = segment->head; block && taken < wanted; block = block->next)
             if (is_hole(block, keep, lo, hi))
                 taken += unmap_block(cc, block, wanted - taken, pool);
@@ -537,20 +1049,61 @@ static size_t spare_units(const vb_cc_pool *pool, uint64_t unit)
     return units;
 }
 
+/* Maps `lack` bytes (whole units, one handle of just that size) where the
+ * range grows at `candidate` (find_expandable_block's choice): the new
+ * memory joins the free blocks there, a hole like the others. */
+static vb_status grow_by(vb_cc_allocator *cc, vb_cc_block *candidate, uint64_t lack)
+{
+    vb_cc_block *unmapped = candidate->mapped ? candidate->next : candidate;
+    expandable_segment *es = expandable_of(unmapped->segment);
+    size_t growth_units = es->growth_units;
+    es->growth_units = 1; /* no chunk_mb round-up: the holes hold the rest */
+    vb_status status = map_block(cc, unmapped, lack < unmapped->size ? lack : unmapped->size);
+    es->growth_units = growth_units;
+    return status;
+}
+
 /* alloc_block of the stitching source: where expandable would map new
- * memory, it first takes the pool's spare handles, then unmaps handles
- * lying wholly in holes (free memory stranded between live blocks) and
- * maps those, creating a handle only for the rest. A whole free handle in
- * a hole therefore never outlasts a request for new memory. Spares a
- * request could not place stay held for the next one. */
+ * memory, a large request is served, in this order, by
+ *   1. a dormant stitched range of its size whose holes are free again (no driver call);
+ *   2. a new stitched range over holes (a map per handle part, one access call);
+ *   3. when the holes lack only a few units, those units grown where the
+ *      range would grow (one handle of just that size), then 2;
+ *   4. expandable's growth, which first takes the pool's spare handles,
+ *      then handles lying wholly in holes (unmapped there and mapped where
+ *      the request goes), creating a handle only for the rest.
+ * A small request goes straight to 4. Spares a request could not place
+ * stay held for the next one. */
 static vb_status stitching_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
                                        uint64_t alloc_size, vb_cc_block **out)
 {
+    uint64_t stitched_size = pool->is_small ? VB_CC_SMALL_BUFFER : size; /* a small range: one unit, split */
+    if ((*out = reuse_stitched(cc, pool, stream, stitched_size)) != NULL) return VB_OK;
     vb_cc_block *candidate = NULL, *last = NULL;
     vb_status status = find_expandable_block(cc, pool, stream, size, &candidate);
     if (status != VB_OK) return status;
     size_t wanted = chunks_to_map(candidate, size, &last);
     size_t spare = spare_units(pool, expandable_of(candidate->segment)->chunk_size);
+    int stitching = wanted > spare && cc->stitch_max_maps != 0;
+    if (stitching && pool->is_small) {
+        uint64_t available = 0;
+        status = stitch_holes(cc, pool, stream, stitched_size, out, &available);
+        if (status != VB_OK || *out) return status;
+    } else if (stitching) {
+        uint64_t available = 0, needed = (size + VB_CC_SMALL_BUFFER - 1) / VB_CC_SMALL_BUFFER * VB_CC_SMALL_BUFFER;
+        status = stitch_holes(cc, pool, stream, size, out, &available);
+        if (status != VB_OK || *out) return status;
+        /* 3: fewer new units than expandable's growth would map. */
+        if (available < needed && (needed - available) / VB_CC_SMALL_BUFFER < wanted - spare) {
+            status = grow_by(cc, candidate, needed - available);
+            if (status != VB_OK) return status;
+            status = stitch_holes(cc, pool, stream, size, out, &available);
+            if (status != VB_OK || *out) return status;
+            status = find_expandable_block(cc, pool, stream, size, &candidate);
+            if (status != VB_OK) return status;
+            wanted = chunks_to_map(candidate, size, &last);
+        }
+    }
     if (wanted > spare) reclaim_holes(cc, pool, candidate, last, wanted - spare);
     return expandable_alloc_block(cc, pool, stream, size, alloc_size, out);
 }
@@ -561,6 +1114,7 @@ const vb_cc_source vb_cc_stitching_segments = {
     .release_pool = expandable_release_pool,
     .release_block = NULL,
     .destroy_segment = expandable_destroy_segment,
+    .take_freed = stitching_take_freed,
 };
 
 /* ------------------------------------------------------------------------ */

@@ -47,7 +47,8 @@
 /* Default large-pool growth step and largest handle in MiB (see README
  * "stitch: memory against driver calls"). */
 #define STITCH_DEFAULT_CHUNK_MB 8
-#define STITCH_DEFAULT_HANDLE_MAX_MB 64
+#define STITCH_DEFAULT_HANDLE_MAX_MB 0
+#define STITCH_DEFAULT_MAX_MAPS 16
 
 /* The options of `caching`/`expandable` that apply (PyTorch's, read the
  * same way) and the chunk size. */
@@ -62,6 +63,10 @@ static const vb_option stitch_options[] = {
     {"handle_max_mb", VB_OPTION_U64, offsetof(vb_cc_settings, handle_max_mb), 0, 1048576,
      "largest physical handle in MiB (a growth past it creates several); smaller = more holes hold a whole "
      "handle (less memory), more driver calls; 0: no limit; default 64"},
+    {"stitch_max_maps", VB_OPTION_U64, offsetof(vb_cc_settings, stitch_max_maps), 0, 4096,
+     "most mappings (one per part of a handle) a stitched range over free holes may take before the pool "
+     "grows instead; each costs a map and its share of the access call; 0: never stitch; default 16"},
+
 };
 
 #define STITCH_OPTION_COUNT (sizeof stitch_options / sizeof stitch_options[0])
@@ -75,6 +80,7 @@ static vb_status stitch_create(vb_device *dev, const vb_config *config, void **s
     vb_cc_default_settings(&settings);
     settings.chunk_mb = STITCH_DEFAULT_CHUNK_MB;
     settings.handle_max_mb = STITCH_DEFAULT_HANDLE_MAX_MB;
+    settings.stitch_max_maps = STITCH_DEFAULT_MAX_MAPS;
     return vb_cc_create_with(dev, config, stitch_options, STITCH_OPTION_COUNT, &vb_cc_stitching_segments,
                              "stitch", &settings, state);
 }

@@ -5,9 +5,10 @@ figure(data) draws what tools/stitch_tradeoff.py measured on the simulated
 device: for each workload, stitch's overhead ratio (peak reserved / peak
 requested) against its VM driver calls (left) and against its estimated GPU
 time over caching's (right: host time + calls x the per-call costs measured
-by tools/probe_driver.c), one point per setting (chunk_mb/handle_max_mb:
-"8/8" fixed 8 MiB chunks, "8/-" one handle per growth of at least 8 MiB),
-joined in order of calls.
+by tools/probe_driver.c), one point per setting (chunk_mb/handle_max_mb and
+stitch_max_maps: "8/8 s0" fixed 8 MiB chunks and no stitched ranges, "8/- s16"
+one handle per growth of at least 8 MiB and stitched ranges of up to 16
+mappings), joined in order of calls.
 Standalone: imports only matplotlib.
 
     python3 plots/stitch_tradeoff.py DATA.json OUT.png
@@ -22,13 +23,15 @@ from matplotlib.figure import Figure  # noqa: E402
 
 
 def _label(row):
-    """A short name of a stitch row's setting: chunk_mb/handle_max_mb ("-": no maximum), or
-    chunk_mb alone where the row names no handle_max_mb."""
+    """A short name of a stitch row's setting: chunk_mb/handle_max_mb ("-": no maximum), then
+    "s" and stitch_max_maps where the row names it (s0: no stitched ranges); chunk_mb alone where
+    the row names no handle_max_mb."""
     values = dict(item.split("=", 1) for item in row["config"].split(",") if "=" in item)
     chunk = values.get("chunk_mb", "default")
     if "handle_max_mb" not in values:
         return chunk
-    return f"{chunk}/{'-' if values['handle_max_mb'] == '0' else values['handle_max_mb']}"
+    label = f"{chunk}/{'-' if values['handle_max_mb'] == '0' else values['handle_max_mb']}"
+    return label + (f" s{values['stitch_max_maps']}" if "stitch_max_maps" in values else "")
 
 
 def figure(data):
@@ -60,7 +63,8 @@ def figure(data):
         axes.axhline(1.02, color="grey", linestyle=":", linewidth=1)
         axes.grid(True, alpha=0.3)
     calls_axes.legend(fontsize=7)
-    fig.suptitle("stitch: handle size trade-off (simulated device; points labelled chunk_mb/handle_max_mb)")
+    fig.suptitle("stitch: handle sizes and stitched ranges (simulated device; points labelled "
+                 "chunk_mb/handle_max_mb s stitch_max_maps)")
     fig.tight_layout()
     return fig
 

@@ -6,8 +6,9 @@ overhead and estimated GPU time, measured on the simulated device.
 
 Runs build/tools/vm-calls (tools/vm_calls.c) for `stitch` with each setting
 of SETTINGS (chunk_mb = the smallest handle a large-pool growth creates,
-handle_max_mb = the largest; equal values give fixed-size chunks, the first
-design's way), and for `caching` and `expandable` as references, on every
+handle_max_mb = the largest, equal values giving fixed-size chunks;
+stitch_max_maps = the most mappings a stitched range takes, 0 for none: the
+previous design), and for `caching` and `expandable` as references, on every
 workload: the fixture traces, tests/fixtures/torch, tests/fixtures/stitch,
 random_mix, capped_training and any trace given. Writes one JSON file:
 {"simulated": true, "cost_us": {...}, "rows": [...]}, each row one workload
@@ -36,8 +37,13 @@ import os
 import subprocess
 import sys
 
-# (chunk_mb, handle_max_mb): fixed-size chunks (equal), one handle per growth (no maximum), capped (8, 64: the default).
-SETTINGS = [(2, 2), (8, 8), (20, 20), (64, 64), (2, 0), (8, 0), (20, 0), (64, 0), (8, 32), (8, 64), (8, 128)]
+# (chunk_mb, handle_max_mb, stitch_max_maps): the default (8, 0, 16: one handle per growth of any
+# size, stitched ranges of up to 16 mappings); stitched ranges of at most 0 (none), 2 ... 64
+# mappings; the previous default (8, 64, 0: handles of at most 64 MiB, whole handles moved), the first
+# design (20, 20, 0: fixed 20 MiB chunks) and fixed 2 MiB chunks; 64 MiB handles and 20 MiB growth steps
+# with stitched ranges.
+SETTINGS = [(8, 0, 16), (8, 0, 0), (8, 0, 2), (8, 0, 4), (8, 0, 8), (8, 0, 64), (8, 64, 0), (20, 20, 0),
+            (2, 2, 0), (8, 64, 16), (20, 0, 16)]
 COST_US = {"create": 16.0, "map": 1.1 + 40.0, "unmap": 23.0, "release": 25.0, "mem_alloc": 82.0}
 WORKLOADS = (["tests/fixtures/traces/resnet50.trace.gz", "tests/fixtures/traces/gpt2.trace.gz", "random_mix",
               "capped_training"] + sorted(glob.glob("tests/fixtures/torch/*.trace.gz"))
@@ -78,8 +84,9 @@ def main(argv):
         return 2
     workloads = WORKLOADS + argv[2:]
     rows = measure(tool, "caching", workloads, []) + measure(tool, "expandable", workloads, [])
-    for chunk_mb, handle_max_mb in SETTINGS:
-        rows += measure(tool, "stitch", workloads, [f"chunk_mb={chunk_mb}", f"handle_max_mb={handle_max_mb}"])
+    for chunk_mb, handle_max_mb, max_maps in SETTINGS:
+        rows += measure(tool, "stitch", workloads, [f"chunk_mb={chunk_mb}", f"handle_max_mb={handle_max_mb}",
+                                                    f"stitch_max_maps={max_maps}"])
     caching_ms = {row["workload"]: row["estimated_ms"] for row in rows if row["allocator"] == "caching"}
     for row in rows:
         row["vs_caching"] = row["estimated_ms"] / caching_ms[row["workload"]]
