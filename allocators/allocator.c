@@ -165,10 +165,10 @@ static vb_status counting_vm_release(vb_device *dev, vb_phys handle)
 }
 
 /* Mapping moves no bytes between device and allocator: counted, passed on. */
-static vb_status counting_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle, uint64_t offset)
+static vb_status counting_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
 {
     vb_device *real = count_call(dev, VB_CALL_VM_MAP);
-    return real->ops->vm_map(real, addr, size, handle, offset);
+    return real->ops->vm_map(real, addr, size, handle);
 }
 
 /* Counted, passed on. */

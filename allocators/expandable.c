@@ -195,7 +195,7 @@ static vb_status map_chunks(vb_cc_allocator *cc, expandable_segment *es, size_t 
     size_t mapped = 0;
     for (; status == VB_OK && mapped < count; mapped++)
         status = dev->ops->vm_map(dev, es->segment.base + added[mapped].first * es->chunk_size,
-                                  added[mapped].span * es->chunk_size, added[mapped].handle, 0);
+                                  added[mapped].span * es->chunk_size, added[mapped].handle);
     if (status != VB_OK) mapped--;
     size_t backed = added[count - 1].first + added[count - 1].span;
     /* One access call over the new handles together, as PyTorch's ExpandableSegment::map does. */
@@ -368,79 +368,47 @@ static vb_status expandable_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, v
 }
 
 /* ------------------------------------------------------------------------ */
-/* Stitched ranges: holes' memory mapped again, side by side (GMLake)        */
+/* Stitched ranges: holes' handles mapped again, side by side (GMLake)       */
 /* ------------------------------------------------------------------------ */
 
-/* Whole moves (reclaim_holes) need a handle to lie wholly in a hole; with
- * handles of 8-64 MiB most holes hold none, and their memory sits idle
- * while the range grows. A stitched range maps the 2 MiB units of several
- * holes, each a part of its handle (cuMemMap takes an offset into the
- * handle, and a handle may be mapped at several addresses at once), side
- * by side into a reservation of its own: a segment of the pool that costs
- * no new memory, with one block that is never split. Its last unit may be
- * one whose start only is free (a hole ending inside it, where a live
- * block begins): the block ends where the request does, so neither a
- * round-up to 2 MiB nor that free start is lost.
+/* A request no free block serves may still fit in the free memory of
+ * several holes. A stitched range maps the handles whose memory those
+ * holes hold, whole (cuMemMap maps only whole handles: base/device.h),
+ * side by side into a reservation of its own, without unmapping them
+ * where they are (a handle may be mapped at several addresses): a segment
+ * of the pool that costs no new memory, with one block that is never
+ * split. Each piece starts where a handle starts inside a hole and takes
+ * the whole handles the hole holds from there; the last piece takes only
+ * what the request still needs, so it may end inside a handle whose rest
+ * is free or live where it is (the stitched range never touches its
+ * mapping of that rest). Only the bytes used are lent: the hole keeps the
+ * others.
  *
  * As GMLake keeps its stitched blocks, the mappings stay after the block
- * is freed: the holes' bytes go back to their ranges at once (bookkeeping
+ * is freed: the lent bytes go back to their ranges at once (bookkeeping
  * only, so the ranges can use and merge them), and the stitched range
  * waits, dormant, for a request of its size. When one comes and every
  * byte it maps is free again, it is lent them once more with no driver
- * call. Dormant ranges go with empty_cache. While a stitched range maps
- * part of a handle, that handle is not moved or released
- * (expandable_handle.stitched). */
+ * call. Dormant ranges go with empty_cache (and past STITCHED_RANGES_MAX).
+ * While a stitched range maps a handle, that handle is not moved or
+ * released (expandable_handle.stitched). */
 
-/* Bytes [offset, offset + bytes) of a range that a stitched range maps
- * (offset a whole number of units; bytes too, but for the last piece). */
+/* Bytes [offset, offset + bytes) of a range that a stitched range maps:
+ * offset is where a handle starts; bytes are whole handles but for the
+ * last piece. */
 typedef struct stitch_piece {
     expandable_segment *range;
     uint64_t offset, bytes;
     vb_addr anchor;               /* a block handed out next to them when they were given back (0: none) */
 } stitch_piece;
 
-/* A free block and the piece of it a stitched range could use. */
+/* What a free block offers: from the first handle start inside it to its
+ * end (`piece`), of which `whole` bytes are whole handles. */
 typedef struct hole_piece {
     vb_cc_block *block;
     stitch_piece piece;
+    uint64_t whole;
 } hole_piece;
-
-/* Largest first (the fewest holes, so the fewest mappings), the lowest
- * address first among equals. */
-static int by_more_bytes(const void *a, const void *b)
-{
-    const hole_piece *ha = a, *hb = b;
-    if (ha->piece.bytes != hb->piece.bytes) return ha->piece.bytes < hb->piece.bytes ? 1 : -1;
-    return ha->block->addr < hb->block->addr ? -1 : ha->block->addr > hb->block->addr;
-}
-
-/* The whole units of free block `block` of a range, into *out; the bytes. */
-static uint64_t whole_units_in(vb_cc_block *block, hole_piece *out)
-{
-    expandable_segment *es = expandable_of(block->segment);
-    uint64_t unit = es->chunk_size, offset = block->addr - es->segment.base;
-    uint64_t begin = (offset + unit - 1) / unit * unit, end = (offset + block->size) / unit * unit;
-    *out = (hole_piece){block, {es, begin, end > begin ? end - begin : 0, 0}};
-    return out->piece.bytes;
-}
-
-/* The free start of the unit a free block ends inside, into *out; the bytes. */
-static uint64_t free_start_in(vb_cc_block *block, hole_piece *out)
-{
-    expandable_segment *es = expandable_of(block->segment);
-    uint64_t unit = es->chunk_size, offset = block->addr - es->segment.base;
-    uint64_t last = (offset + block->size) / unit * unit;
-    *out = (hole_piece){block, {es, last, last >= offset ? offset + block->size - last : 0, 0}};
-    return out->piece.bytes;
-}
-
-/* 1 if `block` is memory a stitched range may be lent: free, mapped, with
- * nothing pending, in one of the pool's own ranges (not a stitched one). */
-static int lendable(const vb_cc_block *block, const vb_cc_pool *pool)
-{
-    return block->mapped && vb_cc_block_available(block) && block->segment->pool == pool &&
-           !block->segment->borrowed;
-}
 
 /* The first and past-the-last units a piece touches. */
 static size_t first_unit(const stitch_piece *piece)
@@ -460,118 +428,120 @@ static size_t handle_of_unit(const expandable_segment *es, size_t unit)
     return handle_lower_bound(es, unit + 1) - 1;
 }
 
+/* What free block `block` of a range offers, into *out; 0 when no handle
+ * starts inside it. */
+static uint64_t hole_in(vb_cc_block *block, hole_piece *out)
+{
+    expandable_segment *es = expandable_of(block->segment);
+    uint64_t unit = es->chunk_size, offset = block->addr - es->segment.base, end = offset + block->size;
+    size_t index = handle_lower_bound(es, (size_t)((offset + unit - 1) / unit));
+    *out = (hole_piece){block, {es, 0, 0, 0}, 0};
+    if (index >= es->handle_count || es->handles[index].first * unit >= end) return 0;
+    out->piece.offset = es->handles[index].first * unit;
+    out->piece.bytes = end - out->piece.offset;
+    for (; index < es->handle_count && (es->handles[index].first + es->handles[index].span) * unit <= end; index++)
+        out->whole += es->handles[index].span * unit;
+    return out->piece.bytes;
+}
+
+/* 1 if `block` is memory a stitched range may be lent: free, mapped, with
+ * nothing pending, in one of the pool's own ranges (not a stitched one). */
+static int lendable(const vb_cc_block *block, const vb_cc_pool *pool)
+{
+    return block->mapped && vb_cc_block_available(block) && block->segment->pool == pool &&
+           !block->segment->borrowed;
+}
+
 /* Applies `step` (+1, -1 or 0) to the stitched counts of the handles a
- * piece maps; returns how many mappings it takes (one per handle). */
-static size_t count_piece_maps(const stitch_piece *piece, int step)
+ * piece maps; returns how many mappings it takes (one per handle) and,
+ * when `bytes` is not NULL, their bytes in *bytes. */
+static size_t count_piece_maps(const stitch_piece *piece, int step, uint64_t *bytes)
 {
     expandable_segment *es = piece->range;
     size_t maps = 0, end = end_unit(piece);
     for (size_t at = handle_of_unit(es, first_unit(piece)); at < es->handle_count && es->handles[at].first < end;
          at++) {
         es->handles[at].stitched += step;
+        if (bytes) *bytes += es->handles[at].span * es->chunk_size;
         maps++;
     }
     return maps;
 }
 
-/* What pick_holes gathers from the free blocks, largest first. */
+/* The free blocks pick_holes chooses from. */
 typedef struct hole_search {
-    uint64_t whole, rest;         /* bytes wanted in whole units; the rest under a unit */
-    hole_piece *holes;            /* blocks with whole units, as found */
+    hole_piece *holes;
     size_t count, capacity;
-    hole_piece tail;              /* the smallest free unit start seen that holds `rest` */
-    size_t seen;                  /* blocks looked at */
-    vb_stream stream;             /* the stream being walked, and its whole units' bytes */
-    uint64_t stream_bytes;
-    uint64_t total;               /* whole units' bytes found, all streams */
+    uint64_t whole;               /* whole handles' bytes, all holes */
     int failed;                   /* host memory ran out */
 } hole_search;
 
-/* Makes room for one more hole piece; -1 when host memory runs out. */
-static int reserve_hole(hole_search *search)
-{
-    if (search->count < search->capacity) return 0;
-    size_t capacity = search->capacity ? 2 * search->capacity : 64;
-    hole_piece *grown = realloc(search->holes, capacity * sizeof *grown);
-    if (!grown) return -1;
-    search->holes = grown;
-    search->capacity = capacity;
-    return 0;
-}
-
-/* vb_cc_pool_walk_largest visitor: takes a free block's whole units until
- * its stream's cover what is wanted (with a unit to spare when there is a
- * rest), and notes free unit starts for the rest; 0 when the stream has
- * given enough. */
+/* vb_cc_pool_walk_largest visitor: notes what a free block offers. */
 static int gather_hole(void *context, vb_cc_block *block)
 {
     hole_search *search = context;
-    if (search->seen++ == 0 || block->stream != search->stream) {
-        search->stream = block->stream;
-        search->stream_bytes = 0;
-    }
     hole_piece hole;
-    if (search->rest && free_start_in(block, &hole) >= search->rest &&
-        (!search->tail.block || hole.piece.bytes < search->tail.piece.bytes))
-        search->tail = hole;
-    if (search->stream_bytes >= search->whole + (search->rest ? VB_CC_SMALL_BUFFER : 0))
-        return search->rest != 0; /* only a tail is looked for now, among all the stream's free blocks */
-    if (whole_units_in(block, &hole) == 0) return 1;
-    if (reserve_hole(search) != 0) {
-        search->failed = 1;
-        return 0;
+    if (!vb_cc_block_available(block) || hole_in(block, &hole) == 0) return 1;
+    if (search->count == search->capacity) {
+        size_t capacity = search->capacity ? 2 * search->capacity : 64;
+        hole_piece *grown = realloc(search->holes, capacity * sizeof *grown);
+        if (!grown) {
+            search->failed = 1;
+            return 0;
+        }
+        search->holes = grown;
+        search->capacity = capacity;
     }
     search->holes[search->count++] = hole;
-    search->stream_bytes += hole.piece.bytes;
-    search->total += hole.piece.bytes;
+    search->whole += hole.whole;
     return 1;
 }
 
-/* Picks the pieces for `size` bytes out of free blocks of the pool's own
- * ranges (any stream), into *picked (malloc'd, *count of them, in the
- * order they are mapped): whole units of the largest free blocks first
- * (the lowest address among equals), then the rest, when it is not a
- * whole unit, from the smallest free start of a unit (where a free block
- * ends inside it) that holds it among those looked at, else one more
- * whole unit. 0 when they cover `size` within cc->stitch_max_maps
- * mappings; -1 when not (nothing picked). *available gets the whole
- * units' bytes found either way (all of them, or enough). */
+/* Most whole bytes first (the fewest pieces, so the fewest mappings), the
+ * lowest address first among equals. */
+static int by_more_whole(const void *a, const void *b)
+{
+    const hole_piece *ha = a, *hb = b;
+    if (ha->whole != hb->whole) return ha->whole < hb->whole ? 1 : -1;
+    return ha->block->addr < hb->block->addr ? -1 : ha->block->addr > hb->block->addr;
+}
+
+/* Picks the pieces for `size` bytes out of the free blocks of the pool's
+ * own ranges (any stream), into *picked (malloc'd, *count of them, in the
+ * order they are mapped): while no hole offers all that is still needed,
+ * the whole handles of the hole with the most; then the hole that offers
+ * it with the least to spare. 0 when that takes at most
+ * cc->stitch_max_maps mappings; -1 when not (nothing picked). *available
+ * gets the whole handles' bytes the holes hold. */
 static int pick_holes(vb_cc_allocator *cc, vb_cc_pool *pool, uint64_t size, hole_piece **picked, size_t *count,
                       uint64_t *available)
 {
-    const uint64_t unit = VB_CC_SMALL_BUFFER;
-    hole_search search = {.whole = size / unit * unit, .rest = size % unit};
+    hole_search search = {0};
     vb_cc_pool_walk_largest(pool, gather_hole, &search);
-    *available = search.total;
-    uint64_t whole = search.whole;
-    /* Without a free start to end in, the rest takes a whole unit. */
-    if (search.rest && !search.tail.block) whole += unit;
-    if (search.failed || search.total < whole) {
+    *available = search.whole;
+    if (search.failed || search.count == 0) {
         free(search.holes);
         return -1;
     }
-    if (search.count) qsort(search.holes, search.count, sizeof *search.holes, by_more_bytes);
-    uint64_t taken = 0;
-    size_t maps = 0, n = 0;
-    for (; taken < whole; n++) {
-        stitch_piece *piece = &search.holes[n].piece;
-        if (piece->bytes > whole - taken) piece->bytes = whole - taken;
-        maps += count_piece_maps(piece, 0);
-        taken += piece->bytes;
+    qsort(search.holes, search.count, sizeof *search.holes, by_more_whole);
+    uint64_t needed = size;
+    size_t maps = 0, n = 0; /* holes [0, n) are taken, in order */
+    while (needed > 0 && maps <= cc->stitch_max_maps) {
+        size_t last = SIZE_MAX;
+        for (size_t i = n; i < search.count; i++)
+            if (search.holes[i].piece.bytes >= needed &&
+                (last == SIZE_MAX || search.holes[i].piece.bytes < search.holes[last].piece.bytes))
+                last = i;
+        size_t take = last != SIZE_MAX ? last : n;
+        if (take >= search.count || (last == SIZE_MAX && search.holes[take].whole == 0)) break;
+        hole_piece chosen = search.holes[take];
+        search.holes[take] = search.holes[n];
+        chosen.piece.bytes = last != SIZE_MAX ? needed : chosen.whole;
+        search.holes[n++] = chosen;
+        maps += count_piece_maps(&chosen.piece, 0, NULL);
+        needed -= chosen.piece.bytes;
     }
-    /* The tail's unit may follow whole units taken from its own block: they
-     * end where it starts. */
-    if (search.rest && search.tail.block) {
-        search.tail.piece.bytes = search.rest;
-        search.count = n; /* the pieces past n are not used: the tail goes there */
-        if (reserve_hole(&search) != 0) {
-            free(search.holes);
-            return -1;
-        }
-        search.holes[n++] = search.tail;
-        maps += count_piece_maps(&search.tail.piece, 0);
-    }
-    if (maps > cc->stitch_max_maps) {
+    if (needed > 0 || maps > cc->stitch_max_maps) {
         free(search.holes);
         return -1;
     }
@@ -580,20 +550,18 @@ static int pick_holes(vb_cc_allocator *cc, vb_cc_pool *pool, uint64_t size, hole
     return 0;
 }
 
-/* Maps the units a piece touches at `at` + *mapped, one vm_map per handle
- * they lie in; the bytes mapped are added to *mapped (on failure too). */
+/* Maps the handles a piece touches, whole, at `at` + *mapped, one vm_map
+ * each; the bytes mapped are added to *mapped (on failure too). */
 static vb_status map_piece(vb_device *dev, const stitch_piece *piece, vb_addr at, uint64_t *mapped)
 {
     const expandable_segment *es = piece->range;
     size_t end = end_unit(piece);
-    for (size_t unit = first_unit(piece), index = handle_of_unit(es, unit); unit < end; index++) {
-        const expandable_handle *h = &es->handles[index];
-        size_t stop = h->first + h->span < end ? h->first + h->span : end;
-        uint64_t bytes = (stop - unit) * es->chunk_size;
-        vb_status status = dev->ops->vm_map(dev, at + *mapped, bytes, h->handle, (unit - h->first) * es->chunk_size);
+    for (size_t index = handle_of_unit(es, first_unit(piece)); index < es->handle_count && es->handles[index].first < end;
+         index++) {
+        uint64_t bytes = es->handles[index].span * es->chunk_size;
+        vb_status status = dev->ops->vm_map(dev, at + *mapped, bytes, es->handles[index].handle);
         if (status != VB_OK) return status;
         *mapped += bytes;
-        unit = stop;
     }
     return VB_OK;
 }
@@ -721,7 +689,7 @@ static void unmap_stitched(vb_cc_allocator *cc, expandable_segment *es)
 {
     cc->device->ops->vm_unmap(cc->device, es->segment.base, es->segment.size);
     cc->device->ops->vm_free(cc->device, es->segment.base, es->segment.size);
-    for (size_t i = 0; i < es->piece_count; i++) count_piece_maps(&es->pieces[i], -1);
+    for (size_t i = 0; i < es->piece_count; i++) count_piece_maps(&es->pieces[i], -1, NULL);
     free(es->pieces);
     free(es->lent);
 }
@@ -778,7 +746,7 @@ static vb_status stitch_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream s
     }
     uint64_t range_size = 0, block_size = 0, mapped = 0;
     for (size_t i = 0; i < count; i++) {
-        range_size += (end_unit(&holes[i].piece) - first_unit(&holes[i].piece)) * unit;
+        count_piece_maps(&holes[i].piece, 0, &range_size);
         block_size += holes[i].piece.bytes;
     }
     vb_addr base = 0;
@@ -804,7 +772,7 @@ static vb_status stitch_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream s
         block->allocated = VB_CC_LENT;
         es->dormant = 1;
         if (lend_stitched(cc, es)) {
-            for (size_t i = 0; i < count; i++) count_piece_maps(&pieces[i], +1);
+            for (size_t i = 0; i < count; i++) count_piece_maps(&pieces[i], +1, NULL);
             vb_cc_segment_add(cc, &es->segment);
             pool->stitched[pool->stitched_count++] = &es->segment;
             for (size_t i = 0; pool->stitched_count > STITCHED_RANGES_MAX && i < pool->stitched_count; i++)

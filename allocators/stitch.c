@@ -47,8 +47,8 @@
 /* Default large-pool growth step and largest handle in MiB (see README
  * "stitch: memory against driver calls"). */
 #define STITCH_DEFAULT_CHUNK_MB 8
-#define STITCH_DEFAULT_HANDLE_MAX_MB 0
-#define STITCH_DEFAULT_MAX_MAPS 16
+#define STITCH_DEFAULT_HANDLE_MAX_MB 64
+#define STITCH_DEFAULT_MAX_MAPS 0
 
 /* The options of `caching`/`expandable` that apply (PyTorch's, read the
  * same way) and the chunk size. */

@@ -129,11 +129,13 @@ typedef struct vb_device_ops {
     vb_status (*vm_create)(vb_device *dev, uint64_t size, vb_phys *out);
     /* Releases physical memory; it must not be mapped anywhere. */
     vb_status (*vm_release)(vb_device *dev, vb_phys handle);
-    /* Maps bytes [offset, offset+size) of `handle` at `addr` (inside a
-     * reservation), cuMemMap; a handle may be mapped at several addresses
-     * at once, whole or in parts. The device cannot use it until
-     * vm_set_access covers it. */
-    vb_status (*vm_map)(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle, uint64_t offset);
+    /* Maps the whole of `handle` at `addr` (inside a reservation), cuMemMap;
+     * a handle may be mapped at several addresses at once, but only whole:
+     * on an H100 (driver 580) cuMemMap of part of a handle (an offset, or a
+     * smaller size) fails with CUDA_ERROR_NOT_SUPPORTED, as its
+     * documentation says ("offset ... currently must be zero").
+     * The device cannot use it until vm_set_access covers it. */
+    vb_status (*vm_map)(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle);
     /* Makes [addr, addr+size), every byte of it mapped (by one vm_map or by
      * several adjacent ones), readable and writable by the device: one
      * cuMemSetAccess, however many mappings the range covers. */

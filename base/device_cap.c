@@ -241,9 +241,9 @@ static vb_status cap_vm_release(vb_device *dev, vb_phys handle)
 }
 
 /* Forwarded. */
-static vb_status cap_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle, uint64_t offset)
+static vb_status cap_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
 {
-    return inner_of(dev)->ops->vm_map(inner_of(dev), addr, size, handle, offset);
+    return inner_of(dev)->ops->vm_map(inner_of(dev), addr, size, handle);
 }
 
 /* Forwarded. */

@@ -432,13 +432,12 @@ static vb_status cuda_vm_release(vb_device *dev, vb_phys handle)
 }
 
 /* cuMemMap alone: access comes with cuda_vm_set_access, once per range. */
-static vb_status cuda_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle, uint64_t offset)
+static vb_status cuda_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
 {
     cuda_state *cuda = cuda_of(dev);
     vb_status status = vm_ready(cuda);
     if (status != VB_OK) return status;
-    CUresult result = cuda->driver.map((CUdeviceptr)addr, (size_t)size, (size_t)offset,
-                                      (CUmemGenericAllocationHandle)handle, 0);
+    CUresult result = cuda->driver.map((CUdeviceptr)addr, (size_t)size, 0, (CUmemGenericAllocationHandle)handle, 0);
     if (result != CUDA_SUCCESS)
         return driver_failure(&cuda->driver, result, "cuMemMap of %llu bytes at 0x%llx", (unsigned long long)size,
                               (unsigned long long)addr);

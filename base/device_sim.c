@@ -325,22 +325,20 @@ static vb_status sim_vm_release(vb_device *dev, vb_phys handle)
     return VB_OK;
 }
 
-static vb_status sim_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle, uint64_t offset)
+static vb_status sim_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
 {
     sim_state *sim = sim_of(dev);
     uint64_t handle_size;
-    if (!vb_addr_map_get(&sim->phys, handle, &handle_size))
-        return vb_error(VB_ERR_INVALID, "sim: vm_map of unknown handle %llu", (unsigned long long)handle);
-    if (size == 0 || !granular(size) || !granular(offset) || offset > handle_size || size > handle_size - offset)
-        return vb_error(VB_ERR_INVALID, "sim: vm_map of bytes %llu+%llu of a %llu-byte handle",
-                        (unsigned long long)offset, (unsigned long long)size, (unsigned long long)handle_size);
+    if (!vb_addr_map_get(&sim->phys, handle, &handle_size) || handle_size != size)
+        return vb_error(VB_ERR_INVALID, "sim: vm_map of unknown handle %llu or wrong size",
+                        (unsigned long long)handle);
     if (!granular(addr) || !reservation_of(sim, addr, size))
         return vb_error(VB_ERR_INVALID, "sim: vm_map at 0x%llx outside any reservation", (unsigned long long)addr);
     if (range_mapped(sim, addr, size))
         return vb_error(VB_ERR_INVALID, "sim: vm_map over an existing mapping at 0x%llx", (unsigned long long)addr);
     uint64_t mapped_count = 0;
     vb_addr_map_get(&sim->mapped_handles, handle, &mapped_count);
-    int failed = vb_addr_map_put(&sim->mappings, addr, handle) | vb_addr_map_put(&sim->mapping_sizes, addr, size) |
+    int failed = vb_addr_map_put(&sim->mappings, addr, handle) |
                  vb_addr_map_put(&sim->mapped_handles, handle, mapped_count + 1);
     for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
         failed |= vb_addr_map_put(&sim->mapped_pages, page, addr);
@@ -350,8 +348,10 @@ static vb_status sim_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys
 /* The mapping at `addr` and its size, or 0 when no mapping starts there. */
 static uint64_t mapping_size_at(const sim_state *sim, vb_addr addr)
 {
-    uint64_t size;
-    return vb_addr_map_get(&sim->mapping_sizes, addr, &size) ? size : 0;
+    uint64_t handle, handle_size;
+    if (!vb_addr_map_get(&sim->mappings, addr, &handle) || !vb_addr_map_get(&sim->phys, handle, &handle_size))
+        return 0;
+    return handle_size;
 }
 
 /* Removes the one mapping that starts at `addr` (`size` bytes). */
@@ -359,7 +359,6 @@ static void remove_mapping(sim_state *sim, vb_addr addr, uint64_t size)
 {
     uint64_t handle = 0;
     vb_addr_map_remove(&sim->mappings, addr, &handle);
-    vb_addr_map_remove(&sim->mapping_sizes, addr, NULL);
     uint64_t mapped_count = 0;
     vb_addr_map_get(&sim->mapped_handles, handle, &mapped_count);
     if (mapped_count > 1) vb_addr_map_put(&sim->mapped_handles, handle, mapped_count - 1); /* replaces: no growth */
@@ -525,7 +524,6 @@ static void sim_close(vb_device *dev)
     sim_memory_close(sim);
     vb_addr_map_clear(&sim->phys);
     vb_addr_map_clear(&sim->mappings);
-    vb_addr_map_clear(&sim->mapping_sizes);
     vb_addr_map_clear(&sim->mapped_pages);
     vb_addr_map_clear(&sim->mapped_handles);
     pthread_mutex_destroy(&sim->lock);
@@ -579,8 +577,7 @@ SIM_LOCKED(vb_status, vm_reserve, (vb_device *dev, uint64_t size, vb_addr *out),
 SIM_LOCKED(vb_status, vm_free, (vb_device *dev, vb_addr addr, uint64_t size), (dev, addr, size))
 SIM_LOCKED(vb_status, vm_create, (vb_device *dev, uint64_t size, vb_phys *out), (dev, size, out))
 SIM_LOCKED(vb_status, vm_release, (vb_device *dev, vb_phys handle), (dev, handle))
-SIM_LOCKED(vb_status, vm_map, (vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle, uint64_t offset),
-           (dev, addr, size, handle, offset))
+SIM_LOCKED(vb_status, vm_map, (vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle), (dev, addr, size, handle))
 SIM_LOCKED(vb_status, vm_set_access, (vb_device *dev, vb_addr addr, uint64_t size), (dev, addr, size))
 SIM_LOCKED(vb_status, vm_unmap, (vb_device *dev, vb_addr addr, uint64_t size), (dev, addr, size))
 SIM_LOCKED(vb_status, pool_create, (vb_device *dev, uint64_t release_threshold, vb_pool *out), (dev, release_threshold, out))

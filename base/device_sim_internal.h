@@ -40,7 +40,6 @@ typedef struct sim_state {
     vb_driver_pages pages;      /* what the live mem_alloc blocks use */
     vb_addr_map phys;           /* physical handle -> size */
     vb_addr_map mappings;       /* mapped address -> physical handle */
-    vb_addr_map mapping_sizes;  /* mapped address -> bytes that mapping covers (a handle's whole or a part) */
     vb_addr_map mapped_pages;   /* page number (address / 2 MiB) -> the address of its mapping,
                                  * | SIM_PAGE_ACCESSIBLE once vm_set_access covered it */
     vb_addr_map mapped_handles; /* physical handle -> how many mappings it has (CUDA allows several) */

@@ -175,9 +175,9 @@ static vb_status proxy_vm_free(vb_device *dev, vb_addr addr, uint64_t size)
     return inner_of(dev)->ops->vm_free(inner_of(dev), addr, size);
 }
 
-static vb_status proxy_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle, uint64_t offset)
+static vb_status proxy_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
 {
-    return inner_of(dev)->ops->vm_map(inner_of(dev), addr, size, handle, offset);
+    return inner_of(dev)->ops->vm_map(inner_of(dev), addr, size, handle);
 }
 
 static vb_status proxy_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)

@@ -1189,16 +1189,20 @@ static int read_environment(void)
     return 0;
 }
 
-/* Runs the suite once per registered allocator (or per allocator spec of
- * VB_TEST_ALLOCATORS: "stitch,external:/path/lib.so"); non-zero if any test
- * failed. */
+/* Runs the suite once per registered allocator and once for stitch with
+ * stitched ranges (or per allocator spec of VB_TEST_ALLOCATORS:
+ * "stitch,external:/path/lib.so"); non-zero if any test failed. */
 int main(void)
 {
     if (read_environment() != 0) return 2;
     const char *selection = getenv("VB_TEST_ALLOCATORS");
     vb_allocator_spec *specs = NULL;
     size_t allocator_count = 0;
-    if (vb_allocator_spec_list_parse(selection && selection[0] ? selection : "all", &specs, &allocator_count) != VB_OK) {
+    /* Every registered strategy with its defaults, and stitch's stitched
+     * ranges, which its defaults leave off. */
+    const char *everything = "all,stitch[chunk_mb=2,handle_max_mb=4,stitch_max_maps=64]";
+    if (vb_allocator_spec_list_parse(selection && selection[0] ? selection : everything, &specs, &allocator_count) !=
+        VB_OK) {
         fprintf(stderr, "test_conformance: VB_TEST_ALLOCATORS: %s\n", vb_last_error());
         return 2;
     }

@@ -288,7 +288,7 @@ static size_t run_fixed_sequence(vb_device *dev, uint64_t *trace)
     vb_phys handle = 0;
     assert_int_equal(dev->ops->vm_reserve(dev, 64 * MiB, &range), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 4 * MiB, &handle), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 2 * MiB, 4 * MiB, handle, 0), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 2 * MiB, 4 * MiB, handle), VB_OK);
     trace[n++] = range;
     trace[n++] = handle;
     trace[n++] = used_of(dev);
@@ -508,9 +508,8 @@ static void vm_create_takes_memory_until_released(void **state)
     assert_int_equal(used_of(dev), 0);
 }
 
-/* vm_map maps a handle, or a granular part of it, at a granular address
- * inside a reservation, never over another mapping; everything else is
- * invalid. */
+/* vm_map maps a whole handle at a granular address inside a reservation,
+ * never over another mapping; everything else is invalid. */
 static void vm_map_rules(void **state)
 {
     vb_device *dev = open_sim(state, 0);
@@ -519,44 +518,16 @@ static void vm_map_rules(void **state)
     assert_int_equal(dev->ops->vm_reserve(dev, 16 * MiB, &range), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 4 * MiB, &four), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 2 * MiB, &two), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 14 * MiB, 4 * MiB, four, 0), VB_ERR_INVALID); /* runs past the end */
-    assert_int_equal(dev->ops->vm_map(dev, range - 2 * MiB, 2 * MiB, two, 0), VB_ERR_INVALID);   /* before it */
-    assert_int_equal(dev->ops->vm_map(dev, range + 1, 2 * MiB, two, 0), VB_ERR_INVALID);         /* not granular */
-    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, four, 4 * MiB), VB_ERR_INVALID);      /* past the handle */
-    assert_int_equal(dev->ops->vm_map(dev, range, 4 * MiB, four, 2 * MiB), VB_ERR_INVALID);      /* runs past it */
-    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, four, 1), VB_ERR_INVALID);            /* offset not granular */
-    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, 999, 0), VB_ERR_INVALID);             /* unknown handle */
-    assert_int_equal(dev->ops->vm_map(dev, range + 2 * MiB, 4 * MiB, four, 0), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, two, 0), VB_ERR_INVALID);   /* over [2, 6) MiB */
-    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, two, 0), VB_OK);                      /* right before it */
+    assert_int_equal(dev->ops->vm_map(dev, range + 14 * MiB, 4 * MiB, four), VB_ERR_INVALID); /* runs past the end */
+    assert_int_equal(dev->ops->vm_map(dev, range - 2 * MiB, 2 * MiB, two), VB_ERR_INVALID);   /* before it */
+    assert_int_equal(dev->ops->vm_map(dev, range + 1, 2 * MiB, two), VB_ERR_INVALID);         /* not granular */
+    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, four), VB_ERR_INVALID);            /* part of a handle */
+    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, 999), VB_ERR_INVALID);             /* unknown handle */
+    assert_int_equal(dev->ops->vm_map(dev, range + 2 * MiB, 4 * MiB, four), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, two), VB_ERR_INVALID);   /* over [2, 6) MiB */
+    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, two), VB_OK);                      /* right before it */
     assert_int_equal(dev->ops->vm_unmap(dev, range, 2 * MiB), VB_OK);
     assert_int_equal(dev->ops->vm_unmap(dev, range + 2 * MiB, 4 * MiB), VB_OK);
-}
-
-/* A handle's second half mapped at a second address while the whole stays
- * mapped at the first: both are mappings of their own (unmapped alone),
- * the memory is counted once, and the handle cannot be released until
- * neither is left. */
-static void vm_map_of_a_part_is_a_mapping_of_its_own(void **state)
-{
-    vb_device *dev = open_sim(state, 0);
-    vb_addr range = 0;
-    vb_phys four = 0;
-    assert_int_equal(dev->ops->vm_reserve(dev, 16 * MiB, &range), VB_OK);
-    assert_int_equal(dev->ops->vm_create(dev, 4 * MiB, &four), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range, 4 * MiB, four, 0), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 8 * MiB, 2 * MiB, four, 2 * MiB), VB_OK);
-    assert_int_equal(used_of(dev), 4 * MiB);
-    assert_int_equal(dev->ops->vm_set_access(dev, range + 8 * MiB, 2 * MiB), VB_OK);
-    assert_int_equal(dev->ops->vm_unmap(dev, range + 8 * MiB, 4 * MiB), VB_ERR_INVALID); /* more than the part */
-    assert_int_equal(dev->ops->vm_unmap(dev, range + 8 * MiB, 2 * MiB), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 8 * MiB, 2 * MiB, four, 2 * MiB), VB_OK);
-    assert_int_equal(dev->ops->vm_unmap(dev, range, 4 * MiB), VB_OK);
-    assert_int_equal(dev->ops->vm_release(dev, four), VB_ERR_INVALID); /* still mapped at range + 8 MiB */
-    assert_int_equal(dev->ops->vm_unmap(dev, range + 8 * MiB, 2 * MiB), VB_OK);
-    assert_int_equal(dev->ops->vm_release(dev, four), VB_OK);
-    assert_int_equal(used_of(dev), 0);
-    assert_int_equal(dev->ops->vm_free(dev, range, 16 * MiB), VB_OK);
 }
 
 /* vm_unmap takes whole mappings only, once, and waits for the device's
@@ -568,7 +539,7 @@ static void vm_unmap_rules(void **state)
     vb_phys handle = 0;
     assert_int_equal(dev->ops->vm_reserve(dev, 16 * MiB, &range), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 4 * MiB, &handle), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range, 4 * MiB, handle, 0), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range, 4 * MiB, handle), VB_OK);
     assert_int_equal(dev->ops->vm_unmap(dev, range, 2 * MiB), VB_ERR_INVALID);           /* half of it */
     assert_int_equal(dev->ops->vm_unmap(dev, range + 2 * MiB, 2 * MiB), VB_ERR_INVALID); /* the other half */
     vb_event done = busy_event(dev, NULL, 7000);
@@ -590,9 +561,9 @@ static void vm_unmap_spans_whole_mappings(void **state)
     assert_int_equal(dev->ops->vm_create(dev, 4 * MiB, &four), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 2 * MiB, &two), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 2 * MiB, &other), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, other, 0), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 2 * MiB, 4 * MiB, four, 0), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 6 * MiB, 2 * MiB, two, 0), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, other), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 2 * MiB, 4 * MiB, four), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 6 * MiB, 2 * MiB, two), VB_OK);
     assert_int_equal(dev->ops->vm_unmap(dev, range + 2 * MiB, 4 * MiB + 2 * MiB + 2 * MiB), VB_ERR_INVALID); /* past */
     assert_int_equal(dev->ops->vm_unmap(dev, range, 4 * MiB), VB_ERR_INVALID); /* ends inside `four` */
     assert_int_equal(dev->ops->vm_release(dev, four), VB_ERR_INVALID);         /* still mapped */
@@ -615,8 +586,8 @@ static void vm_set_access_rules(void **state)
     assert_int_equal(dev->ops->vm_reserve(dev, 16 * MiB, &range), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 4 * MiB, &a), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 2 * MiB, &b), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range, 4 * MiB, a, 0), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, b, 0), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range, 4 * MiB, a), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, b), VB_OK);
     assert_false(vb_sim_accessible(dev, range, 1));
     assert_int_equal(dev->ops->vm_set_access(dev, range, 8 * MiB), VB_ERR_INVALID); /* [6, 8) unmapped */
     assert_false(vb_sim_accessible(dev, range, 1));
@@ -626,7 +597,7 @@ static void vm_set_access_rules(void **state)
     assert_false(vb_sim_accessible(dev, range, 6 * MiB + 1));
     assert_int_equal(dev->ops->vm_unmap(dev, range + 4 * MiB, 2 * MiB), VB_OK);
     assert_false(vb_sim_accessible(dev, range + 4 * MiB, 1));
-    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, b, 0), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, b), VB_OK);
     assert_false(vb_sim_accessible(dev, range + 4 * MiB, 1)); /* a new mapping needs access again */
     assert_true(vb_sim_accessible(dev, range, 4 * MiB));
     assert_int_equal(dev->ops->vm_unmap(dev, range, 6 * MiB), VB_OK);
@@ -641,7 +612,7 @@ static void vm_release_and_free_refuse_mapped_memory(void **state)
     vb_phys handle = 0;
     assert_int_equal(dev->ops->vm_reserve(dev, 8 * MiB, &range), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 2 * MiB, &handle), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 6 * MiB, 2 * MiB, handle, 0), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 6 * MiB, 2 * MiB, handle), VB_OK);
     assert_int_equal(dev->ops->vm_release(dev, handle), VB_ERR_INVALID);
     assert_int_equal(dev->ops->vm_free(dev, range, 8 * MiB), VB_ERR_INVALID);
     assert_int_equal(used_of(dev), 2 * MiB);
@@ -673,8 +644,8 @@ static void one_handle_mapped_twice_counts_once(void **state)
     vb_phys handle = 0;
     assert_int_equal(dev->ops->vm_reserve(dev, 8 * MiB, &range), VB_OK);
     assert_int_equal(dev->ops->vm_create(dev, 2 * MiB, &handle), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, handle, 0), VB_OK);
-    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, handle, 0), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range, 2 * MiB, handle), VB_OK);
+    assert_int_equal(dev->ops->vm_map(dev, range + 4 * MiB, 2 * MiB, handle), VB_OK);
     assert_int_equal(used_of(dev), 2 * MiB);
     assert_int_equal(dev->ops->vm_unmap(dev, range, 2 * MiB), VB_OK);
     assert_int_equal(dev->ops->vm_release(dev, handle), VB_ERR_INVALID);
@@ -743,7 +714,6 @@ int main(void)
         SIM_TEST(vm_reserve_rules),
         SIM_TEST(vm_create_takes_memory_until_released),
         SIM_TEST(vm_map_rules),
-        SIM_TEST(vm_map_of_a_part_is_a_mapping_of_its_own),
         SIM_TEST(vm_unmap_rules),
         SIM_TEST(vm_unmap_spans_whole_mappings),
         SIM_TEST(vm_set_access_rules),

@@ -3,34 +3,34 @@
  *
  * Every expected number is worked out in the comments from the rules of
  * allocators/stitch.c and allocators/expandable.c, default options
- * (chunk_mb=8: a large-pool growth creates at least 8 MiB; handle_max_mb=0:
- * one handle per growth, of any size; stitch_max_maps=16):
+ * (chunk_mb=8: a large-pool growth creates at least 8 MiB; handle_max_mb=64:
+ * and handles of at most 64 MiB):
  *   blocks: caching_core's: 512 B rounding, best fit, split, coalescing,
  *           inside one reserved range per (stream, pool);
  *   growth: a request no free block serves maps new memory at the lowest
  *           place of its stream's range where free and unmapped space hold
  *           it (normally the mapped end): one physical handle of what it
  *           lacks rounded up to 2 MiB (at least chunk_mb in the large
- *           pool, 2 MiB in the small; several of at most handle_max_mb
- *           when it is set),
+ *           pool, 2 MiB in the small; several of at most handle_max_mb),
  *           one vm_map per handle and one vm_set_access over the handles
  *           mapped together;
- *   stitch: a large request no free block serves is first served by a
- *           stitched range: the whole 2 MiB units of free blocks of the
- *           pool's ranges (any stream), largest first (lowest address
- *           among equals), and for a rest under 2 MiB the smallest free
- *           start of a unit a free block ends inside, mapped side by side
- *           into a reservation of its own (one vm_map per handle part, one
- *           vm_set_access), no new memory. When the holes lack a few
- *           units, just those are created where the range would grow (one
- *           handle, no chunk_mb round-up) and then stitched. A freed
- *           stitched block gives its units back to their holes and stays
- *           mapped; a later request of its size whose units are free again
- *           takes it with no driver call;
- *   moves:  otherwise (small pool, or more than stitch_max_maps mappings)
- *           handles lying wholly inside a free block (not the blocks the
- *           request grows) are unmapped there (one vm_unmap per handle) and
- *           mapped again; vm_create only for the rest.
+ *   stitch: that memory comes first from holes: handles lying wholly
+ *           inside a free block (of any stream's range of the same pool,
+ *           not the blocks the request grows), each unmapped there (one
+ *           vm_unmap per handle) and mapped again; vm_create only for the
+ *           rest.
+ * With stitch_max_maps=N (0, none, by default; the tests of "Stitched
+ * ranges" below use 16) a large request no free block serves is first
+ * served by a stitched range: the handles that free blocks (holes) of the
+ * pool's ranges hold from a handle start on, mapped whole and side by side
+ * into a reservation of its own (one vm_map per handle, one vm_set_access,
+ * nothing unmapped, no new memory): while no hole offers all that is still
+ * needed, the whole handles of the hole with the most; then the hole that
+ * offers the rest with the least to spare, only the bytes used lent. A
+ * freed stitched block gives its bytes back to their holes and stays
+ * mapped; a later request of its size whose bytes are free again takes it
+ * with no driver call. A small-pool growth takes 2 MiB so, from a hole of
+ * the large pool.
  * vm_map, vm_set_access and vm_unmap calls are counted by a proxy of the
  * sim's ops table; vm_create calls are the seam's driver_alloc_calls.
  */
@@ -59,10 +59,10 @@ static vb_device_ops counted_ops;
 static const vb_device_ops *sim_ops;
 static uint64_t map_calls, unmap_calls, set_access_calls, unmapped_bytes;
 
-static vb_status counted_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle, uint64_t offset)
+static vb_status counted_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle)
 {
     map_calls++;
-    return sim_ops->vm_map(dev, addr, size, handle, offset);
+    return sim_ops->vm_map(dev, addr, size, handle);
 }
 
 static vb_status counted_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
@@ -134,8 +134,8 @@ static vb_addr stranding_sequence(vb_alloc_fixture *f)
  * expandable: one range, 20 MiB chunks: a..e map chunks 0-4 (100). f finds
  *   no free block of 60; the free block e at the mapped end [80,100) grows
  *   by two chunks into [80,140). Peak 140 MiB; a and c stay stranded.
- * stitch: as expandable, but f is a stitched range over the holes a, c
- *   and e (30 units). Peak 100 MiB. */
+ * stitch: as expandable, but the two chunks f grows by are those of the
+ *   holes a and c, unmapped and mapped at [100,140). Peak 100 MiB. */
 static uint64_t stranding_sequence_peak(vb_alloc_fixture *f)
 {
     stranding_sequence(f);
@@ -162,10 +162,11 @@ static void test_stitch_serves_the_big_request_from_the_holes_peak_100mib(void *
     assert_int_equal(stranding_sequence_peak(open_stitch(0)), 100 * MiB);
 }
 
-/* The same sequence's driver calls: 5 handles created for a..e (5 maps, 5
- * set_access); f maps the three holes' handles again, each where it is
- * (3 maps, one set_access over them), and nothing is unmapped, created or
- * released. */
+/* The same sequence's driver calls: 5 chunks created for a..e (5 maps, 5
+ * set_access), none for f, which moves the chunks of a and c: 2 unmaps (40
+ * MiB), 2 maps, one set_access over both; nothing released. e's chunk is
+ * not moved: f grows e's block, and taking from it would only map the same
+ * chunk back. */
 static void test_stitched_request_takes_no_new_device_memory(void **state)
 {
     (void)state;
@@ -174,87 +175,10 @@ static void test_stitched_request_takes_no_new_device_memory(void **state)
     vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.driver_alloc_calls, 5);
     assert_int_equal(stats.driver_free_calls, 0);
-    assert_int_equal(unmap_calls, 0);
-    assert_int_equal(map_calls, 5 + 3);
-    assert_int_equal(set_access_calls, 5 + 1);
-    vb_fixture_close(f);
-}
-
-/* f freed gives a, c and e back to the range: 20 MiB then fits a's free
- * block again, with no driver call and no new memory. */
-static void test_freed_stitched_block_gives_its_units_back(void **state)
-{
-    (void)state;
-    vb_alloc_fixture *f = open_stitch(0);
-    vb_addr stitched = stranding_sequence(f);
-    vb_must_free(f, stitched);
-    int maps = map_calls;
-    vb_addr again = vb_must_malloc(f, 20 * MiB);
-    assert_true(vb_sim_accessible(f->dev, again, 20 * MiB));
-    assert_int_equal(map_calls, maps);
-    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 100 * MiB);
-    vb_fixture_close(f);
-}
-
-/* f freed and asked for again while its holes are free: it takes the same
- * stitched range, no driver call, the same address. */
-static void test_stitched_range_is_reused_with_no_driver_call(void **state)
-{
-    (void)state;
-    vb_alloc_fixture *f = open_stitch(0);
-    vb_addr stitched = stranding_sequence(f);
-    vb_must_free(f, stitched);
-    int maps = map_calls, accesses = set_access_calls;
-    assert_int_equal(vb_must_malloc(f, 60 * MiB), stitched);
-    assert_int_equal(map_calls, maps);
-    assert_int_equal(set_access_calls, accesses);
-    assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 5);
-    vb_fixture_close(f);
-}
-
-/* With stitch_max_maps=0 (no stitched ranges) f grows e's block by two
- * units' worth of handles moved out of the holes a and c: 2 unmaps (40
- * MiB), 2 maps, one set_access over both; nothing created or released. e's
- * handle is not moved: f grows e's block, and taking from it would only map
- * the same handle back. */
-static void test_without_stitching_whole_handles_move(void **state)
-{
-    (void)state;
-    const char *settings[] = {"stitch_max_maps=0", NULL};
-    vb_alloc_fixture *f = open_stitch_with(0, settings);
-    assert_true(vb_sim_accessible(f->dev, stranding_sequence(f), 60 * MiB));
-    vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(stats.driver_alloc_calls, 5);
-    assert_int_equal(stats.driver_free_calls, 0);
-    assert_int_equal(stats.reserved_bytes_peak, 100 * MiB);
     assert_int_equal(unmap_calls, 2);
     assert_int_equal(unmapped_bytes, 40 * MiB);
     assert_int_equal(map_calls, 5 + 2);
     assert_int_equal(set_access_calls, 5 + 1);
-    vb_fixture_close(f);
-}
-
-/* A small pool's growth takes a unit of a large-pool hole: a and b = 20
- * MiB (2 handles), a freed; 4 KiB then needs a small unit, stitched from
- * a's hole (1 map, nothing created: reserved 40 MiB). Freed, the unit goes
- * back, and 20 MiB fits a's place again with no driver call. */
-static void test_small_pool_grows_into_a_large_pool_hole(void **state)
-{
-    (void)state;
-    vb_alloc_fixture *f = open_stitch(0);
-    vb_addr a = vb_must_malloc(f, 20 * MiB);
-    vb_must_malloc(f, 20 * MiB);
-    vb_must_free(f, a);
-    vb_addr small = vb_must_malloc(f, 4096);
-    assert_true(vb_sim_accessible(f->dev, small, 4096));
-    vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(stats.driver_alloc_calls, 2);
-    assert_int_equal(map_calls, 2 + 1);
-    assert_int_equal(stats.reserved_bytes, 40 * MiB);
-    vb_must_free(f, small);
-    assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 20 * MiB), 20 * MiB));
-    assert_int_equal(map_calls, 2 + 1);
-    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 40 * MiB);
     vb_fixture_close(f);
 }
 
@@ -280,13 +204,10 @@ static void test_stitch_needs_no_cache_flush_at_capacity(void **state)
 
 /* x = 15 MiB maps handle [0,16); y = 10 MiB lacks 9 beyond the free
  * [15,16): handle [16,26); z = 15 MiB lacks 14: handle [26,40). y freed
- * leaves [15,25), whole units [16,24) (8 MiB), which hold no whole handle
- * ([16,26) still holds z's first MiB). w = 20 MiB fits no free block; the
- * holes lack 12 MiB of it, fewer than the range's growth (20): a 12 MiB
- * handle [40,52) (no chunk_mb round-up), and w is stitched from it and
- * [16,24): 2 maps. 4 created, no unmap, maps 3 + 1 + 2, reserved 16 + 10 +
- * 14 + 12 = 52 MiB (expandable's growth would make it 60). */
-static void test_hole_without_a_whole_handle_is_stitched_with_new_units(void **state)
+ * leaves [15,25), which holds no whole handle ([16,26) still holds z's
+ * first MiB). w = 20 MiB fits no free block and no hole has a handle: a new
+ * 20 MiB one (4 created, no unmap, reserved 16 + 10 + 14 + 20 = 60 MiB). */
+static void test_hole_smaller_than_a_chunk_is_not_taken(void **state)
 {
     (void)state;
     vb_alloc_fixture *f = open_stitch(0);
@@ -294,46 +215,17 @@ static void test_hole_without_a_whole_handle_is_stitched_with_new_units(void **s
     vb_addr y = vb_must_malloc(f, 10 * MiB);
     vb_must_malloc(f, 15 * MiB);
     vb_must_free(f, y);
-    assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 20 * MiB), 20 * MiB));
+    vb_must_malloc(f, 20 * MiB);
     vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.driver_alloc_calls, 4);
     assert_int_equal(unmap_calls, 0);
-    assert_int_equal(map_calls, 3 + 1 + 2);
-    assert_int_equal(stats.reserved_bytes, 52 * MiB);
-    vb_fixture_close(f);
-}
-
-/* x = 15 [0,15) in handle [0,16), y = 10 [15,25) in [16,26), z = 15
- * [25,40) in [26,40), q = 4 [40,44) in an 8 MiB handle [40,48). x and z
- * freed: w = 29 MiB fits no free block. Whole units: [0,14), [26,40) and
- * [44,48) (32 MiB); w takes 28 MiB of them ([0,14) and [26,40), the
- * largest) and its last MiB from the start of unit [14,16), free up to
- * x's old end at 15: 3 maps, no new memory, and the block is 29 MiB, not
- * 30. Reserved 48 MiB; allocated y + q + w = 43 MiB. */
-static void test_stitched_block_ends_in_a_free_unit_start(void **state)
-{
-    (void)state;
-    vb_alloc_fixture *f = open_stitch(0);
-    vb_addr x = vb_must_malloc(f, 15 * MiB);
-    vb_must_malloc(f, 10 * MiB);
-    vb_addr z = vb_must_malloc(f, 15 * MiB);
-    vb_must_malloc(f, 4 * MiB);
-    vb_must_free(f, x);
-    vb_must_free(f, z);
-    int maps = map_calls;
-    assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 29 * MiB), 29 * MiB));
-    vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(map_calls - maps, 3);
-    assert_int_equal(stats.driver_alloc_calls, 4);
-    assert_int_equal(stats.reserved_bytes, 48 * MiB);
-    assert_int_equal(stats.allocated_bytes, 43 * MiB);
+    assert_int_equal(stats.reserved_bytes, 60 * MiB);
     vb_fixture_close(f);
 }
 
 /* a, b, c = 20 MiB on stream s; b freed is a hole of s's range. 20 MiB on
- * stream t (which never reuses s's free blocks) is stitched from b's
- * handle (after waiting for s): 3 created, no unmap, 1 map, reserved 60
- * MiB. */
+ * stream t (which never reuses s's free blocks) gets a range of its own,
+ * and the chunk it maps is b's: 3 created, 1 unmap, reserved 60 MiB. */
 static void test_hole_of_another_stream_is_taken(void **state)
 {
     (void)state;
@@ -347,8 +239,7 @@ static void test_hole_of_another_stream_is_taken(void **state)
     assert_true(vb_sim_accessible(f->dev, on_t, 20 * MiB));
     vb_alloc_stats stats = vb_fixture_stats(f);
     assert_int_equal(stats.driver_alloc_calls, 3);
-    assert_int_equal(unmap_calls, 0);
-    assert_int_equal(map_calls, 3 + 1);
+    assert_int_equal(unmap_calls, 1);
     assert_int_equal(stats.reserved_bytes, 60 * MiB);
     vb_fixture_close(f);
 }
@@ -391,6 +282,160 @@ static void test_small_pool_hole_is_not_taken_by_the_large_pool(void **state)
     assert_int_equal(stats.driver_alloc_calls, 4);
     assert_int_equal(unmap_calls, 0);
     assert_int_equal(stats.reserved_bytes, 14 * MiB);
+    vb_fixture_close(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Stitched ranges (stitch_max_maps)                                         */
+/* ------------------------------------------------------------------------ */
+
+/* `stitch` with stitched ranges of up to 16 mappings. */
+static vb_alloc_fixture *open_stitching(uint64_t capacity)
+{
+    const char *const settings[] = {"stitch_max_maps=16", NULL};
+    return open_stitch_with(capacity, settings);
+}
+
+/* The stranding sequence with stitched ranges: 5 handles created for a..e
+ * (5 maps, 5 set_access); f maps the handles of the three holes a, c and
+ * e again, whole, where they are (3 maps, one set_access over them), and
+ * nothing is unmapped, created or released. Peak 100 MiB. */
+static void test_stitched_request_maps_the_holes_handles_again(void **state)
+{
+    (void)state;
+    vb_alloc_fixture *f = open_stitching(0);
+    assert_true(vb_sim_accessible(f->dev, stranding_sequence(f), 60 * MiB));
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(stats.driver_alloc_calls, 5);
+    assert_int_equal(stats.driver_free_calls, 0);
+    assert_int_equal(stats.reserved_bytes_peak, 100 * MiB);
+    assert_int_equal(unmap_calls, 0);
+    assert_int_equal(map_calls, 5 + 3);
+    assert_int_equal(set_access_calls, 5 + 1);
+    vb_fixture_close(f);
+}
+
+/* f freed gives a, c and e back to the range: 20 MiB then fits a's free
+ * block again, with no driver call and no new memory. */
+static void test_freed_stitched_block_gives_its_holes_back(void **state)
+{
+    (void)state;
+    vb_alloc_fixture *f = open_stitching(0);
+    vb_must_free(f, stranding_sequence(f));
+    int maps = map_calls;
+    assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 20 * MiB), 20 * MiB));
+    assert_int_equal(map_calls, maps);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 100 * MiB);
+    vb_fixture_close(f);
+}
+
+/* f freed and asked for again while its holes are free: it takes the same
+ * stitched range, no driver call, the same address. */
+static void test_stitched_range_is_reused_with_no_driver_call(void **state)
+{
+    (void)state;
+    vb_alloc_fixture *f = open_stitching(0);
+    vb_addr stitched = stranding_sequence(f);
+    vb_must_free(f, stitched);
+    int maps = map_calls, accesses = set_access_calls;
+    assert_int_equal(vb_must_malloc(f, 60 * MiB), stitched);
+    assert_int_equal(map_calls, maps);
+    assert_int_equal(set_access_calls, accesses);
+    assert_int_equal(vb_fixture_stats(f).driver_alloc_calls, 5);
+    vb_fixture_close(f);
+}
+
+/* a..d = 20 MiB, one handle each; a and c freed. 30 MiB: no hole offers
+ * it all, so a's whole handle, then the rest from c, the hole that offers
+ * it: both handles mapped whole (2 maps), but only c's first 10 MiB lent,
+ * so 10 MiB then fits the rest of c where it is, with no driver call.
+ * Nothing created past a..d: reserved 80 MiB. */
+static void test_stitched_block_lends_only_the_bytes_it_uses(void **state)
+{
+    (void)state;
+    vb_alloc_fixture *f = open_stitching(0);
+    vb_addr block[4];
+    for (int i = 0; i < 4; i++) block[i] = vb_must_malloc(f, 20 * MiB);
+    vb_must_free(f, block[0]);
+    vb_must_free(f, block[2]);
+    assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 30 * MiB), 30 * MiB));
+    assert_int_equal(map_calls, 4 + 2);
+    vb_addr rest = vb_must_malloc(f, 10 * MiB);
+    assert_int_equal(rest, block[2] + 10 * MiB);
+    assert_int_equal(map_calls, 4 + 2);
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(stats.driver_alloc_calls, 4);
+    assert_int_equal(stats.reserved_bytes, 80 * MiB);
+    vb_fixture_close(f);
+}
+
+/* a, b, c = 20 MiB on stream s; b freed is a hole of s's range. 20 MiB on
+ * stream t (which never reuses s's free blocks) maps b's handle again
+ * (after waiting for s): 3 created, no unmap, 1 map, reserved 60 MiB. */
+static void test_stitched_range_takes_a_hole_of_another_stream(void **state)
+{
+    (void)state;
+    vb_alloc_fixture *f = open_stitching(0);
+    vb_stream s = vb_fixture_stream(f), t = vb_fixture_stream(f);
+    vb_must_malloc_on(f, 20 * MiB, s);
+    vb_addr b = vb_must_malloc_on(f, 20 * MiB, s);
+    vb_must_malloc_on(f, 20 * MiB, s);
+    vb_must_free(f, b);
+    assert_true(vb_sim_accessible(f->dev, vb_must_malloc_on(f, 20 * MiB, t), 20 * MiB));
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(stats.driver_alloc_calls, 3);
+    assert_int_equal(unmap_calls, 0);
+    assert_int_equal(map_calls, 3 + 1);
+    assert_int_equal(stats.reserved_bytes, 60 * MiB);
+    vb_fixture_close(f);
+}
+
+/* A small pool's growth takes 2 MiB of a large-pool hole: a and b = 20 MiB
+ * (2 handles), a freed; 4 KiB then needs a small unit: a's handle mapped
+ * again (1 map, nothing created: reserved 40 MiB). Freed, the unit goes
+ * back, and 20 MiB fits a's place again with no driver call. */
+static void test_small_pool_grows_into_a_large_pool_hole(void **state)
+{
+    (void)state;
+    vb_alloc_fixture *f = open_stitching(0);
+    vb_addr a = vb_must_malloc(f, 20 * MiB);
+    vb_must_malloc(f, 20 * MiB);
+    vb_must_free(f, a);
+    vb_addr small = vb_must_malloc(f, 4096);
+    assert_true(vb_sim_accessible(f->dev, small, 4096));
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(stats.driver_alloc_calls, 2);
+    assert_int_equal(map_calls, 2 + 1);
+    assert_int_equal(stats.reserved_bytes, 40 * MiB);
+    vb_must_free(f, small);
+    assert_true(vb_sim_accessible(f->dev, vb_must_malloc(f, 20 * MiB), 20 * MiB));
+    assert_int_equal(map_calls, 2 + 1);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 40 * MiB);
+    vb_fixture_close(f);
+}
+
+/* Stitched ranges live and dormant, all freed: empty_cache unmaps the
+ * dormant ones first, then releases every handle; the sim holds nothing. */
+static void test_empty_cache_releases_stitched_ranges_too(void **state)
+{
+    (void)state;
+    vb_alloc_fixture *f = open_stitching(0);
+    vb_addr block[5];
+    for (int i = 0; i < 5; i++) block[i] = vb_must_malloc(f, 20 * MiB);
+    vb_must_free(f, block[0]);
+    vb_must_free(f, block[2]);
+    vb_must_free(f, block[4]);
+    vb_addr stitched = vb_must_malloc(f, 60 * MiB);
+    vb_addr small = vb_must_malloc(f, 4096);
+    vb_must_free(f, block[1]);
+    vb_must_free(f, block[3]);
+    vb_must_free(f, stitched);
+    vb_must_free(f, small);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    vb_alloc_stats stats = vb_fixture_stats(f);
+    assert_int_equal(stats.reserved_bytes, 0);
+    assert_int_equal(stats.driver_free_calls, stats.driver_alloc_calls);
+    assert_int_equal(vb_sim_used_bytes(f->dev), 0);
     vb_fixture_close(f);
 }
 
@@ -550,6 +595,10 @@ static void test_random_mix_keeps_the_invariants(void **state)
     check_random_mix(capped);
     const char *const unlimited[] = {"handle_max_mb=0", NULL};
     check_random_mix(unlimited);
+    const char *const stitching[] = {"stitch_max_maps=16", NULL};
+    check_random_mix(stitching);
+    const char *const small_stitching[] = {"chunk_mb=2", "handle_max_mb=4", "stitch_max_maps=64", NULL};
+    check_random_mix(small_stitching);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -577,9 +626,9 @@ static void test_chunk_mb_sets_the_growth_step(void **state)
     vb_fixture_close(f);
 }
 
-/* A growth maps handles of at most handle_max_mb (no limit by default),
- * one set_access over them: 101 MiB maps one 102 MiB handle; with
- * handle_max_mb=64, 64 + 38 MiB (two creates and maps); with 40, 40 + 40 +
+/* A growth maps handles of at most handle_max_mb (64 by default), one
+ * set_access over them: 101 MiB maps 64 + 38 MiB (two creates and maps);
+ * with handle_max_mb=0 (no limit) one 102 MiB handle; with 40, 40 + 40 +
  * 22 MiB. Reserved 102 MiB each time. */
 static void check_growth_handles(const char *const *settings, uint64_t handles)
 {
@@ -596,9 +645,9 @@ static void check_growth_handles(const char *const *settings, uint64_t handles)
 static void test_a_growth_maps_handles_up_to_handle_max_mb(void **state)
 {
     (void)state;
-    check_growth_handles(NULL, 1);
-    const char *const sixty_four[] = {"handle_max_mb=64", NULL};
-    check_growth_handles(sixty_four, 2);
+    check_growth_handles(NULL, 2);
+    const char *const unlimited[] = {"handle_max_mb=0", NULL};
+    check_growth_handles(unlimited, 1);
     const char *const forty[] = {"handle_max_mb=40", NULL};
     check_growth_handles(forty, 3);
 }
@@ -643,16 +692,18 @@ int main(void)
         cmocka_unit_test(test_expandable_strands_the_inner_pieces_peak_140mib),
         cmocka_unit_test(test_stitch_serves_the_big_request_from_the_holes_peak_100mib),
         cmocka_unit_test(test_stitched_request_takes_no_new_device_memory),
-        cmocka_unit_test(test_freed_stitched_block_gives_its_units_back),
-        cmocka_unit_test(test_stitched_range_is_reused_with_no_driver_call),
-        cmocka_unit_test(test_without_stitching_whole_handles_move),
-        cmocka_unit_test(test_small_pool_grows_into_a_large_pool_hole),
         cmocka_unit_test(test_stitch_needs_no_cache_flush_at_capacity),
-        cmocka_unit_test(test_hole_without_a_whole_handle_is_stitched_with_new_units),
-        cmocka_unit_test(test_stitched_block_ends_in_a_free_unit_start),
+        cmocka_unit_test(test_hole_smaller_than_a_chunk_is_not_taken),
         cmocka_unit_test(test_hole_of_another_stream_is_taken),
         cmocka_unit_test(test_block_freed_while_in_use_is_not_taken),
         cmocka_unit_test(test_small_pool_hole_is_not_taken_by_the_large_pool),
+        cmocka_unit_test(test_stitched_request_maps_the_holes_handles_again),
+        cmocka_unit_test(test_freed_stitched_block_gives_its_holes_back),
+        cmocka_unit_test(test_stitched_range_is_reused_with_no_driver_call),
+        cmocka_unit_test(test_stitched_block_lends_only_the_bytes_it_uses),
+        cmocka_unit_test(test_stitched_range_takes_a_hole_of_another_stream),
+        cmocka_unit_test(test_small_pool_grows_into_a_large_pool_hole),
+        cmocka_unit_test(test_empty_cache_releases_stitched_ranges_too),
         cmocka_unit_test(test_empty_cache_returns_reserved_to_zero),
         cmocka_unit_test(test_empty_cache_keeps_chunks_in_use),
         cmocka_unit_test(test_oom_leaves_nothing_behind),

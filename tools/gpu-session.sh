@@ -42,8 +42,8 @@
 #                                 bert_amp, generate, two_stream), replays them,
 #                                 the fixture traces and tests/fixtures/stitch
 #                                 with caching, expandable and stitch (default;
-#                                 stitch_max_maps=4; the previous default; the first
-#                                 design's fixed 20 MiB chunks) on
+#                                 with stitched ranges; with 2-4 MiB handles and
+#                                 stitched ranges) on
 #                                 cuda, runs random_mix and capped_training so;
 #                                 JSON and the recorded traces (traces-stitch.tar.gz)
 #   tools/gpu-session.sh pool-trace  where the driver's pool places each block of the
@@ -256,10 +256,10 @@ for stage in "$@"; do
         ;;
     stitch)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
-        # stitch's default (one handle per growth, stitched ranges of up to 16 mappings), stitched ranges
-        # of up to 4, the previous default (handles of 8-64 MiB moved whole, no stitched ranges) and
-        # the first design's fixed 20 MiB chunks.
-        allocators='caching,expandable,stitch,stitch[stitch_max_maps=4],stitch[handle_max_mb=64,stitch_max_maps=0],stitch[chunk_mb=20,handle_max_mb=20,stitch_max_maps=0]'
+        # stitch's default (handles of 8-64 MiB, whole ones moved out of holes), with stitched ranges of
+        # up to 16 mappings, and with 2-4 MiB handles and stitched ranges of up to 64 (memory's end of the
+        # trade-off).
+        allocators='caching,expandable,stitch,stitch[stitch_max_maps=16],stitch[chunk_mb=2,handle_max_mb=4,stitch_max_maps=64]'
         # The driver's per-call costs by handle size (2 MiB to 1 GiB): tools/stitch_tradeoff.py's cost model.
         cuda_home=${CUDA_HOME:-/usr/local/cuda}
         gcc -O2 -I"$cuda_home/include" tools/probe_driver.c -o build/probe-driver -L"$cuda_home/lib64" -lcudart -lcuda \

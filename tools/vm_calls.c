@@ -45,11 +45,11 @@ static vb_status count_release(vb_device *d, vb_phys h)
     counts.release++;
     return sim_ops->vm_release(d, h);
 }
-static vb_status count_map(vb_device *d, vb_addr a, uint64_t size, vb_phys h, uint64_t offset)
+static vb_status count_map(vb_device *d, vb_addr a, uint64_t size, vb_phys h)
 {
     counts.map++;
     counts.mapped_bytes += size;
-    return sim_ops->vm_map(d, a, size, h, offset);
+    return sim_ops->vm_map(d, a, size, h);
 }
 static vb_status count_unmap(vb_device *d, vb_addr a, uint64_t size)
 {
