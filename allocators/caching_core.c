@@ -1143,6 +1143,7 @@ void vb_cc_destroy(void *state)
     free(cc->large_pool.spare_chunks);
     free(cc->small_pool.stitched);
     free(cc->large_pool.stitched);
+    free(cc->stitch_free);
     vb_addr_map_clear(&cc->allocated_blocks);
     free(cc);
 }

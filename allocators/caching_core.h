@@ -18,7 +18,9 @@
  *
  * stitch   expandable's ranges growing by one handle sized to the request,
  *          and before a range takes a new handle it moves handles out of
- *          free holes between live blocks (expandable.c).
+ *          free holes between live blocks; with stitch_max_maps, it first
+ *          maps the handles of several holes again into one stitched range
+ *          (a segment that borrows their memory; expandable.c).
  *
  * Internal to allocators/: nothing outside caching.c, expandable.c and
  * stitch.c uses it.
@@ -42,6 +44,12 @@
 #define VB_CC_MAX_REQUEST ((uint64_t)1 << 60)       /* PyTorch refuses 1 EB and more as OOM */
 
 typedef struct vb_cc_pool vb_cc_pool;
+
+/* A range of addresses (stitching source: free addresses of its arena). */
+typedef struct vb_cc_extent {
+    vb_addr addr;
+    uint64_t size;
+} vb_cc_extent;
 
 /* A physical handle held but mapped nowhere (stitching source). */
 typedef struct vb_cc_spare {
@@ -211,6 +219,14 @@ struct vb_cc_allocator {
     uint64_t large_chunk;         /* bytes; VM sources' large-pool chunk (settings' chunk_mb) */
     uint64_t handle_max;          /* bytes; stitch's largest handle (settings' handle_max_mb); 0: no limit */
     uint64_t stitch_max_maps;     /* stitch: most mappings one stitched range takes; 0: never stitch */
+    /* stitch: one reservation its stitched ranges take their addresses from
+     * (expandable.c), while any lives: where it starts (0: none), its
+     * size, its free extents by address, and the ranges in it. */
+    vb_addr stitch_arena;
+    uint64_t stitch_arena_size;
+    vb_cc_extent *stitch_free;
+    size_t stitch_free_count, stitch_free_capacity;
+    size_t stitch_arena_ranges;
 
     vb_cc_pool small_pool, large_pool;
     vb_addr_map allocated_blocks; /* address -> block, for free and record_stream */

@@ -682,13 +682,104 @@ static void return_stitched(vb_cc_allocator *cc, expandable_segment *es)
     es->dormant = 1;
 }
 
-/* A stitched range's mappings and reservation go; the stitched counts of
+/* ---- The arena: addresses for stitched ranges ----
+ * Stitched ranges take their addresses from one reservation of the
+ * allocator's own, lowest free address first, not one cuMemAddressReserve
+ * each: best fit breaks ties between blocks of different stitched ranges
+ * by address, and where the driver puts reservations depends on their size
+ * (results/stitch-ranges-nvidia-h100-80gb-hbm3-20261123/probe-driver.txt:
+ * 2 MiB ones ~127 TiB above two 90 GiB ones, a 4 MiB one right after
+ * them), which the sim would have to guess. It also saves a reserve and a
+ * free per range. The arena goes back when its last range does. */
+
+/* The arena's size: four times the device's memory (stitched ranges map
+ * memory the ranges hold, and dormant ones keep their addresses). */
+#define STITCH_ARENA_DEVICES 4
+
+/* Addresses for `size` bytes (a multiple of 2 MiB) from the arena, which
+ * is reserved first when there is none; VB_ERR_OOM when it is full. */
+static vb_status arena_take(vb_cc_allocator *cc, uint64_t size, vb_addr *out)
+{
+    vb_device *dev = cc->device;
+    if (!cc->stitch_arena) {
+        uint64_t free_bytes = 0, total_bytes = 0;
+        vb_status status = dev->ops->mem_info(dev, &free_bytes, &total_bytes);
+        if (status != VB_OK) return status;
+        uint64_t arena = (STITCH_ARENA_DEVICES * total_bytes + VB_CC_SMALL_BUFFER - 1) / VB_CC_SMALL_BUFFER *
+                         VB_CC_SMALL_BUFFER;
+        if (cc->stitch_free_capacity == 0) {
+            cc->stitch_free = malloc(16 * sizeof *cc->stitch_free);
+            if (!cc->stitch_free) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+            cc->stitch_free_capacity = 16;
+        }
+        status = dev->ops->vm_reserve(dev, arena, &cc->stitch_arena);
+        if (status != VB_OK) return status;
+        cc->stitch_arena_size = arena;
+        cc->stitch_free[0] = (vb_cc_extent){cc->stitch_arena, arena};
+        cc->stitch_free_count = 1;
+    }
+    for (size_t i = 0; i < cc->stitch_free_count; i++) {
+        vb_cc_extent *extent = &cc->stitch_free[i];
+        if (extent->size < size) continue;
+        *out = extent->addr;
+        extent->addr += size;
+        extent->size -= size;
+        if (extent->size == 0) {
+            memmove(extent, extent + 1, (cc->stitch_free_count - i - 1) * sizeof *extent);
+            cc->stitch_free_count--;
+        }
+        cc->stitch_arena_ranges++;
+        return VB_OK;
+    }
+    return vb_error(VB_ERR_OOM, "%s: the stitched ranges' %llu-byte arena is full", cc->name,
+                    (unsigned long long)cc->stitch_arena_size);
+}
+
+/* Gives `size` bytes at `addr` back to the arena, merging free neighbours;
+ * the arena goes back to the device with its last range. */
+static void arena_give(vb_cc_allocator *cc, vb_addr addr, uint64_t size)
+{
+    if (--cc->stitch_arena_ranges == 0) {
+        cc->device->ops->vm_free(cc->device, cc->stitch_arena, cc->stitch_arena_size);
+        cc->stitch_arena = 0;
+        cc->stitch_free_count = 0;
+        return;
+    }
+    size_t at = 0;
+    while (at < cc->stitch_free_count && cc->stitch_free[at].addr < addr) at++;
+    int joins_before = at > 0 && cc->stitch_free[at - 1].addr + cc->stitch_free[at - 1].size == addr;
+    int joins_after = at < cc->stitch_free_count && addr + size == cc->stitch_free[at].addr;
+    if (joins_before && joins_after) {
+        cc->stitch_free[at - 1].size += size + cc->stitch_free[at].size;
+        memmove(&cc->stitch_free[at], &cc->stitch_free[at + 1], (cc->stitch_free_count - at - 1) * sizeof *cc->stitch_free);
+        cc->stitch_free_count--;
+    } else if (joins_before) {
+        cc->stitch_free[at - 1].size += size;
+    } else if (joins_after) {
+        cc->stitch_free[at].addr = addr;
+        cc->stitch_free[at].size += size;
+    } else {
+        /* A new extent: when the array cannot grow the addresses are lost
+         * to the arena (still reserved), never reused twice. */
+        if (cc->stitch_free_count == cc->stitch_free_capacity) {
+            vb_cc_extent *grown = realloc(cc->stitch_free, 2 * cc->stitch_free_capacity * sizeof *grown);
+            if (!grown) return;
+            cc->stitch_free = grown;
+            cc->stitch_free_capacity *= 2;
+        }
+        memmove(&cc->stitch_free[at + 1], &cc->stitch_free[at], (cc->stitch_free_count - at) * sizeof *cc->stitch_free);
+        cc->stitch_free[at] = (vb_cc_extent){addr, size};
+        cc->stitch_free_count++;
+    }
+}
+
+/* A stitched range's mappings and addresses go; the stitched counts of
  * the handles it mapped drop. Its units must not be lent (dormant, or at
  * destroy). */
 static void unmap_stitched(vb_cc_allocator *cc, expandable_segment *es)
 {
     cc->device->ops->vm_unmap(cc->device, es->segment.base, es->segment.size);
-    cc->device->ops->vm_free(cc->device, es->segment.base, es->segment.size);
+    arena_give(cc, es->segment.base, es->segment.size);
     for (size_t i = 0; i < es->piece_count; i++) count_piece_maps(&es->pieces[i], -1, NULL);
     free(es->pieces);
     free(es->lent);
@@ -751,8 +842,9 @@ static vb_status stitch_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream s
     }
     vb_addr base = 0;
     vb_cc_block *block = NULL;
-    vb_status status = es && pieces && lent ? dev->ops->vm_reserve(dev, range_size, &base)
+    vb_status status = es && pieces && lent ? arena_take(cc, range_size, &base)
                                            : vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    int taken = status == VB_OK;
     if (status == VB_OK && !(block = vb_cc_block_new(cc, base, block_size, stream, pool, &es->segment)))
         status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
     for (size_t i = 0; status == VB_OK && i < count; i++) {
@@ -783,14 +875,12 @@ static vb_status stitch_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream s
         status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     if (mapped) dev->ops->vm_unmap(dev, base, mapped);
-    if (block) {
-        dev->ops->vm_free(dev, base, range_size);
-        vb_cc_block_recycle(cc, block);
-    }
+    if (taken) arena_give(cc, base, range_size);
+    if (block) vb_cc_block_recycle(cc, block);
     free(lent);
     free(pieces);
     free(es);
-    return status;
+    return status == VB_ERR_OOM && !taken ? VB_OK : status; /* a full arena: no stitched range, not out of memory */
 }
 
 /* A dormant stitched range of the stream's pool made for a request of

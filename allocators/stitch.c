@@ -15,30 +15,41 @@
  * size; results/probe-driver-nvidia-h100-20261122.txt, and from 2 MiB to
  * 1 GiB results/stitch-nvidia-h100-80gb-hbm3-20261123/probe-driver-20261123.txt),
  * so a 70 MiB activation costs one create, map and access instead of four
- * chunks' worth, and the driver work on a fresh allocator comes close to
- * caching's one cudaMalloc per segment.
+ * chunks' worth.
  *
- * The stitching (vb_cc_stitching_segments, expandable.c) removes what
- * expandable strands: when a request needs new physical memory, the
- * handles that lie wholly inside free blocks between live blocks ("holes",
- * of any stream's range of the same pool) are unmapped there and mapped
- * where the request goes, and a handle is created only for the rest.
- * Memory is therefore stranded only in free pieces that hold no whole
- * handle. A handle taken from a hole that does not fit where the request
- * grows stays held as a spare (counted as reserved) for the next growth.
- * GMLake instead maps a physical block into several stitched ranges at
- * once; here a handle has one mapping at a time and is moved (unmap, map,
- * set access), which keeps expandable's bookkeeping as it is.
+ * Two ways to use the free memory stranded between live blocks ("holes"),
+ * both in expandable.c:
+ *   moves (always): when a request needs new physical memory, the handles
+ *     lying wholly inside holes of any stream's range of the same pool are
+ *     unmapped there and mapped where the request goes; a handle is
+ *     created only for the rest. A handle taken that does not fit stays
+ *     held as a spare (counted as reserved) for the next growth.
+ *   stitched ranges (stitch_max_maps > 0; off by default): before that, a
+ *     request no free block serves is served, when the holes together hold
+ *     it, by mapping the handles they hold again, whole, side by side into
+ *     addresses of the allocator's own arena, without unmapping them where
+ *     they are: GMLake's stitched blocks. Only the bytes used are lent; a
+ *     freed stitched block gives them back at once and stays mapped, and a
+ *     later request of its size takes it again with no driver call while
+ *     its bytes are free. A small-pool growth takes 2 MiB of a large-pool
+ *     hole so. cuMemMap maps only whole handles (an offset or a smaller
+ *     size fails with CUDA_ERROR_NOT_SUPPORTED on the H100:
+ *     results/stitch-ranges-nvidia-h100-80gb-hbm3-20261123/probe-driver.txt),
+ *     so a stitched range can use a hole only from where a handle starts:
+ *     with 8-64 MiB handles few holes qualify, with 2-4 MiB ones most do,
+ *     at a create, map and access call per 2-4 MiB on the first pass.
  *
- * chunk_mb and handle_max_mb are the trade-off: larger handles mean fewer
- * creates, maps and access calls, smaller ones more reclaimable holes (a
- * handle with one live byte cannot move) and, for chunk_mb, less rounding
- * at the range's end. tools/stitch_tradeoff.py measures the curve on sim
- * and plots/stitch_tradeoff.py draws it; README "stitch" gives the
- * default's reasons.
+ * chunk_mb, handle_max_mb and stitch_max_maps are the trade-off: larger
+ * handles mean fewer creates, maps and access calls, smaller ones more
+ * holes that moves and stitched ranges can use (a handle with one live
+ * byte cannot move, and a stitched range maps a handle only from its
+ * start). tools/stitch_tradeoff.py measures the curve on sim and
+ * plots/stitch_tradeoff.py draws it; README "stitch" gives the default's
+ * reasons and the H100's figures.
  *
  * Statistics as expandable's (counted at the seam, allocator.h): reserved =
- * the physical handles held, mapped or spare.
+ * the physical handles held, mapped or spare (a handle mapped twice is
+ * counted once).
  */
 #include <stddef.h>
 
@@ -64,9 +75,9 @@ static const vb_option stitch_options[] = {
      "largest physical handle in MiB (a growth past it creates several); smaller = more holes hold a whole "
      "handle (less memory), more driver calls; 0: no limit; default 64"},
     {"stitch_max_maps", VB_OPTION_U64, offsetof(vb_cc_settings, stitch_max_maps), 0, 4096,
-     "most mappings (one per part of a handle) a stitched range over free holes may take before the pool "
-     "grows instead; each costs a map and its share of the access call; 0: never stitch; default 16"},
-
+     "most handles a stitched range (the handles free holes hold, mapped again side by side) may map, "
+     "each a map and its share of one access call; 0: no stitched ranges (whole handles in holes are "
+     "still moved); default 0"},
 };
 
 #define STITCH_OPTION_COUNT (sizeof stitch_options / sizeof stitch_options[0])
@@ -89,7 +100,8 @@ const vb_allocator_ops vb_stitch_allocator = {
     .name = "stitch",
     .description = "expandable segments that stitch: one growing range per stream, one physical handle per "
                    "growth, and before a handle is made, whole handles in free holes between live blocks are "
-                   "moved to where they are needed",
+                   "moved to where they are needed (with stitch_max_maps, first mapped again side by side "
+                   "into stitched ranges)",
     .options = stitch_options,
     .option_count = STITCH_OPTION_COUNT,
     .create = stitch_create,

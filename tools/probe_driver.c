@@ -341,6 +341,61 @@ static void probe_vm(size_t chunk, int chunks, int access_once)
     free(handles);
 }
 
+/* Where cuMemAddressReserve puts reservations (the sim's vm_reserve models
+ * it: best-fit ties between blocks of different reservations follow their
+ * addresses), and whether cuMemMap maps part of a handle (an offset, or a
+ * smaller size) or a handle a second time. Addresses are printed relative
+ * to the first reservation. */
+static void probe_vm_reserve(void)
+{
+    const size_t mib = 1 << 20, big = (size_t)90 << 30;
+    CUdeviceptr first, second, small[8], again[3];
+    check_cu(cuMemAddressReserve(&first, big, 0, 0, 0), "reserve");
+    check_cu(cuMemAddressReserve(&second, big, 0, 0, 0), "reserve");
+    printf("vm reserve: 90 GiB at +0, another 90 GiB at %+lld MiB\n", (long long)(second - first) / (long long)mib);
+    for (int i = 0; i < 8; i++) {
+        size_t size = (i % 2 ? 4 : 2) * mib;
+        check_cu(cuMemAddressReserve(&small[i], size, 0, 0, 0), "reserve");
+        printf("vm reserve: %zu MiB #%d at %+lld MiB\n", size / mib, i, (long long)(small[i] - first) / (long long)mib);
+    }
+    check_cu(cuMemAddressFree(small[2], 2 * mib), "address free");
+    check_cu(cuMemAddressFree(small[4], 2 * mib), "address free");
+    printf("vm reserve: freed #2 and #4\n");
+    for (int i = 0; i < 3; i++) {
+        size_t size = (i == 2 ? 4 : 2) * mib;
+        check_cu(cuMemAddressReserve(&again[i], size, 0, 0, 0), "reserve");
+        printf("vm reserve: then %zu MiB at %+lld MiB\n", size / mib, (long long)(again[i] - first) / (long long)mib);
+    }
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle handle;
+    check_cu(cuMemCreate(&handle, 8 * mib, &prop, 0), "create");
+    const char *text = "?";
+    CUresult part = cuMemMap(first, 2 * mib, 2 * mib, handle, 0);
+    cuGetErrorString(part, &text);
+    printf("vm map: 2 MiB of an 8 MiB handle at offset 2 MiB: %s\n", part == CUDA_SUCCESS ? "mapped" : text);
+    if (part == CUDA_SUCCESS) check_cu(cuMemUnmap(first, 2 * mib), "unmap");
+    CUresult smaller = cuMemMap(first, 2 * mib, 0, handle, 0);
+    cuGetErrorString(smaller, &text);
+    printf("vm map: the first 2 MiB of an 8 MiB handle: %s\n", smaller == CUDA_SUCCESS ? "mapped" : text);
+    if (smaller == CUDA_SUCCESS) check_cu(cuMemUnmap(first, 2 * mib), "unmap");
+    check_cu(cuMemMap(first, 8 * mib, 0, handle, 0), "map");
+    CUresult twice = cuMemMap(second, 8 * mib, 0, handle, 0);
+    cuGetErrorString(twice, &text);
+    printf("vm map: the whole handle at a second address while mapped at the first: %s\n",
+           twice == CUDA_SUCCESS ? "mapped" : text);
+    if (twice == CUDA_SUCCESS) check_cu(cuMemUnmap(second, 8 * mib), "unmap");
+    check_cu(cuMemUnmap(first, 8 * mib), "unmap");
+    check_cu(cuMemRelease(handle), "release");
+    for (int i = 0; i < 8; i++)
+        if (i != 2 && i != 4) check_cu(cuMemAddressFree(small[i], (i % 2 ? 4 : 2) * mib), "address free");
+    for (int i = 0; i < 3; i++) check_cu(cuMemAddressFree(again[i], (i == 2 ? 4 : 2) * mib), "address free");
+    check_cu(cuMemAddressFree(second, big), "address free");
+    check_cu(cuMemAddressFree(first, big), "address free");
+}
+
 int main(void)
 {
     check(cudaFree(0), "context");
@@ -353,6 +408,7 @@ int main(void)
     probe_cuda_malloc();
     probe_pool();
     check_cu(cuInit(0), "cuInit");
+    probe_vm_reserve();
     probe_vm(2 << 20, 64, 0);
     probe_vm(2 << 20, 64, 1);
     probe_vm(20 << 20, 16, 1);

@@ -37,13 +37,13 @@ import os
 import subprocess
 import sys
 
-# (chunk_mb, handle_max_mb, stitch_max_maps): the default (8, 0, 16: one handle per growth of any
-# size, stitched ranges of up to 16 mappings); stitched ranges of at most 0 (none), 2 ... 64
-# mappings; the previous default (8, 64, 0: handles of at most 64 MiB, whole handles moved), the first
-# design (20, 20, 0: fixed 20 MiB chunks) and fixed 2 MiB chunks; 64 MiB handles and 20 MiB growth steps
-# with stitched ranges.
-SETTINGS = [(8, 0, 16), (8, 0, 0), (8, 0, 2), (8, 0, 4), (8, 0, 8), (8, 0, 64), (8, 64, 0), (20, 20, 0),
-            (2, 2, 0), (8, 64, 16), (20, 0, 16)]
+# (chunk_mb, handle_max_mb, stitch_max_maps): the default (8, 64, 0: handles of 8-64 MiB, whole ones
+# moved out of holes, no stitched ranges); stitched ranges of up to 16 and 64 mappings on those handles
+# and on one handle per growth (handle_max_mb 0: no maximum); smaller handles (2-4, 4-8 MiB) with stitched
+# ranges of up to 64 (memory's end); the first design (20, 20, 0: fixed 20 MiB chunks) and fixed 2 MiB
+# chunks without and with stitched ranges.
+SETTINGS = [(8, 64, 0), (8, 64, 16), (8, 64, 64), (8, 0, 16), (4, 8, 64), (2, 4, 64), (2, 4, 16), (20, 20, 0),
+            (2, 2, 0), (2, 2, 64)]
 COST_US = {"create": 16.0, "map": 1.1 + 40.0, "unmap": 23.0, "release": 25.0, "mem_alloc": 82.0}
 WORKLOADS = (["tests/fixtures/traces/resnet50.trace.gz", "tests/fixtures/traces/gpt2.trace.gz", "random_mix",
               "capped_training"] + sorted(glob.glob("tests/fixtures/torch/*.trace.gz"))
