@@ -21,6 +21,7 @@ const char *const vb_driver_call_names[VB_DRIVER_CALL_KINDS] = {
  * of the next free slot in `requested`. */
 typedef struct vb_live_block {
     uint64_t requested, allocated;
+    uint64_t tag;                  /* the strategy's word for the block (vb_grant.tag) */
 } vb_live_block;
 
 /* ------------------------------------------------------------------------ */
@@ -295,9 +296,31 @@ const vb_alloc_stats *vb_seam_stats(vb_device *counting_device)
 /* Live blocks                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* vb_seam_each_live's walk over the live map: the tag from the block's slot. */
+typedef struct live_walk {
+    const vb_allocator *allocator;
+    void (*visit)(void *context, vb_addr addr, uint64_t tag);
+    void *context;
+} live_walk;
+
+static void visit_live(void *context, uint64_t addr, uint64_t slot)
+{
+    live_walk *walk = context;
+    walk->visit(walk->context, addr, walk->allocator->blocks[slot].tag);
+}
+
+void vb_seam_each_live(vb_device *counting_device, void (*visit)(void *context, vb_addr addr, uint64_t tag),
+                       void *context)
+{
+    vb_allocator *allocator = seam_of(counting_device);
+    if (!allocator) return;
+    live_walk walk = {allocator, visit, context};
+    vb_addr_map_each(&allocator->live, visit_live, &walk);
+}
+
 /* Records a live block; 0, -1 when host memory runs out, -2 when `addr` is
  * live already (a strategy's bug). */
-static int track_block(vb_allocator *allocator, vb_addr addr, uint64_t requested, uint64_t allocated)
+static int track_block(vb_allocator *allocator, vb_addr addr, uint64_t requested, const vb_grant *grant)
 {
     uint64_t slot;
     if (allocator->free_slots) {
@@ -319,7 +342,7 @@ static int track_block(vb_allocator *allocator, vb_addr addr, uint64_t requested
     *value = slot;
     if (allocator->free_slots) allocator->free_slots = allocator->blocks[slot].requested;
     else allocator->block_count++;
-    allocator->blocks[slot] = (vb_live_block){requested, allocated};
+    allocator->blocks[slot] = (vb_live_block){requested, grant->size, grant->tag};
     return 0;
 }
 
@@ -530,19 +553,19 @@ void vb_allocator_note_peak(vb_allocator *allocator)
 /* The body of vb_malloc, under the lock. */
 static vb_status malloc_locked(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
 {
-    vb_grant grant = {0, 0, 0};
+    vb_grant grant = {0, 0, 0, 0};
     vb_status status = allocator->ops->malloc(allocator->state, size, stream, &grant);
     allocator->counted.alloc_retries += grant.retried != 0;
     if (status != VB_OK) {
         allocator->counted.ooms += status == VB_ERR_OOM;
         return status;
     }
-    int tracked = track_block(allocator, grant.addr, size, grant.size);
+    int tracked = track_block(allocator, grant.addr, size, &grant);
     if (tracked == -2)
         return vb_error(VB_ERR_INVALID, "%s: malloc handed out 0x%llx, which is still live", allocator->ops->name,
                         (unsigned long long)grant.addr);
     if (tracked != 0) {
-        allocator->ops->free(allocator->state, grant.addr);
+        allocator->ops->free(allocator->state, grant.addr, grant.tag);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     add_use(&allocator->counted, size, grant.size);
@@ -574,7 +597,7 @@ static vb_status free_locked(vb_allocator *allocator, vb_addr addr)
     if (!vb_addr_map_remove(&allocator->live, addr, &slot))
         return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated (unknown or freed twice)",
                         allocator->ops->name, (unsigned long long)addr);
-    vb_status status = allocator->ops->free(allocator->state, addr);
+    vb_status status = allocator->ops->free(allocator->state, addr, allocator->blocks[slot].tag);
     if (status != VB_OK) {
         vb_addr_map_put(&allocator->live, addr, slot); /* cannot fail: the entry's room is still there */
         return status;
@@ -603,7 +626,11 @@ vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stre
 {
     if (!allocator->ops->record_stream || addr == 0) return VB_OK;
     allocator_lock(allocator);
-    vb_status status = allocator->ops->record_stream(allocator->state, addr, stream);
+    uint64_t slot;
+    vb_status status = vb_addr_map_get(&allocator->live, addr, &slot)
+                           ? allocator->ops->record_stream(allocator->state, addr, allocator->blocks[slot].tag, stream)
+                           : vb_error(VB_ERR_INVALID, "%s: record_stream on 0x%llx, which is not allocated",
+                                      allocator->ops->name, (unsigned long long)addr);
     allocator_unlock(allocator);
     return status;
 }

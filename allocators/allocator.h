@@ -172,6 +172,9 @@ typedef struct vb_grant {
     vb_addr addr;       /* the block handed out */
     uint64_t size;      /* its size after rounding: the bytes it counts as allocated */
     int retried;        /* 1 when the call gave cached memory back and tried again */
+    uint64_t tag;       /* a word the seam keeps with the block and hands back to free and
+                         * record_stream (async: the allocating stream), so a strategy needs no
+                         * map of its own on the hot path; 0 when unused */
 } vb_grant;
 
 typedef struct vb_allocator_ops {
@@ -189,14 +192,15 @@ typedef struct vb_allocator_ops {
      * seam zeroed). VB_ERR_OOM when the memory cannot be had, never a wrong
      * pointer; `out->retried` is read whatever the status. */
     vb_status (*malloc)(void *state, uint64_t size, vb_stream stream, vb_grant *out);
-    /* Frees a pointer malloc returned. An unknown pointer or a second free is
-     * VB_ERR_INVALID and changes nothing (the seam catches both first). */
-    vb_status (*free)(void *state, vb_addr addr);
+    /* Frees a pointer malloc returned, with the tag its grant carried. An
+     * unknown pointer or a second free is VB_ERR_INVALID and changes nothing
+     * (the seam catches both first). */
+    vb_status (*free)(void *state, vb_addr addr, uint64_t tag);
     /* Notes that the block at `addr` is in use on `stream` too: once freed,
      * it is not handed out again until the work queued on `stream` before the
      * free has completed. May be NULL when the strategy never reuses memory
      * itself (it then relies on the device, as cudaFree does). */
-    vb_status (*record_stream)(void *state, vb_addr addr, vb_stream stream);
+    vb_status (*record_stream)(void *state, vb_addr addr, uint64_t tag, vb_stream stream);
     /* Returns every cached, unused byte it can to the device. */
     vb_status (*empty_cache)(void *state);
     /* The largest contiguous run of reserved bytes not handed out (a block a
@@ -306,6 +310,12 @@ void vb_allocator_note_peak(vb_allocator *allocator);
 /* For strategies: the seam's counts so far, by the device their create was
  * given (the counting device); NULL for any other device. */
 const vb_alloc_stats *vb_seam_stats(vb_device *counting_device);
+
+/* Calls `visit` with the address and tag of every block the allocator a
+ * counting device belongs to has handed out and not had back (a strategy
+ * that keeps no map of its own frees what is left at destroy so). */
+void vb_seam_each_live(vb_device *counting_device, void (*visit)(void *context, vb_addr addr, uint64_t tag),
+                       void *context);
 
 /* External fragmentation of a stats snapshot: (free_cached - largest_free) /
  * free_cached, 0 when nothing is cached. */

@@ -57,8 +57,6 @@ typedef struct async_recorded {
 typedef struct async_state {
     vb_device *device;
     vb_pool pool;
-    vb_addr_map blocks;       /* address -> the stream it was allocated on: no host
-                               * allocation on the malloc/free path */
     vb_addr_map recorded;     /* address -> async_recorded*, for blocks record_stream was called on */
     vb_stream unifying_stream; /* created on the first free of a block with recorded streams */
     vb_event unifying_event;
@@ -104,11 +102,11 @@ static vb_stream stream_of(uint64_t value)
     return (vb_stream)(uintptr_t)value;
 }
 
-/* Frees one leftover block on its stream at destroy time. */
-static void free_leftover(void *context, uint64_t addr, uint64_t value)
+/* Frees one leftover block on its stream (its tag) at destroy time. */
+static void free_leftover(void *context, vb_addr addr, uint64_t tag)
 {
     async_state *async = context;
-    async->device->ops->pool_free(async->device, async->pool, addr, stream_of(value));
+    async->device->ops->pool_free(async->device, async->pool, addr, stream_of(tag));
 }
 
 /* Frees one record_stream list. */
@@ -126,8 +124,7 @@ static void async_destroy(void *state)
 {
     async_state *async = state;
     vb_device *dev = async->device;
-    vb_addr_map_each(&async->blocks, free_leftover, async);
-    vb_addr_map_clear(&async->blocks);
+    vb_seam_each_live(dev, free_leftover, async);
     vb_addr_map_each(&async->recorded, free_recorded, NULL);
     vb_addr_map_clear(&async->recorded);
     dev->ops->device_synchronize(dev);
@@ -160,12 +157,9 @@ static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_g
             status = dev->ops->pool_malloc(dev, async->pool, size, stream, &addr);
         }
     }
-    if (status == VB_OK && vb_addr_map_put(&async->blocks, addr, (uint64_t)(uintptr_t)stream) != 0) {
-        dev->ops->pool_free(dev, async->pool, addr, stream);
-        status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
-    }
     if (status != VB_OK) return status;
-    *out = (vb_grant){addr, pool_size(size), out->retried};
+    /* The seam keeps the allocating stream with the block: no map here. */
+    *out = (vb_grant){addr, pool_size(size), out->retried, (uint64_t)(uintptr_t)stream};
     return VB_OK;
 }
 
@@ -200,13 +194,10 @@ static vb_status unify_streams(async_state *async, vb_stream stream, const async
 
 /* pool_free on the allocating stream, or on the unifying stream when the
  * block was recorded on others. An unknown pointer changes nothing. */
-static vb_status async_free(void *state, vb_addr addr)
+static vb_status async_free(void *state, vb_addr addr, uint64_t tag)
 {
     async_state *async = state;
-    uint64_t value;
-    if (!vb_addr_map_get(&async->blocks, addr, &value))
-        return vb_error(VB_ERR_INVALID, "async: free of 0x%llx, which is not allocated", (unsigned long long)addr);
-    vb_stream free_stream = stream_of(value);
+    vb_stream free_stream = stream_of(tag);
     uint64_t recorded_value = 0;
     async_recorded *recorded = async->recorded.count && vb_addr_map_get(&async->recorded, addr, &recorded_value)
                                    ? (async_recorded *)(uintptr_t)recorded_value
@@ -215,7 +206,6 @@ static vb_status async_free(void *state, vb_addr addr)
     if (status != VB_OK) return status;
     status = async->device->ops->pool_free(async->device, async->pool, addr, free_stream);
     if (status != VB_OK) return status;
-    vb_addr_map_remove(&async->blocks, addr, NULL);
     if (recorded) {
         vb_addr_map_remove(&async->recorded, addr, NULL);
         free_recorded(NULL, addr, recorded_value);
@@ -224,14 +214,10 @@ static vb_status async_free(void *state, vb_addr addr)
 }
 
 /* Remembers that the block is used on `stream` too (once per stream). */
-static vb_status async_record_stream(void *state, vb_addr addr, vb_stream stream)
+static vb_status async_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream)
 {
     async_state *async = state;
-    uint64_t value;
-    if (!vb_addr_map_get(&async->blocks, addr, &value))
-        return vb_error(VB_ERR_INVALID, "async: record_stream of 0x%llx, which is not allocated",
-                        (unsigned long long)addr);
-    if (stream == stream_of(value)) return VB_OK;
+    if (stream == stream_of(tag)) return VB_OK;
     int added = 0;
     uint64_t *slot = vb_addr_map_slot(&async->recorded, addr, &added);
     if (!slot) return vb_error(VB_ERR_HOST_OOM, "out of host memory");

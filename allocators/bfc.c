@@ -343,8 +343,9 @@ static vb_status bfc_malloc(void *state, uint64_t size, vb_stream stream, vb_gra
     return take_chunk(bfc, chunk, rounded, size, stream, out);
 }
 
-static vb_status bfc_free(void *state, vb_addr addr)
+static vb_status bfc_free(void *state, vb_addr addr, uint64_t tag)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     bfc_state *bfc = state;
     vb_chunk *chunk;
     vb_status status = vb_chunk_free_used(&bfc->used, &bfc->deferred, addr, "bfc", &chunk);
@@ -352,8 +353,9 @@ static vb_status bfc_free(void *state, vb_addr addr)
     return status;
 }
 
-static vb_status bfc_record_stream(void *state, vb_addr addr, vb_stream stream)
+static vb_status bfc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     bfc_state *bfc = state;
     return vb_chunk_record_stream(&bfc->used, addr, stream, "bfc");
 }

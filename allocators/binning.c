@@ -436,8 +436,9 @@ static vb_status binning_malloc(void *state, uint64_t size, vb_stream stream, vb
     return VB_OK;
 }
 
-static vb_status binning_free(void *state, vb_addr addr)
+static vb_status binning_free(void *state, vb_addr addr, uint64_t tag)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     binning_state *binning = state;
     vb_chunk *block;
     vb_status status = vb_chunk_free_used(&binning->used, &binning->deferred, addr, "binning", &block);
@@ -445,8 +446,9 @@ static vb_status binning_free(void *state, vb_addr addr)
     return status;
 }
 
-static vb_status binning_record_stream(void *state, vb_addr addr, vb_stream stream)
+static vb_status binning_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     binning_state *binning = state;
     return vb_chunk_record_stream(&binning->used, addr, stream, "binning");
 }

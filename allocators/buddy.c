@@ -264,8 +264,9 @@ static vb_status buddy_malloc(void *state, uint64_t size, vb_stream stream, vb_g
     return take_block(buddy, block, block_size, size, stream, out);
 }
 
-static vb_status buddy_free(void *state, vb_addr addr)
+static vb_status buddy_free(void *state, vb_addr addr, uint64_t tag)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     buddy_state *buddy = state;
     vb_chunk *block;
     vb_status status = vb_chunk_free_used(&buddy->used, &buddy->deferred, addr, "buddy", &block);
@@ -273,8 +274,9 @@ static vb_status buddy_free(void *state, vb_addr addr)
     return status;
 }
 
-static vb_status buddy_record_stream(void *state, vb_addr addr, vb_stream stream)
+static vb_status buddy_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     buddy_state *buddy = state;
     return vb_chunk_record_stream(&buddy->used, addr, stream, "buddy");
 }

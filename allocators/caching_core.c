@@ -904,8 +904,9 @@ vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr)
     return allocated_block(cc, addr, 0);
 }
 
-vb_status vb_cc_free(void *state, vb_addr addr)
+vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     vb_cc_allocator *cc = state;
     vb_cc_block *block = allocated_block(cc, addr, 1);
     if (!block)
@@ -919,8 +920,9 @@ vb_status vb_cc_free(void *state, vb_addr addr)
 
 /* record_stream: remembers a use on another stream (the allocation stream
  * needs no event: its own order protects it). */
-vb_status vb_cc_record_stream(void *state, vb_addr addr, vb_stream stream)
+vb_status vb_cc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     vb_cc_allocator *cc = state;
     vb_cc_block *block = allocated_block(cc, addr, 0);
     if (!block)

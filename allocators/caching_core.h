@@ -262,8 +262,8 @@ vb_status vb_cc_create_with(vb_device *dev, const vb_config *config, const vb_op
 /* ---- the ops every caching-style strategy shares (state = vb_cc_allocator) ---- */
 void vb_cc_destroy(void *state);
 vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out);
-vb_status vb_cc_free(void *state, vb_addr addr);
-vb_status vb_cc_record_stream(void *state, vb_addr addr, vb_stream stream);
+vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag);
+vb_status vb_cc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream);
 vb_status vb_cc_empty_cache(void *state);
 uint64_t vb_cc_largest_free_block(void *state);
 void vb_cc_segments(void *state, vb_block_visitor visit, void *context);

@@ -64,12 +64,13 @@ static vb_status cuda_malloc(void *state, uint64_t size, vb_stream stream, vb_gr
         cuda->device->ops->mem_free(cuda->device, addr);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    *out = (vb_grant){addr, rounded, 0};
+    *out = (vb_grant){addr, rounded, 0, 0};
     return VB_OK;
 }
 
-static vb_status cuda_free(void *state, vb_addr addr)
+static vb_status cuda_free(void *state, vb_addr addr, uint64_t tag)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     cuda_state *cuda = state;
     if (!vb_addr_map_get(&cuda->requested, addr, NULL))
         return vb_error(VB_ERR_INVALID, "cuda: free of 0x%llx, which is not allocated", (unsigned long long)addr);

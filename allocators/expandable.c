@@ -374,8 +374,9 @@ static vb_status expandable_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, v
 /* A request no free block serves may still fit in the free memory of
  * several holes. A stitched range maps the handles whose memory those
  * holes hold, whole (cuMemMap maps only whole handles: base/device.h),
- * side by side into a reservation of its own, without unmapping them
- * where they are (a handle may be mapped at several addresses): a segment
+ * side by side at addresses of the allocator's arena (below), without
+ * unmapping them where they are (a handle may be mapped at several
+ * addresses): a segment
  * of the pool that costs no new memory, with one block that is never
  * split. Each piece starts where a handle starts inside a hole and takes
  * the whole handles the hole holds from there; the last piece takes only
@@ -660,7 +661,7 @@ static int lend_stitched(vb_cc_allocator *cc, expandable_segment *es)
     return 1;
 }
 
-/* Gives the units a stitched range was lent back to their ranges (free
+/* Gives the bytes a stitched range was lent back to their ranges (free
  * blocks of the pool, merged with their neighbours); the range stays
  * mapped, dormant (its block marked VB_CC_LENT: shown by no segment
  * visit). Work queued on the range's stream may still use the memory:
@@ -774,7 +775,7 @@ static void arena_give(vb_cc_allocator *cc, vb_addr addr, uint64_t size)
 }
 
 /* A stitched range's mappings and addresses go; the stitched counts of
- * the handles it mapped drop. Its units must not be lent (dormant, or at
+ * the handles it mapped drop. Its bytes must not be lent (dormant, or at
  * destroy). */
 static void unmap_stitched(vb_cc_allocator *cc, expandable_segment *es)
 {
@@ -808,7 +809,7 @@ static void drop_stitched(vb_cc_allocator *cc, vb_cc_pool *pool, size_t index)
 /* Serves `size` bytes of the pool for `stream` from a new stitched range
  * over holes, when they cover it within cc->stitch_max_maps mappings: *out
  * is its one block (free, mapped, in no set). *out stays NULL (VB_OK) when
- * they do not; *available is then the bytes of whole free units the holes
+ * they do not; *available is then the bytes of whole handles the holes
  * hold. A driver failure is undone and returned. */
 static vb_status stitch_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
                               vb_cc_block **out, uint64_t *available)
@@ -907,7 +908,7 @@ static void release_stitched(vb_cc_allocator *cc, vb_cc_pool *pool)
 }
 
 /* take_freed of the stitching source: a stitched range's block (its
- * whole, never split) gives its units back and waits, dormant. */
+ * whole, never split) gives its bytes back and waits, dormant. */
 static int stitching_take_freed(vb_cc_allocator *cc, vb_cc_block *block)
 {
     if (!block->segment->borrowed || vb_cc_block_is_split(block)) return 0;
@@ -1122,16 +1123,17 @@ static vb_status grow_by(vb_cc_allocator *cc, vb_cc_block *candidate, uint64_t l
 }
 
 /* alloc_block of the stitching source: where expandable would map new
- * memory, a large request is served, in this order, by
- *   1. a dormant stitched range of its size whose holes are free again (no driver call);
- *   2. a new stitched range over holes (a map per handle part, one access call);
- *   3. when the holes lack only a few units, those units grown where the
- *      range would grow (one handle of just that size), then 2;
+ * memory, a request is served, in this order, by
+ *   1. a dormant stitched range of its size whose bytes are free again (no
+ *      driver call; a small request: one of 2 MiB, then split);
+ *   2. with stitch_max_maps, a new stitched range over holes (a map per
+ *      handle, one access call; a small request: 2 MiB of a large-pool hole);
+ *   3. (large) when the holes lack a few units, just those grown where the
+ *      range would grow (one handle of that size), then 2 again;
  *   4. expandable's growth, which first takes the pool's spare handles,
  *      then handles lying wholly in holes (unmapped there and mapped where
  *      the request goes), creating a handle only for the rest.
- * A small request goes straight to 4. Spares a request could not place
- * stay held for the next one. */
+ * Spares a request could not place stay held for the next one. */
 static vb_status stitching_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
                                        uint64_t alloc_size, vb_cc_block **out)
 {

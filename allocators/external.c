@@ -198,8 +198,9 @@ static vb_status external_malloc(void *state, uint64_t size, vb_stream stream, v
 }
 
 /* Calls the library's free with the size and stream of the malloc. */
-static vb_status external_free(void *state, vb_addr addr)
+static vb_status external_free(void *state, vb_addr addr, uint64_t tag)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     external_state *ext = state;
     uint64_t size = 0, stream = 0;
     if (!vb_addr_map_remove(&ext->sizes, addr, &size))

@@ -414,12 +414,15 @@ static void test_small_pool_grows_into_a_large_pool_hole(void **state)
     vb_fixture_close(f);
 }
 
-/* Stitched ranges live and dormant, all freed: empty_cache unmaps the
- * dormant ones first, then releases every handle; the sim holds nothing. */
-static void test_empty_cache_releases_stitched_ranges_too(void **state)
+/* ------------------------------------------------------------------------ */
+/* Returning memory                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Small and large blocks, one served from the holes among them, all
+ * freed: empty_cache releases every handle created (with stitched ranges,
+ * after unmapping the dormant ones) and the sim holds nothing. */
+static void check_empty_cache_returns_everything(vb_alloc_fixture *f)
 {
-    (void)state;
-    vb_alloc_fixture *f = open_stitching(0);
     vb_addr block[5];
     for (int i = 0; i < 5; i++) block[i] = vb_must_malloc(f, 20 * MiB);
     vb_must_free(f, block[0]);
@@ -439,33 +442,16 @@ static void test_empty_cache_releases_stitched_ranges_too(void **state)
     vb_fixture_close(f);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Returning memory                                                          */
-/* ------------------------------------------------------------------------ */
-
-/* Small and large blocks, a stitched one among them, all freed: empty_cache
- * releases every chunk created and the sim holds nothing. */
 static void test_empty_cache_returns_reserved_to_zero(void **state)
 {
     (void)state;
-    vb_alloc_fixture *f = open_stitch(0);
-    vb_addr block[5];
-    for (int i = 0; i < 5; i++) block[i] = vb_must_malloc(f, 20 * MiB);
-    vb_must_free(f, block[0]);
-    vb_must_free(f, block[2]);
-    vb_must_free(f, block[4]);
-    vb_addr stitched = vb_must_malloc(f, 60 * MiB);
-    vb_addr small = vb_must_malloc(f, 4096);
-    vb_must_free(f, block[1]);
-    vb_must_free(f, block[3]);
-    vb_must_free(f, stitched);
-    vb_must_free(f, small);
-    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
-    vb_alloc_stats stats = vb_fixture_stats(f);
-    assert_int_equal(stats.reserved_bytes, 0);
-    assert_int_equal(stats.driver_free_calls, stats.driver_alloc_calls);
-    assert_int_equal(vb_sim_used_bytes(f->dev), 0);
-    vb_fixture_close(f);
+    check_empty_cache_returns_everything(open_stitch(0));
+}
+
+static void test_empty_cache_releases_stitched_ranges_too(void **state)
+{
+    (void)state;
+    check_empty_cache_returns_everything(open_stitching(0));
 }
 
 /* What is in use stays: a live 4 KiB block keeps its 2 MiB small handle; a

@@ -43,14 +43,15 @@ static vb_status spy_malloc(void *state, uint64_t size, vb_stream stream, vb_gra
 {
     spy_state *spy = state;
     (void)stream;
-    *out = (vb_grant){spy->next, size, 0};
+    *out = (vb_grant){spy->next, size, 0, 0};
     spy->next += vb_round_up(size, 512);
     vb_addr_map_put(&spy->sizes, out->addr, size);
     return VB_OK;
 }
 
-static vb_status spy_free(void *state, vb_addr addr)
+static vb_status spy_free(void *state, vb_addr addr, uint64_t tag)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     spy_state *spy = state;
     uint64_t size;
     if (!vb_addr_map_remove(&spy->sizes, addr, &size)) return vb_error(VB_ERR_INVALID, "spy: unknown address");
@@ -58,8 +59,9 @@ static vb_status spy_free(void *state, vb_addr addr)
     return VB_OK;
 }
 
-static vb_status spy_record_stream(void *state, vb_addr addr, vb_stream stream)
+static vb_status spy_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream)
 {
+    (void)tag; /* unused: its own bookkeeping knows the block */
     spy_state *spy = state;
     spy->record_calls++;
     spy->recorded_addr = addr;
