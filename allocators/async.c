@@ -192,8 +192,9 @@ static vb_status unify_streams(async_state *async, vb_stream stream, const async
     return VB_OK;
 }
 
-/* pool_free on the allocating stream, or on the unifying stream when the
- * block was recorded on others. An unknown pointer changes nothing. */
+/* pool_free on the allocating stream (the block's tag), or on the unifying
+ * stream when the block was recorded on others. The seam has refused an
+ * unknown pointer already. */
 static vb_status async_free(void *state, vb_addr addr, uint64_t tag)
 {
     async_state *async = state;

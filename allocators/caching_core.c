@@ -514,11 +514,12 @@ uint64_t vb_cc_allocation_size(uint64_t size)
 /* should_split: a small block splits off any remainder of a block's worth;
  * a large one only a remainder over 1 MiB, and never for requests of
  * max_split_size or more. Expandable segments split large blocks like
- * small ones; a borrowed segment never splits. */
+ * small ones; a large borrowed segment never splits. */
 static int should_split(const vb_cc_allocator *cc, const vb_cc_block *block, uint64_t size)
 {
     uint64_t remaining = block->size - size;
-    if (block->segment->borrowed && !block->pool->is_small) return 0; /* a large stitched range serves one block, whole (expandable.c) */
+    /* A large stitched range serves one block, whole (expandable.c). */
+    if (block->segment->borrowed && !block->pool->is_small) return 0;
     if (block->pool->is_small || cc->source->expandable) return remaining >= VB_CC_MIN_BLOCK_SIZE;
     return size < cc->max_split_size && remaining > VB_CC_SMALL_SIZE;
 }
@@ -894,16 +895,16 @@ static vb_cc_block *allocated_block(vb_cc_allocator *cc, vb_addr addr, int remov
     return found ? (vb_cc_block *)(uintptr_t)value : NULL;
 }
 
-/* free: the block is cached at once, or, when record_stream named other
- * streams, once the work they had queued at this moment has completed.
- * allocated_bytes drops now, as in PyTorch; requested_bytes drops now too
- * (PyTorch waits for the events), so requested <= allocated always holds
- * and requested means what docs/design.md says: asked for and not yet freed. */
 vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr)
 {
     return allocated_block(cc, addr, 0);
 }
 
+/* free: the block is cached at once, or, when record_stream named other
+ * streams, once the work they had queued at this moment has completed.
+ * allocated_bytes drops now, as in PyTorch; requested_bytes drops now too
+ * (PyTorch waits for the events), so requested <= allocated always holds
+ * and requested means what docs/design.md says: asked for and not yet freed. */
 vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag)
 {
     (void)tag; /* unused: its own bookkeeping knows the block */
