@@ -395,24 +395,18 @@ void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
     }
 }
 
-void vb_cc_pool_walk_largest(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_block *block), void *context)
+void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_block *block), void *context)
 {
     if (pool->unindexed) {
-        vb_stream skipped = NULL;
-        int skipping = 0;
-        for (vb_oset_node *node = vb_oset_last(&pool->blocks); node; node = vb_oset_prev(&pool->blocks, node)) {
-            vb_cc_block *block = block_of(node);
-            if (skipping && block->stream == skipped) continue;
-            skipping = !visit(context, block);
-            skipped = block->stream;
-        }
+        for (vb_oset_node *node = vb_oset_first(&pool->blocks); node; node = vb_oset_next(&pool->blocks, node))
+            if (!visit(context, block_of(node))) return;
         return;
     }
     for (size_t i = 0; i < pool->index_count; i++) {
         int c = last_class_in_use(pool->indexes[i]);
-        vb_cc_block *block = c < 0 ? NULL : block_of_class(vb_oset_last(&pool->indexes[i]->classes[c]));
-        for (; block && visit(context, block); block = index_before(block)) {
-        }
+        for (vb_cc_block *block = c < 0 ? NULL : block_of_class(vb_oset_last(&pool->indexes[i]->classes[c])); block;
+             block = index_before(block))
+            if (!visit(context, block)) return;
     }
 }
 

@@ -307,9 +307,9 @@ void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block);
 /* Removes a block from the pool's free set. */
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block);
 
-/* Visits the pool's free blocks stream by stream, each stream's from the
- * largest down; `visit` returns 0 to skip the rest of that stream. */
-void vb_cc_pool_walk_largest(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_block *block), void *context);
+/* Visits every free block of the pool (all streams, in no order a caller
+ * may rely on) until `visit` returns 0. */
+void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_block *block), void *context);
 
 /* Links `block` between `before` and `after` (either may be NULL), keeping
  * the segment's head right. */

@@ -477,7 +477,7 @@ typedef struct hole_search {
     int failed;                   /* host memory ran out */
 } hole_search;
 
-/* vb_cc_pool_walk_largest visitor: notes what a free block offers. */
+/* vb_cc_pool_each_free visitor: notes what a free block offers; 0 (stop) when host memory runs out. */
 static int gather_hole(void *context, vb_cc_block *block)
 {
     hole_search *search = context;
@@ -518,7 +518,7 @@ static int pick_holes(vb_cc_allocator *cc, vb_cc_pool *pool, uint64_t size, hole
                       uint64_t *available)
 {
     hole_search search = {0};
-    vb_cc_pool_walk_largest(pool, gather_hole, &search);
+    vb_cc_pool_each_free(pool, gather_hole, &search);
     *available = search.whole;
     if (search.failed || search.count == 0) {
         free(search.holes);
@@ -668,10 +668,11 @@ static int lend_stitched(vb_cc_allocator *cc, expandable_segment *es)
  * another stream's range waits for it first. */
 static void return_stitched(vb_cc_allocator *cc, expandable_segment *es)
 {
+    int other_stream = 0;
+    for (size_t i = 0; i < es->piece_count; i++) other_stream |= es->lent[i]->stream != es->segment.stream;
+    if (other_stream) cc->device->ops->stream_synchronize(cc->device, es->segment.stream);
     for (size_t i = 0; i < es->piece_count; i++) {
         vb_cc_block *hole = es->lent[i];
-        if (hole->stream != es->segment.stream)
-            cc->device->ops->stream_synchronize(cc->device, es->segment.stream);
         hole->allocated = 0;
         vb_cc_try_merge(cc, hole, hole->prev);
         vb_cc_try_merge(cc, hole, hole->next);
@@ -868,8 +869,10 @@ static vb_status stitch_holes(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream s
             for (size_t i = 0; i < count; i++) count_piece_maps(&pieces[i], +1, NULL);
             vb_cc_segment_add(cc, &es->segment);
             pool->stitched[pool->stitched_count++] = &es->segment;
-            for (size_t i = 0; pool->stitched_count > STITCHED_RANGES_MAX && i < pool->stitched_count; i++)
+            /* Past the limit the oldest dormant ones go (dropping shifts the rest down). */
+            for (size_t i = 0; pool->stitched_count > STITCHED_RANGES_MAX && i < pool->stitched_count;)
                 if (expandable_of(pool->stitched[i])->dormant) drop_stitched(cc, pool, i);
+                else i++;
             *out = block;
             return VB_OK;
         }
