@@ -43,16 +43,26 @@ typedef struct check_exception {
     const char *reason;
 } check_exception;
 
+/* Why `async` in a scenario (kernels queued, unlike a replay) may differ. */
+#define ASYNC_GPU_PROGRESS                                                                                    \
+    "which frees the driver's pool has seen complete when a batch allocates depends on how far the GPU got " \
+    "(F14 in base/device_sim_pool.c: a synchronize after every free changed the peaks of all four traces "  \
+    "tried), so it differs between runs: 128 or 96 MiB on one H100, 96 on an H200 and on the sim"
+
 static const check_exception exceptions[] = {
-    /* Measured on an H100 (the results/ files of 2026-11-23, nvidia-h100-80gb-hbm3):
-     * resnet50 replay 6,368 MiB GPU vs 6,432 sim (+1.0%; 146 timeline samples 32 or 64 MiB apart),
-     * dataloader_batches 128 vs 96 MiB; gpt2 replay and random_mix equal. */
-    {"*/async", "*",
+    /* Measured on an H100 (the results/ files of 2026-11-23, nvidia-h100-80gb-hbm3): 6,368 MiB GPU vs
+     * 6,432 sim (+1.0%; 146 timeline samples 32 or 64 MiB apart); gpt2 replay and random_mix equal. */
+    {"replay:*/async", "*",
      "the sim's pool follows the driver's placement rule measured by tools/pool_trace.c (F14 in "
      "base/device_sim_pool.c: best fit, frees pending until the pool sees them complete), which places "
      "99.3-100% of the blocks of 15 of 22 logged traces one step ahead but not those of traces with blocks of "
      "48 MiB and more, and its memory-behind-granules bookkeeping (F11) is its own, so reserved bytes "
      "come close but not always equal"},
+    /* At batch size 8192 (empty_cache after every batch), on one H100: 128 MiB in three bench runs
+     * (2026-11-22 and -23), 96 in a claims run and 128 in the next; 96 MiB on an H200 (2026-11-22) and on
+     * sim. */
+    {"dataloader_batches/async", "*", ASYNC_GPU_PROGRESS},
+    {"claims:smaller_batch_uses_less/async", "batch8192_peak_reserved_bytes", ASYNC_GPU_PROGRESS},
     /* Peak allocated within 0.01% (random_mix +0.005%, gpt2 +0.005%, resnet50 -0.007%); peak reserved equal. */
     {"*/caching*", "peak_allocated_bytes",
      "best fit breaks ties by address; the sim hands out cudaMalloc's addresses in the order the driver did in "

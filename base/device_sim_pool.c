@@ -143,7 +143,12 @@
  *    three steps; then every pending free whose stream's work reached it
  *    on the sim's clock turns completed. A replay queues no work, so its
  *    frees are complete as soon as the pool looks, as on the GPU (F14's
- *    plain logs). Whether a completed range's granules have memory behind
+ *    plain logs). In a scenario, which frees are complete depends on the
+ *    GPU's progress, and the driver's placements with it: dataloader_batches
+ *    (empty_cache after every batch) reserved 128 MiB at batch size 8192 in
+ *    four runs on one H100 and 96 MiB in a fifth (2026-11-22 and -23) and
+ *    on an H200 (2026-11-22); the sim gives 96 (app/cmd_check_sim.c names
+ *    it). Whether a completed range's granules have memory behind
  *    them is this model's F11 bookkeeping, not the driver's (which a log
  *    does not show). Taking a range pending on another stream makes the
  *    allocating stream wait for it (F10). What this gives (peak reserved,

@@ -8,6 +8,12 @@
 
 #include <cmocka.h>
 
+#include <math.h>
+
+#include "allocators/spec.h"
+#include "app/replay.h"
+#include "app/runner.h"
+
 /* Opens the sim and tries to create `name` on it; the fixture keeps the
  * device either way and an allocator only on VB_OK. */
 static vb_status try_open(vb_alloc_fixture *f, const char *name, uint64_t capacity, const char *const *settings)
@@ -115,4 +121,23 @@ size_t vb_block_list_segment_count(const vb_block_list *list)
     for (size_t i = 0; i < list->count; i++)
         if (i == 0 || list->blocks[i].segment != list->blocks[i - 1].segment) count++;
     return count;
+}
+
+void vb_fixture_replay_peaks(const char *path, const char *spec, uint64_t capacity, double *requested,
+                             double *reserved)
+{
+    vb_device *dev;
+    vb_allocator_spec parsed;
+    vb_case_result result;
+    assert_int_equal(vb_sim_open(capacity, &dev), VB_OK);
+    assert_int_equal(vb_allocator_spec_parse(spec, &parsed), VB_OK);
+    vb_case one = {&vb_replay_scenario, path, &parsed, NULL};
+    vb_runner_options options = {.repetitions = 1, .min_time_s = 0.0, .max_iterations = 1};
+    vb_status status = vb_runner_run_case(dev, &one, &options, &result);
+    if (status != VB_OK) fail_msg("replay of %s with %s failed: %s", path, spec, vb_last_error());
+    *requested = vb_repetition_counter(&result.repetitions[0], "peak_requested_bytes", NAN);
+    *reserved = vb_repetition_counter(&result.repetitions[0], "peak_reserved_bytes", NAN);
+    vb_case_result_free(&result);
+    vb_allocator_spec_free(&parsed);
+    vb_device_close(dev);
 }

@@ -67,4 +67,10 @@ vb_block_list vb_fixture_blocks(vb_alloc_fixture *f);
 /* Number of distinct segments among the blocks of `list`. */
 size_t vb_block_list_segment_count(const vb_block_list *list);
 
+/* Replays the trace at `path` once with allocator `spec` (as the CLI spells
+ * it: "caching", "stitch[chunk_mb=2]") on a fresh sim of `capacity` bytes;
+ * its peak requested and reserved bytes. The replay must succeed. */
+void vb_fixture_replay_peaks(const char *path, const char *spec, uint64_t capacity, double *requested,
+                             double *reserved);
+
 #endif

@@ -67,7 +67,7 @@ class CheckSim(unittest.TestCase):
         self.assertIn("2 cases, 0 differ", stdout)     # replay: 2 allocators
         self.assertNotIn("skipped", stdout)
         # Nothing differed, so every documented difference is named as not seen.
-        self.assertIn("documented difference not seen in these files: */async *", stdout)
+        self.assertIn("documented difference not seen in these files: replay:*/async *", stdout)
 
     def test_a_planted_difference_is_listed_with_both_numbers_and_fails(self):
         def plant(document):

@@ -1,9 +1,10 @@
 /* vrambench — fidelity of `caching` against real PyTorch.
  *
  * tests/fixtures/traces/ (resnet50, gpt2: recorded on an NVIDIA H200) and
- * tests/fixtures/torch/ (bert_amp, resnet18_varres, two_stream: on an
- * NVIDIA H100) hold allocation traces of real training loops recorded with
- * PyTorch's own CUDACachingAllocator (tools/record_torch_traces.py, torch
+ * tests/fixtures/torch/ (bert_amp, resnet18_varres, two_stream,
+ * generate_short: on an NVIDIA H100) hold allocation traces of real
+ * training and inference loops recorded with PyTorch's own
+ * CUDACachingAllocator (tools/record_torch_traces.py, torch
  * 2.11.0+cu130), and NAME.json what PyTorch's memory_stats() reported for
  * the same run. Replaying a trace with `caching` on the simulated device
  * must give the same requested peak (the trace is faithful) and the same
@@ -18,11 +19,9 @@
 #include <cmocka.h>
 
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 
-#include "app/replay.h"
-#include "app/runner.h"
+#include "alloc_fixture.h"
 
 
 /* PyTorch's figure `key` from the fixture's "peaks" object, or from its top
@@ -49,20 +48,8 @@ static void replayed(const char *workload, double *requested, double *reserved)
 {
     char path[256];
     snprintf(path, sizeof path, "%s.trace.gz", workload);
-    vb_device *dev;
-    vb_allocator_spec spec;
-    vb_case_result result;
-    assert_int_equal(vb_sim_open((uint64_t)pytorch_peak(workload, "device_total_bytes"), &dev), VB_OK);
-    assert_int_equal(vb_allocator_spec_parse("caching", &spec), VB_OK);
-    vb_case one = {&vb_replay_scenario, path, &spec, NULL};
-    vb_runner_options options = {.repetitions = 1, .min_time_s = 0.0, .max_iterations = 1};
-    vb_status status = vb_runner_run_case(dev, &one, &options, &result);
-    if (status != VB_OK) fail_msg("replay of %s failed: %s", path, vb_last_error());
-    *requested = vb_repetition_counter(&result.repetitions[0], "peak_requested_bytes", NAN);
-    *reserved = vb_repetition_counter(&result.repetitions[0], "peak_reserved_bytes", NAN);
-    vb_case_result_free(&result);
-    vb_allocator_spec_free(&spec);
-    vb_device_close(dev);
+    vb_fixture_replay_peaks(path, "caching", (uint64_t)pytorch_peak(workload, "device_total_bytes"), requested,
+                            reserved);
 }
 
 /* Checks one workload: requested and reserved peaks equal PyTorch's. */
@@ -112,6 +99,14 @@ static void test_two_stream_peak_reserved_is_pytorchs(void **state)
     check_workload("tests/fixtures/torch/two_stream");
 }
 
+/* Small requests peaking while the large ones are low (a generate() loop's
+ * key/value cache at batch sizes 2 to 8). */
+static void test_generate_short_peak_reserved_is_pytorchs(void **state)
+{
+    (void)state;
+    check_workload("tests/fixtures/torch/generate_short");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -120,6 +115,7 @@ int main(void)
         cmocka_unit_test(test_bert_amp_peak_reserved_is_pytorchs),
         cmocka_unit_test(test_resnet18_varres_peak_reserved_is_pytorchs),
         cmocka_unit_test(test_two_stream_peak_reserved_is_pytorchs),
+        cmocka_unit_test(test_generate_short_peak_reserved_is_pytorchs),
     };
     return cmocka_run_group_tests_name("fidelity: caching vs PyTorch 2.11 (H200, H100)", tests, NULL, NULL);
 }

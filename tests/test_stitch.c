@@ -45,6 +45,7 @@
 
 #include "allocators/allocator.h"
 #include "alloc_fixture.h"
+#include "app/trace.h"
 
 #define MiB VB_MiB
 
@@ -414,6 +415,58 @@ static void test_small_pool_grows_into_a_large_pool_hole(void **state)
     vb_fixture_close(f);
 }
 
+/* vb_trace_tag of an allocation: its 512-B rounded size and whether it is
+ * a small-pool request (<= 1 MiB, as caching_core's pools split them). */
+#define SMALL_TAG (1ull << 63)
+
+/* The peaks of a trace's small-pool and large-pool requests (512-B
+ * rounded), each on its own. */
+static void pool_request_peaks(const char *path, uint64_t *small_peak, uint64_t *large_peak)
+{
+    vb_trace *trace;
+    assert_int_equal(vb_trace_open(path, &trace), VB_OK);
+    uint64_t live[2] = {0, 0}, peak[2] = {0, 0};
+    vb_trace_event event;
+    for (;;) {
+        assert_int_equal(vb_trace_next(trace, &event), VB_OK);
+        if (event.kind == VB_TRACE_END) break;
+        if (event.kind == VB_TRACE_ALLOC) {
+            uint64_t rounded = (event.size + 511) / 512 * 512;
+            int small = rounded <= MiB;
+            vb_trace_tag(trace, rounded | (small ? SMALL_TAG : 0));
+            live[small] += rounded;
+            if (live[small] > peak[small]) peak[small] = live[small];
+        } else if (event.kind == VB_TRACE_FREE && event.tag) {
+            live[(event.tag & SMALL_TAG) != 0] -= event.tag & ~SMALL_TAG;
+        }
+    }
+    vb_trace_close(trace);
+    *small_peak = peak[1];
+    *large_peak = peak[0];
+}
+
+/* A transformers generate() loop recorded with PyTorch on an H100
+ * (tests/fixtures/torch/generate_short): its small requests peak while its
+ * large ones are low. Pools kept apart reserve at least both peaks
+ * together (the default: no memory moves between them, none goes back
+ * before empty_cache); with stitched ranges small-pool growth takes
+ * large-pool holes, and the peak reserved stays below that sum. */
+static void test_small_pool_shares_the_large_pools_memory_on_a_generate_trace(void **state)
+{
+    (void)state;
+    const char *path = "tests/fixtures/torch/generate_short.trace.gz";
+    uint64_t small_peak, large_peak;
+    pool_request_peaks(path, &small_peak, &large_peak);
+    double requested, apart, shared;
+    vb_fixture_replay_peaks(path, "stitch", 0, &requested, &apart);
+    vb_fixture_replay_peaks(path, "stitch[chunk_mb=2,handle_max_mb=4,stitch_max_maps=64]", 0, &requested, &shared);
+    print_message("small peak %.1f MiB, large peak %.1f MiB; reserved: apart %.1f MiB, shared %.1f MiB\n",
+                  (double)small_peak / MiB, (double)large_peak / MiB, apart / MiB, shared / MiB);
+    assert_true(small_peak > 0 && requested < (double)(small_peak + large_peak));
+    assert_true(apart >= (double)(small_peak + large_peak));
+    assert_true(shared < (double)(small_peak + large_peak));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Returning memory                                                          */
 /* ------------------------------------------------------------------------ */
@@ -689,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_stitched_block_lends_only_the_bytes_it_uses),
         cmocka_unit_test(test_stitched_range_takes_a_hole_of_another_stream),
         cmocka_unit_test(test_small_pool_grows_into_a_large_pool_hole),
+        cmocka_unit_test(test_small_pool_shares_the_large_pools_memory_on_a_generate_trace),
         cmocka_unit_test(test_empty_cache_releases_stitched_ranges_too),
         cmocka_unit_test(test_empty_cache_returns_reserved_to_zero),
         cmocka_unit_test(test_empty_cache_keeps_chunks_in_use),

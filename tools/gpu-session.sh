@@ -39,8 +39,9 @@
 #   tools/gpu-session.sh stitch   times the driver's VM calls by handle size
 #                                 (tools/probe_driver.c: probe-driver-DATE.txt),
 #                                 records the torch workloads (resnet50, gpt2,
-#                                 bert_amp, generate, two_stream), replays them,
-#                                 the fixture traces and tests/fixtures/stitch
+#                                 bert_amp, generate, generate_short, two_stream),
+#                                 replays them, the fixture traces (tests/fixtures/traces,
+#                                 tests/fixtures/torch) and tests/fixtures/stitch
 #                                 with caching, expandable and stitch (default;
 #                                 with stitched ranges; with 2-4 MiB handles and
 #                                 stitched ranges) on
@@ -274,8 +275,8 @@ for stage in "$@"; do
         fi
         [ -f "$KEEP/traces/two_stream.trace.gz" ] || PYTHONUNBUFFERED=1 timeout 270 python3 tools/record_torch_traces.py \
             "$KEEP/traces" || echo "record_torch_traces: FAILED (some workloads)"
-        for trace in "$KEEP"/traces/*.trace.gz tests/fixtures/traces/*.trace.gz tests/fixtures/stitch/*.trace.gz \
-            .traces/own-*.trace.gz; do
+        for trace in "$KEEP"/traces/*.trace.gz tests/fixtures/traces/*.trace.gz tests/fixtures/torch/*.trace.gz \
+            tests/fixtures/stitch/*.trace.gz .traces/own-*.trace.gz; do
             [ -f "$trace" ] || continue
             name=$(basename "$trace" .trace.gz)
             case "$trace" in "$KEEP"/*) name="torch-$name" ;; esac

@@ -43,6 +43,8 @@ Workloads:
             prompts of 16..256 tokens in batches of 1..8, so the key/value
             cache grows token by token (transformers' generate(); a
             hand-written loop with a concatenated cache without it)
+  generate_short  the same loop, 4 requests of 16..32 new tokens: small
+            enough for tests/fixtures/torch (generate's trace is ~2 MB)
   two_stream  a two-stage pipeline on two CUDA streams: a side stream makes
             each batch and its first stage's activations, the default stream
             runs a 6-layer MLP on them after wait_stream; the batch tensors
@@ -68,7 +70,7 @@ import time
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKLOADS = ("resnet50", "gpt2", "resnet18_varres", "bert_amp", "generate", "two_stream")
+WORKLOADS = ("resnet50", "gpt2", "resnet18_varres", "bert_amp", "generate", "generate_short", "two_stream")
 MAX_ENTRIES = 5_000_000  # trace entries kept; the workloads make well under 1 M
 WORKER_TIMEOUT_S = 300
 
@@ -314,15 +316,15 @@ def bert_amp_workload(torch, device, seed):
     return parameters, steps, release
 
 
-def generate_workload(torch, device, seed):
+def generate_workload(torch, device, seed, request_count=8, new_tokens_range=(64, 193)):
     """Greedy generation with a growing key/value cache, prompts and batches of varying size."""
     import random
 
     vocab, width, layers, heads, positions = 50257, 768, 12, 12, 1024
     _offline()
     choices = random.Random(seed)
-    requests = [(choices.choice([1, 2, 4, 8]), choices.randrange(16, 257), choices.randrange(64, 193))
-                for _ in range(8)]
+    requests = [(choices.choice([1, 2, 4, 8]), choices.randrange(16, 257), choices.randrange(*new_tokens_range))
+                for _ in range(request_count)]
     generator = torch.Generator(device=device).manual_seed(seed)
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
@@ -378,6 +380,11 @@ def generate_workload(torch, device, seed):
         model = None
 
     return parameters, steps, release
+
+
+def generate_short_workload(torch, device, seed):
+    """generate's loop, 4 requests of 16..32 new tokens: a trace small enough for tests/fixtures."""
+    return generate_workload(torch, device, seed, request_count=4, new_tokens_range=(16, 33))
 
 
 def two_stream_workload(torch, device, seed):
@@ -461,7 +468,8 @@ def run_worker(name, outdir, seed, history=True, memory_fraction=None):
             torch.cuda.memory._record_memory_history(max_entries=MAX_ENTRIES)
     builder = {"resnet50": resnet50_workload, "gpt2": gpt2_workload,
                "resnet18_varres": resnet18_varres_workload, "bert_amp": bert_amp_workload,
-               "generate": generate_workload, "two_stream": two_stream_workload}[name]
+               "generate": generate_workload, "generate_short": generate_short_workload,
+               "two_stream": two_stream_workload}[name]
     started = time.monotonic()
     parameters, steps, release = builder(torch, device, seed)
     steps()
