@@ -201,8 +201,16 @@ static void *contend(void *argument)
     return NULL;
 }
 
+/* The warm-up before a cell's measurements: a pair, then `depth` blocks, so
+ * the cache holds what both measurements use; 0 on success. */
+static int warm_up(const timed_target *target, uint64_t size, unsigned depth)
+{
+    double malloc_ns, free_ns;
+    return time_pairs(target, size, 1) < 0 || time_depth(target, size, depth, &malloc_ns, &free_ns) != 0 ? -1 : 0;
+}
+
 /* Measures one (allocator, size) cell; with a `twin` (may be NULL), the
- * twin's pairs too, a batch of them after each of the target's. */
+ * twin's pairs too, a batch of them beside each of the target's. */
 static vb_status measure_cell(const timed_target *target, const timed_target *twin, uint64_t size, cell_result *out)
 {
     vb_samples pairs = {0}, mallocs = {0}, frees = {0}, twin_pairs = {0};
@@ -210,12 +218,8 @@ static vb_status measure_cell(const timed_target *target, const timed_target *tw
     vb_clear_error();
     uint64_t depth_limit = DEPTH_BYTES_LIMIT / size;
     out->depth = depth_limit < 1 ? 1 : depth_limit > MAX_DEPTH ? MAX_DEPTH : (unsigned)depth_limit;
-    double malloc_ns, free_ns;
-    /* Warm-up: fills the cache for both measurements, the twin's the same
-     * way, so both pools hold the same memory when their pairs are timed. */
-    if (time_pairs(target, size, 1) < 0 || time_depth(target, size, out->depth, &malloc_ns, &free_ns) != 0 ||
-        (twin && (time_pairs(twin, size, 1) < 0 || time_depth(twin, size, out->depth, &malloc_ns, &free_ns) != 0)))
-        goto done;
+    /* The twin warmed up the same way: both pools hold the same memory when their pairs are timed. */
+    if (warm_up(target, size, out->depth) != 0 || (twin && warm_up(twin, size, out->depth) != 0)) goto done;
     uint64_t allocs_before = target->driver_allocs(target->context);
     double one = time_pairs(target, size, 1);
     if (one < 0) goto done;
@@ -236,6 +240,7 @@ static vb_status measure_cell(const timed_target *target, const timed_target *tw
     out->driver_allocs_per_pair =
         (double)(target->driver_allocs(target->context) - allocs_before) / (double)timed_pairs;
     for (uint64_t start = vb_now_ns(); wants_more(&mallocs, start);) {
+        double malloc_ns, free_ns;
         if (time_depth(target, size, out->depth, &malloc_ns, &free_ns) != 0 ||
             vb_samples_add(&mallocs, malloc_ns) != 0 || vb_samples_add(&frees, free_ns) != 0)
             goto done;
