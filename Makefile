@@ -13,10 +13,15 @@
 #   make fuzz               libFuzzer targets (tests/fuzz/, clang, ASan+UBSan), each run
 #                           FUZZ_SECONDS (default 20) from the seed corpus tests/fuzz/corpus/
 #   make CUDA=no            build without the cuda backend even when nvcc is there
-#   make plots              PNGs in plots/ from the newest results/*.json
+#   make plots              PNGs in out/plots/ from your newest run under out/results/
 #                           (or RESULTS=FILE [FILE2: compared], MICROBENCH=FILE,
 #                           SEGMENTS=SCENARIO/ALLOCATOR, PLOTS_DIR=DIR; TUNE=FILE: the
 #                           plot of a `vrambench tune` result as tune.png)
+#   make docs               the docs' images and result pages from the committed results/
+#   make lab                the investigation programs of lab/ (probes, fullgpu)
+#
+# A user's run writes under out/ (ignored by git): running the product never
+# changes a tracked file. results/ holds the committed GPU results the docs cite.
 
 CC ?= gcc
 ifeq ($(origin CC),default)
@@ -26,7 +31,8 @@ PYTHON ?= python3
 # The plots need matplotlib: Debian's python3-matplotlib belongs to
 # /usr/bin/python3, which a pyenv or venv python3 earlier on PATH hides.
 PLOT_PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
-PLOTS_DIR ?= plots
+OUTPUT_DIR ?= out
+PLOTS_DIR ?= $(OUTPUT_DIR)/plots
 SANITIZER ?=
 CUDA ?= auto
 CUDA_HOME ?= /usr/local/cuda
@@ -89,7 +95,7 @@ endif
 
 # ---- sources ----
 # The rooms, ground floor first (docs/design.md, "Layers"); a file includes
-# only from its own room or one listed before it (tools/check-layers.sh).
+# only from its own room or one listed before it (build-aux/check-layers.sh).
 ROOMS := base allocators plugin runtime scenarios app
 LIB_SRC := $(filter-out app/main.c plugin/% $(if $(filter yes,$(HAVE_CUDA)),,base/device_cuda.c), \
              $(foreach room,$(ROOMS),$(wildcard $(room)/*.c)))
@@ -102,12 +108,12 @@ TEST_SUPPORT := $(filter-out $(TEST_SRC) tests/external_test_alloc.c,$(wildcard 
 EXTERNAL_TEST_SO := $(BUILD)/tests/libvb_external_test.so
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps test test-gpu bench plots check-sim clean plugin fuzz fuzz-build
-all: $(BUILD)/vrambench $(if $(filter yes,$(HAVE_CUDA)),$(BUILD)/fullgpu)
+.PHONY: all deps test test-gpu bench plots docs lab check-sim clean plugin fuzz fuzz-build
+all: $(BUILD)/vrambench
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
 deps:
-	@CC='$(CC)' tools/ensure-deps.sh build
+	@CC='$(CC)' build-aux/ensure-deps.sh build
 
 # Objects depend on the flags they were built with: switching CUDA= or
 # CFLAGS= rebuilds them instead of linking stale ones.
@@ -133,8 +139,12 @@ $(BUILD)/vrambench: $(BUILD)/obj/app/main.o $(BUILD)/libvrambench.a
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# tools/vm_calls.c: VM driver calls by kind on sim (the stitch trade-off data).
-$(BUILD)/tools/vm-calls: $(BUILD)/obj/tools/vm_calls.o $(BUILD)/libvrambench.a
+# ---- lab/: investigation programs, apart from the product ----
+# lab/probes/vm_calls.c: VM driver calls by kind on sim (the stitch trade-off data);
+# lab/harnesses/fullgpu.c: OOM on a truly full GPU (lab/gpu-session.sh fullgpu).
+lab: $(BUILD)/lab/vm-calls $(if $(filter yes,$(HAVE_CUDA)),$(BUILD)/lab/fullgpu)
+
+$(BUILD)/lab/vm-calls: $(BUILD)/obj/lab/probes/vm_calls.o $(BUILD)/libvrambench.a
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -167,7 +177,7 @@ $(PLUGIN_SO): $(PLUGIN_OBJ) plugin/exports.map
 
 ifeq ($(HAVE_CUDA),yes)
 plugin: $(PLUGIN_SO)
-	@echo "vrambench: built $(PLUGIN_SO) (VRAMBENCH_ALLOCATOR=SPEC; tools/vrambench_torch.py installs it)"
+	@echo "vrambench: built $(PLUGIN_SO) (VRAMBENCH_ALLOCATOR=SPEC; python/vrambench/plugin.py installs it)"
 else
 plugin:
 	@echo "vrambench: make plugin needs the cuda backend ($(BUILD_KIND))" >&2; exit 2
@@ -188,18 +198,19 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvramben
 # Every test binary runs on the simulated device; VB_TEST_DEVICE=cuda moves
 # the conformance suite onto the GPU (make test-gpu).
 test: deps
-	@tools/check-layers.sh $(ROOMS)
+	@PLOT_PYTHON='$(PLOT_PYTHON)' build-aux/ensure-deps.sh plots
+	@build-aux/check-layers.sh $(ROOMS)
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(EXTERNAL_TEST_SO)
-	@VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) tools/run-tests.sh $(TEST_BIN)
-	@VRAMBENCH=$(BUILD)/vrambench VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) $(PLOT_PYTHON) -m unittest discover -s tests -p 'test_*.py'
+	@VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) build-aux/run-tests.sh $(TEST_BIN)
+	@VRAMBENCH=$(BUILD)/vrambench VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) PYTHONPATH='$(CURDIR)/python' $(PLOT_PYTHON) -m unittest discover -s tests -p 'test_*.py'
 
 test-gpu: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance $(EXTERNAL_TEST_SO)
 	VB_TEST_DEVICE=cuda $(BUILD)/tests/test_conformance
 	VB_TEST_DEVICE=cuda VB_TEST_ALLOCATORS=external:$(abspath $(EXTERNAL_TEST_SO)) $(BUILD)/tests/test_conformance
 
-# OOM on a truly full GPU (tools/fullgpu.c; tools/gpu-session.sh fullgpu).
-$(BUILD)/fullgpu: $(BUILD)/obj/tools/fullgpu.o $(BUILD)/libvrambench.a
+$(BUILD)/lab/fullgpu: $(BUILD)/obj/lab/harnesses/fullgpu.o $(BUILD)/libvrambench.a
+	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -213,9 +224,9 @@ FUZZ_BUILD := build-clang/fuzzer
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 
 fuzz:
-	@CC='$(FUZZ_CC)' tools/ensure-deps.sh build && tools/ensure-deps.sh fuzz
+	@CC='$(FUZZ_CC)' build-aux/ensure-deps.sh build && build-aux/ensure-deps.sh fuzz
 	@$(MAKE) --no-print-directory CC='$(FUZZ_CC)' SANITIZER=fuzzer fuzz-build
-	@tools/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	@build-aux/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 
@@ -232,7 +243,7 @@ BENCH_VARIANTS ?= caching[max_split_size_mb=256] caching[roundup_power2_division
 BENCH_REPETITIONS ?= 3
 BENCH_MIN_TIME ?= 0.05
 BENCH_DEVICE ?= auto
-BENCH_OUT ?= results/{device}-{date}.json
+BENCH_OUT ?= $(OUTPUT_DIR)/results/{device}-{date}.json
 
 bench: deps
 	@$(MAKE) --no-print-directory all
@@ -254,15 +265,25 @@ bench: deps
 check-sim: all
 	$(BUILD)/vrambench check-sim $(if $(RESULTS),$(RESULTS),--newest $(wildcard results/*.json results/*/*.json))
 
-# The newest run result under results/ (by its context date; claims-*.json
+# The product's Python package (python/vrambench), run from the checkout.
+PY_RUN = PYTHONPATH='$(CURDIR)/python' $(PLOT_PYTHON)
+
+# Your newest run under $(OUTPUT_DIR)/results/ (by its context date; claims
 # and microbench files are not run results) unless RESULTS= names files.
 plots:
-	@PLOT_PYTHON='$(PLOT_PYTHON)' tools/ensure-deps.sh plots
-	$(PLOT_PYTHON) plots/plot.py $(or $(RESULTS),--latest results) --out-dir $(PLOTS_DIR) \
+	@PLOT_PYTHON='$(PLOT_PYTHON)' build-aux/ensure-deps.sh plots
+	@if [ -z '$(RESULTS)' ] && ! ls $(OUTPUT_DIR)/results/*.json >/dev/null 2>&1; then \
+	    echo "make plots: error: no run under $(OUTPUT_DIR)/results/ yet: run 'make bench' first, or name files with RESULTS=FILE" >&2; exit 2; fi
+	$(PY_RUN) -m vrambench.plots $(or $(RESULTS),--latest $(OUTPUT_DIR)/results) --out-dir $(PLOTS_DIR) \
 	    $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)')
+	$(if $(TUNE),$(PY_RUN) -m vrambench.plots.tune $(TUNE) --out $(PLOTS_DIR)/tune.png)
+
+# The docs' images and generated pages, from the committed results/ only.
+docs:
+	@PLOT_PYTHON='$(PLOT_PYTHON)' build-aux/ensure-deps.sh plots
+	$(PY_RUN) -m vrambench.plots --latest results --out-dir docs/img
 	@torch_ab=$$(ls -t results/torch-ab-*.json 2>/dev/null | head -1); \
-	if [ -n "$$torch_ab" ]; then $(PLOT_PYTHON) plots/torch_ab.py "$$torch_ab" --out $(PLOTS_DIR)/torch-ab.png; fi
-	$(if $(TUNE),$(PLOT_PYTHON) plots/tune.py $(TUNE) --out $(PLOTS_DIR)/tune.png)
+	if [ -n "$$torch_ab" ]; then $(PY_RUN) -m vrambench.plots.torch_ab "$$torch_ab" --out docs/img/torch-ab.png; fi
 
 clean:
 	rm -rf build

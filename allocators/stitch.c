@@ -43,8 +43,8 @@
  * handles mean fewer creates, maps and access calls, smaller ones more
  * holes that moves and stitched ranges can use (a handle with one live
  * byte cannot move, and a stitched range maps a handle only from its
- * start). tools/stitch_tradeoff.py measures the curve on sim and
- * plots/stitch_tradeoff.py draws it; README "stitch" gives the default's
+ * start). lab/probes/stitch_tradeoff.py measures the curve on sim and
+ * lab/probes/stitch_tradeoff_plot.py draws it; README "stitch" gives the default's
  * reasons and the H100's figures.
  *
  * Statistics as expandable's (counted at the seam, allocator.h): reserved =

@@ -3,7 +3,7 @@
  * A claim names the scenario that measures it and a criterion fixed in
  * advance. The criterion reads only the measurement (a scenario's timeline
  * and counters), so the same code decides for our allocators and for
- * PyTorch's own allocator, whose measurements tools/pytorch_claims.py records
+ * PyTorch's own allocator, whose measurements lab/harnesses/pytorch_claims.py records
  * on a GPU with the documents' code. */
 #ifndef VB_CLAIMS_H
 #define VB_CLAIMS_H

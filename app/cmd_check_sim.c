@@ -53,7 +53,7 @@ static const check_exception exceptions[] = {
     /* Measured on an H100 (the results/ files of 2026-11-23, nvidia-h100-80gb-hbm3): 6,368 MiB GPU vs
      * 6,432 sim (+1.0%; 146 timeline samples 32 or 64 MiB apart); gpt2 replay and random_mix equal. */
     {"replay:*/async", "*",
-     "the sim's pool follows the driver's placement rule measured by tools/pool_trace.c (F14 in "
+     "the sim's pool follows the driver's placement rule measured by lab/probes/pool_trace.c (F14 in "
      "base/device_sim_pool.c: best fit, frees pending until the pool sees them complete), which places "
      "99.3-100% of the blocks of 15 of 22 logged traces one step ahead but not those of traces with blocks of "
      "48 MiB and more, and its memory-behind-granules bookkeeping (F11) is its own, so reserved bytes "
@@ -73,7 +73,7 @@ static const check_exception exceptions[] = {
      "BFC's best fit is by (size, address) too: regions placed elsewhere by the driver split differently between "
      "samples (peaks equal)"},
     /* One segment more on the sim: random_mix +24 MiB (+0.13%), the random-4m replay +2 MiB (+0.31%), a
-     * generated 1 MiB random trace (tools/gpu-session.sh stitch, .traces/own-random-1m) +4 MiB (+0.37%). */
+     * generated 1 MiB random trace (lab/gpu-session.sh stitch, .traces/own-random-1m) +4 MiB (+0.37%). */
     {"random_mix/caching[[]roundup_power2_divisions=4]", "*",
      "address tie-breaks of best fit, as above; here they cost one more segment"},
     {"replay:random-4m.trace.gz/caching", "*", "address tie-breaks of best fit, as above; one more 2 MiB segment"},
@@ -391,7 +391,7 @@ static int check_file(const char *path, int sweep, check_tally *total)
     json_t *context = json_object_get(document, "context");
     json_t *claims = json_object_get(document, "claims"), *benchmarks = json_object_get(document, "benchmarks");
     if (json_is_object(context) && json_is_array(json_object_get(document, "measurements"))) {
-        printf("check-sim: %s\n  skipped: PyTorch's own measurements (tools/pytorch_claims.py), no vrambench cases\n",
+        printf("check-sim: %s\n  skipped: PyTorch's own measurements (lab/harnesses/pytorch_claims.py), no vrambench cases\n",
                path);
         json_decref(document);
         return VB_EXIT_OK;

@@ -1,6 +1,6 @@
 /* vrambench — `vrambench claims`: every claim of the catalogue
  * (app/claims.c) decided for every allocator, and for PyTorch's own
- * allocator from measurements tools/pytorch_claims.py recorded on a GPU.
+ * allocator from measurements lab/harnesses/pytorch_claims.py recorded on a GPU.
  *
  * Each claim's scenario runs once per allocator (one iteration on a fresh
  * allocator, through the runner), and the claim's criterion reads that run's
@@ -228,7 +228,7 @@ static int read_measurement(json_t *entry, vb_timeline_sample **timeline, size_t
     return 0;
 }
 
-/* Loads tools/pytorch_claims.py's file and decides every selected claim for
+/* Loads lab/harnesses/pytorch_claims.py's file and decides every selected claim for
  * the "pytorch" column. Bad input: one error line, exit 2. */
 static int decide_pytorch(claims_state *state, const char *path)
 {

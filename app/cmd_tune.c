@@ -3,7 +3,7 @@
  *
  * TRACE is anything `replay` reads, or a PyTorch memory snapshot pickle
  * (torch.cuda.memory._dump_snapshot), which is converted first by running
- * tools/torch2trace.py into a temporary trace (the one reader of pickles;
+ * python/vrambench/torch2trace.py into a temporary trace (the one reader of pickles;
  * its errors are passed on, exit 2). The trace is read through once before
  * anything runs, so a malformed one costs one error line and exit 2. */
 #include <errno.h>
@@ -27,7 +27,7 @@
     "  --capacity: device memory OOMs are counted at (simulated; default 80GiB), e.g. 24GiB\n"                    \
     "  --jobs: processes at once (default: the online CPUs)\n"
 
-/* Where tools/torch2trace.py is: $VB_TORCH2TRACE, or tools/ next to the
+/* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, or python/ next to the
  * build directory this executable is in (build/ or build/SANITIZER/), or
  * under the current directory. 0 when found. */
 static int find_torch2trace(char *out, size_t capacity)
@@ -40,12 +40,12 @@ static int find_torch2trace(char *out, size_t capacity)
         exe[length] = '\0';
         char *slash = strrchr(exe, '/');
         if (slash) *slash = '\0';
-        static const char *const relative[] = {"/../tools/torch2trace.py", "/../../tools/torch2trace.py"};
+        static const char *const relative[] = {"/../python/vrambench/torch2trace.py", "/../../python/vrambench/torch2trace.py"};
         for (size_t i = 0; i < 2; i++)
             if ((size_t)snprintf(out, capacity, "%s%s", exe, relative[i]) < capacity && access(out, R_OK) == 0)
                 return 0;
     }
-    snprintf(out, capacity, "tools/torch2trace.py");
+    snprintf(out, capacity, "python/vrambench/torch2trace.py");
     return access(out, R_OK) == 0 ? 0 : -1;
 }
 
@@ -67,7 +67,7 @@ static int convert_pickle(const char *pickle, const char *trace)
     char tool[PATH_MAX];
     if (find_torch2trace(tool, sizeof tool) != 0)
         return vb_cli_error(VB_EXIT_FAILURE,
-                            "tune: %s is a PyTorch snapshot, and tools/torch2trace.py, which reads it, is not found "
+                            "tune: %s is a PyTorch snapshot, and python/vrambench/torch2trace.py, which reads it, is not found "
                             "(set VB_TORCH2TRACE)", pickle);
     fflush(NULL);
     pid_t pid = fork();

@@ -1,5 +1,5 @@
 /* vrambench — where the sim places cudaMalloc blocks, as the driver does
- * (measured on an NVIDIA H100, driver 580.159.04: tools/probe_driver.c,
+ * (measured on an NVIDIA H100, driver 580.159.04: lab/probes/probe_driver.c,
  * results/probe-driver-nvidia-h100-20261122.txt).
  *
  * Measured, and followed:

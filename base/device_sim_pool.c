@@ -19,7 +19,7 @@
  * What was measured of the driver's pool (a pool from cudaMemPoolCreate,
  * pinned device memory, release threshold UINT64_MAX unless said; NVIDIA
  * H100 80GB HBM3, driver 580.159.04, CUDA 13.0, 2026-11-22; the program is
- * tools/probe_driver.c, its output results/probe-driver-nvidia-h100-20261122.txt):
+ * lab/probes/probe_driver.c, its output results/probe-driver-nvidia-h100-20261122.txt):
  *  - F1 Reservation granularity 32 MiB: a 1 B, 512 B, 1 MiB, 2 MiB + 1 B or
  *    20 MiB block reserves 32 MiB (driver used memory +32 MiB); 32 MiB + 1 B
  *    reserves 64 MiB, 100 MiB reserves 128 MiB.
@@ -45,10 +45,10 @@
  *    allocated on s2: the same address, reserved unchanged (the driver makes
  *    s2 wait for s1's free).
  *
- * What was measured of whole traces (tools/pool_trace.c replays a trace
+ * What was measured of whole traces (lab/probes/pool_trace.c replays a trace
  * through the driver's pool as allocators/async.c does and logs each
  * block's address and each change of ReservedMemCurrent, same H100 and
- * driver; tools/pool_log_check.py checks F11 and F12 on such logs): 15
+ * driver; lab/probes/pool_log_check.py checks F11 and F12 on such logs): 15
  * traces, 511,206 blocks, 1,618 changes of reserved: the 5 of
  * tests/fixtures/traces and tests/fixtures/torch, the 3 of
  * tests/fixtures/stitch, 6 from `vrambench gen-trace random` of 1 to 256 MiB
@@ -75,7 +75,7 @@
  *    larger free range, where a freed piece of it starts (random-4m: 1,022
  *    of 2,752 blocks placed in free ranges; gpt2: 440 of 11,322). F14 says
  *    why: the free ranges are of two kinds.
- *  - F14 Completion of frees (tools/pool_trace.c, POOL_TRACE_SYNC=1 to
+ *  - F14 Completion of frees (lab/probes/pool_trace.c, POOL_TRACE_SYNC=1 to
  *    synchronize the freeing stream after every free; gpt2, resnet50,
  *    two_stream and random-4m, 2026-11-23): the driver is deterministic
  *    (three plain runs of each trace: 0 placements differ), and seeing frees
@@ -106,7 +106,7 @@
  *    block the driver puts in a completed range while a pending one of its
  *    stream holds it (heldout105-48m, block 560), which the rule does not
  *    yet explain. Synchronized logs of two of the six (2026-11-23, stage
- *    pool-big of tools/gpu-session.sh; plain placements equal to the
+ *    pool-big of lab/gpu-session.sh; plain placements equal to the
  *    earlier plain logs): the synchronized rule places, one step ahead,
  *    only 96.9% of random-64m's 3,000 blocks and 75.7% of random-512m's
  *    2,000. At 85 of its 94 and 448 of 487 misses the best fit covers a

@@ -1,6 +1,6 @@
 /* vrambench — what the driver really uses for cudaMalloc blocks.
  *
- * Measured on an NVIDIA H100 (driver 580.159.04; tools/probe_driver.c,
+ * Measured on an NVIDIA H100 (driver 580.159.04; lab/probes/probe_driver.c,
  * results/probe-driver-nvidia-h100-20261122.txt): a cudaMalloc over 2 MiB
  * takes its size rounded up to 2 MiB pages of its own; smaller ones are
  * packed, at 512 B multiples (40,000 B blocks at a 40,448 B stride), into

@@ -16,7 +16,7 @@
  * a bad VRAMBENCH_ALLOCATOR and an out-of-memory print one line on stderr and
  * abort. VRAMBENCH_TORCH_ON_OOM=null makes an out-of-memory return NULL
  * instead, for callers that check (vrambench's own external: strategy, whose
- * conformance suite asks for more than the device has). tools/vrambench_torch.py calls vb_torch_init first, which reports a
+ * conformance suite asks for more than the device has). python/vrambench/plugin.py calls vb_torch_init first, which reports a
  * bad spec as a Python error before anything is installed.
  *
  * Threads: PyTorch calls from several threads (autograd's among them); the
@@ -117,7 +117,7 @@ static void die(const char *what)
 }
 
 /* Sets the allocator of the current CUDA device up; NULL when it is ready,
- * else the error line (for tools/vrambench_torch.py to raise). */
+ * else the error line (for python/vrambench/plugin.py to raise). */
 const char *vb_torch_init(void)
 {
     static char no_device[256];
@@ -186,7 +186,7 @@ void vb_torch_empty_cache(void)
 #define TORCH_STAT_COUNT(field) +1
 
 /* The names of vb_torch_stats's figures, comma-separated, in its order
- * (tools/vrambench_torch.py reads them from here). */
+ * (python/vrambench/plugin.py reads them from here). */
 const char *vb_torch_stat_names(void)
 {
     return TORCH_STATS(TORCH_STAT_NAME);

@@ -4,7 +4,7 @@
  * tests/fixtures/torch/ (bert_amp, resnet18_varres, two_stream,
  * generate_short: on an NVIDIA H100) hold allocation traces of real
  * training and inference loops recorded with PyTorch's own
- * CUDACachingAllocator (tools/record_torch_traces.py, torch
+ * CUDACachingAllocator (lab/harnesses/record_torch_traces.py, torch
  * 2.11.0+cu130), and NAME.json what PyTorch's memory_stats() reported for
  * the same run. Replaying a trace with `caching` on the simulated device
  * must give the same requested peak (the trace is faithful) and the same

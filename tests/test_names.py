@@ -1,7 +1,7 @@
 """Names defined once (scenarios/scenario.h): the committed docs/names.json is
 what `vrambench list names --json` prints; a run's and a claims file's JSON
 carry the same tables; every step a sim run marks and every counter its
-tables list is in them; tools/pytorch_claims.py takes steps by key and sets
+tables list is in them; lab/harnesses/pytorch_claims.py takes steps by key and sets
 only counters the tables define."""
 
 import ast
@@ -17,7 +17,7 @@ import unittest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH", os.path.join(REPO, "build", "vrambench")))
 NAMES_JSON = os.path.join(REPO, "docs", "names.json")
-PYTORCH_CLAIMS = os.path.join(REPO, "tools", "pytorch_claims.py")
+PYTORCH_CLAIMS = os.path.join(REPO, "lab", "harnesses", "pytorch_claims.py")
 
 
 def committed_names():
@@ -108,7 +108,7 @@ class NamesFromTheBinary(unittest.TestCase):
 
 
 class PytorchClaimsUsesTheNames(unittest.TestCase):
-    """tools/pytorch_claims.py (it needs a GPU to run): its scenario
+    """lab/harnesses/pytorch_claims.py (it needs a GPU to run): its scenario
     functions, read as source, take only steps and counters the tables have."""
 
     def test_every_step_key_and_counter_is_in_the_tables(self):
@@ -140,7 +140,7 @@ class PytorchClaimsUsesTheNames(unittest.TestCase):
         self.assertGreater(checked, 60)
 
     def test_the_recorder_names_steps_and_counters_from_the_tables(self):
-        sys.path.insert(0, os.path.join(REPO, "tools"))
+        sys.path.insert(0, os.path.join(REPO, "lab", "harnesses"))
         import pytorch_claims
 
         class FakeCuda:

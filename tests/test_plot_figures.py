@@ -1,5 +1,5 @@
 """The figures of plots/, tested in-process: the package is imported, results
-are built from tests/plot_fixture.py's data through plots/results.py, each
+are built from tests/plot_fixture.py's data through python/vrambench/results.py, each
 figure function is called and the returned matplotlib Figure is inspected
 (titles, lines, bars, ticks). Needs matplotlib (Debian's python3-matplotlib
 for /usr/bin/python3); skipped without it.
@@ -13,12 +13,12 @@ import unittest
 import plot_fixture
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "python"))
 
-from plots import results  # noqa: E402
+from vrambench import results  # noqa: E402
 
 try:
-    from plots import figures  # noqa: E402  (imports matplotlib)
+    from vrambench.plots import figures  # noqa: E402  (imports matplotlib)
     import matplotlib.pyplot as plt  # noqa: E402
     from matplotlib.container import BarContainer  # noqa: E402
     HAVE_MATPLOTLIB = True

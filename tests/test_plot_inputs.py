@@ -1,4 +1,4 @@
-"""Malformed input to plots/plot.py, table-driven, and devices that must not
+"""Malformed input to python/vrambench/plots, table-driven, and devices that must not
 mix. Every bad input is one line on stderr, exit status 2, no traceback and
 no PNG left behind. Most cases run in-process (plots.cli.main, fast); a
 sample runs as a subprocess to see the whole process's behaviour. They need
@@ -19,11 +19,12 @@ import unittest
 import plot_fixture
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "python"))
 
-from plots import cli, results  # noqa: E402
+from vrambench.plots import cli
+from vrambench import results  # noqa: E402
 
-PLOT_SCRIPT = os.path.join(REPO, "plots", "plot.py")
+PLOT_SCRIPT = os.path.join(REPO, "python", "vrambench", "plots", "__main__.py")
 
 try:
     import matplotlib  # noqa: F401
@@ -258,7 +259,7 @@ class MalformedInput(unittest.TestCase):
         self.assertEqual(status, 2, stderr)
         lines = stderr.strip().splitlines()
         self.assertEqual(len(lines), 1, stderr)
-        self.assertTrue(lines[0].startswith("plot.py: error: "), lines[0])
+        self.assertTrue(lines[0].startswith("vrambench.plots: error: "), lines[0])
         self.assertIn(words, lines[0])
         self.assertNotIn("Traceback", stderr)
         self.assertLess(len(lines[0]), 600)

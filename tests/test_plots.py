@@ -1,4 +1,4 @@
-"""Tests of plots/plot.py and `make plots` (standard library unittest).
+"""Tests of python/vrambench/plots and `make plots` (standard library unittest).
 
 Run by `make test` with a python that has matplotlib:
     /usr/bin/python3 -m unittest discover -s tests -p 'test_*.py'
@@ -18,7 +18,7 @@ import unittest
 import plot_fixture
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLOT_SCRIPT = os.path.join(REPO, "plots", "plot.py")
+PLOT_SCRIPT = os.path.join(REPO, "python", "vrambench", "plots", "__main__.py")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 try:

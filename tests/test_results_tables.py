@@ -1,4 +1,4 @@
-"""tools/results_tables.py reads through plots/results.py: tables from good
+"""python/vrambench/results_tables.py reads through python/vrambench/results.py: tables from good
 files, one error line and exit status 2 for bad ones (standard library only)."""
 
 import json
@@ -12,7 +12,7 @@ import unittest
 import plot_fixture
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TABLES = os.path.join(REPO, "tools", "results_tables.py")
+TABLES = os.path.join(REPO, "python", "vrambench", "results_tables.py")
 
 
 def tables(*args):

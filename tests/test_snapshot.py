@@ -1,6 +1,6 @@
 """`vrambench replay --snapshot`: the replay as a PyTorch memory snapshot.
 The pickle is loaded with Python's own unpickler (plain data only, no torch),
-checked for what PyTorch's memory viewer reads, and tools/torch2trace.py reads
+checked for what PyTorch's memory viewer reads, and python/vrambench/torch2trace.py reads
 it back to the same events. Standard library only; run by `make test`."""
 import importlib.util
 import io
@@ -12,7 +12,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH", "build/vrambench"))
-SPEC = importlib.util.spec_from_file_location("torch2trace", os.path.join(HERE, "..", "tools", "torch2trace.py"))
+SPEC = importlib.util.spec_from_file_location("torch2trace", os.path.join(HERE, "..", "python", "vrambench", "torch2trace.py"))
 torch2trace = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(torch2trace)
 

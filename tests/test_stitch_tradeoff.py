@@ -1,4 +1,4 @@
-"""Tests of plots/stitch_tradeoff.py (standard library unittest): the figure
+"""Tests of lab/probes/stitch_tradeoff_plot.py (standard library unittest): the figure
 has one line per workload on each panel, its points at the rows' figures,
 and the CLI writes a PNG or refuses bad usage with exit status 2."""
 
@@ -11,7 +11,7 @@ import tempfile
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(REPO, "plots", "stitch_tradeoff.py")
+SCRIPT = os.path.join(REPO, "lab", "probes", "stitch_tradeoff_plot.py")
 
 try:
     import matplotlib  # noqa: F401  (only whether it is there)
@@ -21,7 +21,7 @@ except ImportError:
 
 
 def row(workload, config, calls, overhead):
-    """A stitch row as tools/stitch_tradeoff.py writes it (figures made up)."""
+    """A stitch row as lab/probes/stitch_tradeoff.py writes it (figures made up)."""
     return {"workload": workload, "allocator": "stitch", "config": config, "calls": calls,
             "estimated_ms": calls * 0.01, "vs_caching": calls * 0.001, "overhead": overhead}
 

@@ -1,4 +1,4 @@
-"""Tests of tools/torch2trace.py (standard library only): small snapshot dicts
+"""Tests of python/vrambench/torch2trace.py (standard library only): small snapshot dicts
 shaped like torch.cuda.memory._snapshot()'s are pickled, converted, and the
 trace written is checked line by line."""
 
@@ -13,7 +13,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = importlib.util.spec_from_file_location("torch2trace", os.path.join(HERE, "..", "tools", "torch2trace.py"))
+SPEC = importlib.util.spec_from_file_location("torch2trace", os.path.join(HERE, "..", "python", "vrambench", "torch2trace.py"))
 torch2trace = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(torch2trace)
 

@@ -1,11 +1,11 @@
-"""plots/torch_ab.py on a made-up torch A/B file (the format tools/torch_ab.py
+"""python/vrambench/plots/torch_ab.py on a made-up torch A/B file (the format lab/harnesses/torch_ab.py
 writes): the table's ratios and loss column, and that the figure draws
 every allocator. Needs matplotlib (run by `make test`)."""
 import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "vrambench", "plots"))
 import torch_ab  # noqa: E402
 
 MiB = 1 << 20

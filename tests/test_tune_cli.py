@@ -233,14 +233,14 @@ class Tune(Base):
 
 
 class TuneCheck(Base):
-    """tools/tune_check.py: the settings run for real, and the table of predicted against real."""
+    """lab/harnesses/tune_check.py: the settings run for real, and the table of predicted against real."""
 
     def test_plan_and_table(self):
         trace = self.random_trace()
         tune = os.path.join(self.dir, "tune-rand.json")
         status, _, stderr = vrambench("tune", trace, "--quiet", "--out", tune)
         self.assertEqual(status, 0, stderr)
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "tune_check.py")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lab", "harnesses", "tune_check.py")
         done = subprocess.run([sys.executable, script, "plan", tune], capture_output=True, text=True)
         self.assertEqual(done.returncode, 0, done.stderr)
         plan = [line.split("|") for line in done.stdout.splitlines()]

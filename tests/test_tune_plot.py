@@ -1,4 +1,4 @@
-"""plots/tune.py: the figure of a `vrambench tune` result (needs matplotlib;
+"""python/vrambench/plots/tune.py: the figure of a `vrambench tune` result (needs matplotlib;
 skipped without it). Run by `make test` (VRAMBENCH names the binary)."""
 import json
 import os
@@ -9,7 +9,7 @@ import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH", "build/vrambench"))
-SCRIPT = os.path.join(REPO, "plots", "tune.py")
+SCRIPT = os.path.join(REPO, "python", "vrambench", "plots", "tune.py")
 
 try:
     import matplotlib  # noqa: F401  (only whether it is there)
@@ -34,7 +34,7 @@ class TunePlot(unittest.TestCase):
         result = os.path.join(self.dir, "tune.json")
         subprocess.run([VRAMBENCH, "tune", trace, "--quiet", "--out", result], check=True, capture_output=True)
         sys.path.insert(0, os.path.dirname(SCRIPT))
-        import tune  # plots/tune.py
+        import tune  # python/vrambench/plots/tune.py
 
         with open(result) as file:
             document = json.load(file)

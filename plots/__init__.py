@@ -1,1 +1,0 @@
-"""vrambench's plots: results model and loader, figures, command line (plots/plot.py)."""

@@ -1,0 +1,621 @@
+"""The results model: vrambench's JSON files read, checked and folded.
+
+One loader for every tool that reads results (python/vrambench/plots/figures.py through
+python/vrambench/plots/cli.py, python/vrambench/results_tables.py): a `vrambench run` or `replay`
+result, a `microbench` result and a `claims` file, as docs/results-json.md
+describes them. Standard library only, so that bad input is reported even
+where matplotlib is missing.
+
+Every check is here: types, ranges, finiteness. A file that fails one is
+an InputError whose message names the file and the place; nothing else is
+raised for bad input (deep nesting, NaN, a number of a million digits, a
+2 GB file: all InputError).
+"""
+
+import datetime
+import glob
+import gzip
+import io
+import json
+import math
+import os
+import statistics
+import sys
+import zlib
+
+PROG = "vrambench.plots"
+
+TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+# Bounds on what a results file may hold. Byte counts and addresses fit in
+# 64 bits; any other figure is below 2^64 in magnitude too (nothing vrambench
+# measures comes near it); a file is at most MAX_FILE_BYTES (a full bench run
+# is about 2 MB); a name at most MAX_NAME_CHARS.
+MAX_UINT64 = (1 << 64) - 1
+MAX_MAGNITUDE = float(1 << 64)
+MAX_FILE_BYTES = 256 << 20
+MAX_NAME_CHARS = 1024
+MAX_REPETITION = 1 << 20
+
+
+class InputError(Exception):
+    """Bad input: the message is for the user; exit status 2."""
+
+
+def note(message):
+    """Prints a one-line note (a skipped plot, a chosen file) on stderr."""
+    print(f"{PROG}: note: {message}", file=sys.stderr)
+
+
+def is_number(value):
+    """True for a finite JSON number (booleans are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:          # an int too large for a float
+        return False
+
+
+def in_range(value, low, high):
+    """True for a finite number with low <= value <= high."""
+    return is_number(value) and low <= value <= high
+
+
+def check_text(value, where, what):
+    """value when it is a string a figure can show: at most MAX_NAME_CHARS,
+    no control characters; InputError otherwise."""
+    if not isinstance(value, str):
+        raise InputError(f"{where}: '{what}' is not a string")
+    if len(value) > MAX_NAME_CHARS:
+        raise InputError(f"{where}: '{what}' is longer than {MAX_NAME_CHARS} characters")
+    if any(ord(char) < 0x20 or ord(char) == 0x7f for char in value):
+        raise InputError(f"{where}: '{what}' holds a control character")
+    return value
+
+
+# --------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------
+
+class Run:
+    """One SCENARIO/ALLOCATOR of a results file, its repetitions folded:
+    numbers are medians over the repetitions, the timeline and segment map
+    come from the lowest repetition_index (0)."""
+
+    def __init__(self, name, scenario, allocator):
+        self.name = name
+        self.scenario = scenario
+        self.allocator = allocator
+        self.samples = {}          # counter -> values, one per repetition
+        self.values = {}           # counter -> median
+        self.real_time_ns = None
+        self.timeline = None       # [{step, requested, allocated, reserved, driver_used}]
+        self.segments = None       # [{address, size, stream, blocks: [...]}]
+        self.detail_repetition = None
+
+
+class CounterFamilies:
+    """A scenario's counter families (docs/results-json.md, "names"): one
+    counter per member and family, e.g. member every10 (parameter 10) of
+    family iter_ns is the counter every10_iter_ns."""
+
+    def __init__(self, member_parameter, members, families):
+        self.member_parameter = member_parameter
+        self.members = members     # [(name, parameter)] in the scenario's order
+        self.families = families   # {family: {member name: counter}}
+
+    def counter(self, family, member):
+        """The counter name of `family` for member name `member`, or None."""
+        return self.families.get(family, {}).get(member)
+
+
+class ScenarioNames:
+    """The names a scenario defines: its steps by key, its counters, its
+    counter families (None when it has none)."""
+
+    def __init__(self, steps, counters, families):
+        self.steps = steps         # {key: text}
+        self.counters = counters   # [name]
+        self.families = families
+
+
+class Result:
+    """A parsed results file: its context, runs, microbench entries and the
+    names of its scenarios."""
+
+    def __init__(self, path, context):
+        self.path = path
+        self.context = context
+        self.runs = []             # in file order
+        self.microbench = []       # (allocator, bytes, values)
+        self.names = {}            # scenario (as entries name it) -> ScenarioNames
+
+    @property
+    def device_name(self):
+        return self.context.get("device_name") or "unknown device"
+
+    @property
+    def simulated(self):
+        return self.context.get("simulated") is True
+
+    @property
+    def device(self):
+        """What tells two devices apart: (device name, simulated)."""
+        return (self.device_name, self.simulated)
+
+    @property
+    def date(self):
+        """The run's date as 'YYYY-MM-DD HH:MM', or '' when absent."""
+        text = self.context.get("date")
+        if not isinstance(text, str):
+            return ""
+        try:
+            return datetime.datetime.fromisoformat(text).strftime("%Y-%m-%d %H:%M")
+        except ValueError:
+            return text
+
+    def device_label(self):
+        """What every title says: the device, '(simulated)' on sim, the date."""
+        label = self.device_name + (" (simulated)" if self.simulated else "")
+        return f"{label} · {self.date}" if self.date else label
+
+    def file_label(self):
+        """A comparison's name for this file: device, date, commit."""
+        label = self.device_label()
+        commit = self.context.get("git_commit")
+        if isinstance(commit, str) and commit and commit != "unknown":
+            label += f" · {commit[:10]}"
+        return label
+
+    def has_timelines(self):
+        return any(run.timeline for run in self.runs)
+
+    def families(self, scenario):
+        """The counter families of `scenario`: from the file's "names", else
+        (a file written before it had them) from docs/names.json; None
+        when neither defines any."""
+        names = self.names.get(scenario) or catalogue_names().get(scenario)
+        return names.families if names else None
+
+
+class Claims:
+    """A `vrambench claims` file: its context, catalogue and decisions."""
+
+    def __init__(self, path, context, catalogue, claims):
+        self.path = path
+        self.context = context
+        self.catalogue = catalogue  # [{id, documents, claim, scenario, ...}]
+        self.claims = claims        # [{id, allocator, verdict, reason, ...}]
+
+
+# `vrambench list names --json`, committed (tests/test_names.py keeps it equal).
+NAMES_CATALOGUE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                               "docs", "names.json")
+_catalogue = None
+
+
+def catalogue_names():
+    """{scenario: ScenarioNames} of docs/names.json; {} when it is missing
+    or malformed (then only files with their own "names" have families)."""
+    global _catalogue
+    if _catalogue is None:
+        try:
+            raw = read_json(NAMES_CATALOGUE)
+            _catalogue = check_names(raw.get("scenarios") if isinstance(raw, dict) else None,
+                                     NAMES_CATALOGUE)
+        except InputError:
+            _catalogue = {}
+    return _catalogue
+
+
+def same_device(a, b):
+    """True when two results come from the same device."""
+    return a.device == b.device
+
+
+# --------------------------------------------------------------------------
+# Reading JSON
+# --------------------------------------------------------------------------
+
+def reject_constant(name):
+    """json's hook for NaN, Infinity and -Infinity: none is JSON."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(path):
+    """The parsed JSON of path; InputError for a missing, unreadable,
+    oversized, non-UTF-8, non-JSON or too deeply nested file."""
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory")
+    try:
+        with open(path, "rb") as stream:
+            if os.fstat(stream.fileno()).st_size > MAX_FILE_BYTES:
+                raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a results file")
+            data = stream.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a results file")
+    if data[:2] == b"\x1f\x8b":  # gzip: the large committed results are stored compressed
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+                data = stream.read(MAX_FILE_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as error:
+            raise InputError(f"{path}: not a valid gzip file ({error})") from None
+        if len(data) > MAX_FILE_BYTES:
+            raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB uncompressed: not a results file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 (byte {error.start})") from None
+    try:
+        return json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}: not valid JSON ({error.msg} at line "
+                         f"{error.lineno}, column {error.colno})") from None
+    except RecursionError:
+        raise InputError(f"{path}: not valid JSON (nested too deeply)") from None
+    except (ValueError, MemoryError) as error:   # NaN, a number of 5000 digits
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise InputError(f"{path}: not valid JSON ({message})") from None
+
+
+def split_name(name):
+    """(scenario, allocator) from 'SCENARIO/ALLOCATOR'; the allocator is the
+    part after the last '/' outside brackets (a trace path has slashes, a
+    config in brackets may too)."""
+    depth = 0
+    for index in range(len(name) - 1, -1, -1):
+        char = name[index]
+        if char == "]":
+            depth += 1
+        elif char == "[":
+            depth -= 1
+        elif char == "/" and depth == 0:
+            return name[:index], name[index + 1:]
+    return name, ""
+
+
+def check_context(raw, where):
+    """The context object, its fields that figures show type-checked."""
+    context = raw
+    for key in ("device_name", "date", "git_commit"):
+        if key in context and context[key] is not None:
+            check_text(context[key], where, f"context.{key}")
+    if "simulated" in context and not isinstance(context["simulated"], bool):
+        raise InputError(f"{where}: 'context.simulated' is not a boolean")
+    return context
+
+
+def check_timeline(timeline, where):
+    """Validates an entry's "timeline" and returns it as a list of dicts with
+    str step and numeric requested/allocated/reserved/driver_used."""
+    if not isinstance(timeline, list):
+        raise InputError(f"{where}: 'timeline' is not a list")
+    samples = []
+    for index, point in enumerate(timeline):
+        if not isinstance(point, dict) or "step" not in point:
+            raise InputError(f"{where}: timeline[{index}] is not an object with a 'step'")
+        sample = {"step": check_text(point["step"], f"{where}: timeline[{index}]", "step")}
+        for key in ("requested", "reserved"):
+            if not in_range(point.get(key), 0, MAX_UINT64):
+                raise InputError(f"{where}: timeline[{index}] has no '{key}' byte count "
+                                 f"(a number from 0 to 2^64-1)")
+            sample[key] = float(point[key])
+        for key in ("allocated", "driver_used"):
+            value = point.get(key)
+            if value is not None and not in_range(value, 0, MAX_UINT64):
+                raise InputError(f"{where}: timeline[{index}] '{key}' is not a byte count")
+            sample[key] = float(value) if value is not None else None
+        samples.append(sample)
+    return samples
+
+
+def check_segments(segments, where):
+    """Validates an entry's "segments_at_peak" and returns it as a list of
+    {address, size, stream, blocks: [{address, size, allocated}]}."""
+    if not isinstance(segments, list):
+        raise InputError(f"{where}: 'segments_at_peak' is not a list")
+    checked = []
+    for index, segment in enumerate(segments):
+        seg_where = f"{where}: segments_at_peak[{index}]"
+        if (not isinstance(segment, dict) or not in_range(segment.get("address"), 0, MAX_UINT64)
+                or not in_range(segment.get("size"), 0, MAX_UINT64)):
+            raise InputError(f"{seg_where} needs an 'address' and a 'size' from 0 to 2^64-1")
+        blocks = segment.get("blocks", [])
+        if not isinstance(blocks, list):
+            raise InputError(f"{seg_where}: 'blocks' is not a list")
+        checked_blocks = []
+        for block_index, block in enumerate(blocks):
+            if (not isinstance(block, dict) or not in_range(block.get("address"), 0, MAX_UINT64)
+                    or not in_range(block.get("size"), 0, MAX_UINT64)
+                    or not isinstance(block.get("allocated"), bool)):
+                raise InputError(f"{seg_where}: blocks[{block_index}] needs an 'address' and "
+                                 "'size' from 0 to 2^64-1 and a boolean 'allocated'")
+            checked_blocks.append({"address": int(block["address"]),
+                                   "size": int(block["size"]),
+                                   "allocated": block["allocated"]})
+        stream = segment.get("stream")
+        if stream is not None and not in_range(stream, -(1 << 31), (1 << 31) - 1):
+            raise InputError(f"{seg_where}: 'stream' is not a stream number")
+        checked.append({"address": int(segment["address"]), "size": int(segment["size"]),
+                        "stream": int(stream) if stream is not None else None,
+                        "blocks": checked_blocks})
+    return checked
+
+
+def check_families(raw, where):
+    """A scenario's "counter_families" object as CounterFamilies."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: 'counter_families' is not an object")
+    parameter = raw.get("member_parameter", "")
+    check_text(parameter, where, "member_parameter")
+    members = raw.get("members")
+    if not isinstance(members, list):
+        raise InputError(f"{where}: 'counter_families.members' is not a list")
+    checked_members = []
+    for index, member in enumerate(members):
+        if (not isinstance(member, dict)
+                or not in_range(member.get("parameter"), -MAX_MAGNITUDE, MAX_MAGNITUDE)):
+            raise InputError(f"{where}: counter_families.members[{index}] needs a 'name' "
+                             "and a numeric 'parameter'")
+        checked_members.append((check_text(member.get("name"), where, "member name"),
+                                member["parameter"]))
+    families = raw.get("families")
+    if not isinstance(families, dict):
+        raise InputError(f"{where}: 'counter_families.families' is not an object")
+    checked_families = {}
+    for family, counters in families.items():
+        check_text(family, where, "family")
+        if not isinstance(counters, dict):
+            raise InputError(f"{where}: counter family '{family}' is not an object")
+        checked_families[family] = {check_text(member, where, "member"):
+                                    check_text(counter, where, "counter")
+                                    for member, counter in counters.items()}
+    return CounterFamilies(parameter, checked_members, checked_families)
+
+
+def check_names(raw, where):
+    """The top-level "names" object: {scenario: ScenarioNames}."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: 'names' is not an object")
+    names = {}
+    for scenario, table in raw.items():
+        there = f"{where}: names[{scenario!r}]"
+        if not isinstance(table, dict):
+            raise InputError(f"{there} is not an object")
+        steps = table.get("steps", {})
+        counters = table.get("counters", [])
+        if not isinstance(steps, dict) or not isinstance(counters, list):
+            raise InputError(f"{there} needs 'steps' as an object and 'counters' as a list")
+        families = (check_families(table["counter_families"], there)
+                    if "counter_families" in table else None)
+        names[scenario] = ScenarioNames(
+            {check_text(key, there, "step key"): check_text(text, there, "step")
+             for key, text in steps.items()},
+            [check_text(counter, there, "counter") for counter in counters], families)
+    return names
+
+
+def check_document(path, raw):
+    """raw when it is a results document (an object with 'context' and
+    'benchmarks'); InputError otherwise."""
+    if (not isinstance(raw, dict) or not isinstance(raw.get("context"), dict)
+            or not isinstance(raw.get("benchmarks"), list)):
+        hint = ""
+        if isinstance(raw, dict) and "claims" in raw:
+            hint = " (it looks like a claims file; plot a run's results instead)"
+        raise InputError(f"{path}: not a vrambench/Google Benchmark result: it needs "
+                         f"a top-level object with 'context' and 'benchmarks'{hint}")
+    return raw
+
+
+def counter_values(entry, where):
+    """The entry's numeric fields, each checked to be below 2^64 in magnitude."""
+    numbers = {}
+    for key, value in entry.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not in_range(value, -MAX_MAGNITUDE, MAX_MAGNITUDE):
+            raise InputError(f"{where}: '{abbreviate_key(key)}' is not a number below 2^64")
+        numbers[key] = float(value)
+    return numbers
+
+
+def abbreviate_key(key):
+    """A key short enough for an error line."""
+    return key if len(key) <= 60 else key[:59] + "…"
+
+
+def parse_result(path, raw):
+    """A Result from a parsed JSON document; InputError when it is not a
+    Google Benchmark / vrambench results file or an entry is malformed.
+    Aggregate entries (run_type "aggregate") are skipped."""
+    raw = check_document(path, raw)
+    result = Result(path, check_context(raw["context"], path))
+    if "names" in raw:
+        result.names = check_names(raw["names"], path)
+    runs = {}
+    for index, entry in enumerate(raw["benchmarks"]):
+        where = f"{path}: benchmarks[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise InputError(f"{where} is not an object with a string 'name'")
+        name = check_text(entry["name"], where, "name")
+        run_type = entry.get("run_type", "iteration")
+        if not isinstance(run_type, str):
+            raise InputError(f"{where}: 'run_type' is not a string")
+        if run_type != "iteration":
+            continue
+        where = f"{path}: benchmarks[{index}] ({name})"
+        numbers = counter_values(entry, where)
+        if name.startswith("microbench/"):
+            allocator, _, size_text = name[len("microbench/"):].rpartition("/")
+            size = numbers.get("bytes")
+            if size is None and size_text.isdigit() and len(size_text) < 20:
+                size = float(size_text)
+            if not allocator or size is None or not 0 < size <= MAX_UINT64:
+                raise InputError(f"{where}: a microbench entry must be named "
+                                 "microbench/ALLOCATOR/BYTES (BYTES from 1 to 2^64-1)")
+            result.microbench.append((allocator, size, numbers))
+            continue
+        scenario, allocator = split_name(name)
+        if "scenario" in entry or "allocator" in entry:
+            scenario = check_text(entry.get("scenario"), where, "scenario")
+            allocator = check_text(entry.get("allocator"), where, "allocator")
+        repetition = entry.get("repetition_index", 0)
+        if (not isinstance(repetition, int) or isinstance(repetition, bool)
+                or not 0 <= repetition <= MAX_REPETITION):
+            raise InputError(f"{where}: 'repetition_index' is not an integer from 0 to "
+                             f"{MAX_REPETITION}")
+        run = runs.get(name)
+        if run is None:
+            run = runs[name] = Run(name, scenario, allocator)
+            result.runs.append(run)
+        if "real_time" in numbers:
+            unit = entry.get("time_unit", "ns")
+            if not isinstance(unit, str) or unit not in TIME_UNIT_NS:
+                raise InputError(f"{where}: unknown time_unit {unit!r:.40}")
+            numbers["real_time_ns"] = numbers["real_time"] * TIME_UNIT_NS[unit]
+        for key, value in numbers.items():
+            run.samples.setdefault(key, []).append(value)
+        if run.detail_repetition is None or repetition < run.detail_repetition:
+            run.detail_repetition = repetition
+            run.timeline = (check_timeline(entry["timeline"], where)
+                            if "timeline" in entry else None)
+            run.segments = (check_segments(entry["segments_at_peak"], where)
+                            if "segments_at_peak" in entry else None)
+    for run in result.runs:
+        run.values = {key: statistics.median(values) for key, values in run.samples.items()}
+        run.real_time_ns = run.values.get("real_time_ns")
+    return result
+
+
+def load_result(path):
+    """Any results file (run, replay or microbench)."""
+    return parse_result(path, read_json(path))
+
+
+def load_run_result(path):
+    """A results file of a `vrambench run` or `replay`: it must carry timelines."""
+    result = load_result(path)
+    if not result.has_timelines():
+        if result.microbench and not result.runs:
+            raise InputError(f"{path}: a microbench file has no timelines; "
+                             "pass it with --microbench")
+        raise InputError(f"{path}: no benchmark entry has a 'timeline': not a "
+                         "vrambench run result (a plain Google Benchmark file?)")
+    return result
+
+
+def load_microbench(path):
+    """A microbench results file: it must have microbench/ entries."""
+    result = load_result(path)
+    if not result.microbench:
+        raise InputError(f"{path}: no 'microbench/ALLOCATOR/BYTES' entries: "
+                         "not a vrambench microbench result")
+    return result
+
+
+def load_claims(path):
+    """A `vrambench claims` file: context, catalogue and claims checked."""
+    raw = read_json(path)
+    if (not isinstance(raw, dict) or not isinstance(raw.get("context"), dict)
+            or not isinstance(raw.get("catalogue"), list) or not isinstance(raw.get("claims"), list)):
+        raise InputError(f"{path}: not a vrambench claims file: it needs a top-level object "
+                         "with 'context', 'catalogue' and 'claims'")
+    context = check_context(raw["context"], path)
+    for name, rows, keys in (("catalogue", raw["catalogue"], ("id", "documents", "claim")),
+                             ("claims", raw["claims"], ("id", "allocator", "verdict"))):
+        for index, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise InputError(f"{path}: {name}[{index}] is not an object")
+            for key in keys:
+                check_text(row.get(key), f"{path}: {name}[{index}]", key)
+    return Claims(path, context, raw["catalogue"], raw["claims"])
+
+
+# --------------------------------------------------------------------------
+# Picking files
+# --------------------------------------------------------------------------
+
+def file_time(result):
+    """When a results file was made: its context date, else its mtime."""
+    text = result.context.get("date")
+    if isinstance(text, str):
+        try:
+            stamp = datetime.datetime.fromisoformat(text)
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=datetime.timezone.utc)
+            return stamp.timestamp()
+        except (ValueError, OverflowError, OSError):
+            pass
+    return os.path.getmtime(result.path)
+
+
+def find_latest(directory):
+    """(newest run result, newest microbench result of the same device or
+    None) among DIRECTORY/*.json, claims-*.json, replays and microbench
+    --threads files excluded, newest by context date. Files that are not results are skipped with a note; so are
+    microbench files of another device (figures never mix devices)."""
+    if not os.path.isdir(directory):
+        raise InputError(f"{directory}: no such directory")
+    runs, micros = [], []
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        if os.path.basename(path).startswith(("claims-", "torch-ab-")):  # torch-ab: python/vrambench/plots/torch_ab.py
+            continue
+        try:
+            result = load_result(path)
+        except InputError as error:
+            note(f"skipping {error}")
+            continue
+        if result.has_timelines():
+            # A replay file's plots go to plots/replay-NAME/ (README): `make
+            # bench`'s scenario results are what plots/ shows.
+            if not all(run.name.startswith("replay:") for run in result.runs):
+                runs.append(result)
+        elif result.microbench and not os.path.basename(path).startswith("microbench-threads"):
+            micros.append(result)  # the one-thread figures; microbench --threads files are contention figures
+    if not runs:
+        raise InputError(f"{directory}: no run results (*.json with timelines); "
+                         "run `make bench` or give RESULTS=FILE")
+    newest = max(runs, key=file_time)
+    matching = [micro for micro in micros if same_device(micro, newest)]
+    micro = max(matching, key=file_time) if matching else None
+    if micros and not matching:
+        note(f"no microbench file of {newest.device_label()} in {directory}; "
+             "latency.png from the run's own counters")
+    note(f"plotting {newest.path}" + (f" with microbench {micro.path}" if micro else ""))
+    return newest, micro
+
+
+def check_same_device(result, micro):
+    """InputError when a microbench file comes from another device than the
+    run result it would be drawn with."""
+    if micro is not None and not same_device(result, micro):
+        raise InputError(f"{micro.path} is from {micro.device_label()} but {result.path} from "
+                         f"{result.device_label()}: figures never mix devices; give a "
+                         "microbench file of the same device")
+
+
+def choose_segments_run(result, wanted):
+    """The run whose segment map to draw: `wanted` (SCENARIO/ALLOCATOR, or
+    the entry name) when given, else the one with the largest
+    external_frag_at_peak (then largest peak reserved). None when no run
+    has a segment map and none was asked for; InputError for a bad ask."""
+    candidates = [run for run in result.runs if run.segments]
+    if wanted:
+        for run in result.runs:
+            if wanted in (run.name, f"{run.scenario}/{run.allocator}"):
+                if not run.segments:
+                    raise InputError(f"{result.path}: {wanted} has no 'segments_at_peak'")
+                return run
+        names = ", ".join(run.name for run in candidates) or "none"
+        raise InputError(f"{result.path}: no entry {wanted!r} "
+                         f"(entries with segment maps: {names})")
+    if not candidates:
+        return None
+    return max(candidates, key=lambda run: (run.values.get("external_frag_at_peak", 0),
+                                            run.values.get("peak_reserved_bytes", 0)))
