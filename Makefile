@@ -108,7 +108,7 @@ TEST_SUPPORT := $(filter-out $(TEST_SRC) tests/external_test_alloc.c,$(wildcard 
 EXTERNAL_TEST_SO := $(BUILD)/tests/libvb_external_test.so
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps test test-gpu bench plots docs lab check-sim clean plugin fuzz fuzz-build
+.PHONY: all deps install test test-build test-gpu bench plots docs lab check-sim clean plugin fuzz fuzz-build
 all: $(BUILD)/vrambench
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
@@ -176,8 +176,11 @@ $(PLUGIN_SO): $(PLUGIN_OBJ) plugin/exports.map
 	@$(CC) $(LDFLAGS) -shared -Wl,--version-script=plugin/exports.map -Wl,-Bsymbolic -o $@ $(PLUGIN_OBJ) $(PLUGIN_LDLIBS)
 
 ifeq ($(HAVE_CUDA),yes)
+# A copy next to the Python module (ignored by git): `pip install .` and
+# `make install` carry it, and vrambench.plugin finds it there.
 plugin: $(PLUGIN_SO)
-	@echo "vrambench: built $(PLUGIN_SO) (VRAMBENCH_ALLOCATOR=SPEC; python/vrambench/plugin.py installs it)"
+	@cp $(PLUGIN_SO) python/vrambench/libvrambench_torch.so
+	@echo "vrambench: built $(PLUGIN_SO) (from Python: from vrambench import plugin; plugin.use(SPEC); python3 -m pip install --no-build-isolation . installs the module with it)"
 else
 plugin:
 	@echo "vrambench: make plugin needs the cuda backend ($(BUILD_KIND))" >&2; exit 2
@@ -198,11 +201,16 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvramben
 # Every test binary runs on the simulated device; VB_TEST_DEVICE=cuda moves
 # the conformance suite onto the GPU (make test-gpu).
 test: deps
-	@PLOT_PYTHON='$(PLOT_PYTHON)' build-aux/ensure-deps.sh plots
+	@PLOT_PYTHON='$(PLOT_PYTHON)' build-aux/ensure-deps.sh test
 	@build-aux/check-layers.sh $(ROOMS)
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(EXTERNAL_TEST_SO)
-	@VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) build-aux/run-tests.sh $(TEST_BIN)
-	@VRAMBENCH=$(BUILD)/vrambench VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) PYTHONPATH='$(CURDIR)/python' $(PLOT_PYTHON) -m unittest discover -s tests -p 'test_*.py'
+	@$(MAKE) --no-print-directory test-build
+	@VRAMBENCH=$(BUILD)/vrambench VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) PYTHONPATH='$(CURDIR)/python' \
+	    VB_MAKE_ARGS='CC=$(CC) SANITIZER=$(SANITIZER) CUDA=$(CUDA)' TEST_LOG_DIR=$(BUILD)/test-logs build-aux/run-tests.sh --python $(PLOT_PYTHON) $(TEST_BIN)
+
+# Everything make test runs, built (a recipe of its own keeps make quiet about
+# targets that are up to date).
+test-build: all $(TEST_BIN) $(EXTERNAL_TEST_SO)
+	@:
 
 test-gpu: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance $(EXTERNAL_TEST_SO)
@@ -284,6 +292,31 @@ docs:
 	$(PY_RUN) -m vrambench.plots --latest results --out-dir docs/img
 	@torch_ab=$$(ls -t results/torch-ab-*.json 2>/dev/null | head -1); \
 	if [ -n "$$torch_ab" ]; then $(PY_RUN) -m vrambench.plots.torch_ab "$$torch_ab" --out docs/img/torch-ab.png; fi
+
+# ---- install: the CLI, the plug-in and its Python module under PREFIX ----
+#   make install PREFIX=/opt/vrambench [DESTDIR=staging]
+# bin/vrambench; lib/libvrambench_torch.so (cuda builds); the package
+# vrambench (plots, torch2trace, the plug-in's module, with the library beside
+# it) in PREFIX's site-packages (PYTHON's posix_prefix scheme) and in
+# share/vrambench/python, where `vrambench tune` finds torch2trace.
+PREFIX ?= /usr/local
+INSTALL_ROOT = $(DESTDIR)$(PREFIX)
+PY_SITE = $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_path('purelib', 'posix_prefix', {'base': '$(PREFIX)', 'platbase': '$(PREFIX)'}))" 2>/dev/null)
+
+install: all $(if $(filter yes,$(HAVE_CUDA)),plugin)
+	@test -n '$(PY_SITE)' || { echo "make install: error: $(PYTHON) cannot tell where Python packages go under $(PREFIX)" >&2; exit 2; }
+	install -d '$(INSTALL_ROOT)/bin' '$(INSTALL_ROOT)/share/vrambench/python' '$(DESTDIR)$(PY_SITE)'
+	install -m 755 $(BUILD)/vrambench '$(INSTALL_ROOT)/bin/vrambench'
+	$(if $(filter yes,$(HAVE_CUDA)),install -d '$(INSTALL_ROOT)/lib' && install -m 755 $(PLUGIN_SO) '$(INSTALL_ROOT)/lib/libvrambench_torch.so')
+	@for dest in '$(INSTALL_ROOT)/share/vrambench/python' '$(DESTDIR)$(PY_SITE)'; do \
+	    rm -rf "$$dest/vrambench" && mkdir -p "$$dest/vrambench/plots" && \
+	    install -m 644 python/vrambench/*.py "$$dest/vrambench/" && \
+	    install -m 644 python/vrambench/plots/*.py "$$dest/vrambench/plots/" && \
+	    { [ ! -f python/vrambench/libvrambench_torch.so ] || install -m 755 python/vrambench/libvrambench_torch.so "$$dest/vrambench/"; } || exit 1; \
+	done
+	@echo "vrambench: installed under $(INSTALL_ROOT): bin/vrambench$(if $(filter yes,$(HAVE_CUDA)),$(comma) lib/libvrambench_torch.so); the Python package in $(PY_SITE) (on your path if $(PREFIX) is your Python's prefix; else PYTHONPATH=$(PY_SITE))"
+
+comma := ,
 
 clean:
 	rm -rf build

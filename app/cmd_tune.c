@@ -27,9 +27,10 @@
     "  --capacity: device memory OOMs are counted at (simulated; default 80GiB), e.g. 24GiB\n"                    \
     "  --jobs: processes at once (default: the online CPUs)\n"
 
-/* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, or python/ next to the
- * build directory this executable is in (build/ or build/SANITIZER/), or
- * under the current directory. 0 when found. */
+/* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, python/ next to the
+ * build directory this executable is in (build/ or build/SANITIZER/), the
+ * share/vrambench/python of an installed PREFIX/bin, or under the current
+ * directory. 0 when found. */
 static int find_torch2trace(char *out, size_t capacity)
 {
     const char *env = getenv("VB_TORCH2TRACE");
@@ -40,8 +41,11 @@ static int find_torch2trace(char *out, size_t capacity)
         exe[length] = '\0';
         char *slash = strrchr(exe, '/');
         if (slash) *slash = '\0';
-        static const char *const relative[] = {"/../python/vrambench/torch2trace.py", "/../../python/vrambench/torch2trace.py"};
-        for (size_t i = 0; i < 2; i++)
+        /* build/, build/SANITIZER/, or an installed PREFIX/bin (make install). */
+        static const char *const relative[] = {"/../python/vrambench/torch2trace.py",
+                                               "/../../python/vrambench/torch2trace.py",
+                                               "/../share/vrambench/python/vrambench/torch2trace.py"};
+        for (size_t i = 0; i < sizeof relative / sizeof relative[0]; i++)
             if ((size_t)snprintf(out, capacity, "%s%s", exe, relative[i]) < capacity && access(out, R_OK) == 0)
                 return 0;
     }

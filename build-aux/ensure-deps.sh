@@ -29,8 +29,13 @@ fuzz)
         clang -fsanitize=fuzzer -x c - -o /tmp/vrambench-fuzz-probe.$$ >/dev/null 2>&1 || missing="$missing clang libclang-rt-dev"
     rm -f /tmp/vrambench-fuzz-probe.$$
     ;;
-plots)
-    "${PLOT_PYTHON:-python3}" -c 'import matplotlib' >/dev/null 2>&1 || missing="$missing python3-matplotlib"
+plots|test)
+    python=${PLOT_PYTHON:-python3}
+    "$python" -c 'import matplotlib' >/dev/null 2>&1 || missing="$missing python3-matplotlib"
+    if [ "$what" = test ]; then
+        "$python" -c 'import setuptools' >/dev/null 2>&1 || missing="$missing python3-setuptools"
+        "$python" -m pip --version >/dev/null 2>&1 || missing="$missing python3-pip"
+    fi
     ;;
 *)
     echo "ensure-deps: unknown set '$what'" >&2

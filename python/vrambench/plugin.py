@@ -6,8 +6,8 @@
     plugin.memory_stats()["reserved_bytes.all.peak"]
     plugin.empty_cache()
 
-use(SPEC) loads build/libvrambench_torch.so (`make plugin`; or the path given,
-or $VRAMBENCH_TORCH_LIB), checks SPEC (any `vrambench list allocators`
+use(SPEC) loads libvrambench_torch.so (`make plugin`; the path given,
+$VRAMBENCH_TORCH_LIB, a copy next to this module, or the checkout's build/), checks SPEC (any `vrambench list allocators`
 strategy with options, e.g. "caching[max_split_size_mb=256]"; a bad one
 raises ValueError with the plug-in's one-line message) and installs it with
 torch.cuda.memory.CUDAPluggableAllocator + change_current_allocator.
@@ -26,7 +26,14 @@ import ctypes
 import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_LIBRARY = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "build", "libvrambench_torch.so")
+LIBRARY_NAME = "libvrambench_torch.so"
+# Where the library is looked for after `path` and $VRAMBENCH_TORCH_LIB: next
+# to this module (`make plugin` puts a copy there, so `pip install .` and
+# `make install` carry it), then the checkout's build/ (run from the repository).
+LIBRARY_CANDIDATES = (
+    os.path.join(_HERE, LIBRARY_NAME),
+    os.path.join(os.path.dirname(os.path.dirname(_HERE)), "build", LIBRARY_NAME),
+)
 
 _library = None
 _fields = ()  # the names of vb_torch_stats's figures, in its order, from the library
@@ -34,8 +41,19 @@ _spec = None
 
 
 def library_path(path=None):
-    """The plug-in to load: `path`, $VRAMBENCH_TORCH_LIB, or build/libvrambench_torch.so."""
-    return os.path.abspath(path or os.environ.get("VRAMBENCH_TORCH_LIB") or DEFAULT_LIBRARY)
+    """The plug-in to load: `path`, $VRAMBENCH_TORCH_LIB, or the first of
+    LIBRARY_CANDIDATES that exists; FileNotFoundError naming where it looked."""
+    chosen = path or os.environ.get("VRAMBENCH_TORCH_LIB")
+    if chosen:
+        if not os.path.isfile(chosen):
+            raise FileNotFoundError(f"{chosen}: no such file (the vrambench plug-in: make plugin builds it)")
+        return os.path.abspath(chosen)
+    for candidate in LIBRARY_CANDIDATES:
+        if os.path.isfile(candidate):
+            return candidate
+    raise FileNotFoundError(f"{LIBRARY_NAME} not found (looked in {', '.join(LIBRARY_CANDIDATES)}): "
+                            "build it with `make plugin` in the vrambench checkout, then `pip install .` "
+                            "again, or set VRAMBENCH_TORCH_LIB to its path")
 
 
 def use(spec, library=None, patch_torch=True):
@@ -44,8 +62,6 @@ def use(spec, library=None, patch_torch=True):
     global _library, _spec, _fields
     import torch
     path = library_path(library)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: not built (make plugin)")
     os.environ["VRAMBENCH_ALLOCATOR"] = spec
     lib = ctypes.CDLL(path)
     lib.vb_torch_init.restype = ctypes.c_char_p
