@@ -145,13 +145,15 @@ typedef struct vb_cc_source {
      * in no set. VB_ERR_OOM when the device has no memory for it. */
     vb_status (*alloc_block)(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
                              uint64_t alloc_size, vb_cc_block **out);
-    /* release_blocks: returns the pool's free memory that can go back. */
+    /* release_blocks: returns the pool's free memory that can go back
+     * (stitch: its spare handles and dormant stitched ranges first). */
     void (*release_pool)(vb_cc_allocator *cc, vb_cc_pool *pool);
     /* Releases a free block that is a whole segment (caching's release_block),
      * for garbage collection and release_available_cached_blocks. NULL when
      * the source has no such segments. */
     void (*release_block)(vb_cc_allocator *cc, vb_cc_block *block);
-    /* Returns a segment and everything in it to the device (destroy). */
+    /* Returns a segment and everything in it to the device (destroy);
+     * borrowed segments come first, while what they map is still there. */
     void (*destroy_segment)(vb_cc_allocator *cc, vb_cc_segment *segment);
     /* Called for a block that became free (merged with its free
      * neighbours, in no set): 1 if the source keeps it out of the pool's
