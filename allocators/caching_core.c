@@ -512,7 +512,7 @@ uint64_t vb_cc_allocation_size(uint64_t size)
 static int should_split(const vb_cc_allocator *cc, const vb_cc_block *block, uint64_t size)
 {
     uint64_t remaining = block->size - size;
-    /* A large stitched range serves one block, whole (expandable.c). */
+    /* A large stitched range serves one block, whole (stitch.c). */
     if (block->segment->borrowed && !block->pool->is_small) return 0;
     if (block->pool->is_small || cc->source->expandable) return remaining >= VB_CC_MIN_BLOCK_SIZE;
     return size < cc->max_split_size && remaining > VB_CC_SMALL_SIZE;

@@ -20,10 +20,12 @@
  *          and before a range takes a new handle it moves handles out of
  *          free holes between live blocks; with stitch_max_maps, it first
  *          maps the handles of several holes again into one stitched range
- *          (a segment that borrows their memory; expandable.c).
+ *          (a segment that borrows their memory; stitch.c).
+ * expandable and stitch share their ranges (vm_range.c); each source is
+ * static in its strategy's file, reached only through its vb_cc_source.
  *
- * Internal to allocators/: nothing outside caching.c, expandable.c and
- * stitch.c uses it.
+ * Internal to allocators/: nothing outside caching.c, expandable.c,
+ * stitch.c and vm_range.c uses it.
  */
 #ifndef VB_CACHING_CORE_H
 #define VB_CACHING_CORE_H
@@ -60,7 +62,7 @@ typedef struct vb_cc_segment vb_cc_segment;
 typedef struct vb_cc_allocator vb_cc_allocator;
 
 /* `allocated` of a free piece whose memory a stitched range maps again
- * (expandable.c): in no set, never merged, shown by no segment visit
+ * (stitch.c): in no set, never merged, shown by no segment visit
  * (the stitched range shows it), until the stitched range goes. */
 #define VB_CC_LENT 2
 
@@ -143,13 +145,15 @@ typedef struct vb_cc_source {
      * in no set. VB_ERR_OOM when the device has no memory for it. */
     vb_status (*alloc_block)(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
                              uint64_t alloc_size, vb_cc_block **out);
-    /* release_blocks: returns the pool's free memory that can go back. */
+    /* release_blocks: returns the pool's free memory that can go back
+     * (stitch: its spare handles and dormant stitched ranges first). */
     void (*release_pool)(vb_cc_allocator *cc, vb_cc_pool *pool);
     /* Releases a free block that is a whole segment (caching's release_block),
      * for garbage collection and release_available_cached_blocks. NULL when
      * the source has no such segments. */
     void (*release_block)(vb_cc_allocator *cc, vb_cc_block *block);
-    /* Returns a segment and everything in it to the device (destroy). */
+    /* Returns a segment and everything in it to the device (destroy);
+     * borrowed segments come first, while what they map is still there. */
     void (*destroy_segment)(vb_cc_allocator *cc, vb_cc_segment *segment);
     /* Called for a block that became free (merged with its free
      * neighbours, in no set): 1 if the source keeps it out of the pool's
@@ -220,7 +224,7 @@ struct vb_cc_allocator {
     uint64_t handle_max;          /* bytes; stitch's largest handle (settings' handle_max_mb); 0: no limit */
     uint64_t stitch_max_maps;     /* stitch: most mappings one stitched range takes; 0: never stitch */
     /* stitch: one reservation its stitched ranges take their addresses from
-     * (expandable.c), while any lives: where it starts (0: none), its
+     * (stitch.c), while any lives: where it starts (0: none), its
      * size, its free extents by address, and the ranges in it. */
     vb_addr stitch_arena;
     uint64_t stitch_arena_size;
@@ -338,10 +342,5 @@ vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr);
 /* Adds / removes a segment in the allocator's address-ordered set. */
 void vb_cc_segment_add(vb_cc_allocator *cc, vb_cc_segment *segment);
 void vb_cc_segment_remove(vb_cc_allocator *cc, vb_cc_segment *segment);
-
-/* The stitching source (expandable.c): expandable segments that grow by one
- * handle per growth and reclaim handles from holes before creating new ones
- * (the `stitch` strategy). */
-extern const vb_cc_source vb_cc_stitching_segments;
 
 #endif

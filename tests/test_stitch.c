@@ -2,7 +2,7 @@
  * the simulated device (2 MiB mapping granularity).
  *
  * Every expected number is worked out in the comments from the rules of
- * allocators/stitch.c and allocators/expandable.c, default options
+ * allocators/stitch.c and allocators/vm_range.c, default options
  * (chunk_mb=8: a large-pool growth creates at least 8 MiB; handle_max_mb=64:
  * and handles of at most 64 MiB):
  *   blocks: caching_core's: 512 B rounding, best fit, split, coalescing,
