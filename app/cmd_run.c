@@ -14,10 +14,15 @@
 
 #include "cli.h"
 #include "base/measure.h"
-#include "report.h"
+#include "console_report.h"
+#include "context.h"
+#include "json_report.h"
+#include "output_file.h"
+#include "output_path.h"
 #include "runner.h"
 #include "replay.h"
 #include "snapshot.h"
+#include "text.h"
 #include "trace.h"
 
 #define RUN_USAGE                                                                                             \
@@ -356,7 +361,7 @@ int vb_cmd_run(int argc, char **argv)
         exit_status = vb_cli_error(VB_EXIT_USAGE, "--snapshot applies to a replay with exactly one allocator");
         goto done;
     }
-    if (args.snapshot && vb_report_check_writable(args.snapshot) != VB_OK) {
+    if (args.snapshot && vb_output_check(args.snapshot) != VB_OK) {
         exit_status = vb_cli_status_error(VB_ERR_INVALID);
         goto done;
     }

@@ -12,7 +12,8 @@
 
 #include "base/measure.h"
 #include "replay.h"
-#include "report.h"
+#include "context.h"
+#include "json_report.h"
 #include "runner.h"
 #include "trace.h"
 #include "trace_drive.h"
