@@ -17,7 +17,9 @@
 #include "claims.h"
 #include "cli.h"
 #include "base/measure.h"
-#include "report.h"
+#include "context.h"
+#include "json_report.h"
+#include "output_path.h"
 #include "runner.h"
 
 #define CLAIMS_USAGE                                                                                       \

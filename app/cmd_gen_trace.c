@@ -20,7 +20,7 @@
 #include <zlib.h>
 
 #include "cli.h"
-#include "report.h"
+#include "output_file.h"
 
 #define ALLOCATION_PERCENT 73
 #define WRITE_BUFFER_BYTES (64 * 1024)
@@ -243,7 +243,7 @@ static int is_gzip_name(const char *path)
 }
 
 /* `vrambench gen-trace random ...`: checks every option and the output
- * path before it writes; the trace goes through a vb_output (app/report.h),
+ * path before it writes; the trace goes through a vb_output (app/output_file.h),
  * so a failed write leaves the target as it was. */
 int vb_cmd_gen_trace(int argc, char **argv)
 {

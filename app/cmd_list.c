@@ -9,7 +9,7 @@
 #include "claims.h"
 #include "cli.h"
 #include "replay.h"
-#include "report.h"
+#include "json_report.h"
 
 /* Prints each allocator with its description and options. */
 static void list_allocators(void)

@@ -47,7 +47,9 @@
 #include "allocators/spec.h"
 #include "cli.h"
 #include "base/measure.h"
-#include "report.h"
+#include "context.h"
+#include "json_report.h"
+#include "output_path.h"
 
 static const uint64_t sizes[] = {512, 64 << 10, 2 << 20, 20 << 20, 256 << 20};
 

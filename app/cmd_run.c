@@ -14,10 +14,15 @@
 
 #include "cli.h"
 #include "base/measure.h"
-#include "report.h"
+#include "console_report.h"
+#include "context.h"
+#include "json_report.h"
+#include "output_file.h"
+#include "output_path.h"
 #include "runner.h"
 #include "replay.h"
 #include "snapshot.h"
+#include "text.h"
 #include "trace.h"
 
 #define RUN_USAGE                                                                                             \
@@ -356,7 +361,7 @@ int vb_cmd_run(int argc, char **argv)
         exit_status = vb_cli_error(VB_EXIT_USAGE, "--snapshot applies to a replay with exactly one allocator");
         goto done;
     }
-    if (args.snapshot && vb_report_check_writable(args.snapshot) != VB_OK) {
+    if (args.snapshot && vb_output_check(args.snapshot) != VB_OK) {
         exit_status = vb_cli_status_error(VB_ERR_INVALID);
         goto done;
     }
@@ -429,23 +434,5 @@ int vb_cmd_run(int argc, char **argv)
 done:
     free(args.allocator_list);
     run_state_free(&state);
-    return exit_status;
-}
-
-/* `vrambench replay TRACE [options]`: `run` with the trace replayed against
- * each allocator, once (min-time 0) unless the options say otherwise. */
-int vb_cmd_replay(int argc, char **argv)
-{
-    if (argc < 2 || strncmp(argv[1], "--", 2) == 0)
-        return vb_cli_error(VB_EXIT_USAGE, "usage: vrambench replay TRACE [--allocator SPEC[,SPEC]|all] "
-                                           "[--device auto|cuda|sim] [--out FILE.json] [run's other options]");
-    char **run_argv = calloc((size_t)argc + 5, sizeof *run_argv);
-    if (!run_argv) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    char *defaults[] = {"run", "--min-time", "0", "--trace", argv[1]};
-    memcpy(run_argv, defaults, sizeof defaults);
-    memcpy(run_argv + 5, argv + 2, (size_t)(argc - 2) * sizeof *run_argv);
-    int exit_status = vb_cmd_run(argc + 3, run_argv);
-    vb_trace_spool_release();
-    free(run_argv);
     return exit_status;
 }

@@ -17,7 +17,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "report.h"
+#include "json_report.h"
+#include "output_path.h"
 #include "trace.h"
 #include "tune.h"
 

@@ -6,9 +6,10 @@
  * streamed, never loaded whole, so traces of any length replay in constant
  * memory beyond the live allocations.
  *
- * Trace stream N is the run's stream N (vb_run_extra_stream: 0 is the run's
- * own stream, the others are created when first used and kept with the run,
- * so they stay the same streams from one iteration to the next). An
+ * The trace is driven through the run by app/trace_drive.h's driver. Trace
+ * stream N is the run's stream N (vb_run_extra_stream: 0 is the run's own
+ * stream, the others are created when first used and kept with the run, so
+ * they stay the same streams from one iteration to the next). An
  * allocation the allocator cannot serve (out of memory) is counted by the
  * allocator (its `ooms`) and the trace goes on; that id's later free is
  * skipped. Memory is sampled at the
@@ -27,8 +28,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "trace.h"
 #include "replay.h"
+#include "trace.h"
+#include "trace_drive.h"
 
 /* Regular samples per trace (besides markers and the final one). */
 #define INTERVAL_SAMPLES 200
@@ -69,9 +71,8 @@ static const char *const counters[] = {
 typedef struct replay {
     vb_run *run;
     vb_trace *trace;
-    vb_stream streams[VB_TRACE_MAX_STREAMS]; /* the run's streams, fetched on first use */
-    uint64_t events;
-    uint64_t recorded_failures;
+    vb_drive_target target;     /* the run, its streams fetched on first use */
+    vb_drive_result drive;      /* events, recorded failures, the first OOM */
     uint64_t next_sample_bytes; /* consumed bytes at which the next regular sample is due */
     unsigned samples_taken;
     uint64_t started_ns;
@@ -81,22 +82,7 @@ typedef struct replay {
     uint64_t peak_reserved;
     vb_timeline_sample peak_sample;
     size_t peak_position;
-    uint64_t first_oom_line, first_oom_bytes; /* the first allocation that found no memory (line 0: none) */
 } replay;
-
-/* The device stream for trace stream `id`: the run's stream `id`, which the
- * run creates on first use and keeps across iterations. */
-static vb_status stream_of(replay *state, uint32_t id, vb_stream *out)
-{
-    if (!state->streams[id]) {
-        vb_status status = vb_run_extra_stream(state->run, id, &state->streams[id]);
-        if (status != VB_OK)
-            return vb_trace_error(state->trace, status, "cannot create a stream for trace stream %u: %s", id,
-                                  vb_last_error());
-    }
-    *out = state->streams[id];
-    return VB_OK;
-}
 
 /* Notes the allocator's state now, when its reserved peak has just risen,
  * and where in the timeline that falls. */
@@ -117,50 +103,29 @@ static void capture_peak(replay *state, vb_allocator *allocator)
     snprintf(state->peak_sample.step, sizeof state->peak_sample.step, "%s", steps[PEAK].text);
 }
 
-/* Replays one allocation; out of memory is counted (by the allocator), not fatal. */
-static vb_status replay_alloc(replay *state, const vb_trace_event *event)
+/* After each allocation: has the reserved peak just risen? (vb_run_malloc
+ * keeps seen_reserved_peak: one comparison per allocation.) */
+static void on_after_alloc(void *context, vb_addr addr, uint64_t size, uint32_t stream, int oom)
 {
-    vb_stream stream = NULL;
-    vb_status status = stream_of(state, event->stream, &stream);
-    if (status != VB_OK) return status;
-    vb_addr addr = 0;
-    status = vb_run_malloc(state->run, event->size, stream, &addr);
-    if (status == VB_ERR_OOM) {
-        addr = 0;
-        if (!state->first_oom_line) {
-            state->first_oom_line = vb_trace_line(state->trace);
-            state->first_oom_bytes = event->size;
-        }
-    } else if (status != VB_OK)
-        return vb_trace_error(state->trace, status, "allocation of %llu bytes failed: %s",
-                              (unsigned long long)event->size, vb_last_error());
-    /* vb_run_malloc keeps seen_reserved_peak: one comparison per allocation. */
+    (void)addr, (void)size, (void)stream, (void)oom;
+    replay *state = context;
     vb_allocator *allocator = vb_run_allocator(state->run);
     if (allocator->seen_reserved_peak > state->peak_reserved) capture_peak(state, allocator);
-    /* The reader keeps the address with the live id (0: it got no memory). */
-    vb_trace_tag(state->trace, addr);
-    return VB_OK;
 }
 
-/* Replays one free (its address is the tag its allocation left with the
- * reader); a free of an allocation that got no memory is skipped. */
-static vb_status replay_free(replay *state, const vb_trace_event *event)
+/* A step marker of the trace is a step of the run. */
+static vb_status on_mark(void *context, const char *name)
 {
-    vb_addr addr = event->tag;
-    if (addr == 0) return VB_OK;
-    vb_status status = vb_run_free(state->run, addr);
-    if (status != VB_OK)
-        return vb_trace_error(state->trace, status, "free of id %llu failed: %s", (unsigned long long)event->id,
-                              vb_last_error());
-    return VB_OK;
+    replay *state = context;
+    return vb_run_step(state->run, name);
 }
 
 /* Shows how far the replay is on a terminal, for long traces only. */
-static void show_progress(replay *state)
+static void show_progress(replay *state, uint64_t events)
 {
     if (!isatty(STDERR_FILENO) || vb_now_ns() - state->started_ns < PROGRESS_AFTER_NS) return;
     fprintf(stderr, "\rreplay: %s: %u%% (%llu events)\033[K", vb_trace_path(state->trace),
-            state->samples_taken * 100 / INTERVAL_SAMPLES, (unsigned long long)state->events);
+            state->samples_taken * 100 / INTERVAL_SAMPLES, (unsigned long long)events);
     state->progress_shown = 1;
 }
 
@@ -175,40 +140,25 @@ static uint64_t sample_mark(const replay *state, unsigned index)
 
 /* Takes the regular sample that is due; a long line that jumped over several
  * marks gives one sample, not several at the same point. */
-static vb_status take_regular_sample(replay *state)
+static vb_status take_regular_sample(replay *state, uint64_t events_so_far)
 {
     uint64_t consumed = vb_trace_consumed_bytes(state->trace);
     while (consumed >= sample_mark(state, state->samples_taken + 1)) state->samples_taken++;
     state->next_sample_bytes = sample_mark(state, state->samples_taken + 1);
     char name[64];
     char events[24];
-    snprintf(events, sizeof events, "%llu", (unsigned long long)state->events);
+    snprintf(events, sizeof events, "%llu", (unsigned long long)events_so_far);
     snprintf(name, sizeof name, steps[EVENT].text, events);
-    show_progress(state);
+    show_progress(state, events_so_far);
     return vb_run_step(state->run, name);
 }
 
-/* Streams the whole trace through the allocator. */
-static vb_status replay_events(replay *state)
+/* After each event: the regular sample, when one is due. */
+static vb_status on_after_event(void *context, const vb_drive_result *so_far)
 {
-    vb_trace_event event;
-    for (;;) {
-        vb_status status = vb_trace_next(state->trace, &event);
-        if (status != VB_OK) return status;
-        switch (event.kind) {
-        case VB_TRACE_END: return VB_OK;
-        case VB_TRACE_ALLOC: status = replay_alloc(state, &event); break;
-        case VB_TRACE_FREE: status = replay_free(state, &event); break;
-        case VB_TRACE_FAILED_ALLOC: state->recorded_failures++; break;
-        case VB_TRACE_MARK: status = vb_run_step(state->run, event.name); break;
-        }
-        if (status != VB_OK) return status;
-        state->events += event.kind != VB_TRACE_MARK;
-        if (vb_trace_consumed_bytes(state->trace) >= state->next_sample_bytes) {
-            status = take_regular_sample(state);
-            if (status != VB_OK) return status;
-        }
-    }
+    replay *state = context;
+    if (vb_trace_consumed_bytes(state->trace) < state->next_sample_bytes) return VB_OK;
+    return take_regular_sample(state, so_far->events);
 }
 
 /* Frees one allocation the trace left live (its tag is its address). */
@@ -224,15 +174,15 @@ static vb_status finish(replay *state, vb_status status)
     if (status == VB_OK && state->peak_reserved > 0)
         status = vb_run_insert_sample(state->run, state->peak_position, &state->peak_sample);
     if (status == VB_OK) status = vb_run_step(state->run, steps[END].text);
-    if (status == VB_OK) status = vb_run_set_counter(state->run, counters[EVENTS], (double)state->events);
+    if (status == VB_OK) status = vb_run_set_counter(state->run, counters[EVENTS], (double)state->drive.events);
     if (status == VB_OK)
         status = vb_run_set_counter(state->run, counters[LIVE_AT_END], (double)vb_trace_live_count(state->trace));
     if (status == VB_OK)
-        status = vb_run_set_counter(state->run, counters[RECORDED_FAILURES], (double)state->recorded_failures);
-    if (status == VB_OK && state->first_oom_line)
-        status = vb_run_set_counter(state->run, counters[FIRST_OOM_LINE], (double)state->first_oom_line);
-    if (status == VB_OK && state->first_oom_line)
-        status = vb_run_set_counter(state->run, counters[FIRST_OOM_BYTES], (double)state->first_oom_bytes);
+        status = vb_run_set_counter(state->run, counters[RECORDED_FAILURES], (double)state->drive.recorded_failures);
+    if (status == VB_OK && state->drive.first_oom_line)
+        status = vb_run_set_counter(state->run, counters[FIRST_OOM_LINE], (double)state->drive.first_oom_line);
+    if (status == VB_OK && state->drive.first_oom_line)
+        status = vb_run_set_counter(state->run, counters[FIRST_OOM_BYTES], (double)state->drive.first_oom_bytes);
     vb_trace_each_live(state->trace, free_leftover, state->run);
     if (state->progress_shown) fputs("\r\033[K", stderr);
     return status;
@@ -246,6 +196,7 @@ static vb_status replay_run(vb_run *run)
     replay *state = calloc(1, sizeof *state);
     if (!state) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     state->run = run;
+    state->target.run = run;
     state->started_ns = vb_now_ns();
     vb_status status = vb_trace_open(path, &state->trace);
     if (status == VB_OK) {
@@ -254,7 +205,10 @@ static vb_status replay_run(vb_run *run)
         vb_run_set_latency_sampling(run, (uint32_t)(every > LATENCY_SAMPLE_EVERY ? every : LATENCY_SAMPLE_EVERY));
         state->next_sample_bytes = sample_mark(state, 1);
         status = vb_run_step(run, steps[START].text);
-        if (status == VB_OK) status = replay_events(state);
+        vb_drive_source source = {.trace = state->trace};
+        vb_drive_hooks hooks = {.context = state, .after_alloc = on_after_alloc, .mark = on_mark,
+                                .after_event = on_after_event};
+        if (status == VB_OK) status = vb_drive(&source, &state->target, &hooks, 0, &state->drive);
         status = finish(state, status);
     }
     vb_trace_close(state->trace);

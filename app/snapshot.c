@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/addr_map.h"
+#include "trace.h"
 #include "trace_drive.h"
 
 /* Entries per APPENDS batch, as Python's pickler does (a viewer unpickling
@@ -119,7 +120,7 @@ typedef struct annotation {
 typedef struct recorder {
     pickler p;
     vb_allocator *allocator;
-    vb_drive_streams *streams;
+    vb_drive_target *target;     /* the allocator, on a sim device of its own */
     int expandable;              /* segment_map/unmap instead of segment_alloc/free */
     uint64_t entries;            /* trace entries written */
     size_t in_batch;             /* entries since the batch's MARK */
@@ -135,7 +136,7 @@ typedef struct recorder {
 static uint32_t trace_stream(const recorder *r, vb_stream stream)
 {
     for (uint32_t i = 0; i < VB_TRACE_MAX_STREAMS; i++)
-        if (r->streams->handles[i] && r->streams->handles[i] == stream) return i;
+        if (r->target->streams[i] && r->target->streams[i] == stream) return i;
     return 0;
 }
 
@@ -153,7 +154,7 @@ static void put_entry(recorder *r, const char *action, uint64_t addr, uint64_t s
     put_key_int(&r->p, "time_us", 2 * r->entries);
     if (strcmp(action, "oom") == 0) {
         uint64_t free_bytes = 0, total = 0;
-        r->streams->device->ops->mem_info(r->streams->device, &free_bytes, &total);
+        r->target->device->ops->mem_info(r->target->device, &free_bytes, &total);
         put_key_int(&r->p, "device_free", free_bytes);
     }
     put_key_empty_list(&r->p, "frames");
@@ -282,7 +283,7 @@ static void on_before_free(void *context, vb_addr addr, uint32_t stream)
 
 /* A free changes the segments only afterwards: looked at before the next
  * event (the next allocation, or the end). */
-static void on_mark(void *context, const char *name)
+static vb_status on_mark(void *context, const char *name)
 {
     recorder *r = context;
     note_segments(r);
@@ -291,7 +292,7 @@ static void on_mark(void *context, const char *name)
         annotation *more = realloc(r->annotations, capacity * sizeof *more);
         if (!more) {
             r->failed = 1;
-            return;
+            return VB_OK; /* reported at the end, with the other host OOMs */
         }
         r->annotations = more;
         r->annotation_capacity = capacity;
@@ -299,6 +300,7 @@ static void on_mark(void *context, const char *name)
     annotation *a = &r->annotations[r->annotation_count++];
     a->time_us = 2 * r->entries + 1; /* before the next entry */
     snprintf(a->name, sizeof a->name, "%s", name);
+    return VB_OK;
 }
 
 static void on_before_alloc(void *context, uint64_t size, uint32_t stream)
@@ -420,9 +422,12 @@ static vb_status write_snapshot(recorder *r, const char *trace_path, const vb_al
     put_str(&r->p, "device_traces");
     put_byte(&r->p, ']'); /* the devices */
     put_byte(&r->p, ']'); /* device 0's entries */
-    vb_drive_hooks hooks = {r, on_before_alloc, on_after_alloc, on_before_free, on_mark};
+    vb_drive_hooks hooks = {r, on_before_alloc, on_after_alloc, on_before_free, on_mark, NULL};
     vb_drive_result result;
-    vb_status status = vb_drive_trace(trace_path, r->allocator, r->streams, 0, &hooks, &result);
+    vb_trace *trace = NULL;
+    vb_status status = vb_trace_open(trace_path, &trace);
+    if (status == VB_OK) status = vb_drive(&(vb_drive_source){.trace = trace}, r->target, &hooks, 0, &result);
+    vb_trace_close(trace);
     if (status != VB_OK) return status;
     note_segments(r);
     if (r->in_batch) put_byte(&r->p, 'e');
@@ -447,17 +452,18 @@ vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spe
     if ((size_t)snprintf(tmp_path, sizeof tmp_path, "%s.tmp", out_path) >= sizeof tmp_path)
         return vb_error(VB_ERR_INVALID, "snapshot path '%s' is too long", out_path);
     recorder *r = calloc(1, sizeof *r);
-    vb_drive_streams *streams = calloc(1, sizeof *streams);
-    if (!r || !streams) {
+    vb_drive_target *target = calloc(1, sizeof *target);
+    if (!r || !target) {
         free(r);
-        free(streams);
+        free(target);
         return vb_error(VB_ERR_OOM, "out of host memory");
     }
-    r->streams = streams;
+    r->target = target;
     r->expandable = strcmp(spec->name, "expandable") == 0;
     vb_config config = vb_allocator_spec_config(spec);
-    vb_status status = vb_sim_open(capacity, &streams->device);
-    if (status == VB_OK) status = vb_allocator_create(spec->name, streams->device, &config, &r->allocator);
+    vb_status status = vb_sim_open(capacity, &target->device);
+    if (status == VB_OK) status = vb_allocator_create(spec->name, target->device, &config, &r->allocator);
+    target->allocator = r->allocator;
     if (status == VB_OK) {
         r->p.file = fopen(tmp_path, "wb");
         if (!r->p.file) status = vb_error(VB_ERR_IO, "cannot write %s: %s", tmp_path, strerror(errno));
@@ -472,14 +478,14 @@ vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spe
         if (status != VB_OK) remove(tmp_path);
     }
     vb_allocator_destroy(r->allocator);
-    if (streams->device) {
-        vb_drive_streams_close(streams);
-        vb_device_close(streams->device);
+    if (target->device) {
+        vb_drive_target_close(target);
+        vb_device_close(target->device);
     }
     vb_addr_map_clear(&r->live);
     free(r->segments.items);
     free(r->annotations);
     free(r);
-    free(streams);
+    free(target);
     return status;
 }

@@ -13,7 +13,7 @@
 #include <zlib.h>
 
 #include "base/addr_map.h"
-#include "report.h"
+#include "text.h"
 
 /* The one buffer a trace holds: a line may be at most this long. */
 #define TRACE_BUFFER_BYTES (64 * 1024)

@@ -1,85 +1,8 @@
-/* vrambench — a trace driven straight through an allocator (trace_drive.h). */
+/* vrambench — the one trace driver (see trace_drive.h). */
 #include "trace_drive.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* The device stream of trace stream `id`, made on first use. */
-static vb_status stream_of(vb_drive_streams *streams, uint32_t id, vb_stream *out)
-{
-    if (!streams->handles[id]) {
-        vb_status status = streams->device->ops->stream_create(streams->device, &streams->handles[id]);
-        if (status != VB_OK) return status;
-    }
-    *out = streams->handles[id];
-    return VB_OK;
-}
-
-/* One allocation; an OOM is counted, and ends the drive with `stop_at_oom`. */
-static vb_status drive_alloc(vb_trace *trace, vb_allocator *allocator, vb_drive_streams *streams,
-                             const vb_trace_event *event, const vb_drive_hooks *hooks, vb_drive_result *out)
-{
-    vb_stream stream = NULL;
-    vb_status status = stream_of(streams, event->stream, &stream);
-    if (status != VB_OK) return vb_trace_error(trace, status, "cannot create a stream: %s", vb_last_error());
-    if (hooks && hooks->before_alloc) hooks->before_alloc(hooks->context, event->size, event->stream);
-    vb_addr addr = 0;
-    status = vb_malloc(allocator, event->size, stream, &addr);
-    int oom = status == VB_ERR_OOM;
-    if (oom) {
-        addr = 0;
-        if (!out->ooms++) {
-            out->first_oom_line = vb_trace_line(trace);
-            out->first_oom_bytes = event->size;
-        }
-    } else if (status != VB_OK) {
-        return vb_trace_error(trace, status, "allocation of %llu bytes failed: %s", (unsigned long long)event->size,
-                              vb_last_error());
-    }
-    if (hooks && hooks->after_alloc) hooks->after_alloc(hooks->context, addr, event->size, event->stream, oom);
-    vb_trace_tag(trace, addr);
-    return VB_OK;
-}
-
-vb_status vb_drive_trace(const char *path, vb_allocator *allocator, vb_drive_streams *streams, int stop_at_oom,
-                         const vb_drive_hooks *hooks, vb_drive_result *out)
-{
-    memset(out, 0, sizeof *out);
-    vb_trace *trace = NULL;
-    vb_status status = vb_trace_open(path, &trace);
-    vb_trace_event event;
-    while (status == VB_OK) {
-        status = vb_trace_next(trace, &event);
-        if (status != VB_OK || event.kind == VB_TRACE_END) break;
-        if (event.kind == VB_TRACE_ALLOC) {
-            status = drive_alloc(trace, allocator, streams, &event, hooks, out);
-            out->events++;
-            if (status == VB_OK && stop_at_oom && out->ooms) {
-                out->stopped = 1;
-                break;
-            }
-        } else if (event.kind == VB_TRACE_FREE) {
-            out->events++;
-            if (!event.tag) continue; /* its allocation got no memory */
-            if (hooks && hooks->before_free) hooks->before_free(hooks->context, event.tag, event.stream);
-            status = vb_free(allocator, event.tag);
-            if (status != VB_OK)
-                status = vb_trace_error(trace, status, "free of id %llu failed: %s", (unsigned long long)event.id,
-                                        vb_last_error());
-        } else if (event.kind == VB_TRACE_MARK && hooks && hooks->mark) {
-            hooks->mark(hooks->context, event.name);
-        }
-    }
-    vb_trace_close(trace);
-    return status;
-}
-
-void vb_drive_streams_close(vb_drive_streams *streams)
-{
-    for (size_t i = 0; i < VB_TRACE_MAX_STREAMS; i++)
-        if (streams->handles[i]) streams->device->ops->stream_destroy(streams->device, streams->handles[i]);
-    memset(streams->handles, 0, sizeof streams->handles);
-}
 
 vb_status vb_drive_load(const char *path, vb_drive_events *out)
 {
@@ -125,37 +48,149 @@ void vb_drive_events_free(vb_drive_events *events)
     memset(events, 0, sizeof *events);
 }
 
-vb_status vb_drive_events_run(const vb_drive_events *events, vb_allocator *allocator, vb_drive_streams *streams,
-                              int stop_at_oom, vb_drive_result *out)
+/* A drive's place in its source, and where the addresses of the loaded
+ * events' allocations are kept (a trace's reader keeps them as tags). */
+typedef struct cursor {
+    const vb_drive_source *source;
+    size_t next;                 /* loaded: the next item */
+    const vb_drive_event *item;  /* loaded: the current one */
+    vb_addr *addresses;          /* loaded: each allocation's address (0: none) */
+} cursor;
+
+/* The next event: read from the trace, or the next loaded one as the
+ * reader would give it (a FREE's tag its allocation's address). */
+static vb_status next_event(cursor *c, vb_trace_event *event)
+{
+    if (c->source->trace) return vb_trace_next(c->source->trace, event);
+    if (c->next == c->source->events->count) {
+        *event = (vb_trace_event){.kind = VB_TRACE_END};
+        return VB_OK;
+    }
+    const vb_drive_event *item = c->item = &c->source->events->items[c->next++];
+    *event = (vb_trace_event){
+        .kind = item->is_alloc ? VB_TRACE_ALLOC : VB_TRACE_FREE,
+        .id = item->slot,
+        .size = item->size,
+        .stream = item->stream,
+        .tag = item->is_alloc ? 0 : c->addresses[item->slot],
+    };
+    return VB_OK;
+}
+
+/* Keeps the address the current allocation got (0: none) for its free. */
+static void keep_address(cursor *c, vb_addr addr)
+{
+    if (c->source->trace) vb_trace_tag(c->source->trace, addr);
+    else c->addresses[c->item->slot] = addr;
+}
+
+/* The trace line of the current event. */
+static uint64_t current_line(const cursor *c)
+{
+    return c->source->trace ? vb_trace_line(c->source->trace) : c->item->line;
+}
+
+/* The device stream of trace stream `id`, fetched on first use. */
+static vb_status stream_of(vb_drive_target *target, uint32_t id, vb_stream *out)
+{
+    if (!target->streams[id]) {
+        vb_status status = target->run ? vb_run_extra_stream(target->run, id, &target->streams[id])
+                                       : target->device->ops->stream_create(target->device, &target->streams[id]);
+        if (status != VB_OK) return status;
+    }
+    *out = target->streams[id];
+    return VB_OK;
+}
+
+/* One allocation; an OOM is counted, the first one's line and size kept. A
+ * failure reading a trace names its line; loaded events keep the callee's
+ * message. */
+static vb_status drive_alloc(cursor *c, vb_drive_target *target, const vb_drive_hooks *hooks,
+                             const vb_trace_event *event, vb_drive_result *out)
+{
+    vb_trace *trace = c->source->trace;
+    vb_stream stream = NULL;
+    vb_status status = stream_of(target, event->stream, &stream);
+    if (status != VB_OK)
+        return trace ? vb_trace_error(trace, status, "cannot create a stream for trace stream %u: %s", event->stream,
+                                      vb_last_error())
+                     : status;
+    if (hooks && hooks->before_alloc) hooks->before_alloc(hooks->context, event->size, event->stream);
+    vb_addr addr = 0;
+    status = target->run ? vb_run_malloc(target->run, event->size, stream, &addr)
+                         : vb_malloc(target->allocator, event->size, stream, &addr);
+    int oom = status == VB_ERR_OOM;
+    if (oom) {
+        addr = 0;
+        if (!out->ooms++) {
+            out->first_oom_line = current_line(c);
+            out->first_oom_bytes = event->size;
+        }
+    } else if (status != VB_OK) {
+        return trace ? vb_trace_error(trace, status, "allocation of %llu bytes failed: %s",
+                                      (unsigned long long)event->size, vb_last_error())
+                     : status;
+    }
+    if (hooks && hooks->after_alloc) hooks->after_alloc(hooks->context, addr, event->size, event->stream, oom);
+    keep_address(c, addr);
+    return VB_OK;
+}
+
+/* One free; the free of an allocation that found no memory (address 0) is
+ * skipped. */
+static vb_status drive_free(cursor *c, vb_drive_target *target, const vb_drive_hooks *hooks,
+                            const vb_trace_event *event)
+{
+    vb_addr addr = event->tag;
+    if (addr == 0) return VB_OK;
+    if (hooks && hooks->before_free) hooks->before_free(hooks->context, addr, event->stream);
+    vb_status status = target->run ? vb_run_free(target->run, addr) : vb_free(target->allocator, addr);
+    if (status != VB_OK && c->source->trace)
+        return vb_trace_error(c->source->trace, status, "free of id %llu failed: %s", (unsigned long long)event->id,
+                              vb_last_error());
+    return status;
+}
+
+vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const vb_drive_hooks *hooks,
+                   int stop_at_oom, vb_drive_result *out)
 {
     memset(out, 0, sizeof *out);
-    vb_addr *addresses = calloc(events->slots ? events->slots : 1, sizeof *addresses);
-    if (!addresses) return vb_error(VB_ERR_OOM, "out of host memory");
-    vb_status status = VB_OK;
-    for (size_t i = 0; i < events->count && status == VB_OK; i++) {
-        const vb_drive_event *event = &events->items[i];
-        out->events++;
-        if (!event->is_alloc) {
-            if (addresses[event->slot]) status = vb_free(allocator, addresses[event->slot]);
-            continue;
+    cursor c = {.source = source};
+    if (!source->trace) {
+        c.addresses = calloc(source->events->slots ? source->events->slots : 1, sizeof *c.addresses);
+        if (!c.addresses) return vb_error(VB_ERR_OOM, "out of host memory");
+    }
+    vb_trace_event event;
+    vb_status status;
+    while ((status = next_event(&c, &event)) == VB_OK && event.kind != VB_TRACE_END) {
+        switch (event.kind) {
+        case VB_TRACE_ALLOC: status = drive_alloc(&c, target, hooks, &event, out); break;
+        case VB_TRACE_FREE: status = drive_free(&c, target, hooks, &event); break;
+        case VB_TRACE_FAILED_ALLOC: out->recorded_failures++; break;
+        case VB_TRACE_MARK:
+            if (hooks && hooks->mark) status = hooks->mark(hooks->context, event.name);
+            break;
+        case VB_TRACE_END: break;
         }
-        vb_stream stream = NULL;
-        status = stream_of(streams, event->stream, &stream);
         if (status != VB_OK) break;
-        status = vb_malloc(allocator, event->size, stream, &addresses[event->slot]);
-        if (status == VB_ERR_OOM) {
-            status = VB_OK;
-            addresses[event->slot] = 0;
-            if (!out->ooms++) {
-                out->first_oom_line = event->line;
-                out->first_oom_bytes = event->size;
-            }
-            if (stop_at_oom) {
-                out->stopped = 1;
-                break;
-            }
+        out->events += event.kind != VB_TRACE_MARK;
+        if (stop_at_oom && out->ooms) {
+            out->stopped = 1;
+            break;
+        }
+        if (hooks && hooks->after_event) {
+            status = hooks->after_event(hooks->context, out);
+            if (status != VB_OK) break;
         }
     }
-    free(addresses);
+    free(c.addresses);
     return status;
+}
+
+void vb_drive_target_close(vb_drive_target *target)
+{
+    if (!target->run)
+        for (size_t i = 0; i < VB_TRACE_MAX_STREAMS; i++)
+            if (target->streams[i]) target->device->ops->stream_destroy(target->device, target->streams[i]);
+    memset(target->streams, 0, sizeof target->streams);
 }

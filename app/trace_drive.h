@@ -1,13 +1,17 @@
-/* vrambench — a trace driven straight through an allocator, without the
- * run harness: no samples, no timing, no segment maps. What `tune` needs
- * for its many capacity probes (app/tune.c) and `replay --snapshot` for
- * its recording (app/snapshot.c); `replay` itself runs the trace as a
- * scenario (app/replay.c).
+/* vrambench — the one loop that drives a trace through an allocator. Every
+ * replay of a trace runs it: `replay` through its run (timed calls,
+ * samples, counters; app/replay.c), and straight through the allocator,
+ * with no samples, timing or segment maps, `replay --snapshot`'s recording
+ * (app/snapshot.c) and `tune`'s many capacity probes (app/tune.c). What a
+ * caller adds, it adds through hooks.
  *
- * Trace stream N is a device stream made on first use (0 included). An
- * allocation that finds no memory is counted and its later free skipped,
- * as replay does. Allocations the trace leaves live stay allocated: the
- * caller sees the end state, and destroying the allocator returns them. */
+ * The events come from a trace being read (streamed, any length) or from
+ * one read once into memory (vb_drive_load). Trace stream N is a device
+ * stream made on first use (0 included; through a run, the run's stream N).
+ * An allocation that finds no memory is counted and its later free
+ * skipped. Allocations the trace leaves live stay allocated: the caller
+ * sees the end state (destroying the allocator returns them; a replay
+ * frees them itself). */
 #ifndef VB_TRACE_DRIVE_H
 #define VB_TRACE_DRIVE_H
 
@@ -15,42 +19,8 @@
 
 #include "allocators/allocator.h"
 #include "base/device.h"
+#include "runtime/run.h"
 #include "trace.h"
-
-/* What a driver sees; any hook may be NULL. `stream` is the trace's id. */
-typedef struct vb_drive_hooks {
-    void *context;
-    /* Before each allocation is asked of the allocator. */
-    void (*before_alloc)(void *context, uint64_t size, uint32_t stream);
-    /* After an allocation got `addr` (0 and `oom` 1: no memory). */
-    void (*after_alloc)(void *context, vb_addr addr, uint64_t size, uint32_t stream, int oom);
-    /* Before the block at `addr` is freed. */
-    void (*before_free)(void *context, vb_addr addr, uint32_t stream);
-    /* At a step marker. */
-    void (*mark)(void *context, const char *name);
-} vb_drive_hooks;
-
-typedef struct vb_drive_result {
-    uint64_t events;                           /* allocations and frees replayed */
-    uint64_t ooms;
-    uint64_t first_oom_line, first_oom_bytes;  /* line 0: no OOM */
-    int stopped;                               /* 1: stopped at the first OOM */
-} vb_drive_result;
-
-/* Streams of a drive: the trace id -> device stream, made on first use. */
-typedef struct vb_drive_streams {
-    vb_device *device;
-    vb_stream handles[VB_TRACE_MAX_STREAMS];
-} vb_drive_streams;
-
-/* Replays the trace at `path` through `allocator` on `streams->device`;
- * with `stop_at_oom`, stops at the first allocation that finds no memory.
- * A malformed trace is its reader's error (VB_ERR_INVALID, "PATH:LINE"). */
-vb_status vb_drive_trace(const char *path, vb_allocator *allocator, vb_drive_streams *streams, int stop_at_oom,
-                         const vb_drive_hooks *hooks, vb_drive_result *out);
-
-/* Destroys the streams a drive made (call after the allocator is gone). */
-void vb_drive_streams_close(vb_drive_streams *streams);
 
 /* A trace's allocations and frees read once into memory, for drives
  * repeated many times (tune's bisection): no parsing, no id lookups. */
@@ -69,12 +39,58 @@ typedef struct vb_drive_events {
 } vb_drive_events;
 
 /* Reads the trace at `path` into `out` (markers and recorded failures are
- * left out). The reader's errors as vb_drive_trace's. */
+ * left out). A malformed trace is its reader's error (VB_ERR_INVALID,
+ * "PATH:LINE"). */
 vb_status vb_drive_load(const char *path, vb_drive_events *out);
 void vb_drive_events_free(vb_drive_events *events);
 
-/* vb_drive_trace over loaded events (no hooks). */
-vb_status vb_drive_events_run(const vb_drive_events *events, vb_allocator *allocator, vb_drive_streams *streams,
-                              int stop_at_oom, vb_drive_result *out);
+/* Where a drive's events come from: one of the two. */
+typedef struct vb_drive_source {
+    vb_trace *trace;               /* a trace being read (the caller opens and closes it) */
+    const vb_drive_events *events; /* or one read into memory */
+} vb_drive_source;
+
+/* Where a drive's allocations go. */
+typedef struct vb_drive_target {
+    vb_run *run;                 /* through the run (vb_run_malloc, vb_run_free: latencies, peaks), or */
+    vb_allocator *allocator;     /* with no run, straight (vb_malloc, vb_free) */
+    vb_device *device;           /* with no run, the device its streams are made on */
+    vb_stream streams[VB_TRACE_MAX_STREAMS]; /* trace stream id -> device stream, fetched on first use */
+} vb_drive_target;
+
+/* Destroys the streams a drive made on target->device (a run keeps its
+ * own); call after the allocator is gone. */
+void vb_drive_target_close(vb_drive_target *target);
+
+typedef struct vb_drive_result {
+    uint64_t events;             /* allocations, frees and recorded failures read */
+    uint64_t recorded_failures;  /* allocations that failed in the recorded program: not replayed */
+    uint64_t ooms;
+    uint64_t first_oom_line, first_oom_bytes;  /* line 0: no OOM */
+    int stopped;                 /* 1: stopped at the first OOM */
+} vb_drive_result;
+
+/* What a drive's caller sees and adds; any hook may be NULL. `stream` is
+ * the trace's id. A hook that returns an error ends the drive with it. */
+typedef struct vb_drive_hooks {
+    void *context;
+    /* Before each allocation is asked of the allocator. */
+    void (*before_alloc)(void *context, uint64_t size, uint32_t stream);
+    /* After an allocation got `addr` (0 and `oom` 1: no memory). */
+    void (*after_alloc)(void *context, vb_addr addr, uint64_t size, uint32_t stream, int oom);
+    /* Before the block at `addr` is freed. */
+    void (*before_free)(void *context, vb_addr addr, uint32_t stream);
+    /* At a step marker. */
+    vb_status (*mark)(void *context, const char *name);
+    /* After every event, a marker included, with the result so far. */
+    vb_status (*after_event)(void *context, const vb_drive_result *so_far);
+} vb_drive_hooks;
+
+/* Drives the events of `source` through `target` to their end; with
+ * `stop_at_oom`, stops at the first allocation that finds no memory.
+ * Errors of a trace being read name its file and line ("PATH:LINE: ...");
+ * a malformed trace is its reader's error (VB_ERR_INVALID). */
+vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const vb_drive_hooks *hooks,
+                   int stop_at_oom, vb_drive_result *out);
 
 #endif

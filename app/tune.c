@@ -12,7 +12,8 @@
 
 #include "base/measure.h"
 #include "replay.h"
-#include "report.h"
+#include "context.h"
+#include "json_report.h"
 #include "runner.h"
 #include "trace.h"
 #include "trace_drive.h"
@@ -122,12 +123,15 @@ vb_status vb_tune_probe_capacity(const vb_drive_events *events, const char *spec
     vb_status status = vb_allocator_spec_parse(spec_text, &spec);
     if (status != VB_OK) return status;
     vb_allocator *allocator = NULL;
-    vb_drive_streams *streams = calloc(1, sizeof *streams);
+    vb_drive_target *target = calloc(1, sizeof *target);
     vb_config config = vb_allocator_spec_config(&spec);
-    status = streams ? vb_sim_open(capacity, &streams->device) : vb_error(VB_ERR_OOM, "out of host memory");
-    if (status == VB_OK) status = vb_allocator_create(spec.name, streams->device, &config, &allocator);
+    status = target ? vb_sim_open(capacity, &target->device) : vb_error(VB_ERR_OOM, "out of host memory");
+    if (status == VB_OK) status = vb_allocator_create(spec.name, target->device, &config, &allocator);
     vb_drive_result drive;
-    if (status == VB_OK) status = vb_drive_events_run(events, allocator, streams, stop_at_oom, &drive);
+    if (status == VB_OK) {
+        target->allocator = allocator;
+        status = vb_drive(&(vb_drive_source){.events = events}, target, NULL, stop_at_oom, &drive);
+    }
     if (status == VB_OK) {
         vb_alloc_stats stats;
         vb_allocator_stats(allocator, &stats);
@@ -135,11 +139,11 @@ vb_status vb_tune_probe_capacity(const vb_drive_events *events, const char *spec
                                drive.first_oom_bytes};
     }
     vb_allocator_destroy(allocator); /* returns what the trace left live */
-    if (streams && streams->device) {
-        vb_drive_streams_close(streams);
-        vb_device_close(streams->device);
+    if (target && target->device) {
+        vb_drive_target_close(target);
+        vb_device_close(target->device);
     }
-    free(streams);
+    free(target);
     vb_allocator_spec_free(&spec);
     return status;
 }

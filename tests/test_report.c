@@ -1,4 +1,5 @@
-/* Tests of app/report.c: result documents validate against
+/* Tests of results JSON and output files (app/json_report.c, context.c,
+ * output_file.c, output_path.c): result documents validate against
  * docs/results-json.md (required keys, types, finite numbers), the
  * aggregates follow Google Benchmark, and a failure never leaves a partial
  * or temporary file behind. */
@@ -17,7 +18,10 @@
 #include <cmocka.h>
 
 #include "app/cli.h"
-#include "app/report.h"
+#include "app/context.h"
+#include "app/json_report.h"
+#include "app/output_file.h"
+#include "app/output_path.h"
 #include "cli_capture.h"
 #include "temp_dir.h"
 
@@ -437,7 +441,7 @@ static void test_only_regular_files_are_replaced(void **state)
     fputs("old", old);
     assert_int_equal(fclose(old), 0);
     assert_int_equal(symlink(f->temp, f->path), 0);
-    assert_int_equal(vb_report_check_writable(f->path), VB_ERR_INVALID);
+    assert_int_equal(vb_output_check(f->path), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), "symbolic link"));
     /* Refused even when the check was skipped: the link and its file stay. */
     json_t *document = document_without_cases(f);
@@ -448,10 +452,10 @@ static void test_only_regular_files_are_replaced(void **state)
     assert_int_equal(entries_in(f->dir.path), 2);
     unlink(f->path);
     assert_int_equal(mkfifo(f->path, 0600), 0);
-    assert_int_equal(vb_report_check_writable(f->path), VB_ERR_INVALID);
+    assert_int_equal(vb_output_check(f->path), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), "FIFO"));
     unlink(f->path);
-    assert_int_equal(vb_report_check_writable("/dev/null"), VB_ERR_INVALID);
+    assert_int_equal(vb_output_check("/dev/null"), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), "device"));
     json_decref(document);
 }
@@ -463,7 +467,7 @@ static void test_a_253_byte_file_name_works(void **state)
     memset(name, 'n', 253);
     name[253] = '\0';
     const char *path = vb_temp_dir_file(&f->dir, name);
-    assert_int_equal(vb_report_check_writable(path), VB_OK);
+    assert_int_equal(vb_output_check(path), VB_OK);
     json_t *document = document_without_cases(f);
     assert_int_equal(vb_report_write(document, path), VB_OK);
     assert_true(vb_path_exists(path));
@@ -506,15 +510,15 @@ static void test_writing_into_a_missing_directory_fails(void **state)
 static void test_writability_check_leaves_nothing_behind(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(vb_report_check_writable(f->path), VB_OK);
+    assert_int_equal(vb_output_check(f->path), VB_OK);
     assert_int_equal(entries_in(f->dir.path), 0);
 }
 
 static void test_writability_check_rejects_directories_and_missing_ones(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(vb_report_check_writable(f->dir.path), VB_ERR_INVALID);
-    assert_int_equal(vb_report_check_writable(f->missing), VB_ERR_INVALID);
+    assert_int_equal(vb_output_check(f->dir.path), VB_ERR_INVALID);
+    assert_int_equal(vb_output_check(f->missing), VB_ERR_INVALID);
 }
 
 static void test_a_failed_run_writes_no_result_file(void **state)

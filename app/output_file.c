@@ -1,0 +1,141 @@
+/* vrambench — the one safe writer of output files (see output_file.h). */
+#include "output_file.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The directory part of `path` ("." for a bare name, "/" for "/NAME") into
+ * `out`, and where the file name starts; -1 when it does not fit. */
+static int split_directory(const char *path, char *out, size_t capacity, const char **name)
+{
+    const char *slash = strrchr(path, '/');
+    *name = slash ? slash + 1 : path;
+    if (!slash) return (size_t)snprintf(out, capacity, ".") < capacity ? 0 : -1;
+    size_t length = slash == path ? 1 : (size_t)(slash - path);
+    if (length >= capacity) return -1;
+    memcpy(out, path, length);
+    out[length] = '\0';
+    return 0;
+}
+
+/* What an existing non-regular `mode` is, for an error message. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISLNK(mode)) return "a symbolic link";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+/* The process's umask (read by setting it and setting it back). */
+static mode_t current_umask(void)
+{
+    mode_t mask = umask(022);
+    umask(mask);
+    return mask;
+}
+
+/* Creates a new, uniquely named temporary file in `directory` (mkstemp:
+ * never an existing file), its name in `temp`; the descriptor, or -1 with
+ * errno set. The name is short and fixed in length, so it fits wherever
+ * the target's name fits. */
+static int create_temp(const char *directory, char *temp, size_t capacity)
+{
+    if ((size_t)snprintf(temp, capacity, "%s/.vrambench-XXXXXX", directory) >= capacity) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkstemp(temp);
+    /* mkstemp makes it 0600; a result file is as readable as any new file. */
+    if (fd >= 0) fchmod(fd, 0666 & ~current_umask());
+    return fd;
+}
+
+vb_status vb_output_check(const char *path)
+{
+    char directory[4096], temp[4096];
+    const char *name;
+    struct stat info;
+    if (path[0] == '\0') return vb_error(VB_ERR_INVALID, "--out: empty file name");
+    if (split_directory(path, directory, sizeof directory, &name) != 0)
+        return vb_error(VB_ERR_INVALID, "output path '%s' is too long", path);
+    if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return vb_error(VB_ERR_INVALID, "cannot write '%s': it names a directory, not a file", path);
+    if (strlen(name) > NAME_MAX)
+        return vb_error(VB_ERR_INVALID, "cannot write '%s': file name longer than %d bytes", path, NAME_MAX);
+    if (lstat(path, &info) == 0 && !S_ISREG(info.st_mode))
+        return vb_error(VB_ERR_INVALID, "cannot write '%s': it is %s (an output replaces only a regular file)", path,
+                        file_kind(info.st_mode));
+    int fd = create_temp(directory, temp, sizeof temp);
+    if (fd < 0) return vb_error(VB_ERR_INVALID, "cannot write '%s': %s", path, strerror(errno));
+    close(fd);
+    unlink(temp);
+    return VB_OK;
+}
+
+vb_status vb_output_open(vb_output *out, const char *path)
+{
+    char directory[4096];
+    const char *name;
+    out->fd = -1;
+    out->temp[0] = '\0';
+    if ((size_t)snprintf(out->path, sizeof out->path, "%s", path) >= sizeof out->path ||
+        split_directory(path, directory, sizeof directory, &name) != 0)
+        return vb_error(VB_ERR_IO, "output path '%s' is too long", path);
+    out->fd = create_temp(directory, out->temp, sizeof out->temp);
+    if (out->fd < 0) {
+        out->temp[0] = '\0';
+        return vb_error(VB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    }
+    return VB_OK;
+}
+
+vb_status vb_output_write(vb_output *out, const void *bytes, size_t length)
+{
+    const char *at = bytes;
+    while (length > 0) {
+        ssize_t written = write(out->fd, at, length);
+        if (written < 0 && errno == EINTR) continue;
+        if (written <= 0) return vb_error(VB_ERR_IO, "cannot write '%s': %s", out->path, written < 0 ? strerror(errno) : "no progress");
+        at += written;
+        length -= (size_t)written;
+    }
+    return VB_OK;
+}
+
+void vb_output_abandon(vb_output *out)
+{
+    if (out->fd >= 0) close(out->fd);
+    out->fd = -1;
+    if (out->temp[0]) unlink(out->temp); /* ours: mkstemp created it */
+    out->temp[0] = '\0';
+}
+
+vb_status vb_output_commit(vb_output *out)
+{
+    struct stat info;
+    int error = 0;
+    if (fsync(out->fd) != 0) error = errno;
+    if (close(out->fd) != 0 && !error) error = errno;
+    out->fd = -1;
+    if (!error && lstat(out->path, &info) == 0 && !S_ISREG(info.st_mode)) {
+        vb_error(VB_ERR_IO, "cannot write '%s': it is now %s (an output replaces only a regular file)", out->path,
+                 file_kind(info.st_mode));
+        vb_output_abandon(out);
+        return VB_ERR_IO;
+    }
+    if (!error && rename(out->temp, out->path) != 0) error = errno;
+    if (!error) {
+        out->temp[0] = '\0';
+        return VB_OK;
+    }
+    vb_output_abandon(out);
+    return vb_error(VB_ERR_IO, "cannot write '%s': %s", out->path, strerror(error));
+}

@@ -1,0 +1,44 @@
+/* vrambench — output files. Every file vrambench writes (results JSON,
+ * gen-trace's trace) is written to a new, uniquely named temporary file in
+ * the target's directory (never an existing file), each write checked,
+ * fsync'ed and closed, then renamed over the target. Only a regular file or
+ * a missing path is replaced: a symbolic link, device, directory, FIFO or
+ * socket is refused. On any failure the temporary file is removed and the
+ * target is left as it was; nothing we did not create is ever removed. */
+#ifndef VB_OUTPUT_FILE_H
+#define VB_OUTPUT_FILE_H
+
+#include <stddef.h>
+
+#include "base/status.h"
+
+typedef struct vb_output {
+    char path[4096]; /* the target */
+    char temp[4096]; /* the temporary file ("" when there is none) */
+    int fd;          /* the temporary file, open for writing (-1 when closed) */
+} vb_output;
+
+/* Checks, before any work, that `path` can be written: a regular file or a
+ * missing one (not a symlink, device, directory, FIFO), a name that fits,
+ * and a directory where a temporary file can be created (it is removed
+ * again). VB_ERR_INVALID with a message naming the path when not. */
+vb_status vb_output_check(const char *path);
+
+/* Creates the temporary file for `path` in *out. VB_ERR_IO on failure
+ * (nothing is left behind). */
+vb_status vb_output_open(vb_output *out, const char *path);
+
+/* Writes all `length` bytes to the temporary file; VB_ERR_IO on a failed
+ * or short write (a full disk). The caller then abandons the output. */
+vb_status vb_output_write(vb_output *out, const void *bytes, size_t length);
+
+/* fsyncs and closes the temporary file and renames it over the target (if
+ * that is still a regular file or missing). On failure VB_ERR_IO with a
+ * message naming the target; the temporary file is removed and the target
+ * is untouched. */
+vb_status vb_output_commit(vb_output *out);
+
+/* Closes and removes the temporary file (a no-op once committed). */
+void vb_output_abandon(vb_output *out);
+
+#endif

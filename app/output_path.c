@@ -1,0 +1,59 @@
+/* vrambench — output path templates (see output_path.h). */
+#include "output_path.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "output_file.h"
+
+void vb_report_device_slug(const vb_device_info *info, char *out, size_t capacity)
+{
+    if (capacity == 0) return;
+    if (info->simulated) {
+        snprintf(out, capacity, "sim");
+        return;
+    }
+    size_t used = 0;
+    int dash = 0;
+    for (const char *c = info->name; *c && used + 1 < capacity; c++) {
+        if (isalnum((unsigned char)*c)) {
+            if (dash && used > 0 && used + 2 < capacity) out[used++] = '-';
+            dash = 0;
+            out[used++] = (char)tolower((unsigned char)*c);
+        } else {
+            dash = 1;
+        }
+    }
+    out[used] = '\0';
+    if (used == 0) snprintf(out, capacity, "gpu");
+}
+
+vb_status vb_report_expand_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity)
+{
+    char slug[128], date[16];
+    vb_report_device_slug(info, slug, sizeof slug);
+    time_t now = time(NULL);
+    struct tm local;
+    localtime_r(&now, &local);
+    strftime(date, sizeof date, "%Y%m%d", &local);
+    size_t used = 0;
+    for (const char *c = pattern; *c; c++) {
+        const char *insert = NULL;
+        if (strncmp(c, "{device}", 8) == 0) insert = slug, c += 7;
+        else if (strncmp(c, "{date}", 6) == 0) insert = date, c += 5;
+        size_t length = insert ? strlen(insert) : 1;
+        if (used + length >= capacity) return vb_error(VB_ERR_INVALID, "output path '%s' is too long", pattern);
+        memcpy(out + used, insert ? insert : c, length);
+        used += length;
+    }
+    out[used] = '\0';
+    return VB_OK;
+}
+
+vb_status vb_report_output_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity)
+{
+    vb_status status = vb_report_expand_path(pattern, info, out, capacity);
+    return status == VB_OK ? vb_output_check(out) : status;
+}

@@ -1,0 +1,24 @@
+/* vrambench — where a command's output goes: a path template ("{device}",
+ * "{date}") expanded and checked writable before any work is done. */
+#ifndef VB_OUTPUT_PATH_H
+#define VB_OUTPUT_PATH_H
+
+#include <stddef.h>
+
+#include "base/device.h"
+
+/* The device as a file-name part: "sim" on the simulated device, else its
+ * name in lower case with runs of other characters as one '-'
+ * ("NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"). */
+void vb_report_device_slug(const vb_device_info *info, char *out, size_t capacity);
+
+/* Copies `pattern` to `out`, replacing "{device}" with the device slug and
+ * "{date}" with today's local date as yyyymmdd. VB_ERR_INVALID if too long. */
+vb_status vb_report_expand_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity);
+
+/* The output file of a command: `pattern` expanded (vb_report_expand_path)
+ * and checked writable (vb_output_check), before any work is done.
+ * VB_ERR_INVALID with a message naming the path when it cannot be used. */
+vb_status vb_report_output_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity);
+
+#endif
