@@ -56,7 +56,7 @@
 #                                 traces, each logged 3 times plain and once with POOL_TRACE_SYNC=1
 #                                 (tools/pool_trace.c): logs in $OUT/pool-determinism.tar.gz, and
 #                                 per trace how many placements differ from the first plain run
-#   tools/gpu-session.sh pool-big   the traces whose placements F14 (base/device_sim_pool.c) does not
+#   tools/gpu-session.sh pool-big   the traces whose placements F14 (docs/sim-models.md) does not
 #                                 yet explain (blocks of 48 MiB and more): random-64m and random-512m
 #                                 logged plain and with POOL_TRACE_SYNC=1, in $OUT/pool-big.tar.gz
 # Each stage logs to $OUT/<stage>.log.
