@@ -267,7 +267,7 @@ bench: deps
 
 # Every case of GPU result files (run, replay, claims) re-run on the simulated
 # device; each case whose memory figures differ is listed, and an
-# undocumented difference fails (README, "Sim vs GPU"). By default the newest
+# undocumented difference fails (docs/sim-differences.md). By default the newest
 # file of each kind and device under results/; files made before the memory
 # pass, sim and microbench files are skipped with a note.
 check-sim: all

@@ -7,7 +7,10 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "runner.h"
 
 /* ------------------------------------------------------------------------ */
 /* Reading a measurement                                                     */
@@ -574,6 +577,37 @@ void vb_claim_decide(const vb_claim *claim, const vb_measurement *measurement, v
         return;
     }
     claim->decide(scenario, measurement, out);
+}
+
+vb_status vb_claims_measure(vb_device *dev, const vb_scenario *scenario, const vb_allocator_spec *spec,
+                            const vb_claim *const *claims, size_t count, vb_decision *decisions)
+{
+    vb_device_info info;
+    dev->ops->info(dev, &info);
+    vb_runner_options options = {.repetitions = 1, .min_time_s = 0.0, .max_iterations = 1};
+    vb_case one = {scenario, NULL, spec, NULL};
+    vb_case_result result;
+    VB_TRY(vb_runner_run_case(dev, &one, &options, &result));
+    const vb_repetition_result *rep = &result.repetitions[0];
+    /* The context's share of the driver's memory is no scenario's business;
+     * the claims that need it find it among the counters. */
+    vb_run_counter *counters = malloc((rep->counter_count + 1) * sizeof *counters);
+    if (!counters) {
+        vb_case_result_free(&result);
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
+    memcpy(counters, rep->counters, rep->counter_count * sizeof *counters);
+    size_t counter_count = rep->counter_count;
+    if (info.context_bytes) {
+        snprintf(counters[counter_count].name, sizeof counters[0].name, "context_bytes");
+        counters[counter_count++].value = (double)info.context_bytes;
+    }
+    vb_measurement m = {rep->timeline, rep->timeline_count, counters, counter_count, info.simulated};
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(claims[i]->scenario, scenario->name) == 0) vb_claim_decide(claims[i], &m, &decisions[i]);
+    free(counters);
+    vb_case_result_free(&result);
+    return VB_OK;
 }
 
 const char *vb_verdict_name(vb_verdict verdict)

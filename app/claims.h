@@ -8,6 +8,8 @@
 #ifndef VB_CLAIMS_H
 #define VB_CLAIMS_H
 
+#include "allocators/spec.h"
+#include "base/device.h"
 #include "scenarios/scenario.h"
 
 typedef enum vb_verdict {
@@ -55,6 +57,14 @@ const vb_claim *vb_claim_find(const char *id);
 /* Decides `claim` on `measurement`. A measurement that lacks a step or
  * counter the criterion needs gives VB_VERDICT_UNDECIDABLE naming it. */
 void vb_claim_decide(const vb_claim *claim, const vb_measurement *measurement, vb_decision *out);
+
+/* Runs `scenario` once on `spec` (one iteration on a fresh allocator,
+ * through the runner: app/runner.h) and decides, into decisions[i], each of
+ * the `count` claims[i] it measures; the others are left as they are. The
+ * device's CUDA context size is among the counters as context_bytes. A
+ * failed run is its status, with the runner's message (naming the case). */
+vb_status vb_claims_measure(vb_device *dev, const vb_scenario *scenario, const vb_allocator_spec *spec,
+                            const vb_claim *const *claims, size_t count, vb_decision *decisions);
 
 /* "holds", "does not hold", "depends", "undecidable". */
 const char *vb_verdict_name(vb_verdict verdict);

@@ -3,8 +3,9 @@
  *
  * For each committed GPU result file (a `run` result, a `replay` result, a
  * `claims` file) it runs the same cases on the simulated device, with the
- * same scenarios, allocator specs, trace and a sim as large as the GPU, and
- * compares the memory figures case by case:
+ * same scenarios, allocator specs, trace and a sim as large as the GPU
+ * (app/sim_rerun.h: in this process, results in memory), and compares the
+ * memory figures case by case:
  *   run, replay  peak_requested_bytes, peak_allocated_bytes,
  *                peak_reserved_bytes, driver_alloc_calls, driver_free_calls,
  *                ooms, and the timeline's requested, allocated and reserved
@@ -13,101 +14,56 @@
  *   claims       each claim's numbers that are memory figures: keys ending in
  *                _bytes (but context_bytes, the CUDA context), _driver_calls,
  *                and max_batch_* (times, _ns, are not compared).
- * Every difference is listed with both numbers. One that matches an entry of
- * `exceptions` below is documented (the README lists them with their
- * reasons) and does not fail the check; any other makes the exit status 1.
+ * Every difference is listed with both numbers. One that the documented
+ * differences (docs/data/sim-differences.json, app/sim_differences.h;
+ * rendered as docs/sim-differences.md) name is documented and does not fail
+ * the check; any other makes the exit status 1.
+ *
+ * A results file never runs code of its own: only built-in allocators are
+ * re-run; the cases of any other (an external:PATH.so library, an unknown
+ * name) are skipped with a note, and no library is loaded. An external
+ * allocator is loaded only when a user names it on a command line (`run`).
  *
  * Files it cannot check are skipped with a note, not failed: sim results,
- * microbench files, PyTorch measurement files, files made before the memory pass (no
- * context.memory_pass: their figures depend on the iteration count), and
- * replays whose trace is not at the recorded path. A file that is not a
- * results file is bad input (exit 2). */
-#include <fcntl.h>
-#include <fnmatch.h>
+ * microbench files, PyTorch measurement files, files made before the memory
+ * pass (no context.memory_pass: their figures depend on the iteration
+ * count), and replays whose trace is not a regular file at the recorded
+ * path. Each input is read once (a pipe or FIFO cannot be read twice; one
+ * without a writer reads as empty) and at most VB_JSON_INPUT_MAX_BYTES.
+ *
+ * Exit status: 0 every difference documented; 1 an undocumented difference
+ * or a failed re-run; 2 bad input (a file that is not a results file or is
+ * malformed, a case it names that cannot be run as named, a missing or
+ * malformed differences file), one line on stderr for each. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "cli.h"
-#include "allocators/spec.h"
+#include "json_input.h"
+#include "sim_differences.h"
+#include "sim_rerun.h"
 
-/* A documented difference: cases and figures (fnmatch patterns) that may
- * differ between a GPU and the sim, and why. Keep README.md ("Sim vs GPU")
- * in step. */
-typedef struct check_exception {
-    const char *name;    /* "SCENARIO/ALLOCATOR", "replay:TRACE/ALLOCATOR" or "claims:ID/ALLOCATOR" */
-    const char *figure;  /* a counter, "timeline.*", or a claim number */
-    const char *reason;
-} check_exception;
-
-/* Why `async` in a scenario (kernels queued, unlike a replay) may differ. */
-#define ASYNC_GPU_PROGRESS                                                                                    \
-    "which frees the driver's pool has seen complete when a batch allocates depends on how far the GPU got " \
-    "(F14 in base/device_sim_pool.c: a synchronize after every free changed the peaks of all four traces "  \
-    "tried), so it differs between runs: 128 or 96 MiB on one H100, 96 on an H200 and on the sim"
-
-static const check_exception exceptions[] = {
-    /* Measured on an H100 (the results/ files of 2026-11-23, nvidia-h100-80gb-hbm3): 6,368 MiB GPU vs
-     * 6,432 sim (+1.0%; 146 timeline samples 32 or 64 MiB apart); gpt2 replay and random_mix equal. */
-    {"replay:*/async", "*",
-     "the sim's pool follows the driver's placement rule measured by lab/probes/pool_trace.c (F14 in "
-     "base/device_sim_pool.c: best fit, frees pending until the pool sees them complete), which places "
-     "99.3-100% of the blocks of 15 of 22 logged traces one step ahead but not those of traces with blocks of "
-     "48 MiB and more, and its memory-behind-granules bookkeeping (F11) is its own, so reserved bytes "
-     "come close but not always equal"},
-    /* At batch size 8192 (empty_cache after every batch), on one H100: 128 MiB in three bench runs
-     * (2026-11-22 and -23), 96 in a claims run and 128 in the next; 96 MiB on an H200 (2026-11-22) and on
-     * sim. */
-    {"dataloader_batches/async", "*", ASYNC_GPU_PROGRESS},
-    {"claims:smaller_batch_uses_less/async", "batch8192_peak_reserved_bytes", ASYNC_GPU_PROGRESS},
-    /* Peak allocated within 0.01% (random_mix +0.005%, gpt2 +0.005%, resnet50 -0.007%); peak reserved equal. */
-    {"*/caching*", "peak_allocated_bytes",
-     "best fit breaks ties by address; the sim hands out cudaMalloc's addresses in the order the driver did in "
-     "recorded PyTorch processes (base/device_sim_memory.c), but the driver's order in vrambench's own process "
-     "differs at times, so an equal-size tie can pick another block and split differently"},
-    {"*/caching*", "timeline.allocated*", "as peak_allocated_bytes: address tie-breaks of best fit"},
-    {"*/bfc", "timeline.allocated*",
-     "BFC's best fit is by (size, address) too: regions placed elsewhere by the driver split differently between "
-     "samples (peaks equal)"},
-    /* One segment more on the sim: random_mix +24 MiB (+0.13%), the random-4m replay +2 MiB (+0.31%), a
-     * generated 1 MiB random trace (lab/gpu-session.sh stitch, .traces/own-random-1m) +4 MiB (+0.37%). */
-    {"random_mix/caching[[]roundup_power2_divisions=4]", "*",
-     "address tie-breaks of best fit, as above; here they cost one more segment"},
-    {"replay:random-4m.trace.gz/caching", "*", "address tie-breaks of best fit, as above; one more 2 MiB segment"},
-    {"replay:own-random-1m.trace.gz/caching", "*", "address tie-breaks of best fit, as above; two more segments"},
-    /* Timeline samples one 2 MiB page apart; peaks equal. */
-    {"*/cuda", "timeline.reserved*",
-     "small cudaMallocs share 2 MiB pages; which page a block lands in follows the driver's undocumented "
-     "placement, so the page count can differ by one between samples"},
-    /* 4 MiB on the GPU after everything was freed and the cache emptied. */
-    {"claims:cleanup_frees_gpu_completely/cuda", "residual_driver_bytes",
-     "driver memory no allocator holds (the CUDA runtime's own, after the backend's kernels ran)"},
-    {NULL, NULL, NULL},
-};
-
-#define EXCEPTION_COUNT (sizeof exceptions / sizeof exceptions[0] - 1)
-
-/* How many differences each exception documented in this run. */
-static size_t exception_uses[EXCEPTION_COUNT];
-
-/* The exception a difference matches (its use counted), or NULL. */
-static const check_exception *documented(const char *name, const char *figure)
-{
-    for (size_t i = 0; i < EXCEPTION_COUNT; i++)
-        if (fnmatch(exceptions[i].name, name, 0) == 0 && fnmatch(exceptions[i].figure, figure, 0) == 0) {
-            exception_uses[i]++;
-            return &exceptions[i];
-        }
-    return NULL;
-}
+#define CHECK_SIM_USAGE "usage: vrambench check-sim [--newest] [--differences FILE] FILE..."
 
 /* What a file's check found. */
 typedef struct check_tally {
     size_t cases, differing_cases, undocumented, documented;
 } check_tally;
+
+/* One input file. A pipe or FIFO is read once: what that gave is kept. */
+typedef struct check_input {
+    const char *path;
+    int kept;              /* 1: read once already, `document` or `status` is the outcome */
+    json_t *document;
+    vb_status status;
+    char message[1024];
+} check_input;
 
 /* 1 and the number `key` of a JSON object in *out, or 0 when it has none. */
 static int number_of(json_t *object, const char *key, double *out)
@@ -118,66 +74,141 @@ static int number_of(json_t *object, const char *key, double *out)
     return 1;
 }
 
-/* Reports one difference; returns 1 if it is undocumented. */
-static int report_difference(const char *name, const char *figure, double gpu, double sim, check_tally *tally)
+/* The document of `input` (a new reference) in *out; on failure the
+ * reader's message is the last error. */
+static vb_status input_load(check_input *input, json_t **out)
 {
-    const check_exception *e = documented(name, figure);
-    printf("  %s: %s: gpu %.0f, sim %.0f (%+.0f)%s%s%s\n", name, figure, gpu, sim, sim - gpu,
-           e ? " [documented: " : "", e ? e->reason : "", e ? "]" : "");
-    if (e) tally->documented++;
-    else tally->undocumented++;
-    return !e;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Re-running on sim                                                         */
-/* ------------------------------------------------------------------------ */
-
-/* Runs a vrambench command in-process with its stdout (the summary table)
- * silenced; returns its exit status. */
-static int run_silenced(vb_command_fn command, int argc, char **argv)
-{
-    fflush(stdout);
-    int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
-    if (saved >= 0 && null >= 0) dup2(null, STDOUT_FILENO);
-    int status = command(argc, argv);
-    fflush(stdout);
-    if (saved >= 0) {
-        dup2(saved, STDOUT_FILENO);
-        close(saved);
+    *out = NULL;
+    if (input->kept) {
+        if (input->status != VB_OK) return vb_error(input->status, "%s", input->message);
+        *out = json_incref(input->document);
+        return VB_OK;
     }
-    if (null >= 0) close(null);
+    int regular = 0;
+    vb_status status = vb_json_input_load(input->path, VB_JSON_INPUT_MAX_BYTES, out, &regular);
+    if (!regular) { /* never read again: keep what it gave */
+        input->kept = 1;
+        input->status = status;
+        input->document = json_incref(*out);
+        snprintf(input->message, sizeof input->message, "%s", status == VB_OK ? "" : vb_last_error());
+    }
     return status;
 }
 
-/* A fresh temporary file name for a sim result. */
-static int temporary_path(char *path, size_t capacity)
+static void input_release(check_input *input)
 {
-    const char *directory = getenv("TMPDIR");
-    snprintf(path, capacity, "%s/vrambench-check-sim-XXXXXX", directory && directory[0] ? directory : "/tmp");
-    int fd = mkstemp(path);
-    if (fd < 0) return -1;
-    close(fd);
+    json_decref(input->document);
+    input->document = NULL;
+}
+
+/* Reports one difference; returns 1 if it is undocumented. */
+static int report_difference(vb_sim_differences *differences, const char *name, const char *figure, double gpu,
+                             double sim, check_tally *tally)
+{
+    const vb_sim_match *match = vb_sim_differences_find(differences, name, figure);
+    printf("  %s: %s: gpu %.0f, sim %.0f (%+.0f)%s%s%s\n", name, figure, gpu, sim, sim - gpu,
+           match ? " [documented: " : "", match ? match->reason : "", match ? "]" : "");
+    if (match) tally->documented++;
+    else tally->undocumented++;
+    return !match;
+}
+
+/* ------------------------------------------------------------------------ */
+/* What of a file is re-run                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The allocators and scenarios of a file that are re-run, and those that
+ * are skipped (as the keys of JSON objects). */
+typedef struct rerun_set {
+    vb_allocator_spec *specs;
+    size_t spec_count;
+    json_t *skipped_allocators, *scenarios, *skipped_scenarios;
+} rerun_set;
+
+static void rerun_set_free(rerun_set *set)
+{
+    vb_allocator_spec_list_free(set->specs, set->spec_count);
+    json_decref(set->skipped_allocators);
+    json_decref(set->scenarios);
+    json_decref(set->skipped_scenarios);
+    memset(set, 0, sizeof *set);
+}
+
+/* 1 if a results file's allocator is built in: a registered name or
+ * pytorch[CONF]. An external:PATH library or an unknown name is not. */
+static int built_in(const char *allocator)
+{
+    if (strncmp(allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0) return 0;
+    size_t length = strcspn(allocator, "[");
+    if (length == 7 && strncmp(allocator, "pytorch", 7) == 0) return 1;
+    for (size_t i = 0; vb_allocator_registry[i]; i++) {
+        const char *name = vb_allocator_registry[i]->name;
+        if (strlen(name) == length && strncmp(name, allocator, length) == 0) return 1;
+    }
     return 0;
 }
 
-/* Adds `text` to a comma-separated list unless it is there already. */
-static int list_add(char **list, const char *text)
+/* Adds a results file's allocator to `set`: its spec once, or, when it is
+ * not built in, a note that its cases are skipped. VB_ERR_INVALID when a
+ * built-in one's spec is malformed. */
+static vb_status add_allocator(rerun_set *set, const char *allocator)
 {
-    size_t length = *list ? strlen(*list) : 0;
-    if (*list) {
-        /* Items may hold commas inside brackets: compare whole items. */
-        for (const char *item = *list; item;) {
-            size_t item_length = vb_spec_list_item_length(item);
-            if (item_length == strlen(text) && strncmp(item, text, item_length) == 0) return 0;
-            item = item[item_length] ? item + item_length + 1 : NULL;
-        }
+    if (json_object_get(set->skipped_allocators, allocator)) return VB_OK;
+    for (size_t i = 0; i < set->spec_count; i++)
+        if (strcmp(set->specs[i].label, allocator) == 0) return VB_OK;
+    if (!built_in(allocator)) {
+        printf("  skipped: the cases of '%s', not a built-in allocator (a results file never loads one)\n",
+               allocator);
+        return json_object_set_new(set->skipped_allocators, allocator, json_true()) == 0
+                   ? VB_OK
+                   : vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    char *grown = realloc(*list, length + strlen(text) + 2);
-    if (!grown) return -1;
-    snprintf(grown + length, strlen(text) + 2, "%s%s", length ? "," : "", text);
-    *list = grown;
-    return 0;
+    vb_allocator_spec spec;
+    vb_status status = vb_allocator_spec_parse(allocator, &spec);
+    if (status != VB_OK) return status;
+    for (size_t i = 0; i < set->spec_count; i++)
+        if (strcmp(set->specs[i].label, spec.label) == 0) { /* another spelling of one seen */
+            vb_allocator_spec_free(&spec);
+            return VB_OK;
+        }
+    vb_allocator_spec *grown = realloc(set->specs, (set->spec_count + 1) * sizeof *grown);
+    if (!grown) {
+        vb_allocator_spec_free(&spec);
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
+    set->specs = grown;
+    set->specs[set->spec_count++] = spec;
+    return VB_OK;
+}
+
+/* Fills `set` from the allocators of the entries of `array` (benchmarks, or
+ * claims, whose "pytorch" ones are PyTorch's own measurements) and, with
+ * `scenarios`, their scenarios. VB_ERR_INVALID for a malformed spec. */
+static vb_status collect(json_t *array, int claims, int scenarios, rerun_set *set)
+{
+    set->skipped_allocators = json_object();
+    set->scenarios = json_object();
+    set->skipped_scenarios = json_object();
+    if (!set->skipped_allocators || !set->scenarios || !set->skipped_scenarios)
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    size_t i;
+    json_t *entry;
+    json_array_foreach(array, i, entry) {
+        const char *allocator = json_string_value(json_object_get(entry, "allocator"));
+        const char *scenario = json_string_value(json_object_get(entry, "scenario"));
+        if (allocator && !(claims && strcmp(allocator, "pytorch") == 0)) VB_TRY(add_allocator(set, allocator));
+        if (scenarios && scenario && json_object_set_new(set->scenarios, scenario, json_true()) != 0)
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
+    return VB_OK;
+}
+
+/* Prints the note of an input error and returns its exit status: 2 for bad
+ * input, else 1. */
+static int file_error(const char *path, vb_status status)
+{
+    if (status == VB_ERR_INVALID) return vb_cli_error(VB_EXIT_USAGE, "check-sim: %s: %s", path, vb_last_error());
+    return vb_cli_error(VB_EXIT_FAILURE, "check-sim: %s: the sim re-run failed: %s", path, vb_last_error());
 }
 
 /* ------------------------------------------------------------------------ */
@@ -188,113 +219,137 @@ static const char *const compared_counters[] = {"peak_requested_bytes", "peak_al
                                                 "peak_reserved_bytes",  "driver_alloc_calls",
                                                 "driver_free_calls",    "ooms"};
 
-/* The iteration entry of repetition 0 named `name` in a document, or NULL. */
-static json_t *entry_named(json_t *document, const char *name)
+/* The sim's result named `name`, or NULL. */
+static const vb_case_result *result_named(const vb_case_result *results, size_t count, const char *name)
 {
-    size_t i;
-    json_t *entry;
-    json_array_foreach(json_object_get(document, "benchmarks"), i, entry) {
-        json_t *index = json_object_get(entry, "repetition_index");
-        if (strcmp(json_string_value(json_object_get(entry, "run_type")) ?: "", "iteration") != 0) continue;
-        if (index && json_integer_value(index) != 0) continue;
-        if (strcmp(json_string_value(json_object_get(entry, "name")) ?: "", name) == 0) return entry;
-    }
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(results[i].name, name) == 0) return &results[i];
     return NULL;
 }
 
-/* Compares the timelines of one case; returns how many values differ. */
-static size_t compare_timelines(const char *name, json_t *gpu, json_t *sim, check_tally *tally)
+/* Compares the timelines of one case. */
+static void compare_timelines(vb_sim_differences *differences, const char *name, json_t *gpu,
+                              const vb_repetition_result *sim, check_tally *tally)
 {
-    json_t *gpu_line = json_object_get(gpu, "timeline"), *sim_line = json_object_get(sim, "timeline");
-    size_t differing = 0;
-    if (json_array_size(gpu_line) != json_array_size(sim_line)) {
-        report_difference(name, "timeline.steps", (double)json_array_size(gpu_line), (double)json_array_size(sim_line),
-                          tally);
-        return 1;
+    json_t *gpu_line = json_object_get(gpu, "timeline");
+    if (json_array_size(gpu_line) != sim->timeline_count) {
+        report_difference(differences, name, "timeline.steps", (double)json_array_size(gpu_line),
+                          (double)sim->timeline_count, tally);
+        return;
     }
     static const char *const fields[] = {"requested", "allocated", "reserved"};
-    for (size_t i = 0; i < json_array_size(gpu_line); i++) {
-        json_t *a = json_array_get(gpu_line, i), *b = json_array_get(sim_line, i);
+    for (size_t i = 0; i < sim->timeline_count; i++) {
+        json_t *a = json_array_get(gpu_line, i);
+        const vb_timeline_sample *b = &sim->timeline[i];
+        const double sim_values[] = {(double)b->requested, (double)b->allocated, (double)b->reserved};
         for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) {
-            double x = 0, y = 0;
-            if (!number_of(a, fields[f], &x) || !number_of(b, fields[f], &y) || x == y) continue;
+            double x = 0;
+            if (!number_of(a, fields[f], &x) || x == sim_values[f]) continue;
             char figure[320];
             snprintf(figure, sizeof figure, "timeline.%s[%zu '%s']", fields[f], i,
                      json_string_value(json_object_get(a, "step")) ?: "?");
-            report_difference(name, figure, x, y, tally);
-            differing++;
+            report_difference(differences, name, figure, x, sim_values[f], tally);
         }
     }
-    return differing;
 }
 
-/* Compares every iteration entry of the GPU file with the sim's. */
-static int compare_benchmarks(json_t *gpu_document, json_t *sim_document, check_tally *tally)
+/* Compares every iteration entry of the GPU file (but those of skipped
+ * allocators and scenarios) with the sim's results. */
+static void compare_benchmarks(vb_sim_differences *differences, json_t *gpu_document, const rerun_set *set,
+                               const vb_case_result *results, size_t count, check_tally *tally)
 {
     size_t i;
     json_t *entry;
     json_array_foreach(json_object_get(gpu_document, "benchmarks"), i, entry) {
         const char *name = json_string_value(json_object_get(entry, "name"));
+        const char *allocator = json_string_value(json_object_get(entry, "allocator"));
+        const char *scenario = json_string_value(json_object_get(entry, "scenario"));
         json_t *index = json_object_get(entry, "repetition_index");
         if (!name || (index && json_integer_value(index) != 0)) continue;
         if (strcmp(json_string_value(json_object_get(entry, "run_type")) ?: "", "iteration") != 0) continue;
+        if ((allocator && json_object_get(set->skipped_allocators, allocator)) ||
+            (scenario && json_object_get(set->skipped_scenarios, scenario)))
+            continue;
         tally->cases++;
-        json_t *sim = entry_named(sim_document, name);
-        if (!sim) {
+        const vb_case_result *sim = result_named(results, count, name);
+        if (!sim || sim->repetition_count == 0) {
             printf("  %s: not run on sim\n", name);
             tally->differing_cases++;
             tally->undocumented++;
             continue;
         }
+        const vb_repetition_result *rep = &sim->repetitions[0];
         size_t before = tally->documented + tally->undocumented;
         for (size_t c = 0; c < sizeof compared_counters / sizeof *compared_counters; c++) {
-            double x = 0, y = 0;
-            if (number_of(entry, compared_counters[c], &x) && number_of(sim, compared_counters[c], &y) && x != y)
-                report_difference(name, compared_counters[c], x, y, tally);
+            double x = 0, y = vb_repetition_counter(rep, compared_counters[c], NAN);
+            if (number_of(entry, compared_counters[c], &x) && !isnan(y) && x != y)
+                report_difference(differences, name, compared_counters[c], x, y, tally);
         }
-        compare_timelines(name, entry, sim, tally);
+        compare_timelines(differences, name, entry, rep, tally);
         if (tally->documented + tally->undocumented > before) tally->differing_cases++;
     }
-    return 0;
 }
 
-/* Re-runs a run or replay result's cases on sim into `sim_path`; 0 on
- * success, else an exit status (1, or -1: skipped with a note). */
-static int rerun_benchmarks(json_t *document, const char *sim_path, const char *trace)
+/* The sim's capacity for a file: its GPU's memory, context.device_total_bytes
+ * (a whole number of bytes, rounded as printf rounds); 0 when malformed. */
+static uint64_t capacity_of(json_t *context)
 {
-    json_t *context = json_object_get(document, "context");
-    char capacity[32];
-    snprintf(capacity, sizeof capacity, "%.0f", json_number_value(json_object_get(context, "device_total_bytes")));
-    char *allocators = NULL, *scenarios = NULL;
-    int failed = 0;
-    size_t i;
-    json_t *entry;
-    json_array_foreach(json_object_get(document, "benchmarks"), i, entry) {
-        const char *allocator = json_string_value(json_object_get(entry, "allocator"));
-        const char *scenario = json_string_value(json_object_get(entry, "scenario"));
-        if (allocator) failed |= list_add(&allocators, allocator);
-        if (scenario && !trace) failed |= list_add(&scenarios, scenario);
+    double bytes = 0;
+    if (!number_of(context, "device_total_bytes", &bytes) || !isfinite(bytes)) return 0;
+    bytes = nearbyint(bytes);
+    return bytes >= 1 && bytes < 18446744073709551616.0 ? (uint64_t)bytes : 0;
+}
+
+/* Re-runs a run or replay result's cases on sim and compares them; the
+ * exit status, or -1: skipped with a note. */
+static int check_benchmarks(vb_sim_differences *differences, const char *path, json_t *document, const char *trace,
+                            check_tally *tally)
+{
+    uint64_t capacity = capacity_of(json_object_get(document, "context"));
+    if (!capacity)
+        return vb_cli_error(VB_EXIT_USAGE, "check-sim: %s: context.device_total_bytes is not a byte count (a whole "
+                            "number from 1 to 2^64-1)", path);
+    rerun_set set = {0};
+    vb_status status = collect(json_object_get(document, "benchmarks"), 0, !trace, &set);
+    if (status != VB_OK) {
+        rerun_set_free(&set);
+        return file_error(path, status);
     }
-    int status = VB_EXIT_FAILURE;
-    if (failed || !allocators) {
-        status = failed ? vb_cli_error(VB_EXIT_FAILURE, "out of host memory") : -1;
-        if (!failed) printf("  skipped: no cases in the file\n");
-    } else if (trace) {
-        char *argv[] = {"replay", (char *)trace, "--allocator", allocators, "--device", "sim", "--sim-capacity",
-                        capacity, "--quiet", "--out", (char *)sim_path};
-        status = run_silenced(vb_cmd_replay, (int)(sizeof argv / sizeof *argv), argv);
-    } else if (strchr(scenarios, ':')) {
-        printf("  skipped: scenarios with a parameter (%s) are not re-run\n", scenarios);
-        status = -1;
+    const char **scenarios = calloc(json_object_size(set.scenarios) + 1, sizeof *scenarios);
+    size_t scenario_count = 0;
+    const char *scenario, *with_parameter = NULL;
+    json_t *unused;
+    json_object_foreach(set.scenarios, scenario, unused) if (strchr(scenario, ':')) with_parameter = scenario;
+    int exit_status = -1;
+    if (!scenarios) {
+        exit_status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    } else if (set.spec_count == 0) {
+        printf("  skipped: no %scases in the file\n", json_object_size(set.skipped_allocators) ? "other " : "");
+    } else if (with_parameter) {
+        printf("  skipped: scenarios with a parameter (%s) are not re-run\n", with_parameter);
     } else {
-        char *argv[] = {"run", "--scenario", scenarios, "--allocator", allocators, "--device", "sim",
-                        "--sim-capacity", capacity, "--min-time", "0", "--max-iterations", "1", "--quiet", "--out",
-                        (char *)sim_path};
-        status = run_silenced(vb_cmd_run, (int)(sizeof argv / sizeof *argv), argv);
+        json_object_foreach(set.scenarios, scenario, unused) {
+            if (vb_scenario_find(scenario)) scenarios[scenario_count++] = scenario;
+            else if (json_object_set_new(set.skipped_scenarios, scenario, json_true()) == 0)
+                printf("  skipped: the cases of '%s', not a built-in scenario\n", scenario);
+        }
+        vb_sim_rerun request = {capacity, trace, scenarios, scenario_count, set.specs, set.spec_count};
+        vb_case_result *results = NULL;
+        size_t count = 0;
+        status = trace || scenario_count ? vb_sim_rerun_cases(&request, &results, &count) : VB_OK;
+        if (status != VB_OK) {
+            exit_status = file_error(path, status);
+        } else if (!trace && !scenario_count) {
+            printf("  skipped: no case of a built-in scenario in the file\n");
+        } else {
+            compare_benchmarks(differences, document, &set, results, count, tally);
+            exit_status = VB_EXIT_OK;
+        }
+        vb_sim_rerun_cases_free(results, count);
     }
-    free(allocators);
     free(scenarios);
-    return status;
+    rerun_set_free(&set);
+    return exit_status;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -310,21 +365,34 @@ static int compared_number(const char *key)
     return (ends_bytes && strcmp(key, "context_bytes") != 0) || ends_calls || strncmp(key, "max_batch_", 10) == 0;
 }
 
-/* The claim (id, allocator) of a claims document, or NULL. */
-static json_t *claim_of(json_t *document, const char *id, const char *allocator)
+/* The sim's decision of claim `id` for the spec labelled `allocator`, or NULL. */
+static const vb_decision *decision_of(const rerun_set *set, const vb_decision *decisions, size_t claim_count,
+                                      const char *id, const char *allocator)
 {
-    size_t i;
-    json_t *claim;
-    json_array_foreach(json_object_get(document, "claims"), i, claim) {
-        if (strcmp(json_string_value(json_object_get(claim, "id")) ?: "", id) == 0 &&
-            strcmp(json_string_value(json_object_get(claim, "allocator")) ?: "", allocator) == 0)
-            return claim;
+    for (size_t a = 0; a < set->spec_count; a++) {
+        if (strcmp(set->specs[a].label, allocator) != 0) continue;
+        for (size_t i = 0; i < claim_count; i++)
+            if (strcmp(vb_claim_catalogue[i]->id, id) == 0) return &decisions[a * claim_count + i];
     }
     return NULL;
 }
 
-/* Compares every claim's memory numbers with the sim's. */
-static void compare_claims(json_t *gpu_document, json_t *sim_document, check_tally *tally)
+/* 1 and the number `key` of a decision (its last of that name) in *out, or
+ * 0 when it has none (or not a finite one). */
+static int decision_number(const vb_decision *decision, const char *key, double *out)
+{
+    int found = 0;
+    for (size_t n = 0; n < decision->number_count; n++)
+        if (strcmp(decision->numbers[n].name, key) == 0) {
+            *out = decision->numbers[n].value;
+            found = isfinite(*out);
+        }
+    return found;
+}
+
+/* Compares every claim's memory numbers with the sim's decisions. */
+static void compare_claims(vb_sim_differences *differences, json_t *gpu_document, const rerun_set *set,
+                           const vb_decision *decisions, size_t claim_count, check_tally *tally)
 {
     size_t i;
     json_t *claim;
@@ -332,10 +400,11 @@ static void compare_claims(json_t *gpu_document, json_t *sim_document, check_tal
         const char *id = json_string_value(json_object_get(claim, "id"));
         const char *allocator = json_string_value(json_object_get(claim, "allocator"));
         if (!id || !allocator || strcmp(allocator, "pytorch") == 0) continue;
+        if (json_object_get(set->skipped_allocators, allocator)) continue;
         char name[512];
         snprintf(name, sizeof name, "claims:%s/%s", id, allocator);
         tally->cases++;
-        json_t *sim = claim_of(sim_document, id, allocator);
+        const vb_decision *sim = decision_of(set, decisions, claim_count, id, allocator);
         if (!sim) {
             printf("  %s: not decided on sim\n", name);
             tally->differing_cases++;
@@ -348,46 +417,64 @@ static void compare_claims(json_t *gpu_document, json_t *sim_document, check_tal
         json_object_foreach(json_object_get(claim, "numbers"), key, value) {
             double x = json_number_value(value), y = 0;
             if (!json_is_number(value) || !compared_number(key)) continue;
-            if (!number_of(json_object_get(sim, "numbers"), key, &y) || x != y)
-                report_difference(name, key, x, y, tally);
+            int found = decision_number(sim, key, &y);
+            if (!found) y = 0;
+            if (!found || x != y) report_difference(differences, name, key, x, y, tally);
         }
         if (tally->documented + tally->undocumented > before) tally->differing_cases++;
     }
 }
 
-/* Re-runs a claims file's allocators' claims on sim into `sim_path`. */
-static int rerun_claims(json_t *document, const char *sim_path)
+/* Re-decides a claims file's allocators' claims on sim and compares them;
+ * the exit status, or -1: skipped with a note. */
+static int check_claims(vb_sim_differences *differences, const char *path, json_t *document, check_tally *tally)
 {
-    char *allocators = NULL;
-    int failed = 0;
-    size_t i;
-    json_t *claim;
-    json_array_foreach(json_object_get(document, "claims"), i, claim) {
-        const char *allocator = json_string_value(json_object_get(claim, "allocator"));
-        if (allocator && strcmp(allocator, "pytorch") != 0) failed |= list_add(&allocators, allocator);
+    rerun_set set = {0};
+    vb_status status = collect(json_object_get(document, "claims"), 1, 0, &set);
+    int exit_status = -1;
+    if (status != VB_OK) {
+        exit_status = file_error(path, status);
+    } else if (set.spec_count == 0) {
+        printf("  skipped: no %sallocator's claims in the file\n",
+               json_object_size(set.skipped_allocators) ? "other " : "");
+    } else {
+        vb_decision *decisions = NULL;
+        size_t claim_count = 0;
+        status = vb_sim_rerun_claims(set.specs, set.spec_count, &decisions, &claim_count);
+        if (status != VB_OK) {
+            exit_status = file_error(path, status);
+        } else {
+            compare_claims(differences, document, &set, decisions, claim_count, tally);
+            exit_status = VB_EXIT_OK;
+        }
+        free(decisions);
     }
-    int status = -1;
-    if (failed) status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    else if (!allocators) printf("  skipped: no allocator's claims in the file\n");
-    else {
-        char *argv[] = {"claims", "--allocator", allocators, "--device", "sim", "--quiet", "--out", (char *)sim_path};
-        status = run_silenced(vb_cmd_claims, (int)(sizeof argv / sizeof *argv), argv);
-    }
-    free(allocators);
-    return status;
+    rerun_set_free(&set);
+    return exit_status;
 }
 
 /* ------------------------------------------------------------------------ */
 /* The command                                                               */
 /* ------------------------------------------------------------------------ */
 
+/* 1 if `path` is a regular file this process may read. A FIFO or device is
+ * never opened: opening a FIFO waits for a writer. */
+static int regular_file(const char *path)
+{
+    struct stat info;
+    return stat(path, &info) == 0 && S_ISREG(info.st_mode) && access(path, R_OK) == 0;
+}
+
 /* Checks one file; returns VB_EXIT_OK (checked or skipped), 1 when a
  * difference is undocumented or the re-run failed, 2 for bad input. */
-static int check_file(const char *path, int sweep, check_tally *total)
+static int check_file(vb_sim_differences *differences, check_input *input, int sweep, check_tally *total)
 {
-    json_error_t error;
-    json_t *document = json_load_file(path, 0, &error);
-    if (!document) return vb_cli_error(VB_EXIT_USAGE, "check-sim: %s:%d: %s", path, error.line, error.text);
+    const char *path = input->path;
+    json_t *document;
+    vb_status loaded = input_load(input, &document);
+    if (loaded != VB_OK)
+        return vb_cli_error(loaded == VB_ERR_INVALID ? VB_EXIT_USAGE : VB_EXIT_FAILURE, "check-sim: %s",
+                            vb_last_error());
     json_t *context = json_object_get(document, "context");
     json_t *claims = json_object_get(document, "claims"), *benchmarks = json_object_get(document, "benchmarks");
     if (json_is_object(context) && json_is_array(json_object_get(document, "measurements"))) {
@@ -409,9 +496,9 @@ static int check_file(const char *path, int sweep, check_tally *total)
     const char *trace = json_string_value(json_object_get(context, "trace_path"));
     json_t *first = json_array_get(benchmarks, 0);
     const char *first_name = first ? json_string_value(json_object_get(first, "name")) : NULL;
+    int replay = first_name && strncmp(first_name, "replay:", 7) == 0;
     printf("check-sim: %s (%s)\n", path, device);
     int status = VB_EXIT_OK;
-    char sim_path[4096] = "";
     if (json_is_true(json_object_get(context, "simulated"))) {
         printf("  skipped: a sim result; check-sim compares GPU results with the sim\n");
     } else if (!json_is_array(claims) && first_name && strncmp(first_name, "microbench/", 11) == 0) {
@@ -419,24 +506,17 @@ static int check_file(const char *path, int sweep, check_tally *total)
     } else if (!json_object_get(context, "memory_pass")) {
         printf("  skipped: made before the memory pass (no context.memory_pass), so its memory figures depend on "
                "the iteration count; re-record it with this vrambench\n");
-    } else if (first_name && strncmp(first_name, "replay:", 7) == 0 && (!trace || access(trace, R_OK) != 0)) {
+    } else if (replay && (!trace || access(trace, R_OK) != 0)) {
         printf("  skipped: the replayed trace %s%s%s is not here\n", trace ? "'" : "(not recorded: no context.trace_path)",
                trace ? trace : "", trace ? "'" : "");
-    } else if (temporary_path(sim_path, sizeof sim_path) != 0) {
-        status = vb_cli_error(VB_EXIT_FAILURE, "check-sim: cannot make a temporary file");
+    } else if (replay && !regular_file(trace)) {
+        printf("  skipped: the replayed trace '%s' is not a regular file (check-sim replays only those)\n", trace);
     } else {
-        int rerun = json_is_array(claims) ? rerun_claims(document, sim_path)
-                                          : rerun_benchmarks(document, sim_path,
-                                                             first_name && strncmp(first_name, "replay:", 7) == 0
-                                                                 ? trace
-                                                                 : NULL);
-        json_t *sim = rerun == VB_EXIT_OK ? json_load_file(sim_path, 0, &error) : NULL;
-        if (rerun > 0 || (rerun == VB_EXIT_OK && !sim)) {
-            status = vb_cli_error(VB_EXIT_FAILURE, "check-sim: %s: the sim re-run failed", path);
-        } else if (sim) {
-            check_tally tally = {0};
-            if (json_is_array(claims)) compare_claims(document, sim, &tally);
-            else compare_benchmarks(document, sim, &tally);
+        check_tally tally = {0};
+        int checked = json_is_array(claims) ? check_claims(differences, path, document, &tally)
+                                            : check_benchmarks(differences, path, document, replay ? trace : NULL,
+                                                               &tally);
+        if (checked == VB_EXIT_OK) {
             printf("  %zu cases, %zu differ (%zu differences documented, %zu not)\n", tally.cases,
                    tally.differing_cases, tally.documented, tally.undocumented);
             total->cases += tally.cases;
@@ -444,10 +524,10 @@ static int check_file(const char *path, int sweep, check_tally *total)
             total->documented += tally.documented;
             total->undocumented += tally.undocumented;
             if (tally.undocumented) status = VB_EXIT_FAILURE;
+        } else if (checked > 0) {
+            status = checked;
         }
-        json_decref(sim);
     }
-    if (sim_path[0]) remove(sim_path);
     json_decref(document);
     return status;
 }
@@ -460,14 +540,15 @@ typedef struct newest_info {
     json_t *names;     /* its entries' names, as the keys of an object */
 } newest_info;
 
-/* Reads `path`'s group, date and entry names. Only files this check
+/* Reads `input`'s group, date and entry names. Only files this check
  * compares take part: a file without a memory pass (torch_ab.py's, older
  * results) must not hide a newer bench file; it is then checked, and
- * reported. */
-static void read_newest_info(const char *path, newest_info *info)
+ * reported. A file that cannot be read takes no part (its check says why). */
+static void read_newest_info(check_input *input, newest_info *info)
 {
     memset(info, 0, sizeof *info);
-    json_t *document = json_load_file(path, 0, NULL);
+    json_t *document = NULL;
+    input_load(input, &document);
     json_t *context = json_object_get(document, "context");
     if (!json_is_object(context) || !json_object_get(context, "memory_pass")) {
         json_decref(document);
@@ -526,46 +607,72 @@ static int superseded(const newest_info *infos, int count, int index)
 
 int vb_cmd_check_sim(int argc, char **argv)
 {
-    int newest = argc >= 2 && strcmp(argv[1], "--newest") == 0;
-    char **paths = argv + 1 + newest;
-    int count = argc - 1 - newest;
-    if (count < 1 || strcmp(paths[0], "--help") == 0 || strcmp(paths[0], "-h") == 0) {
-        if (count >= 1) {
-            puts("usage: vrambench check-sim [--newest] FILE...\n"
+    int newest = 0, first = 1;
+    const char *differences_path = NULL;
+    for (; first < argc && argv[first][0] == '-' && argv[first][1]; first++) {
+        if (strcmp(argv[first], "--help") == 0 || strcmp(argv[first], "-h") == 0) {
+            puts(CHECK_SIM_USAGE "\n"
                  "  re-runs every case of GPU result files (run, replay, claims) on the simulated device and\n"
                  "  lists each case whose memory figures differ; exit 1 if a difference is not documented.\n"
                  "  --newest: a file is skipped when a newer one of its kind and device (and trace) holds\n"
                  "            all of its cases;\n"
-                 "  JSON files that are not results are skipped (a folder's files may be given)");
+                 "  --differences FILE: the documented differences (default: " VB_SIM_DIFFERENCES_ENV ", else\n"
+                 "            " VB_SIM_DIFFERENCES_PATH " of the repository the binary was built in);\n"
+                 "  JSON files that are not results are skipped (a folder's files may be given); a case whose\n"
+                 "  allocator is not built in (external:PATH.so) is skipped: a results file never loads one");
             return VB_EXIT_OK;
         }
-        return vb_cli_error(VB_EXIT_USAGE, "usage: vrambench check-sim [--newest] FILE...");
+        if (strcmp(argv[first], "--newest") == 0) {
+            newest = 1;
+        } else if (strcmp(argv[first], "--differences") == 0 && first + 1 < argc) {
+            differences_path = argv[++first];
+        } else if (strcmp(argv[first], "--") == 0) {
+            first++;
+            break;
+        } else {
+            return vb_cli_error(VB_EXIT_USAGE, "check-sim: unknown option or missing value: '%s' (%s)",
+                                argv[first], CHECK_SIM_USAGE);
+        }
     }
-    newest_info *infos = NULL;
-    if (newest) {
-        infos = calloc((size_t)count, sizeof *infos);
-        if (!infos) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-        for (int i = 0; i < count; i++) read_newest_info(paths[i], &infos[i]);
+    int count = argc - first;
+    if (count < 1) return vb_cli_error(VB_EXIT_USAGE, CHECK_SIM_USAGE);
+    char located[4096];
+    vb_sim_differences differences;
+    vb_status status = vb_sim_differences_locate(differences_path, located, sizeof located);
+    if (status == VB_OK) status = vb_sim_differences_load(located, &differences);
+    if (status != VB_OK) return vb_cli_status_error(status);
+    check_input *inputs = calloc((size_t)count, sizeof *inputs);
+    newest_info *infos = newest ? calloc((size_t)count, sizeof *infos) : NULL;
+    if (!inputs || (newest && !infos)) {
+        free(inputs);
+        vb_sim_differences_free(&differences);
+        return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     }
+    for (int i = 0; i < count; i++) inputs[i].path = argv[first + i];
+    for (int i = 0; newest && i < count; i++) read_newest_info(&inputs[i], &infos[i]);
     check_tally total = {0};
     int exit_status = VB_EXIT_OK;
     for (int i = 0; i < count; i++) {
         if (newest && superseded(infos, count, i)) {
-            printf("check-sim: %s\n  skipped: a newer file of its kind and device is checked (--newest)\n", paths[i]);
-            continue;
+            printf("check-sim: %s\n  skipped: a newer file of its kind and device is checked (--newest)\n",
+                   inputs[i].path);
+        } else {
+            int file_status = check_file(&differences, &inputs[i], newest, &total);
+            if (file_status > exit_status) exit_status = file_status;
         }
-        int status = check_file(paths[i], newest, &total);
-        if (status > exit_status) exit_status = status;
+        input_release(&inputs[i]);
     }
     for (int i = 0; newest && i < count; i++) json_decref(infos[i].names);
     free(infos);
+    free(inputs);
     printf("check-sim: %zu cases checked, %zu differ; %zu differences undocumented\n", total.cases,
            total.differing_cases, total.undocumented);
-    /* A documented difference that no longer occurs should leave the table
-     * (or occurs only in files not given here): say which. */
-    for (size_t i = 0; i < EXCEPTION_COUNT; i++)
-        if (!exception_uses[i])
-            printf("check-sim: documented difference not seen in these files: %s %s\n", exceptions[i].name,
-                   exceptions[i].figure);
+    /* A documented difference that no longer occurs should leave the data
+     * file (or occurs only in files not given here): say which. */
+    for (size_t i = 0; i < differences.match_count; i++)
+        if (!differences.matches[i].uses)
+            printf("check-sim: documented difference not seen in these files: %s %s\n",
+                   differences.matches[i].case_pattern, differences.matches[i].figure_pattern);
+    vb_sim_differences_free(&differences);
     return exit_status;
 }

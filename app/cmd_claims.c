@@ -136,35 +136,15 @@ static int measure_allocator(claims_state *state, const claims_args *args, const
     state->device->ops->info(state->device, &info);
     column *c = add_column(state, spec->label, info.name, info.simulated);
     if (!c) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    vb_runner_options options = {.repetitions = 1, .min_time_s = 0.0, .max_iterations = 1};
     for (size_t i = 0; i < state->claim_count; i++) {
         if (scenario_seen(state, i)) continue;
         const vb_scenario *scenario = vb_scenario_find(state->claims[i]->scenario);
         if (!scenario)
             return vb_cli_error(VB_EXIT_FAILURE, "claims: claim %s names scenario '%s', which is not built in",
                                 state->claims[i]->id, state->claims[i]->scenario);
-        vb_case one = {scenario, NULL, spec, NULL};
-        vb_case_result result;
-        vb_status status = vb_runner_run_case(state->device, &one, &options, &result);
+        vb_status status = vb_claims_measure(state->device, scenario, spec, state->claims, state->claim_count,
+                                             c->decisions);
         if (status != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "claims: %s", vb_last_error());
-        const vb_repetition_result *rep = &result.repetitions[0];
-        /* The context's share of the driver's memory is no scenario's
-         * business; the claims that need it find it among the counters. */
-        vb_run_counter *counters = malloc((rep->counter_count + 1) * sizeof *counters);
-        if (!counters) {
-            vb_case_result_free(&result);
-            return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-        }
-        memcpy(counters, rep->counters, rep->counter_count * sizeof *counters);
-        size_t counter_count = rep->counter_count;
-        if (info.context_bytes) {
-            snprintf(counters[counter_count].name, sizeof counters[0].name, "context_bytes");
-            counters[counter_count++].value = (double)info.context_bytes;
-        }
-        vb_measurement m = {rep->timeline, rep->timeline_count, counters, counter_count, info.simulated};
-        decide_for_scenario(state, c, scenario->name, &m);
-        free(counters);
-        vb_case_result_free(&result);
         ++*done;
         if (!args->quiet)
             fprintf(stderr, "[%zu/%zu] %s/%s (elapsed %.1f s)\n", *done, total, scenario->name, spec->label,

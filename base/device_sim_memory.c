@@ -1,52 +1,23 @@
-/* vrambench — where the sim places cudaMalloc blocks, as the driver does
- * (measured on an NVIDIA H100, driver 580.159.04: lab/probes/probe_driver.c,
- * results/probe-driver-nvidia-h100-20261122.txt).
+/* vrambench — where the sim places cudaMalloc blocks, as the driver does.
+ * The measurements behind the rule (lab/probes/probe_driver.c on an H100, the
+ * PyTorch snapshots in tests/fixtures/torch) and the orders tried and
+ * rejected: docs/sim-models.md, "cudaMalloc placement".
  *
- * Measured, and followed:
- *  - A block over 2 MiB takes its size rounded up to 2 MiB pages of its own
- *    (2 MiB + 1 B: +4 MiB used; 20 MiB + 1 B: +22 MiB).
- *  - Smaller blocks are packed into shared 2 MiB pages at 512 B multiples:
- *    64 x 40,000 B went to +40,448 i, 51 in the first page, the 52nd opened
- *    a second page; a page goes back when its last block is freed
- *    (driver_pages.h counts what that uses).
- *  - Freed addresses are reused: 8 MiB freed then 8 MiB again gets the same
- *    address; 8 MiB freed then 4 MiB gets its start and another 4 MiB
- *    start + 4 MiB (the freed range is split, lowest address first).
- *  - Fresh addresses are handed out top-down: in the PyTorch snapshots
- *    recorded on the H100 (tests/fixtures/torch), half the new segments
- *    start below every earlier one and almost all others between earlier
- *    ones (resnet18_varres: 32, 29 and 2 above all of its 64; two_stream:
- *    21, 22 and none of 44); the probe's 30 MiB after two frees went "in a
- *    new range below all others". The order of addresses decides PyTorch's
- *    best-fit tie-break (equal sizes: lowest address, so the newest
- *    segment): handing fresh addresses out bottom-up, caching replayed
- *    resnet18_varres 2.1% and two_stream 4.6% under PyTorch's peak reserved;
- *    top-down, those and the other recorded traces (bert_amp, generate,
- *    gpt2, resnet50, a second two_stream) replay to PyTorch's figure exactly.
- *
- * Undocumented, and chosen here:
- *  - A large block (and a new page) takes the lowest-addressed freed range
- *    that holds it, from its start; with none, fresh addresses right below
- *    all others. Freed neighbours merge; a freed range stays one even when
- *    nothing lies below it (handed back to the fresh addresses, the next
- *    4 MiB after an 8 MiB free would take the range's top half, not its
- *    start as measured; and check-sim's dataloader_batches, which empties
- *    the cache every batch, made 83 cudaMallocs on the sim against the
- *    H100's 64, 64 this way).
- *  - Left out: the driver aligns many new segments to 32 MiB, places some
- *    runs of them in rising order inside ranges above earlier ones, and
- *    leaves ranges to allocations a trace does not show (the CUDA
- *    libraries' own). Alignment does not change the order of addresses,
- *    which is what a tie-break reads; the rising runs do, and are why
- *    resnet18_varres under roundup_power2_divisions:4 replays 9.2% above
- *    PyTorch's figure (README, "Tuning"). The driver's placement in freed
- *    ranges is not simple first fit either: after freeing a 20 MiB and a
- *    40 MiB block it put 20 MiB at the 40 MiB hole's start, as here, but
- *    then 10 MiB after its newest block rather than in the rest of that
- *    hole.
- *  - A small block takes the smallest free piece of a page that holds it
+ * The rule:
+ *  - A block over 2 MiB takes its size rounded up to 2 MiB pages of its own.
+ *    It (and a new page) takes the lowest-addressed freed range that holds
+ *    it, from its start; with none, fresh addresses right below all others
+ *    (top-down, as the driver hands them out: the order PyTorch's best-fit
+ *    tie-break reads). Freed neighbours merge; a freed range stays one even
+ *    when nothing lies below it.
+ *  - Smaller blocks are packed into shared 2 MiB pages at 512 B multiples: a
+ *    small block takes the smallest free piece of a page that holds it
  *    (lowest address on ties), else a new page, from its start; pieces of a
- *    page merge when freed, never across pages.
+ *    page merge when freed, never across pages; a page goes back when its
+ *    last block is freed (driver_pages.h counts what that uses).
+ *  - Left out: the driver's 32 MiB alignment of many new segments, its runs
+ *    of segments in rising order inside ranges above earlier ones, and the
+ *    ranges the CUDA libraries' own allocations hold.
  */
 #include "device_sim_internal.h"
 

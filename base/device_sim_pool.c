@@ -1,178 +1,46 @@
 /* vrambench — the sim's model of a stream-ordered memory pool
  * (cudaMemPoolCreate / cudaMallocFromPoolAsync / cudaFreeAsync).
  *
- * What CUDA documents, and this model follows:
- *  - cudaMemPoolAttrReleaseThreshold: "when more than the release threshold
- *    bytes of memory are held by the memory pool, the allocator will try to
- *    release memory back to the OS on the next call to stream, event or
- *    context synchronize" (CUDA runtime API, cudaMemPoolSetAttribute).
- *  - cudaMemPoolTrimTo releases memory until fewer than minBytesToKeep
- *    bytes stay reserved "or there is no more memory that the allocator can
- *    safely release": memory behind live allocations, or behind frees whose
- *    completion the host has not seen, stays.
- *  - A pool's default attributes allow reuse across streams by inserting a
- *    dependency on the freeing stream (cudaMemPoolReuseAllowInternalDependencies).
- *  - Reserved and used bytes are cudaMemPoolAttrReservedMemCurrent and
- *    cudaMemPoolAttrUsedMemCurrent; their high-water marks ...MemHigh, which
- *    setting to 0 resets to the current values.
+ * The facts F1-F14 cited here, measured of the driver's pool on an H100
+ * (lab/probes/probe_driver.c, lab/probes/pool_trace.c), the rules tried and rejected,
+ * and what this rule gives against the GPU: docs/sim-models.md, "The
+ * stream-ordered pool". Where the sim still differs from a GPU:
+ * docs/sim-differences.md.
  *
- * What was measured of the driver's pool (a pool from cudaMemPoolCreate,
- * pinned device memory, release threshold UINT64_MAX unless said; NVIDIA
- * H100 80GB HBM3, driver 580.159.04, CUDA 13.0, 2026-11-22; the program is
- * lab/probes/probe_driver.c, its output results/probe-driver-nvidia-h100-20261122.txt):
- *  - F1 Reservation granularity 32 MiB: a 1 B, 512 B, 1 MiB, 2 MiB + 1 B or
- *    20 MiB block reserves 32 MiB (driver used memory +32 MiB); 32 MiB + 1 B
- *    reserves 64 MiB, 100 MiB reserves 128 MiB.
- *  - F2 UsedMemCurrent counts the requested bytes, unrounded (1 B: 1 B).
- *  - F3 Packing: 1000 x 1 KiB blocks reserve 32 MiB, block i at +1024 i.
- *  - F4 Reuse across sizes: 64 MiB freed (same stream, no synchronize), then
- *    2 x 32 MiB: served from the freed range at +0 and +32 MiB, reserved stays
- *    64 MiB; then 8 x 8 MiB: reserved stays 64 MiB.
- *  - F5 No remapping of freed pieces: 4 x 8 MiB freed, not adjacent, then
- *    32 MiB: reserved grew 64 -> 96 MiB, the block at +64 MiB (a new granule
- *    after the pool's end). A request needs a contiguous free range.
- *  - F6 Then 3 MiB and 5 MiB: both in the most recently freed 8 MiB hole (of
- *    four freed in address order), the 5 MiB right after the 3 MiB.
- *  - F7 Blocks span granules: at release threshold 0, 2 x 40 MiB reserve
- *    96 MiB, the second block right after the first (across granules).
- *  - F8 Trim releases whole free 32 MiB granules only: blocks live in every
- *    granule, trim to 0 releases nothing; all freed, trim to 0 releases all;
- *    1 MiB live + 1 MiB freed in one granule, trim to 0 keeps 32 MiB.
- *  - F9 Threshold 0: freeing the first 40 MiB of F7 keeps 96 MiB reserved
- *    until cudaStreamSynchronize, then 64 MiB (the wholly free granule went
- *    back, the partly used one stayed).
- *  - F10 Across streams: 16 MiB freed on s1 (no synchronize), then 16 MiB
- *    allocated on s2: the same address, reserved unchanged (the driver makes
- *    s2 wait for s1's free).
+ * Contract (CUDA's documented behaviour): reserved and used bytes are
+ * ReservedMemCurrent and UsedMemCurrent (used: the requested bytes, F2),
+ * their high-water marks reset to the current values by setting 0; the
+ * release threshold is applied at a synchronization; a trim never releases
+ * memory behind live blocks or behind frees the pool has not seen complete;
+ * reuse across streams makes the allocating stream wait for the freeing one
+ * (F10).
  *
- * What was measured of whole traces (lab/probes/pool_trace.c replays a trace
- * through the driver's pool as allocators/async.c does and logs each
- * block's address and each change of ReservedMemCurrent, same H100 and
- * driver; lab/probes/pool_log_check.py checks F11 and F12 on such logs): 15
- * traces, 511,206 blocks, 1,618 changes of reserved: the 5 of
- * tests/fixtures/traces and tests/fixtures/torch, the 3 of
- * tests/fixtures/stitch, 6 from `vrambench gen-trace random` of 1 to 256 MiB
- * blocks and a PyTorch generate() loop.
- *  - F11 Memory follows the blocks, not the addresses: after every event,
- *    reserved = 32 MiB x the most granules that live blocks covered at any
- *    one time so far (all 1,618 changes and the 15 final high marks,
- *    exactly). Blocks spread over more granules than the pool holds
- *    (bert_amp: 426 granules touched, 389 reserved; random-512m: 390 and
- *    280; resnet50: blocks up to +6,438 MiB, 6,368 MiB reserved): a
- *    granule without live blocks gives its memory to the granules a new
- *    block covers, and only when none is left does the pool take more (F5:
- *    the four holes' granules held live blocks).
- *  - F12 Every block starts where an earlier freed block started, where an
- *    earlier block ended, or at the end of the addresses handed out so far
- *    (all 511,206); it goes past that end only when no free range below it
- *    holds it (all 7,696 that did).
- *  - F13 Which free range: not one of the simple rules on all free ranges.
- *    One step ahead from the driver's true state (5 logs), the most
- *    recently freed range, the most recently freed or split one, the lowest
- *    address, best fit (by range or by freed piece), next fit and
- *    size-class bins each pick the driver's range for at most 49% of the
- *    blocks, all of them together for 54-68%. A block also starts inside a
- *    larger free range, where a freed piece of it starts (random-4m: 1,022
- *    of 2,752 blocks placed in free ranges; gpt2: 440 of 11,322). F14 says
- *    why: the free ranges are of two kinds.
- *  - F14 Completion of frees (lab/probes/pool_trace.c, POOL_TRACE_SYNC=1 to
- *    synchronize the freeing stream after every free; gpt2, resnet50,
- *    two_stream and random-4m, 2026-11-23): the driver is deterministic
- *    (three plain runs of each trace: 0 placements differ), and seeing frees
- *    complete changes where blocks go and how much is reserved (GPU
- *    reserved_high, plain vs synchronized): random-4m 771,751,936 vs
- *    637,534,208 B; two_stream 1,543,503,872 vs 1,140,850,688; resnet50
- *    6,677,331,968 vs 5,905,580,032; gpt2 10,502,537,216 vs 10,435,428,352.
- *    Synchronized, one rule places all 28,987 blocks of the four logs:
- *    free neighbours merge; a request takes the best fit (smallest free
- *    range that holds it; among equal sizes the range whose extent is the
- *    oldest), at its start; the end of the addresses handed out only when
- *    no range fits. Plain, a free the pool has not seen complete is
- *    pending: it merges only with pending neighbours freed on the same
- *    stream, and a request takes the first of: the best fit among the
- *    ranges pending on its own stream; among the completed ranges whose
- *    granules have memory behind them (F11); among the ranges pending on
- *    other streams; then the pool takes in every pending free (the latest
- *    first, so among equal sizes the most recently freed is the oldest,
- *    F6) and takes the best fit among all ranges; else the end. This
- *    places, one step ahead, 100% of gpt2's 13,429 blocks, 100% of
- *    random-4m's 3,000, 99.99% of resnet50's 10,122 and 99.96% of
- *    two_stream's 2,436 (the four the rule was found on), and of the 18
- *    other logs 99.3-100% of 11 (bert_amp, generate, train-fixed,
- *    train-varbatch, rand1/2/5/6, heldout101/102/104; generate all of
- *    its 365,348) but only 18-28% of 6 whose blocks reach 48 to 512 MiB
- *    (rand3-64m, rand4-256m, random-64m, random-512m, heldout103-128m,
- *    heldout105-48m) and 58% of resnet18_varres: there the first miss is a
- *    block the driver puts in a completed range while a pending one of its
- *    stream holds it (heldout105-48m, block 560), which the rule does not
- *    yet explain. Synchronized logs of two of the six (2026-11-23, stage
- *    pool-big of lab/gpu-session.sh; plain placements equal to the
- *    earlier plain logs): the synchronized rule places, one step ahead,
- *    only 96.9% of random-64m's 3,000 blocks and 75.7% of random-512m's
- *    2,000. At 85 of its 94 and 448 of 487 misses the best fit covers a
- *    granule that this model's F11 bookkeeping (below) leaves without
- *    memory, the driver takes a range whose granules have it, and reserved
- *    does not grow: what is open is which granules have memory behind
- *    them, not the pending frees. Taking the best fit among ranges with
- *    memory behind them gives 97.1% and 75.6% when an idle granule gives
- *    its memory in this model's order (the most recently idled), 99.9%
- *    and 87.4% when the highest-address idle granule gives it; the latter
- *    raises heldout105-48m's plain log to 53% and random-64m's to 46% but
- *    lowers rand3-64m (18 -> 13%), rand4-256m (24 -> 14%) and resnet50
- *    (99.99 -> 94.7%), so the model keeps its order. Taking the best fit
- *    over own-stream pending and memory-backed completed ranges together
- *    (block 560's case) raises no plain log, for all blocks (gpt2 drops to
- *    57%) or for blocks from 8, 16, 24 or 32 MiB up.
- * What the driver's behaviour leaves open, and this model chooses:
- *  - The pool's address space is one range POOL_VA_FACTOR x as large as the
- *    device, whose 32 MiB granules have memory behind them (are reserved) or
- *    not. A block's granules have memory behind them (F11): each granule it
- *    covers that has none gets the memory of an idle granule (mapped, no
- *    live block; the most recently idled) or, when there is none, new memory
- *    from the device. A stream that takes an idle granule's memory waits for
- *    that granule's frees (as F10's reuse does). Blocks may span granules
- *    (F7).
- *  - Requests are placed at VB_POOL_ROUNDING (512 B) multiples (F3 packs
- *    1 KiB blocks at 1 KiB; a 512-B placement is what cudaMallocAsync was
- *    observed to do, rapidsai/cudf issue 10384; every offset in the F11 logs
- *    is a 512-B multiple), carved from the start of a free range (F4, F6).
- *    Used bytes are the requested bytes (F2).
- *  - Which free range: F14's rule. A free is pending until the pool sees it
- *    complete: at a synchronization (the sim counts every move of its
- *    clock as one), a trim, or when a request finds no range by the first
- *    three steps; then every pending free whose stream's work reached it
- *    on the sim's clock turns completed. A replay queues no work, so its
- *    frees are complete as soon as the pool looks, as on the GPU (F14's
- *    plain logs). In a scenario, which frees are complete depends on the
- *    GPU's progress, and the driver's placements with it: dataloader_batches
- *    (empty_cache after every batch) reserved 128 MiB at batch size 8192 in
- *    four runs on one H100 and 96 MiB in a fifth (2026-11-22 and -23) and
- *    on an H200 (2026-11-22); the sim gives 96 (app/cmd_check_sim.c names
- *    it). Whether a completed range's granules have memory behind
- *    them is this model's F11 bookkeeping, not the driver's (which a log
- *    does not show). Taking a range pending on another stream makes the
- *    allocating stream wait for it (F10). What this gives (peak reserved,
- *    sim vs the GPU's, `vrambench replay TRACE --allocator async --device
- *    sim`, the 22 logged traces): equal on 12 (gpt2, generate, two_stream,
- *    random-4m, train-varbatch, rand1-1m, rand2-8m, rand5-2m, rand6-32m,
- *    heldout101/102/104), and -3.2% (random-64m), -2.1% (bert_amp), -1.3%
- *    (rand4-256m), -0.4% (heldout103-128m), +0.9% (rand3-64m,
- *    heldout105-48m), +1.0% (resnet50), +1.4% (random-512m), +1.7%
- *    (resnet18_varres), +2.5% (train-fixed). The previous rule (the most
- *    recently freed or split range, all free neighbours merged) gave -20%
- *    (two_stream) to +9.5% (train-fixed), equal on 4. Without F11 (memory
- *    stayed where it was first mapped) an earlier model gave gpt2 +23%,
- *    random-512m +44%. The leak_loop/async timeline recorded on an H200
- *    (results/nvidia-h200-20261122.json, iteration 1 on a fresh pool)
- *    reserves 96, 128, 192, 256, 288, 352, 384, 448, 512, 544 MiB every 10
- *    kept iterations.
- *  - Releases (trim, threshold at synchronization) give back idle granules
- *    whose frees completed (F8, F9), highest address first; the sim counts
- *    every move of its clock (a test advancing it included) as a
- *    synchronization. A pool trimmed to nothing starts again at its first
- *    address.
- *  - Destroying a pool gives all of its granules back at once, live blocks
- *    included (CUDA defers that until the blocks are freed).
+ * The rule:
+ *  - Addresses: one range POOL_VA_FACTOR x the device's capacity, in 32 MiB
+ *    granules (F1) that have memory behind them or not. A request is
+ *    rounded to VB_POOL_ROUNDING (512 B) and carved from the start of a
+ *    free range (F3, F4, F6); blocks may span granules (F7).
+ *  - Memory follows the blocks (F11): each granule a block covers that has
+ *    none gets the memory of an idle granule (mapped, no live block; the
+ *    most recently idled), else new memory from the device. A stream that
+ *    takes an idle granule's memory waits for that granule's frees.
+ *  - Which free range (F14): a free is pending until the pool sees it
+ *    complete, and merges only with pending neighbours freed on its stream;
+ *    completed neighbours merge. A request takes the best fit (smallest;
+ *    among equal sizes the oldest extent) among, first that holds it: the
+ *    ranges pending on its own stream; the completed ranges with memory
+ *    behind them; the ranges pending on other streams (its stream then
+ *    waits, F10); then, the pool having seen every free that completed on
+ *    the sim's clock (the latest first, F6), all completed ranges; else
+ *    the end of the addresses handed out.
+ *  - The pool sees completed frees at a synchronization (every move of the
+ *    sim's clock counts as one), at a trim, and in the step above. A
+ *    replay queues no work, so its frees complete as soon as the pool looks.
+ *  - Releases (trim; the threshold at a synchronization) give back idle
+ *    granules whose frees completed, highest address first (F8, F9); a pool
+ *    trimmed to nothing starts again at its first address. Destroying a pool
+ *    gives all of its granules back at once, live blocks included (CUDA
+ *    defers that until the blocks are freed).
  */
 #include "device_sim_internal.h"
 

@@ -25,7 +25,7 @@
 #                                 comparisons skipped): $OUT/memcheck-summary.txt (errors,
 #                                 leaks, suite per allocator), $OUT/memcheck-NAME.txt
 #   lab/gpu-session.sh fullgpu  every strategy on a GPU filled to its last MiB from
-#                                 outside the allocator (build/lab/fullgpu, lab/harnesses/fullgpu.c):
+#                                 outside the allocator (build/fullgpu, lab/harnesses/fullgpu.c):
 #                                 OOM status, usable after, used memory back to baseline
 #                                 (+-2 MiB); the table in $OUT/fullgpu.txt
 #   lab/gpu-session.sh tune     records resnet50, gpt2, resnet18_varres and bert_amp, runs
@@ -56,7 +56,7 @@
 #                                 traces, each logged 3 times plain and once with POOL_TRACE_SYNC=1
 #                                 (lab/probes/pool_trace.c): logs in $OUT/pool-determinism.tar.gz, and
 #                                 per trace how many placements differ from the first plain run
-#   lab/gpu-session.sh pool-big   the traces whose placements F14 (base/device_sim_pool.c) does not
+#   lab/gpu-session.sh pool-big   the traces whose placements F14 (docs/sim-models.md) does not
 #                                 yet explain (blocks of 48 MiB and more): random-64m and random-512m
 #                                 logged plain and with POOL_TRACE_SYNC=1, in $OUT/pool-big.tar.gz
 # Each stage logs to $OUT/<stage>.log.
@@ -196,8 +196,8 @@ for stage in "$@"; do
         pool_runs pool-big 1 tests/fixtures/stitch/random-64m.trace.gz tests/fixtures/stitch/random-512m.trace.gz
         ;;
     fullgpu)
-        make -j16 all lab 2>&1 | grep -E "error|warning:|built" || exit 1
-        timeout 460 ./build/lab/fullgpu | tee "$OUT/fullgpu.txt"
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        timeout 460 ./build/fullgpu | tee "$OUT/fullgpu.txt"
         status=$?
         [ "$status" = 0 ] && echo "fullgpu: passed" || echo "fullgpu: FAILED (exit status $status)"
         ;;

@@ -2,9 +2,9 @@
  * the `async` allocator on top of it (allocators/async.c).
  *
  * Rules the expected numbers come from: the facts measured of the driver's
- * pool, F1..F14 in base/device_sim_pool.c's header (NVIDIA H100, driver
- * 580.159.04; tests named after a fact reproduce that measurement), and the
- * model's choices listed there: the pool's memory is 32 MiB granules behind
+ * pool, F1..F14 in docs/sim-models.md (NVIDIA H100, driver 580.159.04;
+ * tests named after a fact reproduce that measurement), and the model's
+ * rule (base/device_sim_pool.c): the pool's memory is 32 MiB granules behind
  * its address range; requests are placed at 512 B multiples from the start
  * of the best fit (F14) among, in turn, the free ranges pending on the
  * allocating stream, the completed ones with memory behind them, those

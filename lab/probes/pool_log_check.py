@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""vrambench — checks the facts F11 and F12 of base/device_sim_pool.c on logs
+"""vrambench — checks the facts F11 and F12 (docs/sim-models.md) on logs
 written by lab/probes/pool_trace.c (where the driver's pool placed each block of a
 trace), and prints one line per log.
 

@@ -19,8 +19,8 @@
  * in the environment it synchronizes the freeing stream after every free (so
  * the driver has seen each free complete before the next call): comparing
  * such a log with a plain one, and two plain ones with each other, shows
- * whether the placement depends on when frees complete (base/device_sim_pool.c,
- * F13). Addresses are printed
+ * whether the placement depends on when frees complete (docs/sim-models.md,
+ * F13, F14). Addresses are printed
  * as absolute hex in a first line `base 0x...` (the first block's address
  * rounded down to 32 MiB) and as signed offsets from it after. Nothing here is
  * part of vrambench's build: it only reads what the driver does.

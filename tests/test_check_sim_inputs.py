@@ -1,0 +1,276 @@
+"""`vrambench check-sim` on inputs it must refuse, skip or survive: a
+results file never loads a library (the cases of an external: or unknown
+allocator are skipped, the library is never opened); a FIFO or pipe is read
+once and never waited on forever; a file over 256 MiB is refused naming the
+limit; bad input is exit 2 with one line on stderr; the documented
+differences come from docs/data/sim-differences.json (or --differences /
+VRAMBENCH_SIM_DIFFERENCES), and a missing or malformed one is exit 2 with one
+line. Standard library only; run by `make test` (VRAMBENCH names the binary,
+VB_EXTERNAL_TEST_SO the test allocator)."""
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import unittest
+
+VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH", "build/vrambench"))
+TEST_SO = os.path.abspath(os.environ.get("VB_EXTERNAL_TEST_SO") or os.path.join(
+    os.path.dirname(VRAMBENCH), "tests", "libvb_external_test.so"))
+TINY_TRACE = b"vbtrace 1\na 1 4096\na 2 3000000\nm step\nf 1\nf 2\n"
+
+
+class CheckSimInputs(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.TemporaryDirectory()
+        cls.trace = cls.file_path("tiny.trace")
+        with open(cls.trace, "wb") as file:
+            file.write(TINY_TRACE)
+        run, replay = cls.file_path("sim-run.json"), cls.file_path("sim-replay.json")
+        for arguments in (["run", "--scenario", "views", "--allocator", "cuda,bfc", "--min-time", "0",
+                           "--out", run],
+                          ["replay", cls.trace, "--allocator", "caching", "--out", replay]):
+            done = subprocess.run([VRAMBENCH, *arguments, "--device", "sim", "--quiet"], capture_output=True,
+                                  timeout=300)
+            if done.returncode != 0:
+                raise RuntimeError(done.stderr.decode())
+        with open(run) as file:
+            cls.run_document = cls.from_gpu(json.load(file))
+        with open(replay) as file:
+            cls.replay_document = cls.from_gpu(json.load(file))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.directory.cleanup()
+
+    @classmethod
+    def file_path(cls, name):
+        return os.path.join(cls.directory.name, name)
+
+    @staticmethod
+    def from_gpu(document):
+        """A sim result made to look like a GPU's, which check-sim re-runs."""
+        document["context"].update(simulated=False, device_name="test GPU")
+        return document
+
+    def write(self, name, document):
+        path = self.file_path(name)
+        with open(path, "w") as file:
+            json.dump(document, file)
+        return path
+
+    def check_sim(self, *arguments, timeout=120, **options):
+        done = subprocess.run([VRAMBENCH, "check-sim", *arguments], capture_output=True, text=True,
+                              timeout=timeout, **options)
+        return done.returncode, done.stdout, done.stderr
+
+    def assert_bad_input(self, *arguments, expect=None, **options):
+        status, stdout, stderr = self.check_sim(*arguments, **options)
+        self.assertEqual(status, 2, stdout + stderr)
+        lines = stderr.splitlines()
+        self.assertEqual(len(lines), 1, stderr)
+        self.assertTrue(lines[0].startswith("vrambench: error: check-sim: "), stderr)
+        if expect:
+            self.assertIn(expect, lines[0])
+        return lines[0]
+
+    # ---- a results file never runs code ----
+
+    def with_allocator(self, allocator):
+        """The run document with the cuda cases copied under `allocator`."""
+        document = json.loads(json.dumps(self.run_document))
+        for entry in list(document["benchmarks"]):
+            if entry["allocator"] == "cuda":
+                copy = dict(entry, allocator=allocator, name=f"{entry['scenario']}/{allocator}")
+                document["benchmarks"].append(copy)
+        return document
+
+    def test_an_external_allocator_in_a_results_file_is_skipped_and_never_loaded(self):
+        self.assertTrue(os.path.isfile(TEST_SO), f"the external test allocator was not built: {TEST_SO}")
+        path = self.write("external.json", self.with_allocator("external:" + TEST_SO))
+        environment = dict(os.environ, LD_DEBUG="files")
+        status, stdout, stderr = self.check_sim(path, env=environment)
+        if "file=" not in stderr:
+            self.skipTest("the dynamic loader does not report what it loads (LD_DEBUG)")
+        self.assertEqual(status, 0, stdout + stderr)
+        self.assertNotIn(f"file={TEST_SO}", stderr, "check-sim loaded a library a results file named")
+        self.assertIn(f"skipped: the cases of 'external:{TEST_SO}', not a built-in allocator", stdout)
+        self.assertIn("2 cases, 0 differ", stdout)  # views with cuda and bfc; the external case is not one
+
+    def test_an_unknown_allocator_is_skipped_with_a_note(self):
+        path = self.write("unknown.json", self.with_allocator("nosuch[x=1]"))
+        status, stdout, stderr = self.check_sim(path)
+        self.assertEqual(status, 0, stdout + stderr)
+        self.assertIn("skipped: the cases of 'nosuch[x=1]', not a built-in allocator", stdout)
+        self.assertIn("2 cases, 0 differ", stdout)
+
+    # ---- FIFOs, pipes, sizes ----
+
+    def test_a_fifo_without_a_writer_is_one_error_line_not_a_hang(self):
+        fifo = self.file_path("no-writer.json")
+        os.mkfifo(fifo)
+        try:
+            line = self.assert_bad_input(fifo, timeout=30)
+            self.assertIn(fifo, line)
+            self.assert_bad_input("--newest", fifo, timeout=30)
+        finally:
+            os.remove(fifo)
+
+    def test_a_fifo_is_read_once_with_newest(self):
+        fifo = self.file_path("fifo.json")
+        os.mkfifo(fifo)
+        # Held open read-write, so check-sim's open finds a writer; more than a
+        # pipe's buffer, so the write ends only once check-sim reads.
+        data = json.dumps(self.run_document).encode() + b" " * (2 << 20)
+        holder = os.open(fifo, os.O_RDWR)
+
+        def feed():
+            view = memoryview(data)
+            while view:
+                view = view[os.write(holder, view):]
+            os.close(holder)
+        writer = threading.Thread(target=feed, daemon=True)
+        try:
+            writer.start()
+            status, stdout, stderr = self.check_sim("--newest", fifo, timeout=60)
+            self.assertEqual(status, 0, stdout + stderr)
+            self.assertIn("2 cases, 0 differ", stdout)
+        finally:
+            writer.join(5)
+            os.remove(fifo)
+
+    def test_a_pipe_is_read_once_with_newest(self):
+        status, stdout, stderr = self.check_sim("--newest", "/dev/stdin", input=json.dumps(self.run_document))
+        self.assertEqual(status, 0, stdout + stderr)
+        self.assertIn("2 cases, 0 differ", stdout)
+
+    def test_a_file_over_256_mib_is_refused_naming_the_limit(self):
+        path = self.file_path("huge.json")
+        with open(path, "wb") as file:
+            file.truncate((256 << 20) + 1)  # sparse: nothing is written
+        try:
+            self.assert_bad_input(path, expect="256 MiB")
+        finally:
+            os.remove(path)
+
+    def test_a_directory_is_one_error_line(self):
+        self.assert_bad_input(self.directory.name, expect=self.directory.name)
+
+    def test_a_replayed_trace_that_is_a_fifo_is_skipped_not_waited_on(self):
+        fifo = self.file_path("trace-fifo.trace")
+        os.mkfifo(fifo)
+        try:
+            document = json.loads(json.dumps(self.replay_document))
+            document["context"]["trace_path"] = fifo
+            status, stdout, stderr = self.check_sim(self.write("fifo-replay.json", document), timeout=30)
+            self.assertEqual(status, 0, stdout + stderr)
+            self.assertIn("is not a regular file", stdout)
+        finally:
+            os.remove(fifo)
+
+    # ---- bad input: exit 2, one line ----
+
+    def test_bad_cases_in_a_results_file_are_exit_2_with_one_line(self):
+        def changed(document, change):
+            document = json.loads(json.dumps(document))
+            change(document)
+            return document
+
+        def set_capacity(value):
+            return lambda d: d["context"].update(device_total_bytes=value)
+
+        def set_allocator(value):
+            return lambda d: d["benchmarks"][0].update(allocator=value)
+        malformed_trace = self.file_path("malformed.trace")
+        with open(malformed_trace, "wb") as file:
+            file.write(b"vbtrace 1\na 1 5\nf 7\n")
+        cases = {
+            "no device_total_bytes": (self.run_document, lambda d: d["context"].pop("device_total_bytes")),
+            "negative device_total_bytes": (self.run_document, set_capacity(-5)),
+            "device_total_bytes a string": (self.run_document, set_capacity("80GiB")),
+            "device_total_bytes 1e30": (self.run_document, set_capacity(1e30)),
+            "a key the allocator does not know": (self.run_document, set_allocator("caching[bogus=1]")),
+            "an unclosed spec": (self.run_document, set_allocator("caching[")),
+            "a malformed trace": (self.replay_document, lambda d: d["context"].update(trace_path=malformed_trace)),
+        }
+        for name, (document, change) in cases.items():
+            with self.subTest(name):
+                self.assert_bad_input(self.write("bad.json", changed(document, change)))
+
+    # ---- the documented differences ----
+
+    def planted(self):
+        """The run document with views/bfc's peak reserved 2 MiB off."""
+        document = json.loads(json.dumps(self.run_document))
+        for entry in document["benchmarks"]:
+            if entry["name"] == "views/bfc":
+                entry["peak_reserved_bytes"] += 2 << 20
+        return self.write("planted.json", document)
+
+    def differences(self, name, differences):
+        return self.write(name, {"about": "test", "version": 1, "differences": differences})
+
+    def test_the_differences_come_from_the_data_file(self):
+        planted = self.planted()
+        status, stdout, _ = self.check_sim(planted)
+        self.assertEqual(status, 1, stdout)  # the repository's file does not document it
+        documenting = self.differences("documenting.json", [{
+            "id": "planted", "title": "a planted difference", "measured": "2 MiB", "reason": "planted by a test",
+            "evidence": ["tests/test_check_sim_inputs.py"],
+            "matches": [{"case": "views/bfc", "figure": "peak_reserved_bytes"},
+                        {"case": "nothing/*", "figure": "*"}]}])
+        for arguments, environment in ((["--differences", documenting], None),
+                                       ([], dict(os.environ, VRAMBENCH_SIM_DIFFERENCES=documenting))):
+            with self.subTest(arguments=arguments):
+                status, stdout, stderr = self.check_sim(*arguments, planted, env=environment)
+                self.assertEqual(status, 0, stdout + stderr)
+                self.assertIn("[documented: planted by a test]", stdout)
+                self.assertIn("documented difference not seen in these files: nothing/* *", stdout)
+
+    def test_a_missing_or_malformed_differences_file_is_exit_2_with_one_line(self):
+        good = {"id": "x", "title": "t", "measured": "m", "reason": "r", "evidence": ["e"],
+                "matches": [{"case": "*", "figure": "*"}]}
+        broken = {
+            "missing": None,
+            "not json": "{",
+            "no differences": {"about": "", "version": 1},
+            "version 2": {"version": 2, "differences": []},
+            "an unknown key": {"version": 1, "differences": [dict(good, figures=["*"])]},
+            "no reason": {"version": 1, "differences": [{k: v for k, v in good.items() if k != "reason"}]},
+            "a match without a figure": {"version": 1, "differences": [dict(good, matches=[{"case": "*"}])]},
+            "no matches": {"version": 1, "differences": [dict(good, matches=[])]},
+            "a repeated id": {"version": 1, "differences": [good, good]},
+        }
+        run = self.write("good-run.json", self.run_document)
+        for name, content in broken.items():
+            with self.subTest(name):
+                path = self.file_path("differences.json")
+                if os.path.exists(path):
+                    os.remove(path)
+                if content is not None:
+                    with open(path, "w") as file:
+                        file.write(content if isinstance(content, str) else json.dumps(content))
+                line = self.assert_bad_input("--differences", path, run)
+                self.assertIn("differences", line)
+                self.assertIn(path, line)
+
+    def test_a_binary_away_from_its_repository_needs_the_file_named(self):
+        copy = self.file_path("vrambench")
+        with open(VRAMBENCH, "rb") as source, open(copy, "wb") as target:
+            target.write(source.read())
+        os.chmod(copy, 0o755)
+        environment = {k: v for k, v in os.environ.items() if k != "VRAMBENCH_SIM_DIFFERENCES"}
+        run = self.write("away-run.json", self.run_document)
+        try:
+            done = subprocess.run([copy, "check-sim", run], capture_output=True, text=True, timeout=120,
+                                  env=environment)
+            self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+            self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+            self.assertIn("--differences FILE", done.stderr)
+        finally:
+            os.remove(copy)
+
+
+if __name__ == "__main__":
+    unittest.main()
