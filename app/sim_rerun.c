@@ -1,10 +1,11 @@
 /* vrambench — cases re-run on the simulated device as a library (sim_rerun.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
 #include "replay.h"
 #include "sim_rerun.h"
+#include "text.h"
 
 /* Opens a sim device of `capacity_bytes` (0: the default). */
 static vb_status open_sim(uint64_t capacity_bytes, vb_device **device)
