@@ -271,7 +271,7 @@ bench: deps
 # file of each kind and device under results/; files made before the memory
 # pass, sim and microbench files are skipped with a note.
 check-sim: all
-	$(BUILD)/vrambench check-sim $(if $(RESULTS),$(RESULTS),--newest $(wildcard results/*.json results/*/*.json))
+	$(BUILD)/vrambench check-sim $(if $(RESULTS),$(RESULTS),--newest $(wildcard results/*.json results/*/*.json results/*.json.gz results/*/*.json.gz))
 
 # The product's Python package (python/vrambench), run from the checkout.
 PY_RUN = PYTHONPATH='$(CURDIR)/python' $(PLOT_PYTHON)

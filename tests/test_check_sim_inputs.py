@@ -154,6 +154,27 @@ class CheckSimInputs(unittest.TestCase):
         finally:
             os.remove(path)
 
+    # ---- gzipped results (the large committed files are stored so) ----
+
+    def test_a_gzipped_results_file_is_checked_as_the_plain_one(self):
+        import gzip
+        plain = self.write("plain.json", self.run_document)
+        zipped = self.file_path("zipped.json.gz")
+        with open(plain, "rb") as source, open(zipped, "wb") as target:
+            target.write(gzip.compress(source.read()))
+        first, second = self.check_sim(plain), self.check_sim(zipped)
+        self.assertEqual(first[0], 0, first[1] + first[2])
+        self.assertEqual(second[0], 0, second[1] + second[2])
+        self.assertEqual(first[1].replace(plain, "FILE"), second[1].replace(zipped, "FILE"))
+
+    def test_a_truncated_gzip_file_is_one_error_line(self):
+        import gzip
+        data = gzip.compress(json.dumps(self.run_document).encode())
+        path = self.file_path("truncated.json.gz")
+        with open(path, "wb") as file:
+            file.write(data[:len(data) // 2])
+        self.assert_bad_input(path, expect="not a valid gzip file")
+
     def test_a_directory_is_one_error_line(self):
         self.assert_bad_input(self.directory.name, expect=self.directory.name)
 
