@@ -259,7 +259,7 @@ bench: deps
 
 # Every case of GPU result files (run, replay, claims) re-run on the simulated
 # device; each case whose memory figures differ is listed, and an
-# undocumented difference fails (README, "Sim vs GPU"). By default the newest
+# undocumented difference fails (docs/sim-differences.md). By default the newest
 # file of each kind and device under results/; files made before the memory
 # pass, sim and microbench files are skipped with a note.
 check-sim: all
@@ -278,8 +278,12 @@ plots:
 	    $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)')
 	$(if $(TUNE),$(PY_RUN) -m vrambench.plots.tune $(TUNE) --out $(PLOTS_DIR)/tune.png)
 
-# The docs' images and generated pages, from the committed results/ only.
+# The docs' images and generated pages, from the committed results/ only:
+# docs/img/, docs/results/<device>.md and the README's headline block
+# (python/vrambench/docs_pages.py; tests/test_docs_pages.py fails when they
+# are out of step with results/).
 docs:
+	$(PY_RUN) -m vrambench.docs_pages
 	@PLOT_PYTHON='$(PLOT_PYTHON)' build-aux/ensure-deps.sh plots
 	$(PY_RUN) -m vrambench.plots --latest results --out-dir docs/img
 	@torch_ab=$$(ls -t results/torch-ab-*.json 2>/dev/null | head -1); \
