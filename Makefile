@@ -278,16 +278,25 @@ PY_RUN = PYTHONPATH='$(CURDIR)/python' $(PLOT_PYTHON)
 
 # Your newest run under $(OUTPUT_DIR)/results/ (by its context date; claims
 # and microbench files are not run results) unless RESULTS= names files.
+# TUNE=FILE alone (no run yet) draws only the tune plot.
 plots:
 	@PLOT_PYTHON='$(PLOT_PYTHON)' build-aux/ensure-deps.sh plots
 	@if [ -z '$(RESULTS)' ] && ! ls $(OUTPUT_DIR)/results/*.json >/dev/null 2>&1; then \
-	    echo "make plots: error: no run under $(OUTPUT_DIR)/results/ yet: run 'make bench' first, or name files with RESULTS=FILE" >&2; exit 2; fi
-	$(PY_RUN) -m vrambench.plots $(or $(RESULTS),--latest $(OUTPUT_DIR)/results) --out-dir $(PLOTS_DIR) \
-	    $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)')
-	$(if $(TUNE),$(PY_RUN) -m vrambench.plots.tune $(TUNE) --out $(PLOTS_DIR)/tune.png)
+	    if [ -n '$(TUNE)' ]; then exit 0; fi; \
+	    echo "make plots: error: no run under $(OUTPUT_DIR)/results/ yet: run 'make bench' first, or name files with RESULTS=FILE" >&2; exit 2; \
+	else \
+	    echo "$(PY_RUN) -m vrambench.plots $(or $(RESULTS),--latest $(OUTPUT_DIR)/results) --out-dir $(PLOTS_DIR) ..."; \
+	    $(PY_RUN) -m vrambench.plots $(or $(RESULTS),--latest $(OUTPUT_DIR)/results) --out-dir $(PLOTS_DIR) \
+	        $(if $(MICROBENCH),--microbench $(MICROBENCH)) $(if $(SEGMENTS),--segments '$(SEGMENTS)'); \
+	fi
+	$(if $(TUNE),@mkdir -p $(PLOTS_DIR) && $(PY_RUN) -m vrambench.plots.tune $(TUNE) --out $(PLOTS_DIR)/tune.png)
 
-# The docs' images and generated pages, from the committed results/ only.
+# The docs' images and generated pages, from the committed results/ only:
+# docs/img/, docs/results/<device>.md and the README's headline block
+# (python/vrambench/docs_pages.py; tests/test_docs_pages.py fails when they
+# are out of step with results/).
 docs:
+	$(PY_RUN) -m vrambench.docs_pages
 	@PLOT_PYTHON='$(PLOT_PYTHON)' build-aux/ensure-deps.sh plots
 	$(PY_RUN) -m vrambench.plots --latest results --out-dir docs/img
 	@torch_ab=$$(ls -t results/torch-ab-*.json 2>/dev/null | head -1); \

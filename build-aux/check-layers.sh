@@ -1,12 +1,12 @@
 #!/bin/sh
 # Checks that no source file includes from a layer above its own.
-#   tools/check-layers.sh ROOM...   the rooms, ground floor first
+#   build-aux/check-layers.sh ROOM...   the rooms, ground floor first
 # A file in room R may include "x.h" (its own room) or "S/x.h" for a room S
-# listed at or before R. tests/ and tools/ sit outside the building and may
+# listed at or before R. tests/ and lab/ sit outside the building and may
 # include anything. Prints one line per violation as FILE:LINE: ... and exits
 # 1 when there is any (docs/design.md, "Layers").
 set -u
-[ $# -gt 0 ] || { echo "usage: tools/check-layers.sh ROOM..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: build-aux/check-layers.sh ROOM..." >&2; exit 2; }
 rooms="$*"
 status=0
 level=0

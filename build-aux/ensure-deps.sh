@@ -1,9 +1,9 @@
 #!/bin/sh
 # Checks for what vrambench needs and installs what is missing with apt-get
 # (Debian), or says in one line what to install when it cannot.
-#   tools/ensure-deps.sh build   a C compiler ($CC: gcc, or clang), make, jansson, cmocka and zlib headers
-#   tools/ensure-deps.sh fuzz    clang with libFuzzer's runtime (make fuzz)
-#   tools/ensure-deps.sh plots   python3 with matplotlib ($PLOT_PYTHON if set)
+#   build-aux/ensure-deps.sh build   a C compiler ($CC: gcc, or clang), make, jansson, cmocka and zlib headers
+#   build-aux/ensure-deps.sh fuzz    clang with libFuzzer's runtime (make fuzz)
+#   build-aux/ensure-deps.sh plots   python3 with matplotlib ($PLOT_PYTHON if set)
 set -u
 what=${1:-build}
 cc=${CC:-gcc}

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs each libFuzzer target for a fixed time from a copy of its seed corpus.
-#   tools/run-fuzz.sh BUILD_DIR SECONDS TARGET...
+#   build-aux/run-fuzz.sh BUILD_DIR SECONDS TARGET...
 # BUILD_DIR/fuzz/TARGET is the binary, tests/fuzz/corpus/NAME (TARGET without
 # "fuzz_") its seeds. New inputs go to BUILD_DIR/corpus/NAME, a crashing one
 # to BUILD_DIR/crashes/. Exit 1 when any target found a crash, a leak or UB.

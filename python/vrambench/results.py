@@ -452,7 +452,10 @@ def parse_result(path, raw):
         where = f"{path}: benchmarks[{index}] ({name})"
         numbers = counter_values(entry, where)
         if name.startswith("microbench/"):
-            allocator, _, size_text = name[len("microbench/"):].rpartition("/")
+            rest = name[len("microbench/"):]
+            if "/threads:" in rest:  # microbench --threads N names its entries .../threads:N
+                rest = rest[:rest.rindex("/threads:")]
+            allocator, _, size_text = rest.rpartition("/")
             size = numbers.get("bytes")
             if size is None and size_text.isdigit() and len(size_text) < 20:
                 size = float(size_text)
@@ -535,6 +538,75 @@ def load_claims(path):
             for key in keys:
                 check_text(row.get(key), f"{path}: {name}[{index}]", key)
     return Claims(path, context, raw["catalogue"], raw["claims"])
+
+
+class TuneCheck:
+    """A tune-check file (lab/harnesses/tune_check.py): `vrambench tune`'s
+    predictions next to what PyTorch itself reserved, one row per workload
+    and setting."""
+
+    def __init__(self, path, rows):
+        self.path = path
+        self.rows = rows           # [{workload, pytorch_alloc_conf, predicted_..., real_..., ...}]
+
+    @property
+    def device_name(self):
+        return self.rows[0].get("device") if self.rows else None
+
+
+def load_tune_check(path):
+    """A tune-check file: {"rows": [...]}, each row's names and byte counts checked."""
+    raw = read_json(path)
+    if not isinstance(raw, dict) or not isinstance(raw.get("rows"), list):
+        raise InputError(f"{path}: not a tune-check file: it needs a top-level object with 'rows'")
+    for index, row in enumerate(raw["rows"]):
+        where = f"{path}: rows[{index}]"
+        if not isinstance(row, dict):
+            raise InputError(f"{where} is not an object")
+        for key in ("workload", "pytorch_alloc_conf"):
+            check_text(row.get(key), where, key)
+        for key in ("predicted_peak_reserved_bytes", "real_peak_reserved_bytes"):
+            if not in_range(row.get(key), 0, MAX_UINT64):
+                raise InputError(f"{where}: '{key}' is not a byte count")
+        if not in_range(row.get("error_percent"), -MAX_MAGNITUDE, MAX_MAGNITUDE):
+            raise InputError(f"{where}: 'error_percent' is not a number")
+        smallest = row.get("predicted_min_capacity_bytes")
+        if smallest is not None and not in_range(smallest, 0, MAX_UINT64):
+            raise InputError(f"{where}: 'predicted_min_capacity_bytes' is not a byte count")
+    return TuneCheck(path, raw["rows"])
+
+
+class PytorchClaims:
+    """A file of lab/harnesses/pytorch_claims.py: the documents' code measured
+    under PyTorch's own allocator (the `pytorch` column of the claims)."""
+
+    def __init__(self, path, context, measurements):
+        self.path = path
+        self.context = context
+        self.measurements = measurements  # [{scenario, allocator, timeline, counters}]
+
+
+def load_pytorch_claims(path):
+    """A pytorch-claims file: context and measurements, timelines and counters checked."""
+    raw = read_json(path)
+    if (not isinstance(raw, dict) or not isinstance(raw.get("context"), dict)
+            or not isinstance(raw.get("measurements"), list)):
+        raise InputError(f"{path}: not a PyTorch claims measurement: it needs a top-level object "
+                         "with 'context' and 'measurements'")
+    context = check_context(raw["context"], path)
+    measurements = []
+    for index, entry in enumerate(raw["measurements"]):
+        where = f"{path}: measurements[{index}]"
+        if not isinstance(entry, dict):
+            raise InputError(f"{where} is not an object")
+        counters = entry.get("counters", {})
+        if not isinstance(counters, dict):
+            raise InputError(f"{where}: 'counters' is not an object")
+        measurements.append({"scenario": check_text(entry.get("scenario"), where, "scenario"),
+                             "allocator": check_text(entry.get("allocator"), where, "allocator"),
+                             "timeline": check_timeline(entry.get("timeline", []), where),
+                             "counters": counter_values(counters, where)})
+    return PytorchClaims(path, context, measurements)
 
 
 # --------------------------------------------------------------------------

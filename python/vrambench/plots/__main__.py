@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Plots for vrambench results (matplotlib and the standard library only).
 
-    plot.py RESULTS.json [MORE.json ...] [--out-dir plots]
+    python3 -m vrambench.plots RESULTS.json [MORE.json ...] [--out-dir out/plots]
             [--segments SCENARIO/ALLOCATOR] [--microbench MICRO.json]
-    plot.py --latest results [--out-dir plots]
+    python3 -m vrambench.plots --latest out/results [--out-dir out/plots]
 
 Reads results JSON as described in docs/results-json.md (Google Benchmark's
 schema plus vrambench's counters, "timeline" and "segments_at_peak") and

@@ -75,7 +75,8 @@ def parse_args(argv):
                         help="plot the newest run result in DIR (by context date; "
                              "claims-*.json excluded) and the newest microbench file of "
                              "the same device")
-    parser.add_argument("--out-dir", default="plots", help="where the PNGs go (default: plots)")
+    parser.add_argument("--out-dir", default=os.path.join("out", "plots"),
+                        help="where the PNGs go (default: out/plots)")
     parser.add_argument("--segments", metavar="SCENARIO/ALLOCATOR",
                         help="entry whose segment map to draw (default: the one with the "
                              "largest external_frag_at_peak)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The torch A/B results (lab/harnesses/torch_ab.py): a figure and a README table.
 
-    python3 python/vrambench/plots/torch_ab.py RESULT.json [--out plots/torch-ab.png] [--table]
+    python3 python/vrambench/plots/torch_ab.py RESULT.json [--out out/plots/torch-ab.png] [--table]
 
 figure(result) -> matplotlib Figure: per workload, each allocator's peak
 reserved bytes and median step time relative to PyTorch native (1.0 = same).
