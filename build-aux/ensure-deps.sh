@@ -4,6 +4,9 @@
 #   tools/ensure-deps.sh build   a C compiler ($CC: gcc, or clang), make, jansson, cmocka and zlib headers
 #   tools/ensure-deps.sh fuzz    clang with libFuzzer's runtime (make fuzz)
 #   tools/ensure-deps.sh plots   python3 with matplotlib ($PLOT_PYTHON if set)
+#   tools/ensure-deps.sh browser headless Chromium (the report's test opens the page in it)
+#   tools/ensure-deps.sh slurm   Slurm's controller, node daemon and client, and munge (the
+#                                fleet test runs a one-node cluster: fleet/slurm-bench.sh)
 set -u
 what=${1:-build}
 cc=${CC:-gcc}
@@ -31,6 +34,14 @@ fuzz)
     ;;
 plots)
     "${PLOT_PYTHON:-python3}" -c 'import matplotlib' >/dev/null 2>&1 || missing="$missing python3-matplotlib"
+    ;;
+browser)
+    command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+    ;;
+slurm)
+    for pair in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge; do
+        command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
+    done
     ;;
 *)
     echo "ensure-deps: unknown set '$what'" >&2
