@@ -45,6 +45,21 @@ const char *const *vb_cli_allocator_names(void);
  * `name`, for "did you mean" hints; NULL when none is close. */
 const char *vb_cli_closest(const char *name, const char *const *known, size_t known_count);
 
+/* The command line of a command that reads files and writes one (merge,
+ * report): FILE... -o|--out OUT, and `flag` (e.g. "--quiet"; NULL: none).
+ * Prints `usage` and sets `helped` for --help; else exit status 2 with one
+ * line for an unknown option, no file, no -o, or an OUT that cannot be
+ * written (checked before any work). Free with vb_files_out_free. */
+typedef struct vb_files_out {
+    const char **files;
+    size_t count;
+    const char *out;
+    int flag;   /* `flag` was given */
+    int helped; /* --help was printed: exit 0 */
+} vb_files_out;
+int vb_cli_files_out(int argc, char **argv, const char *usage, const char *flag, vb_files_out *out);
+void vb_files_out_free(vb_files_out *args);
+
 /* The folder holding the product's Python package vrambench/: $VB_PYTHON_DIR,
  * else python/ beside the build folder this executable is in (build/ or
  * build/SANITIZER/), else ./python. 0 when found. */

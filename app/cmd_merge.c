@@ -217,32 +217,15 @@ static int merged_entries(const vb_results_file *files, size_t count, int sharde
 
 int vb_cmd_merge(int argc, char **argv)
 {
-    const char *out = NULL;
-    int quiet = 0;
-    const char **paths = calloc((size_t)argc + 1, sizeof *paths);
-    size_t count = 0;
-    if (!paths) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    int exit_status = VB_EXIT_OK;
-    for (int i = 1; i < argc && exit_status == VB_EXIT_OK; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(MERGE_USAGE, stdout);
-            free(paths);
-            return VB_EXIT_OK;
-        }
-        if (strcmp(argv[i], "--quiet") == 0) quiet = 1;
-        else if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) out = argv[++i];
-        else if (argv[i][0] == '-')
-            exit_status = vb_cli_error(VB_EXIT_USAGE, "merge: unknown option or missing value: '%s' (see vrambench merge "
-                                                      "--help)", argv[i]);
-        else paths[count++] = argv[i];
-    }
-    if (exit_status == VB_EXIT_OK && (!out || count == 0))
-        exit_status = vb_cli_error(VB_EXIT_USAGE, "merge: name the files and -o OUT.json (see vrambench merge --help)");
-    if (exit_status == VB_EXIT_OK && vb_report_check_writable(out) != VB_OK) exit_status = vb_cli_status_error(VB_ERR_INVALID);
-    if (exit_status != VB_EXIT_OK) {
-        free(paths);
+    vb_files_out args;
+    int exit_status = vb_cli_files_out(argc, argv, MERGE_USAGE, "--quiet", &args);
+    if (exit_status != VB_EXIT_OK || args.helped) {
+        vb_files_out_free(&args);
         return exit_status;
     }
+    const char **paths = args.files, *out = args.out;
+    size_t count = args.count;
+    int quiet = args.flag;
     vb_results_file *files = calloc(count, sizeof *files);
     size_t loaded = 0;
     json_t *root = NULL;
@@ -290,6 +273,6 @@ int vb_cmd_merge(int argc, char **argv)
     json_decref(root);
     for (size_t i = 0; i < loaded; i++) vb_results_free(&files[i]);
     free(files);
-    free(paths);
+    vb_files_out_free(&args);
     return exit_status;
 }

@@ -28,7 +28,7 @@
     "        plots need matplotlib for $VB_PYTHON (default /usr/bin/python3, else python3)\n"
 
 /* Runs python -m vrambench.report on the files into `html`; the exit status to give. */
-static int make_page(char **files, size_t count, int no_plots, const char *html)
+static int make_page(const char **files, size_t count, int no_plots, const char *html)
 {
     char dir[PATH_MAX];
     if (vb_cli_python_dir(dir, sizeof dir) != 0)
@@ -41,7 +41,7 @@ static int make_page(char **files, size_t count, int no_plots, const char *html)
     child_argv[n++] = (char *)python;
     child_argv[n++] = "-m";
     child_argv[n++] = "vrambench.report";
-    for (size_t i = 0; i < count; i++) child_argv[n++] = files[i];
+    for (size_t i = 0; i < count; i++) child_argv[n++] = (char *)files[i];
     child_argv[n++] = "--out";
     child_argv[n++] = (char *)html;
     if (no_plots) child_argv[n++] = "--no-plots";
@@ -90,42 +90,26 @@ static vb_status write_page(const char *from, const char *to)
 
 int vb_cmd_report(int argc, char **argv)
 {
-    const char *out = NULL;
-    int no_plots = 0;
-    char **files = calloc((size_t)argc + 1, sizeof *files);
-    size_t count = 0;
-    if (!files) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    int exit_status = VB_EXIT_OK;
-    for (int i = 1; i < argc && exit_status == VB_EXIT_OK; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(REPORT_USAGE, stdout);
-            free(files);
-            return VB_EXIT_OK;
-        }
-        if (strcmp(argv[i], "--no-plots") == 0) no_plots = 1;
-        else if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) out = argv[++i];
-        else if (argv[i][0] == '-')
-            exit_status = vb_cli_error(VB_EXIT_USAGE, "report: unknown option or missing value: '%s' (see vrambench "
-                                                      "report --help)", argv[i]);
-        else files[count++] = argv[i];
+    vb_files_out args;
+    int exit_status = vb_cli_files_out(argc, argv, REPORT_USAGE, "--no-plots", &args);
+    if (exit_status != VB_EXIT_OK || args.helped) {
+        vb_files_out_free(&args);
+        return exit_status;
     }
-    if (exit_status == VB_EXIT_OK && (!out || count == 0))
-        exit_status = vb_cli_error(VB_EXIT_USAGE, "report: name the files and -o report.html (see vrambench report --help)");
-    if (exit_status == VB_EXIT_OK && vb_report_check_writable(out) != VB_OK) exit_status = vb_cli_status_error(VB_ERR_INVALID);
     char dir[] = "/tmp/vrambench-report-XXXXXX", page[64] = "";
     if (exit_status == VB_EXIT_OK && !mkdtemp(dir))
         exit_status = vb_cli_error(VB_EXIT_FAILURE, "report: no temporary folder: %s", strerror(errno));
     else if (exit_status == VB_EXIT_OK) {
         snprintf(page, sizeof page, "%s/report.html", dir);
-        exit_status = make_page(files, count, no_plots, page);
+        exit_status = make_page(args.files, args.count, args.flag, page);
         if (exit_status == VB_EXIT_OK) {
-            vb_status status = write_page(page, out);
+            vb_status status = write_page(page, args.out);
             if (status != VB_OK) exit_status = vb_cli_status_error(status);
-            else fprintf(stderr, "vrambench: wrote %s\n", out);
+            else fprintf(stderr, "vrambench: wrote %s\n", args.out);
         }
         unlink(page);
         rmdir(dir);
     }
-    free(files);
+    vb_files_out_free(&args);
     return exit_status;
 }

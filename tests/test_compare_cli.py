@@ -8,23 +8,13 @@ import copy
 import gzip
 import json
 import os
-import subprocess
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH") or os.path.join(ROOT, "build", "vrambench"))
-RESULTS = os.path.join(ROOT, "results")
-CLAIMS = os.path.join(RESULTS, "claims-nvidia-h100-80gb-hbm3-20261123.json")
-MICROBENCH = os.path.join(RESULTS, "microbench-nvidia-h100-80gb-hbm3-20261123.json")
+from cli_support import CLAIMS, MICROBENCH, RESULTS, load, vrambench
+
 GZ_REPLAY = os.path.join(RESULTS, "stitch-ranges-nvidia-h100-80gb-hbm3-20261123",
                          "stitch-replay-random-4m-nvidia-h100-80gb-hbm3-20261123.json.gz")
-
-
-def vrambench(*args):
-    completed = subprocess.run([VRAMBENCH, *args], capture_output=True, text=True, timeout=300)
-    return completed.returncode, completed.stdout, completed.stderr
 
 
 class CompareTest(unittest.TestCase):
@@ -36,8 +26,7 @@ class CompareTest(unittest.TestCase):
                                    "cuda,caching,expandable", "--device", "sim", "--min-time", "0", "--quiet",
                                    "--out", cls.a)
         assert status == 0, err
-        with open(cls.a) as stream:
-            cls.doc = json.load(stream)
+        cls.doc = load(cls.a)
 
     @classmethod
     def tearDownClass(cls):
@@ -134,8 +123,7 @@ class CompareTest(unittest.TestCase):
             status, out, err = vrambench("compare", path, path)
             self.assertEqual(status, 0, err)
             self.assertIn("cases paired", out)
-        with open(CLAIMS) as stream:
-            claims = json.load(stream)
+        claims = load(CLAIMS)
         claims["claims"][0]["verdict"] = "holds" if claims["claims"][0]["verdict"] != "holds" else "depends"
         changed = self.write("claims.json", claims)
         status, _, err = vrambench("compare", CLAIMS, changed, "--fail-on", "verdict")

@@ -8,7 +8,6 @@ everything under a temporary folder) as root, and stops them whatever
 happens. Without root, or without Slurm and munge (make test installs them
 as root: build-aux/ensure-deps.sh slurm), it is skipped with the reason."""
 
-import json
 import os
 import shutil
 import signal
@@ -18,9 +17,8 @@ import tempfile
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH") or os.path.join(ROOT, "build", "vrambench"))
+from cli_support import ROOT, VRAMBENCH, load, memory_figures
+
 SCRIPT = os.path.join(ROOT, "fleet", "slurm-bench.sh")
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol")
 ALLOCATORS = "cuda,caching,expandable,bfc"
@@ -41,19 +39,6 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def memory_figures(entry):
-    """An entry's memory figures: every counter but times, and the segment
-    map with offsets from each segment's start (the addresses of virtual
-    ranges depend on how many iterations ran before)."""
-    figures = {key: value for key, value in entry.items()
-               if not key.endswith(("_ns", "_time", "_p50", "_p99")) and key not in
-               ("real_time", "cpu_time", "iterations", "segments_at_peak", "family_index",
-                "per_family_instance_index")}
-    figures["segments"] = [(s["size"], s["stream"], [(b["address"] - s["address"], b["size"], b["allocated"])
-                                                     for b in s["blocks"]]) for s in entry.get("segments_at_peak", [])]
-    return figures
 
 
 @unittest.skipIf(why_skip(), why_skip() or "")
@@ -193,10 +178,8 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
             subprocess.run([VRAMBENCH, "replay", os.path.join(traces, name), "--allocator", ALLOCATORS,
                             "--device", "sim", "--min-time", "0", "--quiet", "--out", one], check=True,
                            capture_output=True)
-            with open(one) as stream:
-                expected = json.load(stream)["benchmarks"]
-            with open(os.path.join(out, "merged", f"replay-{name}.json")) as stream:
-                merged = json.load(stream)
+            expected = load(one)["benchmarks"]
+            merged = load(os.path.join(out, "merged", f"replay-{name}.json"))
             self.assertEqual([e["name"] for e in merged["benchmarks"]], [e["name"] for e in expected])
             for got, want in zip(merged["benchmarks"], expected):
                 self.assertEqual(memory_figures(got), memory_figures(want), got["name"])

@@ -14,23 +14,13 @@ import subprocess
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH") or os.path.join(ROOT, "build", "vrambench"))
-RESULTS = os.path.join(ROOT, "results")
-CLAIMS = os.path.join(RESULTS, "claims-nvidia-h100-80gb-hbm3-20261123.json")
-MICROBENCH = os.path.join(RESULTS, "microbench-nvidia-h100-80gb-hbm3-20261123.json")
+from cli_support import CLAIMS, MICROBENCH, load, vrambench
+
 INJECTED = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 CHROMIUM = shutil.which("chromium")
 # Chromium's own chatter on a machine without D-Bus or a GPU is no page error.
 HARMLESS = re.compile(r"dbus|bus\.cc|gpu|GPU|vaapi|sandbox|Fontconfig|crashpad|policy|gcm|ALSA|pulse|"
                       r"extension|component|viz|shared_image|ozone|udev|inotify", re.I)
-
-
-def vrambench(*args, env=None):
-    completed = subprocess.run([VRAMBENCH, *args], capture_output=True, text=True, timeout=300,
-                               env=dict(os.environ, **(env or {})))
-    return completed.returncode, completed.stdout, completed.stderr
 
 
 class ReportTest(unittest.TestCase):
@@ -47,8 +37,7 @@ class ReportTest(unittest.TestCase):
         cls.tune_file = cls.path("tune.json")
         status, _, err = vrambench("tune", trace, "--quiet", "--jobs", "2", "--out", cls.tune_file)
         assert status == 0, err
-        with open(cls.run_file) as stream:
-            document = json.load(stream)
+        document = load(cls.run_file)
         evil = copy.deepcopy(document)
         for entry in evil["benchmarks"]:
             entry["scenario"] = INJECTED

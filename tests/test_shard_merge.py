@@ -4,30 +4,15 @@ a run are disjoint and cover it, and merged they equal one run case for case
 merged give one tune's candidates and recommendation; merge refuses what is
 not one run's shards with one clear line and writes nothing."""
 
-import json
 import os
-import subprocess
 import tempfile
 import unittest
 
-from test_fleet_slurm import memory_figures
+from cli_support import CLAIMS, GPU_RUN, load, memory_figures, vrambench
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH") or os.path.join(ROOT, "build", "vrambench"))
 SCENARIOS = "views,function_scope,random_mix,dataloader_batches,empty_cache_loop"
 ALLOCATORS = "cuda,caching,expandable,bfc,stitch"
 TRACE = "vbtrace 1\na 1 31457280\na 2 31457280\na 3 31457280\nf 2\na 4 20000000\nf 1\nf 3\nf 4\n"
-
-
-def vrambench(*args):
-    completed = subprocess.run([VRAMBENCH, *args], capture_output=True, text=True, timeout=600)
-    return completed.returncode, completed.stdout, completed.stderr
-
-
-def load(path):
-    with open(path) as stream:
-        return json.load(stream)
 
 
 def iterations(document):
@@ -117,8 +102,7 @@ class ShardMergeTest(unittest.TestCase):
         self.assertIn("missing", err)
 
     def test_merge_refuses_what_is_not_one_run(self):
-        claims = os.path.join(ROOT, "results", "claims-nvidia-h100-80gb-hbm3-20261123.json")
-        gpu = os.path.join(ROOT, "results", "nvidia-h100-80gb-hbm3-20261123.json")
+        claims, gpu = CLAIMS, GPU_RUN
         other = self.path("other-shard.json")
         status, _, err = vrambench("run", "--scenario", "views", "--allocator", "cuda", "--device", "sim",
                                    "--min-time", "0", "--quiet", "--shard", "1/3", "--out", other)
