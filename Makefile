@@ -1,7 +1,8 @@
 # vrambench — build, test, bench, plots.
 #
 #   make                    build build/vrambench (with the cuda backend when nvcc is found)
-#   make test               conformance and unit tests on the simulated device
+#   make test               conformance and unit tests on the simulated device (installs
+#                           chromium and Slurm when root: the report's and the fleet's tests)
 #   make test-gpu           the conformance suite on the real GPU (and on tests' external allocator)
 #   make plugin             build/libvrambench_torch.so: every strategy as a PyTorch pluggable allocator
 #   make bench              every scenario x every allocator (GPU when present, else simulated)
@@ -202,6 +203,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libvramben
 # the conformance suite onto the GPU (make test-gpu).
 test: deps
 	@PLOT_PYTHON='$(PLOT_PYTHON)' build-aux/ensure-deps.sh test
+	@build-aux/ensure-deps.sh browser || echo "make test: no chromium: tests/test_report.py skips its browser checks" >&2
+	@build-aux/ensure-deps.sh slurm || echo "make test: no Slurm: tests/test_fleet_slurm.py skips" >&2
 	@build-aux/check-layers.sh $(ROOMS)
 	@$(MAKE) --no-print-directory test-build
 	@VRAMBENCH=$(BUILD)/vrambench VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) PYTHONPATH='$(CURDIR)/python' \

@@ -6,6 +6,7 @@
 #ifndef VB_CLI_H
 #define VB_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -40,6 +41,33 @@ void vb_name_list_free(vb_name_list *list);
 /* The registered allocator names, NULL-terminated (static storage). */
 const char *const *vb_cli_allocator_names(void);
 
+/* The name of `known` (`known_count` of them) closest to the mistyped
+ * `name`, for "did you mean" hints; NULL when none is close. */
+const char *vb_cli_closest(const char *name, const char *const *known, size_t known_count);
+
+/* The command line of a command that reads files and writes one (merge,
+ * report): FILE... -o|--out OUT, and `flag` (e.g. "--quiet"; NULL: none).
+ * Prints `usage` and sets `helped` for --help; else exit status 2 with one
+ * line for an unknown option, no file, no -o, or an OUT that cannot be
+ * written (checked before any work). Free with vb_files_out_free. */
+typedef struct vb_files_out {
+    const char **files;
+    size_t count;
+    const char *out;
+    int flag;   /* `flag` was given */
+    int helped; /* --help was printed: exit 0 */
+} vb_files_out;
+int vb_cli_files_out(int argc, char **argv, const char *usage, const char *flag, vb_files_out *out);
+void vb_files_out_free(vb_files_out *args);
+
+/* The folder holding the product's Python package vrambench/: $VB_PYTHON_DIR,
+ * else python/ beside the build folder this executable is in (build/ or
+ * build/SANITIZER/), else ./python. 0 when found. */
+int vb_cli_python_dir(char *out, size_t capacity);
+
+/* The python to run it with: $VB_PYTHON, else /usr/bin/python3 when there, else python3. */
+const char *vb_cli_python(void);
+
 /* Parses bytes: a whole number > 0 with an optional K/M/G/T suffix (powers
  * of 1024, "KiB"/"KB"/"K" alike); 0 on success, -1 when malformed. */
 int vb_cli_parse_bytes(const char *text, uint64_t *out);
@@ -52,5 +80,8 @@ int vb_cmd_microbench(int argc, char **argv);
 int vb_cmd_run(int argc, char **argv);
 int vb_cmd_gen_trace(int argc, char **argv);
 int vb_cmd_check_sim(int argc, char **argv);
+int vb_cmd_compare(int argc, char **argv);
+int vb_cmd_merge(int argc, char **argv);
+int vb_cmd_report(int argc, char **argv);
 
 #endif

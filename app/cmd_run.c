@@ -21,6 +21,7 @@
 #include "output_path.h"
 #include "runner.h"
 #include "replay.h"
+#include "shard.h"
 #include "snapshot.h"
 #include "text.h"
 #include "trace.h"
@@ -29,7 +30,7 @@
     "usage: vrambench run [--scenario NAME[,NAME]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n" \
     "                     [--repetitions N] [--min-time SECONDS] [--max-iterations N] [--config ALLOC.KEY=VALUE]...\n" \
     "                     [--sim-capacity BYTES] [--param VALUE] [--out FILE.json] [--quiet]\n"                 \
-    "                     [--pytorch-alloc-conf CONF] [--fail-on-oom]\n"                                        \
+    "                     [--pytorch-alloc-conf CONF] [--fail-on-oom] [--shard I/N]\n"                          \
     "  SPEC: an allocator name, or NAME[KEY=VALUE,...] (e.g. caching[max_split_size_mb=256]),\n"            \
     "        or pytorch[CONF] with PyTorch's own syntax (pytorch[expandable_segments:True])\n"                  \
     "  --sim-capacity: the simulated device's memory; on a GPU, a cap (memory beyond it is out of memory)\n"   \
@@ -37,7 +38,9 @@
     "        unless --allocator names others too)\n"                                                            \
     "  --fail-on-oom: exit 3 when any allocator ran out of memory (after writing the results)\n"               \
     "  --snapshot FILE.pickle (replay, one allocator): the replay as a PyTorch memory snapshot\n"               \
-    "  --out may contain {device} and {date}, e.g. results/{device}-{date}.json\n"
+    "  --out may contain {device} and {date}, e.g. results/{device}-{date}.json\n"                            \
+    "  --shard I/N: only the I-th of N shares of the cases (round-robin), e.g. --shard 2/8;\n"                \
+    "        `vrambench merge` joins the N files into one (docs/fleet.md)\n"
 
 #define MAX_CONFIGS 64
 
@@ -55,6 +58,7 @@ typedef struct run_args {
     const char *pytorch_conf;  /* --pytorch-alloc-conf */
     const char *snapshot;      /* --snapshot: the replay as a PyTorch memory snapshot pickle */
     char *allocator_list;      /* --allocator with pytorch[CONF] added (owned) */
+    vb_shard shard;            /* --shard I/N (app/shard.h) */
 } run_args;
 
 /* ======================================================================== */
@@ -82,6 +86,7 @@ static int parse_args(int argc, char **argv, run_args *args)
     args->allocators = "all";
     args->device = "auto";
     args->options = vb_runner_default_options();
+    args->shard = VB_SHARD_ALL;
     for (int i = 1; i < argc; i++) {
         const char *option = argv[i];
         if (strcmp(option, "--help") == 0 || strcmp(option, "-h") == 0) {
@@ -111,6 +116,10 @@ static int parse_args(int argc, char **argv, run_args *args)
         else if (strcmp(option, "--out") == 0) args->out = value;
         else if (strcmp(option, "--param") == 0) args->param = value;
         else if (strcmp(option, "--trace") == 0) args->trace = value;
+        else if (strcmp(option, "--shard") == 0) {
+            if (vb_shard_parse(value, &args->shard) != 0)
+                return vb_cli_error(VB_EXIT_USAGE, "run: bad --shard '%s' (I/N with 1 <= I <= N, e.g. 2/8)", value);
+        }
         else if (strcmp(option, "--config") == 0) {
             if (args->config_count == MAX_CONFIGS)
                 return vb_cli_error(VB_EXIT_USAGE, "run: more than %d --config options", MAX_CONFIGS);
@@ -246,17 +255,46 @@ static void run_state_free(run_state *state)
     vb_name_list_free(&state->scenarios);
 }
 
+/* A case of another shard (--shard), before the shard's last: on the sim,
+ * run once cheaply (its memory pass and one timed iteration) for its
+ * effect on the simulated driver, whose address space carries over from
+ * case to case as a GPU's does (freed ranges, where fresh addresses start:
+ * best fit's tie-breaks read them). So each case of a shard starts on the
+ * device one run would give it, and its memory figures are one run's. A
+ * GPU's history cannot be replayed; there it is skipped. */
+static vb_status warm_up(run_state *state, const vb_case *c, size_t k, vb_shard shard, size_t all)
+{
+    size_t last = all;
+    while (last > 0 && !vb_shard_has(shard, last - 1)) last--;
+    vb_device_info info;
+    state->device->ops->info(state->device, &info);
+    if (info.kind != VB_DEVICE_SIM || k + 1 > last) return VB_OK;
+    vb_runner_options once = {1, 0.0, 1};
+    vb_case_result result;
+    vb_status status = vb_runner_run_case(state->device, c, &once, &result);
+    if (status == VB_OK) vb_case_result_free(&result);
+    return status;
+}
+
 /* Runs every case, printing progress; results go into state->results. */
 static int run_cases(const run_args *args, run_state *state)
 {
-    size_t total = state->scenarios.count * state->spec_count;
-    state->results = calloc(total, sizeof *state->results);
+    size_t all = state->scenarios.count * state->spec_count, total = vb_shard_size(args->shard, all);
+    state->results = calloc(total ? total : 1, sizeof *state->results);
     if (!state->results) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    if (!args->quiet && args->shard.count > 1)
+        fprintf(stderr, "vrambench: shard %zu/%zu: %zu of the %zu cases\n", args->shard.index, args->shard.count, total,
+                all);
     uint64_t started = vb_now_ns();
     for (size_t s = 0; s < state->scenarios.count; s++)
         for (size_t a = 0; a < state->spec_count; a++) {
             vb_case c = {vb_scenario_find(state->scenarios.names[s]), args->param, &state->specs[a], NULL};
             if (args->trace) c = (vb_case){&vb_replay_scenario, args->trace, &state->specs[a], args->trace_label};
+            if (!vb_shard_has(args->shard, s * state->spec_count + a)) {
+                if (warm_up(state, &c, s * state->spec_count + a, args->shard, all) != VB_OK)
+                    return vb_cli_error(VB_EXIT_FAILURE, "%s", vb_last_error());
+                continue;
+            }
             uint64_t case_started = vb_now_ns();
             vb_case_result *result = &state->results[state->result_count];
             vb_status status = vb_runner_run_case(state->device, &c, &args->options, result);
@@ -403,6 +441,11 @@ int vb_cmd_run(int argc, char **argv)
             state.document = NULL;
         }
         free(trace_path);
+    }
+    if (state.document && vb_shard_describe(json_object_get(state.document, "context"), args.shard,
+                                            state.scenarios.count * state.spec_count) != 0) {
+        json_decref(state.document);
+        state.document = NULL;
     }
     if (!state.document) {
         exit_status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");

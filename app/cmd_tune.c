@@ -24,34 +24,23 @@
 
 #define TUNE_USAGE                                                                                                 \
     "usage: vrambench tune TRACE [--device sim|cuda] [--capacity SIZE] [--out FILE.json] [--jobs N] [--quiet]\n" \
+    "                            [--shard I/N]\n"                                                                \
     "  TRACE: a vbtrace, RMM log (.gz too) or a PyTorch memory snapshot pickle\n"                                 \
     "  --capacity: device memory OOMs are counted at (simulated; default 80GiB), e.g. 24GiB\n"                    \
-    "  --jobs: processes at once (default: the online CPUs)\n"
+    "  --jobs: processes at once (default: the online CPUs), e.g. --jobs 4\n"                                    \
+    "  --shard I/N: only the I-th of N shares of the candidates, e.g. --shard 2/8; `vrambench merge` joins the\n" \
+    "        N files and makes the recommendation (docs/fleet.md)\n"
 
-/* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, python/ next to the
- * build directory this executable is in (build/ or build/SANITIZER/), the
- * share/vrambench/python of an installed PREFIX/bin, or under the current
- * directory. 0 when found. */
+/* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, or in the
+ * product's Python package (vb_cli_python_dir). 0 when found. */
 static int find_torch2trace(char *out, size_t capacity)
 {
     const char *env = getenv("VB_TORCH2TRACE");
     if (env && *env) return snprintf(out, capacity, "%s", env) < (int)capacity ? 0 : -1;
-    char exe[PATH_MAX];
-    ssize_t length = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (length > 0) {
-        exe[length] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        /* build/, build/SANITIZER/, or an installed PREFIX/bin (make install). */
-        static const char *const relative[] = {"/../python/vrambench/torch2trace.py",
-                                               "/../../python/vrambench/torch2trace.py",
-                                               "/../share/vrambench/python/vrambench/torch2trace.py"};
-        for (size_t i = 0; i < sizeof relative / sizeof relative[0]; i++)
-            if ((size_t)snprintf(out, capacity, "%s%s", exe, relative[i]) < capacity && access(out, R_OK) == 0)
-                return 0;
-    }
-    snprintf(out, capacity, "python/vrambench/torch2trace.py");
-    return access(out, R_OK) == 0 ? 0 : -1;
+    char dir[PATH_MAX];
+    if (vb_cli_python_dir(dir, sizeof dir) != 0) return -1;
+    return (size_t)snprintf(out, capacity, "%s/vrambench/torch2trace.py", dir) < capacity && access(out, R_OK) == 0 ? 0
+                                                                                                                   : -1;
 }
 
 /* 1 if `path` starts like a pickle (protocol 2 or later: 0x80, version). */
@@ -130,6 +119,9 @@ int vb_cmd_tune(int argc, char **argv)
             if (vb_cli_parse_bytes(value, &options.capacity) != 0 || options.capacity < VB_TUNE_CAPACITY_STEP)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --capacity '%s' (bytes, at least 2MiB, e.g. 24GiB)",
                                     value);
+        } else if (strcmp(argv[i - 1], "--shard") == 0) {
+            if (vb_shard_parse(value, &options.shard) != 0)
+                return vb_cli_error(VB_EXIT_USAGE, "tune: bad --shard '%s' (I/N with 1 <= I <= N, e.g. 2/8)", value);
         } else if (strcmp(argv[i - 1], "--out") == 0) {
             out = value;
         } else if (strcmp(argv[i - 1], "--jobs") == 0) {

@@ -34,6 +34,13 @@ static const command commands[] = {
     {"check-sim", vb_cmd_check_sim,
      "check-sim FILE...               re-runs GPU results (run, replay, claims) on the simulated device\n"
      "                                  and lists each case whose memory figures differ"},
+    {"compare", vb_cmd_compare,
+     "compare A.json B.json [...] [--pair X=Y] [--fail-on METRIC:+P%] [--json]\n"
+     "                                  results side by side: peaks, overhead, OOMs, driver calls, times"},
+    {"merge", vb_cmd_merge,
+     "merge FILE... -o OUT.json         joins the shards of a run, replay or tune (--shard I/N) into one file"},
+    {"report", vb_cmd_report,
+     "report FILE... -o report.html     one self-contained HTML page of results files"},
 };
 
 static void usage(FILE *out)

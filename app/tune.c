@@ -328,6 +328,11 @@ static vb_status evaluate_all(const vb_tune_options *options, const vb_tune_cand
     fflush(NULL); /* nothing buffered is written twice by the children */
     while (done < count) {
         while (status == VB_OK && running < options->jobs && next < count) {
+            if (!vb_shard_has(options->shard, next)) { /* another shard's (--shard) */
+                next++;
+                done++;
+                continue;
+            }
             char path[64];
             snprintf(path, sizeof path, "%s/%zu.json", dir, next);
             pid_t pid = fork();
@@ -519,6 +524,7 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
     fprintf(out, "  * on the Pareto front of peak reserved, driver calls (allocs + frees) and replay time; util = peak "
                  "allocated / peak reserved;\n    +fraction: with torch.cuda.set_per_process_memory_fraction(1.0), "
                  "which garbage collection needs\n");
+    if (!recommendation) return; /* a shard's */
     const json_t *saving = json_object_get(recommendation, "saving");
     char fraction[96] = "";
     if (!json_is_null(json_object_get(recommendation, "memory_fraction")))
@@ -531,6 +537,70 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
             json_string_value(json_object_get(recommendation, "why")),
             mib(entry_number(saving, "peak_reserved_bytes")), entry_number(saving, "peak_reserved_percent"),
             mib(entry_number(saving, "min_capacity_bytes")));
+}
+
+/* ======================================================================== */
+/* Shards (--shard I/N) and their merge                                      */
+/* ======================================================================== */
+
+/* A shard's document: its candidates' entries (the others are NULL in
+ * `entries`), the context saying which shard; no front, no recommendation.
+ * Prints its candidates' table. NULL on host OOM. */
+static json_t *shard_document(const vb_tune_options *options, vb_device *dev, const vb_tune_candidate *grid,
+                              size_t count, json_t **entries, const vb_allocator_spec *specs, size_t spec_count,
+                              const vb_device_info *info, FILE *table)
+{
+    json_t *doc = vb_report_document(vb_report_context(dev, NULL, specs, spec_count));
+    if (!doc || vb_shard_describe(json_object_get(doc, "context"), options->shard, count) != 0) {
+        json_decref(doc);
+        return NULL;
+    }
+    vb_tune_candidate shown[MAX_CANDIDATES];
+    json_t *shown_entries[MAX_CANDIDATES];
+    size_t held = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!entries[i]) continue;
+        shown[held] = grid[i];
+        shown_entries[held++] = entries[i];
+        if (json_array_append(json_object_get(doc, "benchmarks"), entries[i]) != 0) {
+            json_decref(doc);
+            return NULL;
+        }
+    }
+    print_table(table, options, info, shown, shown_entries, held, NULL);
+    fprintf(table, "shard %zu/%zu: %zu of the %zu candidates; the recommendation comes with `vrambench merge` of "
+                   "all %zu shards\n",
+            options->shard.index, options->shard.count, held, count, options->shard.count);
+    return doc;
+}
+
+vb_status vb_tune_conclude(json_t *document)
+{
+    size_t count;
+    const vb_tune_candidate *grid = vb_tune_grid(&count);
+    json_t *benchmarks = json_object_get(document, "benchmarks"), *entries[MAX_CANDIDATES] = {0};
+    if (json_array_size(benchmarks) != count)
+        return vb_error(VB_ERR_INVALID, "the tune's entries are %zu, not the %zu candidates of the grid (a shard "
+                                        "missing, or a tune of another vrambench version)",
+                        json_array_size(benchmarks), count);
+    size_t i;
+    json_t *entry;
+    json_array_foreach(benchmarks, i, entry) {
+        json_t *index = json_object_get(entry, "per_family_instance_index");
+        json_int_t k = json_is_integer(index) ? json_integer_value(index) : -1;
+        const char *conf = json_string_value(json_object_get(entry, "pytorch_alloc_conf"));
+        if (k < 0 || (size_t)k >= count || entries[k] || grid[k].is_pytorch != (conf != NULL) ||
+            (conf && strcmp(conf, grid[k].conf) != 0))
+            return vb_error(VB_ERR_INVALID, "tune entry %zu is not candidate %lld of this vrambench's grid (or "
+                                            "comes twice)", i, (long long)k);
+        entries[k] = entry;
+    }
+    mark_pareto(entries, count);
+    uint64_t capacity = (uint64_t)entry_number(entries[0], "capacity_bytes");
+    json_t *recommendation = recommend(grid, count, entries, capacity ? capacity : VB_SIM_DEFAULT_CAPACITY);
+    if (!recommendation || json_object_set_new(document, "recommendation", recommendation) != 0)
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    return VB_OK;
 }
 
 /* ======================================================================== */
@@ -560,12 +630,18 @@ vb_status vb_tune_run(const vb_tune_options *given, FILE *table, json_t **docume
     /* On the GPU the main replays run here, one after another; the sim
      * work (bisection, OOMs at the capacity) is then spread over processes. */
     for (size_t i = 0; on_cuda && i < count && status == VB_OK; i++) {
+        if (!vb_shard_has(options->shard, i)) continue;
         main_entries[i] = main_replay(dev, options, &grid[i], i, &status);
         if (status == VB_OK && !options->quiet) fprintf(stderr, "[%zu/%zu] %s on the GPU\n", i + 1, count, grid[i].spec);
     }
     if (status == VB_OK) status = evaluate_all(options, grid, count, on_cuda ? main_entries : NULL, entries);
     json_t *doc = NULL;
-    if (status == VB_OK) {
+    if (status == VB_OK && options->shard.count > 1) {
+        vb_device_info info;
+        dev->ops->info(dev, &info);
+        doc = shard_document(options, dev, grid, count, entries, specs, spec_count, &info, table);
+        if (!doc) status = vb_error(VB_ERR_OOM, "out of host memory");
+    } else if (status == VB_OK) {
         vb_device_info info;
         dev->ops->info(dev, &info);
         mark_pareto(entries, count);

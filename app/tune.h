@@ -20,6 +20,7 @@
 
 #include "base/device.h"
 #include "base/status.h"
+#include "shard.h"
 #include "trace_drive.h"
 
 /* Bisection step of min_capacity_bytes (the driver's page). */
@@ -71,6 +72,7 @@ typedef struct vb_tune_options {
     uint64_t capacity;       /* the device capacity OOMs are counted at (sim; 0: the sim default) */
     unsigned jobs;           /* processes at once (>= 1) */
     int quiet;               /* no progress lines */
+    vb_shard shard;          /* --shard I/N: only these candidates ({0, 0} or 1/1: all) */
 } vb_tune_options;
 
 /* Runs the whole grid and builds the results document: Google Benchmark
@@ -79,5 +81,13 @@ typedef struct vb_tune_options {
  * "recommendation". Prints the table (Pareto front, recommendation) to
  * `table`. VB_ERR_INVALID for bad input, another status for a failure. */
 vb_status vb_tune_run(const vb_tune_options *options, FILE *table, json_t **document);
+
+/* A shard's document (--shard I/N, N > 1) holds only its candidates and has
+ * no Pareto front or recommendation, which need them all. Once `vrambench
+ * merge` has joined every shard's entries into `document`, this marks
+ * on_pareto_front in each and sets "recommendation" as a whole tune does.
+ * VB_ERR_INVALID with a message when the entries are not the grid's, one
+ * each (a shard missing, or a tune of another vrambench). */
+vb_status vb_tune_conclude(json_t *document);
 
 #endif

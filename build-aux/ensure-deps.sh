@@ -4,6 +4,11 @@
 #   build-aux/ensure-deps.sh build   a C compiler ($CC: gcc, or clang), make, jansson, cmocka and zlib headers
 #   build-aux/ensure-deps.sh fuzz    clang with libFuzzer's runtime (make fuzz)
 #   build-aux/ensure-deps.sh plots   python3 with matplotlib ($PLOT_PYTHON if set)
+#   build-aux/ensure-deps.sh test    what make test's Python tests use besides: matplotlib,
+#                                    and pip with setuptools (the package's install test)
+#   build-aux/ensure-deps.sh browser headless Chromium (the report's test opens the page in it)
+#   build-aux/ensure-deps.sh slurm   Slurm's controller, node daemon and client, and munge (the
+#                                fleet test runs a one-node cluster: fleet/slurm-bench.sh)
 set -u
 what=${1:-build}
 cc=${CC:-gcc}
@@ -36,6 +41,14 @@ plots|test)
         "$python" -c 'import setuptools' >/dev/null 2>&1 || missing="$missing python3-setuptools"
         "$python" -m pip --version >/dev/null 2>&1 || missing="$missing python3-pip"
     fi
+    ;;
+browser)
+    command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+    ;;
+slurm)
+    for pair in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge; do
+        command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
+    done
     ;;
 *)
     echo "ensure-deps: unknown set '$what'" >&2

@@ -1,0 +1,37 @@
+/* vrambench — the command line of the commands that read files and write
+ * one: `merge` and `report` (FILE... -o OUT [FLAG]). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "report.h"
+
+int vb_cli_files_out(int argc, char **argv, const char *usage, const char *flag, vb_files_out *out)
+{
+    memset(out, 0, sizeof *out);
+    out->files = calloc((size_t)argc + 1, sizeof *out->files);
+    if (!out->files) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            out->helped = 1;
+            return VB_EXIT_OK;
+        }
+        if (flag && strcmp(argv[i], flag) == 0) out->flag = 1;
+        else if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) out->out = argv[++i];
+        else if (argv[i][0] == '-')
+            return vb_cli_error(VB_EXIT_USAGE, "%s: unknown option or missing value: '%s' (see vrambench %s --help)",
+                                argv[0], argv[i], argv[0]);
+        else out->files[out->count++] = argv[i];
+    }
+    if (!out->out || out->count == 0)
+        return vb_cli_error(VB_EXIT_USAGE, "%s: name the files and -o OUT (see vrambench %s --help)", argv[0], argv[0]);
+    return vb_report_check_writable(out->out) == VB_OK ? VB_EXIT_OK : vb_cli_status_error(VB_ERR_INVALID);
+}
+
+void vb_files_out_free(vb_files_out *args)
+{
+    free(args->files);
+    memset(args, 0, sizeof *args);
+}

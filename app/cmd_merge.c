@@ -1,0 +1,278 @@
+/* vrambench — `vrambench merge FILE... -o OUT.json`: the shards of one run,
+ * replay or tune (--shard I/N, app/shard.h), or runs of one device made on
+ * several machines, joined into one results file.
+ *
+ * Shards must all be there, once each, of one command line (the same shard
+ * count, case count and allocator configs); their entries are put back in
+ * the order one run writes them (family_index, per_family_instance_index),
+ * so sharded then merged equals one run, case for case. Files that are not
+ * shards are joined in the order given. Either way a case found in two files
+ * is refused, as are files of different kinds, devices or vrambench commits:
+ * a results file holds one device (`vrambench compare` sets devices side by
+ * side). A merged tune gets its Pareto front and recommendation here. The
+ * context is the first file's, without "shard", with "merged_from" naming
+ * each file, its shard, host and date. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "report.h"
+#include "results_file.h"
+#include "tune.h"
+
+#define MERGE_USAGE                                                                                           \
+    "usage: vrambench merge FILE... -o OUT.json [--quiet]\n"                                               \
+    "  FILE: results of run, replay or tune (.json or .json.gz), e.g. the shards of\n"                      \
+    "        vrambench run --shard I/N --out out/shard-I.json\n"                                            \
+    "  -o, --out OUT.json: the merged file, e.g. -o out/results/merged.json (written whole or not at all)\n" \
+    "  --quiet: no closing line on stderr\n"                                                                \
+    "  e.g. vrambench merge out/shard-*.json -o out/results/bench.json\n"
+
+typedef struct sortable {
+    json_t *entry;
+    json_int_t family, instance;
+    size_t order;
+} sortable;
+
+static int by_position(const void *left, const void *right)
+{
+    const sortable *a = left, *b = right;
+    if (a->family != b->family) return a->family < b->family ? -1 : 1;
+    if (a->instance != b->instance) return a->instance < b->instance ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static json_int_t integer_or(const json_t *object, const char *key, json_int_t otherwise)
+{
+    json_t *value = json_object_get(object, key);
+    return json_is_integer(value) ? json_integer_value(value) : otherwise;
+}
+
+/* Exit 2 unless the files can be joined: kinds, devices, commits. */
+static int check_compatible(const vb_results_file *files, size_t count, vb_results_kind *kind)
+{
+    *kind = VB_RESULTS_EMPTY;
+    const vb_results_file *first = &files[0];
+    const char *commit = json_string_value(json_object_get(first->context, "git_commit"));
+    for (size_t i = 0; i < count; i++) {
+        const vb_results_file *f = &files[i];
+        if (f->kind == VB_RESULTS_CLAIMS || f->kind == VB_RESULTS_MICROBENCH)
+            return vb_cli_error(VB_EXIT_USAGE, "merge: %s is a %s file; merge joins run, replay and tune files", f->path,
+                                vb_results_kind_name(f->kind));
+        if (f->kind != VB_RESULTS_EMPTY) {
+            if (*kind != VB_RESULTS_EMPTY && *kind != f->kind)
+                return vb_cli_error(VB_EXIT_USAGE, "merge: %s is a %s file and %s a %s file: merge files of one kind",
+                                    files[0].path, vb_results_kind_name(*kind), f->path, vb_results_kind_name(f->kind));
+            *kind = f->kind;
+        }
+        if (f->simulated != first->simulated || strcmp(f->device_name, first->device_name) != 0)
+            return vb_cli_error(VB_EXIT_USAGE, "merge: %s is from %s and %s from %s: one results file holds one device "
+                                               "(set them side by side with vrambench compare)", first->path,
+                                first->device_name, f->path, f->device_name);
+        const char *other = json_string_value(json_object_get(f->context, "git_commit"));
+        if (commit && other && strcmp(commit, other) != 0)
+            return vb_cli_error(VB_EXIT_USAGE, "merge: %s was made by vrambench %.12s and %s by %.12s: merge results of "
+                                               "one version", first->path, commit, f->path, other);
+    }
+    return VB_EXIT_OK;
+}
+
+/* Exit 2 unless the files are all shards of one command line, once each
+ * and every one, or none is a shard. *sharded says which. */
+static int check_shards(const vb_results_file *files, size_t count, int *sharded)
+{
+    json_t *first = json_object_get(files[0].context, "shard");
+    *sharded = first != NULL;
+    json_int_t shard_count = integer_or(first, "count", 0), cases = integer_or(first, "cases", -1);
+    if (*sharded && (shard_count < 2 || shard_count > 100000 || cases < 0))
+        return vb_cli_error(VB_EXIT_USAGE, "merge: %s: its context's shard is not {index, count, cases}", files[0].path);
+    const char **holder = *sharded ? calloc((size_t)shard_count + 1, sizeof *holder) : NULL;
+    if (*sharded && !holder) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    int status = VB_EXIT_OK;
+    for (size_t i = 0; i < count && status == VB_EXIT_OK; i++) {
+        json_t *shard = json_object_get(files[i].context, "shard");
+        if ((shard != NULL) != *sharded) {
+            status = vb_cli_error(VB_EXIT_USAGE, "merge: %s is a shard (--shard) and %s is not: merge the shards of one "
+                                                 "run", files[*sharded ? 0 : i].path, files[*sharded ? i : 0].path);
+            break;
+        }
+        if (!shard) continue;
+        json_int_t index = integer_or(shard, "index", 0);
+        if (integer_or(shard, "count", 0) != shard_count || integer_or(shard, "cases", -1) != cases)
+            status = vb_cli_error(VB_EXIT_USAGE, "merge: %s is shard %lld/%lld of %lld cases, %s of %lld/%lld cases: "
+                                                 "shards of different command lines", files[i].path, (long long)index,
+                                  (long long)integer_or(shard, "count", 0), (long long)integer_or(shard, "cases", -1),
+                                  files[0].path, (long long)shard_count, (long long)cases);
+        else if (index < 1 || index > shard_count)
+            status = vb_cli_error(VB_EXIT_USAGE, "merge: %s: shard index %lld is not in 1..%lld", files[i].path,
+                                  (long long)index, (long long)shard_count);
+        else if (holder[index])
+            status = vb_cli_error(VB_EXIT_USAGE, "merge: %s and %s are both shard %lld/%lld", holder[index],
+                                  files[i].path, (long long)index, (long long)shard_count);
+        else if (!json_equal(json_object_get(files[i].context, "allocator_configs"),
+                             json_object_get(files[0].context, "allocator_configs")))
+            status = vb_cli_error(VB_EXIT_USAGE, "merge: %s and %s are shards of different command lines (their "
+                                                 "allocators differ)", files[0].path, files[i].path);
+        else holder[index] = files[i].path;
+    }
+    if (status == VB_EXIT_OK && *sharded) {
+        char missing[256] = "";
+        size_t used = 0, absent = 0;
+        for (json_int_t k = 1; k <= shard_count; k++)
+            if (!holder[k] && absent++ < 8 && used < sizeof missing)
+                used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%lld/%lld", absent > 1 ? ", " : "",
+                                         (long long)k, (long long)shard_count);
+        if (absent)
+            status = vb_cli_error(VB_EXIT_USAGE, "merge: %zu shard%s missing: %s%s (a merged run needs every shard)", absent,
+                                  absent == 1 ? "" : "s", missing, absent > 8 ? ", ..." : "");
+    }
+    free(holder);
+    return status;
+}
+
+/* The merged context: the first file's, "shard" dropped, allocator configs
+ * joined, "merged_from" added. NULL on host OOM. */
+static json_t *merged_context(const vb_results_file *files, size_t count)
+{
+    json_t *context = json_deep_copy(files[0].context), *from = json_array();
+    json_t *configs = json_object_get(context, "allocator_configs");
+    if (!context || !from) {
+        json_decref(context);
+        json_decref(from);
+        return NULL;
+    }
+    json_object_del(context, "shard");
+    int failed = 0;
+    for (size_t i = 0; i < count; i++) {
+        json_t *shard = json_object_get(files[i].context, "shard"), *one = json_object();
+        failed |= !one || json_object_set_new(one, "file", json_string(vb_results_base_name(&files[i]))) != 0;
+        if (shard) {
+            char text[64];
+            snprintf(text, sizeof text, "%lld/%lld", (long long)integer_or(shard, "index", 0),
+                     (long long)integer_or(shard, "count", 0));
+            failed |= json_object_set_new(one, "shard", json_string(text)) != 0;
+        }
+        static const char *const copied[] = {"host_name", "date", "device_name", "executable"};
+        for (size_t k = 0; k < sizeof copied / sizeof copied[0]; k++) {
+            json_t *value = json_object_get(files[i].context, copied[k]);
+            if (json_is_string(value)) failed |= json_object_set(one, copied[k], value) != 0;
+        }
+        failed |= json_array_append_new(from, one) != 0;
+        json_t *more = json_object_get(files[i].context, "allocator_configs");
+        if (json_is_object(configs) && json_is_object(more)) failed |= json_object_update_missing(configs, more) != 0;
+    }
+    failed |= json_object_set_new(context, "merged_from", from) != 0;
+    if (failed) {
+        json_decref(context);
+        return NULL;
+    }
+    return context;
+}
+
+/* Every entry of every file, in one run's order when `sharded`; exit 2 on
+ * a case found twice (an entry of the same name and repetition in two files). */
+static int merged_entries(const vb_results_file *files, size_t count, int sharded, json_t *benchmarks)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) total += json_array_size(json_object_get(files[i].root, "benchmarks"));
+    sortable *all = calloc(total + 1, sizeof *all);
+    if (!all) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t k;
+        json_t *entry;
+        json_array_foreach(json_object_get(files[i].root, "benchmarks"), k, entry) {
+            all[n] = (sortable){entry, integer_or(entry, "family_index", 0),
+                                integer_or(entry, "per_family_instance_index", 0), n};
+            n++;
+        }
+    }
+    const char **names = calloc(total + 1, sizeof *names);
+    size_t *owner = calloc(total + 1, sizeof *owner);
+    int status = names && owner ? VB_EXIT_OK : vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    for (size_t i = 0, f = 0, seen = 0; status == VB_EXIT_OK && i < count; i++) {
+        size_t size = json_array_size(json_object_get(files[i].root, "benchmarks"));
+        for (size_t k = 0; k < size; k++, f++) {
+            json_t *entry = all[f].entry;
+            const char *name = json_string_value(json_object_get(entry, "name"));
+            json_int_t repetition = integer_or(entry, "repetition_index", 0);
+            for (size_t j = 0; j < seen && status == VB_EXIT_OK; j++)
+                if (owner[j] != i && strcmp(names[j], name) == 0 &&
+                    integer_or(all[j].entry, "repetition_index", 0) == repetition)
+                    status = vb_cli_error(VB_EXIT_USAGE, "merge: case '%s' is in both %s and %s", name,
+                                          files[owner[j]].path, files[i].path);
+            names[seen] = name;
+            owner[seen++] = i;
+        }
+    }
+    if (status == VB_EXIT_OK && sharded) qsort(all, n, sizeof *all, by_position);
+    for (size_t i = 0; status == VB_EXIT_OK && i < n; i++)
+        if (json_array_append(benchmarks, all[i].entry) != 0) status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    free(names);
+    free(owner);
+    free(all);
+    return status;
+}
+
+int vb_cmd_merge(int argc, char **argv)
+{
+    vb_files_out args;
+    int exit_status = vb_cli_files_out(argc, argv, MERGE_USAGE, "--quiet", &args);
+    if (exit_status != VB_EXIT_OK || args.helped) {
+        vb_files_out_free(&args);
+        return exit_status;
+    }
+    const char **paths = args.files, *out = args.out;
+    size_t count = args.count;
+    int quiet = args.flag;
+    vb_results_file *files = calloc(count, sizeof *files);
+    size_t loaded = 0;
+    json_t *root = NULL;
+    if (!files) exit_status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    for (; exit_status == VB_EXIT_OK && loaded < count; loaded++) {
+        vb_status status = vb_results_load(paths[loaded], &files[loaded]);
+        if (status != VB_OK) exit_status = vb_cli_status_error(status);
+    }
+    vb_results_kind kind = VB_RESULTS_EMPTY;
+    int sharded = 0;
+    if (exit_status == VB_EXIT_OK) exit_status = check_compatible(files, count, &kind);
+    if (exit_status == VB_EXIT_OK) exit_status = check_shards(files, count, &sharded);
+    if (exit_status == VB_EXIT_OK && kind == VB_RESULTS_TUNE && !sharded)
+        exit_status = vb_cli_error(VB_EXIT_USAGE, "merge: tune files join only as the shards of one tune (tune --shard "
+                                                  "I/N)");
+    if (exit_status == VB_EXIT_OK) {
+        json_t *context = merged_context(files, count), *benchmarks = json_array(), *names = json_object();
+        root = context && benchmarks && names ? json_pack("{s:o,s:o}", "context", context, "benchmarks", benchmarks) : NULL;
+        if (!root) {
+            json_decref(context);
+            json_decref(benchmarks);
+            json_decref(names);
+            exit_status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+        } else {
+            exit_status = merged_entries(files, count, sharded, benchmarks);
+            for (size_t i = 0; i < count; i++) {
+                json_t *more = json_object_get(files[i].root, "names");
+                if (json_is_object(more)) json_object_update_missing(names, more);
+            }
+            if (json_object_size(names)) json_object_set(root, "names", names);
+            json_decref(names);
+        }
+    }
+    if (exit_status == VB_EXIT_OK && kind == VB_RESULTS_TUNE) {
+        vb_status status = vb_tune_conclude(root);
+        if (status != VB_OK) exit_status = vb_cli_status_error(status);
+    }
+    if (exit_status == VB_EXIT_OK) {
+        vb_status status = vb_report_write(root, out);
+        if (status != VB_OK) exit_status = vb_cli_status_error(status);
+        else if (!quiet)
+            fprintf(stderr, "vrambench: merged %zu file%s (%zu entries%s) into %s\n", count, count == 1 ? "" : "s",
+                    json_array_size(json_object_get(root, "benchmarks")), sharded ? ", every shard" : "", out);
+    }
+    json_decref(root);
+    for (size_t i = 0; i < loaded; i++) vb_results_free(&files[i]);
+    free(files);
+    vb_files_out_free(&args);
+    return exit_status;
+}

@@ -1,0 +1,265 @@
+/* vrambench — results files read back (see results_file.h). */
+#include "results_file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+/* The most a file may hold once decompressed (docs/results-json.md, "Readers"). */
+#define MAX_FILE_BYTES ((size_t)256 << 20)
+
+const char *vb_results_kind_name(vb_results_kind kind)
+{
+    switch (kind) {
+    case VB_RESULTS_EMPTY: return "empty";
+    case VB_RESULTS_RUN: return "run";
+    case VB_RESULTS_REPLAY: return "replay";
+    case VB_RESULTS_TUNE: return "tune";
+    case VB_RESULTS_MICROBENCH: return "microbench";
+    case VB_RESULTS_CLAIMS: return "claims";
+    }
+    return "?";
+}
+
+const char *vb_results_base_name(const vb_results_file *file)
+{
+    const char *slash = strrchr(file->path, '/');
+    return slash ? slash + 1 : file->path;
+}
+
+/* The whole file, decompressed when it is gzip; NULL with the error set. */
+static char *read_all(const char *path, size_t *length, vb_status *status)
+{
+    *status = VB_ERR_INVALID;
+    FILE *probe = fopen(path, "rb");
+    if (!probe) {
+        vb_error(VB_ERR_INVALID, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    gzFile in = gzdopen(dup(fileno(probe)), "rb");
+    fclose(probe);
+    if (!in) {
+        vb_error(VB_ERR_INVALID, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t capacity = 1 << 16, used = 0;
+    char *bytes = malloc(capacity + 1);
+    for (;;) {
+        if (!bytes) {
+            gzclose(in);
+            *status = vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
+            return NULL;
+        }
+        int got = gzread(in, bytes + used, (unsigned)(capacity - used));
+        if (got < 0) {
+            int code = 0;
+            const char *message = gzerror(in, &code);
+            vb_error(VB_ERR_INVALID, "cannot read %s: %s", path,
+                     code == Z_ERRNO ? strerror(errno) : message ? message : "corrupt gzip data");
+            gzclose(in);
+            free(bytes);
+            return NULL;
+        }
+        if (got == 0) break;
+        used += (size_t)got;
+        if (used > MAX_FILE_BYTES) {
+            gzclose(in);
+            free(bytes);
+            vb_error(VB_ERR_INVALID, "%s: larger than %zu MiB: not a results file", path, MAX_FILE_BYTES >> 20);
+            return NULL;
+        }
+        if (used == capacity) {
+            capacity *= 2;
+            char *grown = realloc(bytes, capacity + 1);
+            if (!grown) free(bytes);
+            bytes = grown;
+        }
+    }
+    gzclose(in);
+    bytes[used] = '\0';
+    *length = used;
+    return bytes;
+}
+
+/* 1 if `text` starts with `prefix`. */
+static int starts_with(const char *text, const char *prefix)
+{
+    return strncmp(text, prefix, strlen(prefix)) == 0;
+}
+
+static int is_iteration(const json_t *entry)
+{
+    const char *type = json_string_value(json_object_get(entry, "run_type"));
+    return !type || strcmp(type, "iteration") == 0;
+}
+
+/* The kind an iteration entry belongs to; -1 for one no vrambench command writes. */
+static int entry_kind(const json_t *entry, const char *name)
+{
+    const char *scenario = json_string_value(json_object_get(entry, "scenario"));
+    if (starts_with(name, "microbench/")) return VB_RESULTS_MICROBENCH;
+    if (json_object_get(entry, "workload")) return -1; /* lab/harnesses/torch_ab.py */
+    if (starts_with(scenario ? scenario : name, "tune:")) return VB_RESULTS_TUNE;
+    if (starts_with(scenario ? scenario : name, "replay:")) return VB_RESULTS_REPLAY;
+    return VB_RESULTS_RUN;
+}
+
+/* Fills case `c`'s group and allocator for an entry `name`. */
+static void split_case(vb_results_case *c, const json_t *entry, const char *name, vb_results_kind kind)
+{
+    const char *scenario = json_string_value(json_object_get(entry, "scenario"));
+    const char *allocator = json_string_value(json_object_get(entry, "allocator"));
+    if (kind == VB_RESULTS_MICROBENCH && allocator) {
+        /* microbench/ALLOCATOR/BYTES[/threads:N] -> microbench/BYTES[...] */
+        size_t prefix = strlen("microbench/"), length = strlen(allocator);
+        const char *rest = strncmp(name + prefix, allocator, length) == 0 && name[prefix + length] == '/'
+                               ? name + prefix + length : "";
+        snprintf(c->storage, sizeof c->storage, "microbench%s", rest);
+        c->group = c->storage;
+        c->allocator = allocator;
+        return;
+    }
+    if (scenario && allocator) {
+        c->group = scenario;
+        c->allocator = allocator;
+        return;
+    }
+    snprintf(c->storage, sizeof c->storage, "%s", name);
+    char *slash = strchr(c->storage, '/');
+    if (slash) *slash = '\0';
+    c->group = c->storage;
+    c->allocator = slash ? slash + 1 : "";
+}
+
+const vb_results_case *vb_results_find(const vb_results_file *file, const char *group, const char *allocator)
+{
+    for (size_t i = 0; i < file->case_count; i++)
+        if (strcmp(file->cases[i].group, group) == 0 && strcmp(file->cases[i].allocator, allocator) == 0)
+            return &file->cases[i];
+    return NULL;
+}
+
+/* ns per unit of a Google Benchmark time_unit; 0 when unknown. */
+static double unit_ns(const char *unit)
+{
+    if (!unit || strcmp(unit, "ns") == 0) return 1.0;
+    if (strcmp(unit, "us") == 0) return 1e3;
+    if (strcmp(unit, "ms") == 0) return 1e6;
+    if (strcmp(unit, "s") == 0) return 1e9;
+    return 0;
+}
+
+/* The cases of a "benchmarks" file. */
+static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
+{
+    const char *path = file->path;
+    file->kind = json_object_get(file->root, "recommendation") ? VB_RESULTS_TUNE : VB_RESULTS_EMPTY;
+    file->cases = calloc(json_array_size(benchmarks) + 1, sizeof *file->cases);
+    if (!file->cases) return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
+    size_t i;
+    json_t *entry;
+    json_array_foreach(benchmarks, i, entry) {
+        const char *name = json_string_value(json_object_get(entry, "name"));
+        if (!json_is_object(entry) || !name)
+            return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] is not an entry with a name", path, i);
+        if (!is_iteration(entry)) continue;
+        int kind = entry_kind(entry, name);
+        if (kind < 0)
+            return vb_error(VB_ERR_INVALID, "%s: entry '%s' is not one vrambench writes (run, replay, tune, "
+                                            "microbench, claims)", path, name);
+        if (file->kind == VB_RESULTS_EMPTY || (file->kind == VB_RESULTS_TUNE && i == 0)) file->kind = kind;
+        else if ((int)file->kind != kind)
+            return vb_error(VB_ERR_INVALID, "%s: entry '%s' is a %s entry in a %s file", path, name,
+                            vb_results_kind_name(kind), vb_results_kind_name(file->kind));
+        json_t *real_time = json_object_get(entry, "real_time");
+        double scale = unit_ns(json_string_value(json_object_get(entry, "time_unit")));
+        if ((real_time && !json_is_number(real_time)) || scale == 0)
+            return vb_error(VB_ERR_INVALID, "%s: entry '%s': bad real_time or time_unit", path, name);
+        /* A new case in the next slot, unless one of its group and allocator is there (repetitions). */
+        vb_results_case *c = &file->cases[file->case_count];
+        memset(c, 0, sizeof *c);
+        split_case(c, entry, name, file->kind);
+        vb_results_case *seen = NULL;
+        for (size_t k = 0; k < file->case_count && !seen; k++)
+            if (strcmp(file->cases[k].group, c->group) == 0 && strcmp(file->cases[k].allocator, c->allocator) == 0)
+                seen = &file->cases[k];
+        if (seen) {
+            c = seen;
+        } else {
+            c->name = name;
+            c->entry = entry;
+            file->case_count++;
+        }
+        if (real_time) {
+            c->time_sum_ns += json_number_value(real_time) * scale;
+            c->time_count++;
+        }
+    }
+    return VB_OK;
+}
+
+/* The cases of a claims file. */
+static vb_status read_claims(vb_results_file *file, json_t *claims)
+{
+    file->kind = VB_RESULTS_CLAIMS;
+    file->cases = calloc(json_array_size(claims) + 1, sizeof *file->cases);
+    if (!file->cases) return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", file->path);
+    size_t i;
+    json_t *claim;
+    json_array_foreach(claims, i, claim) {
+        const char *id = json_string_value(json_object_get(claim, "id"));
+        const char *allocator = json_string_value(json_object_get(claim, "allocator"));
+        if (!id || !allocator || !json_is_string(json_object_get(claim, "verdict")))
+            return vb_error(VB_ERR_INVALID, "%s: claims[%zu] has no id, allocator or verdict", file->path, i);
+        if (vb_results_find(file, id, allocator))
+            return vb_error(VB_ERR_INVALID, "%s: claim %s/%s comes twice", file->path, id, allocator);
+        vb_results_case *c = &file->cases[file->case_count++];
+        c->group = id;
+        c->allocator = allocator;
+        c->entry = claim;
+        snprintf(c->storage, sizeof c->storage, "%s/%s", id, allocator);
+        c->name = c->storage;
+    }
+    return VB_OK;
+}
+
+vb_status vb_results_load(const char *path, vb_results_file *out)
+{
+    memset(out, 0, sizeof *out);
+    if (snprintf(out->path, sizeof out->path, "%s", path) >= (int)sizeof out->path)
+        return vb_error(VB_ERR_INVALID, "file name too long: %.64s...", path);
+    size_t length = 0;
+    vb_status status;
+    char *bytes = read_all(path, &length, &status);
+    if (!bytes) return status;
+    json_error_t error;
+    out->root = json_loadb(bytes, length, JSON_REJECT_DUPLICATES, &error);
+    free(bytes);
+    if (!out->root)
+        return vb_error(VB_ERR_INVALID, "%s: not JSON (line %d, column %d: %s)", path, error.line, error.column,
+                        error.text);
+    out->context = json_object_get(out->root, "context");
+    json_t *benchmarks = json_object_get(out->root, "benchmarks"), *claims = json_object_get(out->root, "claims");
+    if (!json_is_object(out->root) || !json_is_object(out->context) ||
+        (!json_is_array(benchmarks) && !json_is_array(claims)))
+        return vb_error(VB_ERR_INVALID, "%s: not a vrambench results file (no context, or neither benchmarks nor "
+                                        "claims)", path);
+    json_t *device = json_object_get(out->context, "device_name");
+    json_t *simulated = json_object_get(out->context, "simulated");
+    if ((device && !json_is_string(device)) || (simulated && !json_is_boolean(simulated)))
+        return vb_error(VB_ERR_INVALID, "%s: context's device_name or simulated has the wrong type", path);
+    out->device_name = device ? json_string_value(device) : "?";
+    out->simulated = json_is_true(simulated);
+    return json_is_array(claims) ? read_claims(out, claims) : read_benchmarks(out, benchmarks);
+}
+
+void vb_results_free(vb_results_file *file)
+{
+    json_decref(file->root);
+    free(file->cases);
+    memset(file, 0, sizeof *file);
+}

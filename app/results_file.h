@@ -1,0 +1,67 @@
+/* vrambench — results files read back: the files `run`, `replay`, `tune`,
+ * `microbench` and `claims` write (docs/results-json.md), plain or gzip, for
+ * the commands that read them (`compare`, `merge`).
+ *
+ * A file is read whole (at most 256 MiB once decompressed), parsed, and
+ * checked enough for its readers to trust its shape: a "context" object,
+ * "benchmarks" entries (or "claims") that are objects with a string name.
+ * Any failure is VB_ERR_INVALID (bad input) with one message naming the
+ * file; VB_ERR_HOST_OOM when host memory runs out. */
+#ifndef VB_RESULTS_FILE_H
+#define VB_RESULTS_FILE_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "base/status.h"
+
+typedef enum vb_results_kind {
+    VB_RESULTS_EMPTY,      /* benchmarks without an entry (a shard with no case): of any kind */
+    VB_RESULTS_RUN,        /* `run`: SCENARIO/ALLOCATOR entries */
+    VB_RESULTS_REPLAY,     /* `replay`: replay:TRACE/ALLOCATOR */
+    VB_RESULTS_TUNE,       /* `tune`: tune:TRACE/SPEC, and a recommendation unless a shard's */
+    VB_RESULTS_MICROBENCH, /* `microbench`: microbench/ALLOCATOR/BYTES[/threads:N] */
+    VB_RESULTS_CLAIMS,     /* `claims`: "claims": [{id, allocator, verdict, ...}] */
+} vb_results_kind;
+
+/* "run", "replay", ... */
+const char *vb_results_kind_name(vb_results_kind kind);
+
+/* One case of a file: the entries of one group and allocator. A group is
+ * what the allocators are compared on: the scenario ("views",
+ * "replay:gpt2.trace.gz", "tune:x.trace"), "microbench/BYTES[/threads:N]",
+ * or a claim's id. */
+typedef struct vb_results_case {
+    const char *group;
+    const char *allocator;
+    const char *name;        /* the entry's name ("views/caching"; a claim: "ID/ALLOCATOR") */
+    json_t *entry;           /* the first iteration entry (memory figures), or the claim */
+    double time_sum_ns;      /* real_time over its iteration entries, in ns */
+    size_t time_count;       /* iteration entries with a real_time */
+    char storage[2048];      /* group and allocator when split from the name */
+} vb_results_case;
+
+typedef struct vb_results_file {
+    char path[4096];
+    json_t *root;
+    json_t *context;         /* root["context"] */
+    vb_results_kind kind;
+    const char *device_name; /* context device_name ("?" when absent) */
+    int simulated;           /* context simulated */
+    vb_results_case *cases;  /* in the file's order; aggregates are left out */
+    size_t case_count;
+} vb_results_file;
+
+/* Reads `path` (see above) into *out. */
+vb_status vb_results_load(const char *path, vb_results_file *out);
+
+void vb_results_free(vb_results_file *file);
+
+/* The case of `group` and `allocator`, or NULL. */
+const vb_results_case *vb_results_find(const vb_results_file *file, const char *group, const char *allocator);
+
+/* A file's name without its directories, for messages. */
+const char *vb_results_base_name(const vb_results_file *file);
+
+#endif

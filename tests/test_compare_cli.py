@@ -1,0 +1,171 @@
+"""`vrambench compare`: pairing across files and across allocators of one
+file, exact memory figures, times only between files of one GPU model,
+--fail-on's exit status, --json, and one clear line for bad input. Runs the
+real binary ($VRAMBENCH, else build/vrambench) on small sim runs and on the
+committed results."""
+
+import copy
+import gzip
+import json
+import os
+import tempfile
+import unittest
+
+from cli_support import CLAIMS, MICROBENCH, RESULTS, load, vrambench
+
+GZ_REPLAY = os.path.join(RESULTS, "stitch-ranges-nvidia-h100-80gb-hbm3-20261123",
+                         "stitch-replay-random-4m-nvidia-h100-80gb-hbm3-20261123.json.gz")
+
+
+class CompareTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.a = os.path.join(cls.tmp.name, "a.json")
+        status, _, err = vrambench("run", "--scenario", "views,function_scope,random_mix", "--allocator",
+                                   "cuda,caching,expandable", "--device", "sim", "--min-time", "0", "--quiet",
+                                   "--out", cls.a)
+        assert status == 0, err
+        cls.doc = load(cls.a)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def write(self, name, document):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as stream:
+            json.dump(document, stream)
+        return path
+
+    def changed(self, name, case, key, delta, context=None):
+        """A copy of a.json with `key` of `case`'s entries changed by delta."""
+        document = copy.deepcopy(self.doc)
+        for entry in document["benchmarks"]:
+            if entry["name"] == case:
+                entry[key] += delta
+        document["context"].update(context or {})
+        return self.write(name, document)
+
+    def assert_one_error(self, status, out, err, *words):
+        self.assertEqual(status, 2, err)
+        self.assertEqual(out, "")
+        lines = err.strip().splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith("vrambench: error: "), err)
+        for word in words:
+            self.assertIn(word, lines[0])
+
+    def test_a_rise_of_one_byte_is_a_regression_only_when_asked(self):
+        b = self.changed("b.json", "random_mix/caching", "peak_reserved_bytes", 1)
+        status, out, err = vrambench("compare", self.a, b)
+        self.assertEqual(status, 0, err)
+        self.assertIn("+1 B", out)  # exact: a byte shows though the MiB do not change
+        status, out, err = vrambench("compare", self.a, b, "--fail-on", "reserved:+0%")
+        self.assertEqual(status, 1, err)
+        self.assertIn("regression", err)
+        status, _, err = vrambench("compare", self.a, b, "--fail-on", "reserved:+1%", "--fail-on", "ooms:+0%")
+        self.assertEqual(status, 0, err)
+        status, out, _ = vrambench("compare", self.a, b, "--json")
+        pairs = json.loads(out)[0]["pairs"]
+        reserved = {p["a"]: p["metrics"]["reserved"] for p in pairs}
+        self.assertTrue(reserved["random_mix/caching"]["differs"])
+        self.assertEqual(reserved["random_mix/caching"]["b"] - reserved["random_mix/caching"]["a"], 1)
+        self.assertFalse(reserved["views/caching"]["differs"])
+
+    def test_a_fall_is_no_regression(self):
+        b = self.changed("fall.json", "views/cuda", "driver_alloc_calls", -1)
+        status, _, err = vrambench("compare", self.a, b, "--fail-on", "driver_calls:+0%")
+        self.assertEqual(status, 0, err)
+
+    def test_times_only_between_files_of_one_gpu_model(self):
+        status, out, _ = vrambench("compare", self.a, self.a)
+        self.assertEqual(status, 0)
+        self.assertNotIn("time/iter", out)
+        self.assertIn("times not compared: both sides are from the simulated device", out)
+        gpu = {"simulated": False, "device_name": "NVIDIA H100 80GB HBM3", "device_kind": "cuda"}
+        g1 = self.changed("g1.json", "views/cuda", "real_time", 0, gpu)
+        g2 = self.changed("g2.json", "views/cuda", "real_time", 1e9, gpu)
+        status, out, err = vrambench("compare", g1, g2, "--fail-on", "time:+50%")
+        self.assertEqual(status, 1, out + err)
+        self.assertIn("time/iter", out)
+        status, out, err = vrambench("compare", g1, self.a, "--fail-on", "time:+0%")
+        self.assertEqual(status, 0, err)
+        self.assertNotIn("time/iter", out)
+        self.assertIn("a simulated time is never compared with a GPU time", out)
+        other = self.changed("g3.json", "views/cuda", "real_time", 1e9, dict(gpu, device_name="NVIDIA A100"))
+        status, out, _ = vrambench("compare", g1, other, "--json")
+        self.assertEqual(status, 0)
+        result = json.loads(out)[0]
+        self.assertFalse(result["times_compared"])
+        self.assertIn("same GPU model", result["times_note"])
+
+    def test_pair_allocators_of_one_file(self):
+        status, out, err = vrambench("compare", self.a, "--pair", "caching=expandable", "--json")
+        self.assertEqual(status, 0, err)
+        pairs = json.loads(out)[0]["pairs"]
+        self.assertEqual([(p["a"], p["b"]) for p in pairs],
+                         [(f"{s}/caching", f"{s}/expandable") for s in ("views", "function_scope", "random_mix")])
+        status, out, err = vrambench("compare", self.a, "--pair", "caching=expandable")
+        self.assertIn("views/caching vs expandable", out)
+
+    def test_unpaired_cases_are_listed(self):
+        document = copy.deepcopy(self.doc)
+        document["benchmarks"] = [e for e in document["benchmarks"] if e["name"] != "views/bfc" and
+                                  e["name"] != "views/expandable"]
+        b = self.write("fewer.json", document)
+        status, out, _ = vrambench("compare", self.a, b)
+        self.assertEqual(status, 0)
+        self.assertIn("unpaired, only in A: views/expandable", out)
+
+    def test_other_kinds(self):
+        for path in (CLAIMS, MICROBENCH, GZ_REPLAY):
+            status, out, err = vrambench("compare", path, path)
+            self.assertEqual(status, 0, err)
+            self.assertIn("cases paired", out)
+        claims = load(CLAIMS)
+        claims["claims"][0]["verdict"] = "holds" if claims["claims"][0]["verdict"] != "holds" else "depends"
+        changed = self.write("claims.json", claims)
+        status, _, err = vrambench("compare", CLAIMS, changed, "--fail-on", "verdict")
+        self.assertEqual(status, 1, err)
+        status, _, err = vrambench("compare", CLAIMS, changed)
+        self.assertEqual(status, 0, err)
+
+    def test_bad_input_is_one_line(self):
+        truncated = os.path.join(self.tmp.name, "truncated.json")
+        with open(self.a) as stream, open(truncated, "w") as out:
+            out.write(stream.read()[:500])
+        broken_gz = os.path.join(self.tmp.name, "broken.json.gz")
+        with open(broken_gz, "wb") as out:
+            out.write(gzip.compress(b'{"context": {}, "benchmarks": [')[:-6])
+        not_number = copy.deepcopy(self.doc)
+        not_number["benchmarks"][0]["peak_reserved_bytes"] = "lots"
+        bad_number = self.write("text.json", not_number)
+        cases = [
+            ((self.a, CLAIMS), ("compare files of one kind",)),
+            ((self.a, truncated), ("truncated.json", "not JSON")),
+            ((self.a, broken_gz), ("broken.json.gz",)),
+            ((self.a, os.path.join(self.tmp.name, "missing.json")), ("missing.json",)),
+            ((self.a, self.tmp.name), ("cannot read",)),
+            ((self.a, bad_number), ("peak_reserved_bytes", "not a number")),
+            ((self.a,), ("two files",)),
+            ((self.a, "--pair", "caching=expandabel"), ("expandabel", "did you mean 'expandable'")),
+            ((self.a, "--pair", "caching"), ("--pair",)),
+            ((self.a, self.a, "--fail-on", "reservd:+5%"), ("reservd", "did you mean 'reserved'")),
+            ((self.a, self.a, "--fail-on", "reserved:lots"), ("reserved:lots",)),
+            ((self.a, self.a, "--fail-on", "pair_p50:+5%"), ("pair_p50", "for run files")),
+            ((self.a, self.a, "--frobnicate"), ("--frobnicate",)),
+        ]
+        for args, words in cases:
+            with self.subTest(args=args):
+                self.assert_one_error(*vrambench("compare", *args), *words)
+
+    def test_help(self):
+        for command in ("compare", "merge", "report"):
+            status, out, _ = vrambench(command, "--help")
+            self.assertEqual(status, 0, command)
+            self.assertIn("e.g.", out)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,144 @@
+"""`vrambench report`: one self-contained HTML page. It loads nothing from
+the network, escapes every text from the files (a name in a results file
+cannot add markup or script: tested with injected HTML), shows the expected
+sections and cases, and, opened in a real headless Chromium, renders with
+no script or console error and its tables made sortable. Bad input is one
+line and no page."""
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from cli_support import CLAIMS, MICROBENCH, load, vrambench
+
+INJECTED = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+CHROMIUM = shutil.which("chromium")
+# Chromium's own chatter on a machine without D-Bus or a GPU is no page error.
+HARMLESS = re.compile(r"dbus|bus\.cc|gpu|GPU|vaapi|sandbox|Fontconfig|crashpad|policy|gcm|ALSA|pulse|"
+                      r"extension|component|viz|shared_image|ozone|udev|inotify", re.I)
+
+
+class ReportTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.run_file = cls.path("run.json")
+        status, _, err = vrambench("run", "--scenario", "views,function_scope", "--allocator", "cuda,caching,bfc",
+                                   "--device", "sim", "--min-time", "0", "--quiet", "--out", cls.run_file)
+        assert status == 0, err
+        trace = cls.path("t.trace")
+        with open(trace, "w") as stream:
+            stream.write("vbtrace 1\na 1 31457280\na 2 31457280\nf 1\nf 2\n")
+        cls.tune_file = cls.path("tune.json")
+        status, _, err = vrambench("tune", trace, "--quiet", "--jobs", "2", "--out", cls.tune_file)
+        assert status == 0, err
+        document = load(cls.run_file)
+        evil = copy.deepcopy(document)
+        for entry in evil["benchmarks"]:
+            entry["scenario"] = INJECTED
+            entry["name"] = INJECTED + "/" + entry["allocator"]
+        evil["context"]["device_name"] = '"><b id="injected">x</b>'
+        evil["context"]["host_name"] = INJECTED
+        cls.evil_file = cls.path("evil.json")
+        with open(cls.evil_file, "w") as stream:
+            json.dump(evil, stream)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.tmp.name, name)
+
+    def report(self, *files, plots=False):
+        page = self.path("report.html")
+        if os.path.exists(page):
+            os.unlink(page)
+        status, _, err = vrambench("report", *files, "-o", page, *([] if plots else ["--no-plots"]))
+        self.assertEqual(status, 0, err)
+        with open(page, encoding="utf-8") as stream:
+            return page, stream.read()
+
+    def test_sections_and_cases(self):
+        _, html = self.report(self.run_file, CLAIMS, MICROBENCH, self.tune_file)
+        for text in ("Environment", "Run: run.json", "Claims: claims-nvidia", "Microbench: microbench-nvidia",
+                     "Tune: tune.json", "Recommendation", "PYTORCH_CUDA_ALLOC_CONF", "function_scope",
+                     "NVIDIA H100 80GB HBM3", "simulated device", "does not hold", "overhead",
+                     "Plots: left out (--no-plots)."):
+            self.assertIn(text, html)
+        self.assertEqual(html.count('<table class="sortable">'), 6)
+
+    def test_nothing_from_the_network(self):
+        _, html = self.report(self.run_file, self.tune_file, plots=True)
+        self.assertNotRegex(html, r'(src|href)\s*=\s*"(?!data:)')
+        self.assertNotIn("url(", html)
+        self.assertNotRegex(html, r"https?://")
+        self.assertIn("default-src 'none'", html)
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.assertIn("Plots: not included: matplotlib", html)
+        else:
+            self.assertIn('src="data:image/png;base64,', html)
+
+    def test_text_from_files_is_escaped(self):
+        _, html = self.report(self.evil_file)
+        self.assertNotIn("<script>alert", html)
+        self.assertNotIn("<img src=x", html)
+        self.assertNotIn('<b id="injected">', html)
+        self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;", html)
+        self.assertEqual(html.count("<script>"), 1)  # the page's own
+
+    @unittest.skipUnless(CHROMIUM, "no chromium (make test installs it as root: build-aux/ensure-deps.sh browser)")
+    def test_renders_in_a_browser(self):
+        page, _ = self.report(self.run_file, CLAIMS, self.tune_file, self.evil_file)
+        profile = tempfile.mkdtemp(prefix="vb-chromium-")
+        try:
+            completed = subprocess.run(
+                [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--enable-logging=stderr", "--v=0", f"--user-data-dir={profile}",
+                 "--dump-dom", "file://" + page], capture_output=True, text=True, timeout=120)
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+        self.assertEqual(completed.returncode, 0, completed.stderr[-2000:])
+        dom = completed.stdout
+        ready = re.search(r'data-ready="(\d+)"', dom)
+        self.assertIsNotNone(ready, "the page's script did not run to its end")
+        self.assertEqual(int(ready.group(1)), dom.count('<table class="sortable">'))
+        self.assertRegex(dom, r'<pre id="js-errors"></pre>')
+        for case in ("views", "function_scope", "caching", "bfc", "release_specific", "Recommendation"):
+            self.assertIn(case, dom)
+        # The injected markup is text in the DOM, never an element.
+        self.assertFalse('<b id="injected"' in dom, "an injected element is in the DOM")
+        self.assertFalse(re.search(r"<img[^>]*src=\"?x", dom), "an injected image is in the DOM")
+        self.assertEqual(dom.count("<script"), 1)
+        console = [line for line in completed.stderr.splitlines()
+                   if ("CONSOLE" in line or "Uncaught" in line or "Refused" in line) and not HARMLESS.search(line)]
+        self.assertEqual(console, [], "\n".join(console))
+
+    def test_bad_input_is_one_line_and_no_page(self):
+        truncated = self.path("truncated.json")
+        with open(self.run_file) as stream, open(truncated, "w") as out:
+            out.write(stream.read()[:300])
+        page = self.path("never.html")
+        for files, words in (((self.path("missing.json"),), "missing.json"), ((truncated,), "not valid JSON"),
+                             ((self.run_file, "--bogus"), "--bogus"), ((), "name the files")):
+            with self.subTest(files=files):
+                status, out, err = vrambench("report", *files, "-o", page)
+                self.assertEqual(status, 2, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(words, err)
+                self.assertFalse(os.path.exists(page))
+        status, _, err = vrambench("report", self.run_file, "-o", self.tmp.name)
+        self.assertEqual(status, 2, err)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,142 @@
+"""--shard I/N and `vrambench merge` on the simulated device: the shards of
+a run are disjoint and cover it, and merged they equal one run case for case
+(every memory figure, the order of the entries, the names); a tune's shards
+merged give one tune's candidates and recommendation; merge refuses what is
+not one run's shards with one clear line and writes nothing."""
+
+import os
+import tempfile
+import unittest
+
+from cli_support import CLAIMS, GPU_RUN, load, memory_figures, vrambench
+
+SCENARIOS = "views,function_scope,random_mix,dataloader_batches,empty_cache_loop"
+ALLOCATORS = "cuda,caching,expandable,bfc,stitch"
+TRACE = "vbtrace 1\na 1 31457280\na 2 31457280\na 3 31457280\nf 2\na 4 20000000\nf 1\nf 3\nf 4\n"
+
+
+def iterations(document):
+    return [e for e in document["benchmarks"] if e.get("run_type") == "iteration"]
+
+
+class ShardMergeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        run = ["run", "--scenario", SCENARIOS, "--allocator", ALLOCATORS, "--device", "sim", "--repetitions", "2",
+               "--min-time", "0.01", "--quiet"]
+        status, _, err = vrambench(*run, "--out", cls.path("one.json"))
+        assert status == 0, err
+        cls.shards = []
+        for index in (1, 2, 3):
+            cls.shards.append(cls.path(f"shard-{index}.json"))
+            status, _, err = vrambench(*run, "--shard", f"{index}/3", "--out", cls.shards[-1])
+            assert status == 0, err
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.dir, name)
+
+    def test_shards_are_disjoint_and_cover_the_run(self):
+        whole = {e["name"] for e in iterations(load(self.path("one.json")))}
+        parts = [{e["name"] for e in iterations(load(path))} for path in self.shards]
+        self.assertEqual(set().union(*parts), whole)
+        self.assertEqual(sum(len(p) for p in parts), len(whole))
+        self.assertEqual(load(self.shards[1])["context"]["shard"], {"index": 2, "count": 3, "cases": 25})
+
+    def test_merged_shards_equal_one_run(self):
+        merged = self.path("merged.json")
+        status, _, err = vrambench("merge", self.shards[2], self.shards[0], self.shards[1], "-o", merged)
+        self.assertEqual(status, 0, err)
+        one, got = load(self.path("one.json")), load(merged)
+        self.assertEqual([e["name"] for e in got["benchmarks"]], [e["name"] for e in one["benchmarks"]])
+        for want, have in zip(iterations(one), iterations(got)):
+            self.assertEqual(memory_figures(have), memory_figures(want), have["name"])
+        self.assertEqual(got["names"], one["names"])
+        self.assertEqual(got["context"]["allocator_configs"], one["context"]["allocator_configs"])
+        self.assertNotIn("shard", got["context"])
+        self.assertEqual(sorted(f["shard"] for f in got["context"]["merged_from"]), ["1/3", "2/3", "3/3"])
+        status, out, err = vrambench("compare", self.path("one.json"), merged, "--fail-on", "reserved:+0%",
+                                     "--fail-on", "driver_calls:+0%", "--fail-on", "allocated:+0%")
+        self.assertEqual(status, 0, out + err)
+
+    def test_a_shard_without_cases_still_writes_its_file(self):
+        empty = self.path("empty.json")
+        status, _, err = vrambench("run", "--scenario", "views", "--allocator", "cuda,caching", "--device", "sim",
+                                   "--min-time", "0", "--quiet", "--shard", "3/3", "--out", empty)
+        self.assertEqual(status, 0, err)
+        self.assertEqual(load(empty)["benchmarks"], [])
+
+    def test_tune_shards_merge_into_one_tune(self):
+        trace = self.path("t.trace")
+        with open(trace, "w") as stream:
+            stream.write(TRACE)
+        status, _, err = vrambench("tune", trace, "--quiet", "--jobs", "2", "--out", self.path("tune.json"))
+        self.assertEqual(status, 0, err)
+        parts = []
+        for index in (1, 2):
+            parts.append(self.path(f"tune-{index}.json"))
+            status, out, err = vrambench("tune", trace, "--quiet", "--jobs", "2", "--shard", f"{index}/2", "--out",
+                                         parts[-1])
+            self.assertEqual(status, 0, err)
+            self.assertIn("the recommendation comes with `vrambench merge`", out)
+            self.assertNotIn("recommendation", load(parts[-1]))
+        merged = self.path("tune-merged.json")
+        status, _, err = vrambench("merge", *parts, "-o", merged)
+        self.assertEqual(status, 0, err)
+        one, got = load(self.path("tune.json")), load(merged)
+        self.assertEqual([e["name"] for e in got["benchmarks"]], [e["name"] for e in one["benchmarks"]])
+        for want, have in zip(one["benchmarks"], got["benchmarks"]):
+            for key in ("peak_reserved_bytes", "min_capacity_bytes", "ooms_at_capacity", "driver_alloc_calls"):
+                self.assertEqual(have.get(key), want.get(key), (have["name"], key))
+            self.assertIn("on_pareto_front", have)
+        for key in ("peak_reserved_bytes", "min_capacity_bytes", "defaults_peak_reserved_bytes"):
+            self.assertEqual(got["recommendation"][key], one["recommendation"][key], key)
+        status, _, err = vrambench("merge", parts[0], "-o", self.path("tune-half.json"))
+        self.assertEqual(status, 2, err)
+        self.assertIn("missing", err)
+
+    def test_merge_refuses_what_is_not_one_run(self):
+        claims, gpu = CLAIMS, GPU_RUN
+        other = self.path("other-shard.json")
+        status, _, err = vrambench("run", "--scenario", "views", "--allocator", "cuda", "--device", "sim",
+                                   "--min-time", "0", "--quiet", "--shard", "1/3", "--out", other)
+        self.assertEqual(status, 0, err)
+        out = self.path("refused.json")
+        cases = [
+            ((self.shards[0], self.shards[1]), "missing: 3/3"),
+            ((self.shards[0], self.shards[0], self.shards[1], self.shards[2]), "both shard 1/3"),
+            ((self.shards[1], self.shards[2], other), "different command lines"),
+            ((self.path("one.json"), self.shards[0]), "is a shard"),
+            ((self.path("one.json"), self.path("one.json")), "is in both"),
+            ((claims,), "claims file"),
+            ((gpu, self.path("one.json")), "one device"),
+            ((self.path("nothing.json"),), "nothing.json"),
+        ]
+        for files, words in cases:
+            with self.subTest(files=files):
+                status, stdout, err = vrambench("merge", *files, "-o", out)
+                self.assertEqual(status, 2, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(words, err)
+                self.assertFalse(os.path.exists(out))
+        status, _, err = vrambench("merge", *self.shards, "-o", os.path.join(self.dir, "no", "such", "dir.json"))
+        self.assertEqual(status, 2, err)
+
+    def test_bad_shard_values(self):
+        for value in ("0/3", "4/3", "x", "1/0", "1/", "/2", "1/2/3", "-1/2", "1/100001"):
+            for command in (("run", "--scenario", "views"), ("tune", self.path("t.trace"))):
+                with self.subTest(value=value, command=command[0]):
+                    status, out, err = vrambench(*command, "--shard", value)
+                    self.assertEqual(status, 2, err)
+                    self.assertEqual(len(err.strip().splitlines()), 1, err)
+                    self.assertIn(f"bad --shard '{value}'", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
