@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "report.h"
+#include "output_file.h"
 
 int vb_cli_files_out(int argc, char **argv, const char *usage, const char *flag, vb_files_out *out)
 {
@@ -27,7 +27,7 @@ int vb_cli_files_out(int argc, char **argv, const char *usage, const char *flag,
     }
     if (!out->out || out->count == 0)
         return vb_cli_error(VB_EXIT_USAGE, "%s: name the files and -o OUT (see vrambench %s --help)", argv[0], argv[0]);
-    return vb_report_check_writable(out->out) == VB_OK ? VB_EXIT_OK : vb_cli_status_error(VB_ERR_INVALID);
+    return vb_output_check(out->out) == VB_OK ? VB_EXIT_OK : vb_cli_status_error(VB_ERR_INVALID);
 }
 
 void vb_files_out_free(vb_files_out *args)

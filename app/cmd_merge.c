@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "report.h"
+#include "json_report.h"
 #include "results_file.h"
 #include "tune.h"
 

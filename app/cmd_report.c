@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "report.h"
+#include "output_file.h"
 
 #define REPORT_USAGE                                                                                       \
     "usage: vrambench report FILE... -o report.html [--no-plots]\n"                                      \
