@@ -536,7 +536,11 @@ int vb_cmd_check_sim(int argc, char **argv)
                  "  lists each case whose memory figures differ; exit 1 if a difference is not documented.\n"
                  "  --newest: a file is skipped when a newer one of its kind and device (and trace) holds\n"
                  "            all of its cases;\n"
-                 "  JSON files that are not results are skipped (a folder's files may be given)");
+                 "  JSON files that are not results are skipped (a folder's files may be given)\n"
+                 "  -h, --help: this help\n\n"
+                 "examples:\n"
+                 "  vrambench check-sim results/nvidia-h100-80gb-hbm3-20261123.json\n"
+                 "  vrambench check-sim --newest results/*.json");
             return VB_EXIT_OK;
         }
         return vb_cli_error(VB_EXIT_USAGE, "usage: vrambench check-sim [--newest] FILE...");
