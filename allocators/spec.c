@@ -4,6 +4,7 @@
 #include "spec.h"
 
 #include "pytorch_conf.h"
+#include "base/closest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,9 +104,13 @@ vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
     if (!vb_allocator_find(out->name)) {
         char names[512];
         vb_allocator_names(names, sizeof names);
+        const char *known[64] = {"pytorch"};
+        for (size_t i = 0; vb_allocator_registry[i] && i + 2 < sizeof known / sizeof *known; i++)
+            known[i + 1] = vb_allocator_registry[i]->name;
+        const char *nearest = vb_closest_name(out->name, known);
         return vb_error(VB_ERR_INVALID,
-                        "unknown allocator '%s' (known: %s, pytorch[CONF], " VB_EXTERNAL_PREFIX "PATH.so, or all)",
-                        out->name, names);
+                        "unknown allocator '%s'%s%s%s (known: %s, pytorch[CONF], " VB_EXTERNAL_PREFIX "PATH.so, or all)",
+                        out->name, nearest ? "; did you mean " : "", nearest ? nearest : "", nearest ? "?" : "", names);
     }
     vb_status status = spec_relabel(out);
     if (status != VB_OK || text[name_length] == '\0') return status;

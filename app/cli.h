@@ -2,12 +2,17 @@
  * app/cmd_NAME.c and is listed in main.c's table.
  *
  * A subcommand returns the process exit status: 0 success, 1 runtime
- * failure, 2 bad usage or bad input. Errors are printed with vb_cli_error. */
+ * failure, 2 bad usage or bad input. Errors are printed with vb_cli_error.
+ *
+ * Each command's options are one table (vb_cli_option), which both its
+ * parsing (vb_cli_next) and its --help (vb_cli_print_help) read, so the help
+ * lists exactly what the parser accepts. */
 #ifndef VB_CLI_H
 #define VB_CLI_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/status.h"
 
@@ -15,6 +20,7 @@
 #define VB_EXIT_FAILURE 1
 #define VB_EXIT_USAGE 2
 #define VB_EXIT_OOM 3      /* --fail-on-oom: an allocator ran out of memory */
+#define VB_EXIT_HELP (-1)  /* inside a command only: --help was printed, return 0 */
 
 typedef int (*vb_command_fn)(int argc, char **argv); /* argv[0] is the subcommand's name */
 
@@ -25,6 +31,71 @@ int vb_cli_error(int exit_status, const char *format, ...) __attribute__((format
  * input) or 1 for anything else. */
 int vb_cli_status_error(vb_status status);
 
+/* ------------------------------------------------------------------------ */
+/* Options: one table per command, read by the parser and by --help          */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vb_cli_option {
+    const char *name;    /* "--allocator"; NULL ends a table */
+    const char *alias;   /* a short form ("-o"), or NULL */
+    const char *value;   /* the value it takes as help shows it ("SPEC[,SPEC]|all"); NULL: a flag */
+    const char *help;    /* what it does, its unit, default and an example; may hold '\n' */
+    unsigned only;       /* 0: every variant of the command; else the vb_cli_usage.variant bits it belongs to */
+} vb_cli_option;
+
+typedef struct vb_cli_usage {
+    const char *command;           /* "replay" */
+    const char *arguments;         /* the positional arguments ("TRACE"), or NULL when it takes none */
+    const char *summary;           /* what the command does */
+    const vb_cli_option *options;  /* its table (run and replay share one: `variant` picks) */
+    unsigned variant;              /* 0, or the bit of this variant in the options' `only` */
+    const char *notes;             /* printed after the options (terms, examples), or NULL */
+} vb_cli_usage;
+
+/* What --out FILE.json of a results file says after what the file holds
+ * (app/output_path.h), and the --force it names. */
+#define VB_CLI_OUT_TEMPLATE                                                                              \
+    "{device} and {date} in FILE are filled in (e.g. out/results/{device}-{date}.json), and such a\n" \
+    "name never replaces an earlier file: it gets -2, -3, ... (unless --force); a plain FILE is replaced"
+#define VB_CLI_FORCE_OPTION \
+    {"--force", NULL, NULL, "an --out name with {device} or {date} may replace a file of that name", 0}
+
+/* Walks a command line against a usage (vb_cli_next). */
+typedef struct vb_cli_parser {
+    const vb_cli_usage *usage;
+    int argc;
+    char **argv;
+    int next;          /* the index of the next argument */
+    int exit_status;   /* after VB_CLI_STOP: 0 when --help was printed, 2 after an error line */
+} vb_cli_parser;
+
+#define VB_CLI_END (-1)       /* no arguments left */
+#define VB_CLI_ARGUMENT (-2)  /* a positional argument, in *value */
+#define VB_CLI_STOP (-3)      /* --help printed, or an error line: the command returns parser.exit_status */
+
+/* Starts walking argv[1..argc-1] (argv[0] is the command's name). */
+void vb_cli_parser_init(vb_cli_parser *parser, const vb_cli_usage *usage, int argc, char **argv);
+
+/* The next option: its index in usage->options, with *value its value (NULL
+ * for a flag); "--name=value" and "--name value" alike. VB_CLI_ARGUMENT for a
+ * positional argument (an error line instead when usage->arguments is NULL),
+ * VB_CLI_END at the end. VB_CLI_STOP after printing the help (-h, --help) or
+ * one error line: an unknown option (with the nearest known one), an option
+ * of the other variant, a missing value, a value given to a flag. */
+int vb_cli_next(vb_cli_parser *parser, const char **value);
+
+/* After VB_CLI_STOP: VB_EXIT_HELP when --help was printed, else the exit
+ * status (2 after an error line; 1 when stdout could not take the help). */
+int vb_cli_stopped(const vb_cli_parser *parser);
+
+/* The command's help: synopsis, summary, every option of its variant with
+ * its value, unit and example, then the notes. */
+void vb_cli_print_help(FILE *out, const vb_cli_usage *usage);
+
+/* ------------------------------------------------------------------------ */
+/* Values                                                                    */
+/* ------------------------------------------------------------------------ */
+
 /* A list of names from "all" or "a,b,c", checked against the known ones. */
 typedef struct vb_name_list {
     char *storage;        /* the split copy of the spec */
@@ -33,10 +104,15 @@ typedef struct vb_name_list {
 } vb_name_list;
 
 /* Expands `spec` ("all", or comma-separated names) against `known` (NULL-
- * terminated). On an unknown or empty name prints one error naming `what`
- * and the known names, and returns 2; else fills `out` and returns 0. */
+ * terminated). On an unknown or empty name prints one error naming `what`,
+ * the nearest known name ("did you mean") and the known names, and returns
+ * 2; else fills `out` and returns 0. */
 int vb_cli_names(const char *spec, const char *what, const char *const *known, vb_name_list *out);
 void vb_name_list_free(vb_name_list *list);
+
+/* "; did you mean NAME?" for the known name nearest `name`
+ * (vb_closest_name), or "" when none is near; written to `out`, returned. */
+const char *vb_cli_did_you_mean(const char *name, const char *const *known, char *out, size_t capacity);
 
 /* The registered allocator names, NULL-terminated (static storage). */
 const char *const *vb_cli_allocator_names(void);
@@ -68,9 +144,28 @@ int vb_cli_python_dir(char *out, size_t capacity);
 /* The python to run it with: $VB_PYTHON, else /usr/bin/python3 when there, else python3. */
 const char *vb_cli_python(void);
 
-/* Parses bytes: a whole number > 0 with an optional K/M/G/T suffix (powers
- * of 1024, "KiB"/"KB"/"K" alike); 0 on success, -1 when malformed. */
+
+/* What a size is, for help texts and error lines (one wording everywhere). */
+#define VB_CLI_SIZE_RULE                                                                              \
+    "a size is bytes, or a number with K, M, G or T (powers of 1024, any case, B or iB optional: " \
+    "64M = 64MiB = 64mb; GB counts as GiB), e.g. 4096, 64MiB, 24g, 1.5G"
+
+/* Parses a size (VB_CLI_SIZE_RULE) into bytes: digits with an optional
+ * fraction, then an optional unit; the bytes must come out whole and fit 64
+ * bits. 0 on success (0 bytes included: limits are the caller's), -1 when
+ * malformed. */
 int vb_cli_parse_bytes(const char *text, uint64_t *out);
+
+/* vb_cli_parse_bytes for the option `option` of `command`: 0, or one error
+ * line "COMMAND: bad OPTION 'TEXT': <VB_CLI_SIZE_RULE>" and 2. */
+int vb_cli_size_option(const char *command, const char *option, const char *text, uint64_t *out);
+
+/* Bytes for people: "512 B", "64.0 MiB", "1.50 GiB". */
+void vb_cli_format_bytes(uint64_t bytes, char *out, size_t capacity);
+
+/* ------------------------------------------------------------------------ */
+/* The commands                                                              */
+/* ------------------------------------------------------------------------ */
 
 int vb_cmd_list(int argc, char **argv);
 int vb_cmd_tune(int argc, char **argv);
@@ -83,5 +178,9 @@ int vb_cmd_check_sim(int argc, char **argv);
 int vb_cmd_compare(int argc, char **argv);
 int vb_cmd_merge(int argc, char **argv);
 int vb_cmd_report(int argc, char **argv);
+
+/* `run` and `replay` share one option table and one body (cmd_run.c):
+ * `trace_command` 1 is `replay TRACE`, 0 `run`. */
+int vb_run_command(int argc, char **argv, int trace_command);
 
 #endif

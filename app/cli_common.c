@@ -1,11 +1,14 @@
-/* vrambench — what the subcommands share: error lines and name lists. */
+/* vrambench — what the subcommands share: error lines, option tables
+ * (parsing and --help), name lists and sizes. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "allocators/allocator.h"
+#include "base/closest.h"
 #include "cli.h"
 
 int vb_cli_error(int exit_status, const char *format, ...)
@@ -24,6 +27,136 @@ int vb_cli_status_error(vb_status status)
     const char *message = vb_last_error();
     return vb_cli_error(status == VB_ERR_INVALID ? VB_EXIT_USAGE : VB_EXIT_FAILURE, "%s",
                         message[0] ? message : vb_status_name(status));
+}
+
+/* ======================================================================== */
+/* Options                                                                  */
+/* ======================================================================== */
+
+/* 1 if the option belongs to the usage's variant. */
+static int option_applies(const vb_cli_usage *usage, const vb_cli_option *option)
+{
+    return option->only == 0 || usage->variant == 0 || (option->only & usage->variant) != 0;
+}
+
+void vb_cli_parser_init(vb_cli_parser *parser, const vb_cli_usage *usage, int argc, char **argv)
+{
+    *parser = (vb_cli_parser){usage, argc, argv, 1, VB_EXIT_OK};
+}
+
+/* 1 if `word` (its first `length` bytes) is `name`. */
+static int is_named(const char *name, const char *word, size_t length)
+{
+    return name && strlen(name) == length && strncmp(name, word, length) == 0;
+}
+
+/* "; did you mean --NAME?" among the options of the usage's variant. */
+static const char *nearest_option(const vb_cli_usage *usage, const char *word, char *out, size_t capacity)
+{
+    const char *known[130];
+    size_t count = 0;
+    for (const vb_cli_option *o = usage->options; o && o->name && count + 3 < sizeof known / sizeof *known; o++)
+        if (option_applies(usage, o)) known[count++] = o->name;
+    known[count++] = "--help";
+    known[count] = NULL;
+    return vb_cli_did_you_mean(word, known, out, capacity);
+}
+
+/* One error line and VB_CLI_STOP. */
+static int stop(vb_cli_parser *parser, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static int stop(vb_cli_parser *parser, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "vrambench: error: %s: ", parser->usage->command);
+    vfprintf(stderr, format, args);
+    fprintf(stderr, " (vrambench %s --help lists its options)\n", parser->usage->command);
+    va_end(args);
+    parser->exit_status = VB_EXIT_USAGE;
+    return VB_CLI_STOP;
+}
+
+int vb_cli_next(vb_cli_parser *parser, const char **value)
+{
+    *value = NULL;
+    if (parser->next >= parser->argc) return VB_CLI_END;
+    const vb_cli_usage *usage = parser->usage;
+    const char *word = parser->argv[parser->next++];
+    if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0) {
+        vb_cli_print_help(stdout, usage);
+        parser->exit_status = fflush(stdout) == 0 ? VB_EXIT_OK : VB_EXIT_FAILURE;
+        return VB_CLI_STOP;
+    }
+    if (word[0] != '-' || word[1] == '\0') {
+        *value = word;
+        if (usage->arguments) return VB_CLI_ARGUMENT;
+        return stop(parser, "unexpected argument '%s': it takes none, only options", word);
+    }
+    const char *equals = strncmp(word, "--", 2) == 0 ? strchr(word, '=') : NULL;
+    size_t length = equals ? (size_t)(equals - word) : strlen(word);
+    for (int i = 0; usage->options && usage->options[i].name; i++) {
+        const vb_cli_option *option = &usage->options[i];
+        if (!is_named(option->name, word, length) && !is_named(option->alias, word, length)) continue;
+        if (!option_applies(usage, option))
+            return stop(parser, "%s does not apply to %s", option->name, usage->command);
+        if (!option->value) {
+            if (equals) return stop(parser, "%s takes no value", option->name);
+            return i;
+        }
+        if (equals) *value = equals + 1;
+        else if (parser->next < parser->argc) *value = parser->argv[parser->next++];
+        else return stop(parser, "%s needs a value: %s", option->name, option->value);
+        return i;
+    }
+    char unknown[128];
+    snprintf(unknown, sizeof unknown, "%.*s", (int)(length < sizeof unknown ? length : sizeof unknown - 1), word);
+    char hint[160];
+    return stop(parser, "unknown option '%s'%s", unknown, nearest_option(usage, unknown, hint, sizeof hint));
+}
+
+int vb_cli_stopped(const vb_cli_parser *parser)
+{
+    return parser->exit_status == VB_EXIT_OK ? VB_EXIT_HELP : parser->exit_status;
+}
+
+/* Prints `text` with each line indented by `indent` spaces. */
+static void print_indented(FILE *out, const char *text, int indent)
+{
+    while (*text) {
+        size_t line = strcspn(text, "\n");
+        fprintf(out, "%*s%.*s\n", indent, "", (int)line, text);
+        text += line + (text[line] == '\n');
+    }
+}
+
+void vb_cli_print_help(FILE *out, const vb_cli_usage *usage)
+{
+    fprintf(out, "usage: vrambench %s%s%s [OPTIONS]\n\n", usage->command, usage->arguments ? " " : "",
+            usage->arguments ? usage->arguments : "");
+    print_indented(out, usage->summary, 0);
+    fputs("\noptions:\n", out);
+    for (const vb_cli_option *o = usage->options; o && o->name; o++) {
+        if (!option_applies(usage, o)) continue;
+        fprintf(out, "  %s%s%s%s%s\n", o->alias ? o->alias : "", o->alias ? ", " : "", o->name, o->value ? " " : "",
+                o->value ? o->value : "");
+        print_indented(out, o->help, 6);
+    }
+    fputs("  -h, --help\n      this help\n", out);
+    if (usage->notes) {
+        fputc('\n', out);
+        print_indented(out, usage->notes, 0);
+    }
+}
+
+/* ======================================================================== */
+/* Names                                                                    */
+/* ======================================================================== */
+
+const char *vb_cli_did_you_mean(const char *name, const char *const *known, char *out, size_t capacity)
+{
+    const char *nearest = vb_closest_name(name, known);
+    snprintf(out, capacity, "%s%s%s", nearest ? "; did you mean " : "", nearest ? nearest : "", nearest ? "?" : "");
+    return out;
 }
 
 const char *const *vb_cli_allocator_names(void)
@@ -69,9 +202,11 @@ int vb_cli_names(const char *spec, const char *what, const char *const *known, v
     }
     for (char *save = NULL, *name = strtok_r(out->storage, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         if (!is_known(name, known)) {
-            char names[1024];
+            char names[1024], nearest[160];
             join(known, names, sizeof names);
-            int status = vb_cli_error(VB_EXIT_USAGE, "unknown %s '%s' (known: %s, or all)", what, name, names);
+            vb_cli_did_you_mean(name, known, nearest, sizeof nearest);
+            int status = vb_cli_error(VB_EXIT_USAGE, "unknown %s '%s'%s (known: %s, or all)", what, name, nearest,
+                                      names);
             vb_name_list_free(out);
             return status;
         }
@@ -91,25 +226,64 @@ void vb_name_list_free(vb_name_list *list)
     memset(list, 0, sizeof *list);
 }
 
-/* Parses bytes: a whole number with an optional K/M/G/T suffix (powers of
- * 1024, "KiB"/"KB"/"K" alike); 0 on success. */
+/* ======================================================================== */
+/* Sizes                                                                    */
+/* ======================================================================== */
+
 int vb_cli_parse_bytes(const char *text, uint64_t *out)
 {
-    if (text[0] < '0' || text[0] > '9') return -1;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0) return -1;
-    static const char units[] = "KMGT";
-    unsigned shift = 0;
-    if (*end) {
-        const char *unit = strchr(units, *end);
-        if (!unit || *unit == '\0') return -1;
-        shift = 10 * (unsigned)(unit - units + 1);
-        end++;
-        if (strcmp(end, "iB") != 0 && strcmp(end, "B") != 0 && *end != '\0') return -1;
+    static const char *const units[] = {"", "k", "m", "g", "t"}; /* 1024^index */
+    const char *c = text;
+    if (*c < '0' || *c > '9') return -1;
+    unsigned __int128 whole = 0, fraction = 0, scale = 1;
+    for (; *c >= '0' && *c <= '9'; c++) {
+        whole = whole * 10 + (unsigned)(*c - '0');
+        if (whole > UINT64_MAX) return -1;
     }
-    if (value == 0 || value > (UINT64_MAX >> shift)) return -1;
-    *out = (uint64_t)value << shift;
+    if (*c == '.') {
+        c++;
+        if (*c < '0' || *c > '9') return -1;
+        for (; *c >= '0' && *c <= '9'; c++) {
+            if (scale > (unsigned __int128)UINT64_MAX) return -1; /* more digits than any size needs */
+            fraction = fraction * 10 + (unsigned)(*c - '0');
+            scale *= 10;
+        }
+    }
+    /* The unit: a letter (or none), then "", "B" or "iB" ("B" alone: bytes). */
+    size_t index = 0, letter = strcspn(c, "bBiI");
+    if (letter == 1) {
+        for (index = 1; index < sizeof units / sizeof *units; index++)
+            if (strncasecmp(c, units[index], 1) == 0) break;
+        if (index == sizeof units / sizeof *units) return -1;
+        c++;
+    } else if (letter != 0) {
+        return -1;
+    }
+    if (*c && strcasecmp(c, "b") != 0 && (index == 0 || strcasecmp(c, "ib") != 0)) return -1;
+    unsigned __int128 unit = (unsigned __int128)1 << (10 * index);
+    unsigned __int128 fraction_bytes = fraction * unit;
+    if (fraction_bytes % scale != 0) return -1; /* not a whole number of bytes */
+    unsigned __int128 bytes = whole * unit + fraction_bytes / scale;
+    if (bytes > UINT64_MAX) return -1;
+    *out = (uint64_t)bytes;
     return 0;
+}
+
+int vb_cli_size_option(const char *command, const char *option, const char *text, uint64_t *out)
+{
+    if (vb_cli_parse_bytes(text, out) == 0) return VB_EXIT_OK;
+    return vb_cli_error(VB_EXIT_USAGE, "%s: bad %s '%s': " VB_CLI_SIZE_RULE, command, option, text);
+}
+
+void vb_cli_format_bytes(uint64_t bytes, char *out, size_t capacity)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (bytes < 1024) {
+        snprintf(out, capacity, "%llu B", (unsigned long long)bytes);
+        return;
+    }
+    double value = (double)bytes / 1024;
+    size_t unit = 0;
+    while (value >= 1024 && unit + 1 < sizeof units / sizeof *units) value /= 1024, unit++;
+    snprintf(out, capacity, value < 10 ? "%.2f %s" : "%.1f %s", value, units[unit]);
 }

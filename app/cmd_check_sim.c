@@ -618,8 +618,12 @@ int vb_cmd_check_sim(int argc, char **argv)
                  "            all of its cases;\n"
                  "  --differences FILE: the documented differences (default: " VB_SIM_DIFFERENCES_ENV ", else\n"
                  "            " VB_SIM_DIFFERENCES_PATH " of the repository the binary was built in);\n"
-                 "  JSON files that are not results are skipped (a folder's files may be given); a case whose\n"
-                 "  allocator is not built in (external:PATH.so) is skipped: a results file never loads one");
+                 "  JSON files (.json.gz too) that are not results are skipped (a folder's files may be given); a\n"
+                 "  case whose allocator is not built in (external:PATH.so) is skipped: a results file never loads one\n"
+                 "  -h, --help: this help\n\n"
+                 "examples:\n"
+                 "  vrambench check-sim results/nvidia-h100-80gb-hbm3-20261123.json\n"
+                 "  vrambench check-sim --newest results/*.json results/*/*.json.gz");
             return VB_EXIT_OK;
         }
         if (strcmp(argv[first], "--newest") == 0) {

@@ -22,13 +22,43 @@
 #include "output_path.h"
 #include "runner.h"
 
-#define CLAIMS_USAGE                                                                                       \
-    "usage: vrambench claims [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim] [--claim ID[,ID]|all]\n" \
-    "                        [--pytorch MEASUREMENTS.json] [--out FILE.json] [--quiet]\n"
+enum { OPT_ALLOCATOR, OPT_DEVICE, OPT_CLAIM, OPT_PYTORCH, OPT_OUT, OPT_FORCE, OPT_QUIET, OPTION_COUNT };
+static const vb_cli_option options[OPTION_COUNT + 1] = {
+    [OPT_ALLOCATOR] = {"--allocator", NULL, "SPEC[,SPEC]|all",
+                       "the allocators, one column each (default all; vrambench list allocators); SPEC as in\n"
+                       "vrambench run --help, e.g. --allocator caching,expandable",
+                       0},
+    [OPT_DEVICE] = {"--device", NULL, "auto|cuda|sim",
+                    "where the scenarios run (default auto: the GPU when one is found, else the simulated\n"
+                    "device, where claims about time or the CUDA context cannot be decided)",
+                    0},
+    [OPT_CLAIM] = {"--claim", NULL, "ID[,ID]|all",
+                   "the claims, one row each (default all; their ids: vrambench list names), e.g.\n"
+                   "--claim view_keeps_storage,synchronize_releases_memory",
+                   0},
+    [OPT_PYTORCH] = {"--pytorch", NULL, "MEASUREMENTS.json",
+                     "PyTorch's own allocator as one more column, from lab/harnesses/pytorch_claims.py's\n"
+                     "measurements on a GPU, e.g. --pytorch results/pytorch-claims-nvidia-h200-20261121.json",
+                     0},
+    [OPT_OUT] = {"--out", NULL, "FILE.json",
+                 "every decision with its reason and numbers as JSON.\n" VB_CLI_OUT_TEMPLATE,
+                 0},
+    [OPT_FORCE] = VB_CLI_FORCE_OPTION,
+    [OPT_QUIET] = {"--quiet", NULL, NULL, "errors only: no note, progress, table or 'wrote FILE'", 0},
+    [OPTION_COUNT] = {NULL, NULL, NULL, NULL, 0},
+};
+
+static const vb_cli_usage usage = {
+    "claims", NULL,
+    "Decides every claim of the source documents for every allocator: each claim's scenario runs once per\n"
+    "allocator and the claim's criterion reads its timeline and counters. A table (claims x allocators:\n"
+    "holds, NO, depends, n/a) and, with --out, the JSON.",
+    options, 0,
+    "example:\n  vrambench claims --allocator caching,expandable --device sim --out out/claims-{device}.json"};
 
 typedef struct claims_args {
     const char *allocators, *device, *claims, *pytorch, *out;
-    int quiet;
+    int quiet, force;
 } claims_args;
 
 /* One column of the table: an allocator (or "pytorch") and its decisions,
@@ -58,26 +88,20 @@ typedef struct claims_state {
 
 static int parse_args(int argc, char **argv, claims_args *args)
 {
-    *args = (claims_args){"all", "auto", "all", NULL, NULL, 0};
-    for (int i = 1; i < argc; i++) {
-        const char *option = argv[i];
-        const char **target = strcmp(option, "--allocator") == 0 ? &args->allocators
-                              : strcmp(option, "--device") == 0  ? &args->device
-                              : strcmp(option, "--claim") == 0   ? &args->claims
-                              : strcmp(option, "--pytorch") == 0 ? &args->pytorch
-                              : strcmp(option, "--out") == 0     ? &args->out
-                                                                 : NULL;
-        if (strcmp(option, "--quiet") == 0) {
-            args->quiet = 1;
-        } else if (strcmp(option, "--help") == 0 || strcmp(option, "-h") == 0) {
-            fputs(CLAIMS_USAGE, stdout);
-            exit(VB_EXIT_OK);
-        } else if (!target) {
-            return vb_cli_error(VB_EXIT_USAGE, "claims: unknown option '%s'\n%s", option, CLAIMS_USAGE);
-        } else if (i + 1 >= argc) {
-            return vb_cli_error(VB_EXIT_USAGE, "claims: %s needs a value", option);
-        } else {
-            *target = argv[++i];
+    *args = (claims_args){"all", "auto", "all", NULL, NULL, 0, 0};
+    vb_cli_parser parser;
+    vb_cli_parser_init(&parser, &usage, argc, argv);
+    const char *value;
+    for (int option; (option = vb_cli_next(&parser, &value)) != VB_CLI_END;) {
+        switch (option) {
+        case VB_CLI_STOP: return vb_cli_stopped(&parser);
+        case OPT_ALLOCATOR: args->allocators = value; break;
+        case OPT_DEVICE: args->device = value; break;
+        case OPT_CLAIM: args->claims = value; break;
+        case OPT_PYTORCH: args->pytorch = value; break;
+        case OPT_OUT: args->out = value; break;
+        case OPT_FORCE: args->force = 1; break;
+        case OPT_QUIET: args->quiet = 1; break;
         }
     }
     return VB_EXIT_OK;
@@ -360,7 +384,7 @@ static int run_claims(claims_state *state, const claims_args *args)
     vb_device_info info;
     state->device->ops->info(state->device, &info);
     if (args->out) {
-        vb_status status = vb_report_output_path(args->out, &info, out_path, sizeof out_path);
+        vb_status status = vb_report_output_path(args->out, &info, args->force, out_path, sizeof out_path);
         if (status != VB_OK) return vb_cli_status_error(status);
     }
     int exit_status = VB_EXIT_OK;
@@ -368,7 +392,7 @@ static int run_claims(claims_state *state, const claims_args *args)
         exit_status = decide_pytorch(state, args->pytorch);
         if (exit_status != VB_EXIT_OK) return exit_status;
     }
-    if (info.simulated)
+    if (info.simulated && !args->quiet)
         fputs("vrambench: claims on the SIMULATED device: memory figures are exact for each policy; claims about "
               "time or the CUDA context are undecidable here\n", stderr);
     size_t scenarios = 0, done = 0;
@@ -382,14 +406,14 @@ static int run_claims(claims_state *state, const claims_args *args)
         memmove(state->columns, state->columns + 1, (state->column_count - 1) * sizeof *state->columns);
         state->columns[state->column_count - 1] = pytorch;
     }
-    print_table(state);
+    if (!args->quiet) print_table(state);
     fflush(stdout);
     if (!args->out) return VB_EXIT_OK;
     state->document = vb_report_document(vb_report_context(state->device, NULL, state->specs, state->spec_count));
     if (!state->document || fill_document(state) != 0) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     vb_status status = vb_report_write(state->document, out_path);
     if (status != VB_OK) return vb_cli_status_error(status);
-    fprintf(stderr, "vrambench: wrote %s\n", out_path);
+    if (!args->quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
     return VB_EXIT_OK;
 }
 
@@ -397,7 +421,7 @@ int vb_cmd_claims(int argc, char **argv)
 {
     claims_args args;
     int exit_status = parse_args(argc, argv, &args);
-    if (exit_status != VB_EXIT_OK) return exit_status;
+    if (exit_status != VB_EXIT_OK) return exit_status == VB_EXIT_HELP ? VB_EXIT_OK : exit_status;
     claims_state state = {0};
     exit_status = select_claims(&state, args.claims);
     if (exit_status == VB_EXIT_OK) {

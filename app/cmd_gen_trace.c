@@ -113,6 +113,7 @@ typedef struct live_allocation {
 typedef struct random_options {
     uint64_t seed, events, max_size, max_live;
     const char *out;
+    int quiet;
 } random_options;
 
 /* Frees the live allocation at `index` (swap-remove, as RMM does). */
@@ -174,24 +175,6 @@ static int generate(writer *w, const random_options *options)
 /* Command line                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Parses a byte count: a number with an optional K, M or G (powers of 1024). */
-static int parse_bytes(const char *text, uint64_t *out)
-{
-    char *end;
-    if (*text < '0' || *text > '9') return 0;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno) return 0;
-    uint64_t unit = 1;
-    if (*end == 'K' || *end == 'k') unit = 1ull << 10;
-    else if (*end == 'M' || *end == 'm') unit = 1ull << 20;
-    else if (*end == 'G' || *end == 'g') unit = 1ull << 30;
-    if (unit != 1) end++;
-    if (*end || value > UINT64_MAX / unit) return 0;
-    *out = value * unit;
-    return 1;
-}
-
 /* Parses a plain count. */
 static int parse_count(const char *text, uint64_t *out)
 {
@@ -204,27 +187,84 @@ static int parse_count(const char *text, uint64_t *out)
     return 1;
 }
 
-/* Reads the options of `gen-trace random`; prints one error and returns 2 on bad ones. */
+enum { OPT_SEED, OPT_EVENTS, OPT_MAX_SIZE, OPT_MAX_LIVE, OPT_OUT, OPT_QUIET, OPTION_COUNT };
+static const vb_cli_option options[OPTION_COUNT + 1] = {
+    [OPT_SEED] = {"--seed", NULL, "N", "the random seed (0 to 2^64-1; default 1): the same seed, the same trace", 0},
+    [OPT_EVENTS] = {"--events", NULL, "N", "events in the trace, allocations and frees (at least 1), e.g. --events 10000",
+                    0},
+    [OPT_MAX_SIZE] = {"--max-size", NULL, "SIZE",
+                      "the largest allocation (sizes are uniform in 1 .. SIZE bytes), e.g. --max-size 64MiB. "
+                      VB_CLI_SIZE_RULE,
+                      0},
+    [OPT_MAX_LIVE] = {"--max-live", NULL, "SIZE",
+                      "the most bytes live at once (at least --max-size), e.g. --max-live 2GiB; a size as for\n"
+                      "--max-size",
+                      0},
+    [OPT_OUT] = {"--out", "-o", "FILE", "the trace file (replaced if it exists); a name ending in .gz is gzip'd", 0},
+    [OPT_QUIET] = {"--quiet", NULL, NULL, "errors only: no 'wrote FILE'", 0},
+    [OPTION_COUNT] = {NULL, NULL, NULL, NULL, 0},
+};
+
+static const vb_cli_usage usage = {
+    "gen-trace", "random",
+    "Writes a random allocation trace (docs/trace-format.md) in the manner of RMM's random_allocations\n"
+    "benchmark: an allocation of a uniform size with probability 73% while --max-live allows, else a free of\n"
+    "a live allocation; everything is freed by the end. The generator: random (the only one).\n"
+    "Required: --events, --max-size, --max-live and --out.",
+    options, 0,
+    "example:\n  vrambench gen-trace random --seed 7 --events 100000 --max-size 64MiB --max-live 8GiB -o random.trace.gz"};
+
+/* Reads the options of `gen-trace random`; prints one error and returns 2
+ * on bad ones (VB_EXIT_HELP after --help). */
 static int parse_random_options(int argc, char **argv, random_options *options)
 {
     int have_events = 0, have_max_size = 0, have_max_live = 0;
+    const char *generator = NULL;
     *options = (random_options){.seed = 1};
-    for (int i = 2; i < argc; i += 2) { /* OPTION VALUE pairs */
-        const char *option = argv[i];
-        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok;
-        if (strcmp(option, "-o") == 0 || strcmp(option, "--out") == 0) ok = value && *value && (options->out = value);
-        else if (strcmp(option, "--seed") == 0) ok = value && parse_count(value, &options->seed);
-        else if (strcmp(option, "--events") == 0) ok = have_events = value && parse_count(value, &options->events);
-        else if (strcmp(option, "--max-size") == 0) ok = have_max_size = value && parse_bytes(value, &options->max_size);
-        else if (strcmp(option, "--max-live") == 0) ok = have_max_live = value && parse_bytes(value, &options->max_live);
-        else return vb_cli_error(VB_EXIT_USAGE, "gen-trace: unknown option '%s'", option);
-        if (!ok)
-            return vb_cli_error(VB_EXIT_USAGE, "gen-trace: %s needs %s", option,
-                                strcmp(option, "-o") == 0 || strcmp(option, "--out") == 0 ? "a file name"
-                                : strncmp(option, "--max", 5) == 0 ? "a byte count (e.g. 4096, 64K, 256M, 2G)"
-                                                                   : "a non-negative integer");
+    vb_cli_parser parser;
+    vb_cli_parser_init(&parser, &usage, argc, argv);
+    const char *value;
+    for (int option; (option = vb_cli_next(&parser, &value)) != VB_CLI_END;) {
+        switch (option) {
+        case VB_CLI_STOP: return vb_cli_stopped(&parser);
+        case VB_CLI_ARGUMENT:
+            if (generator) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: one generator only ('%s', then '%s')",
+                                               generator, value);
+            if (strcmp(value, "random") != 0) {
+                static const char *const generators[] = {"random", NULL};
+                char hint[64];
+                return vb_cli_error(VB_EXIT_USAGE, "gen-trace: unknown generator '%s'%s (known: random)", value,
+                                    vb_cli_did_you_mean(value, generators, hint, sizeof hint));
+            }
+            generator = value;
+            break;
+        case OPT_SEED:
+            if (!parse_count(value, &options->seed))
+                return vb_cli_error(VB_EXIT_USAGE, "gen-trace: bad --seed '%s' (a whole number from 0 to 2^64-1)", value);
+            break;
+        case OPT_EVENTS:
+            if (!parse_count(value, &options->events))
+                return vb_cli_error(VB_EXIT_USAGE, "gen-trace: bad --events '%s' (a whole number, at least 1)", value);
+            have_events = 1;
+            break;
+        case OPT_MAX_SIZE:
+            if (vb_cli_size_option("gen-trace", "--max-size", value, &options->max_size) != VB_EXIT_OK)
+                return VB_EXIT_USAGE;
+            have_max_size = 1;
+            break;
+        case OPT_MAX_LIVE:
+            if (vb_cli_size_option("gen-trace", "--max-live", value, &options->max_live) != VB_EXIT_OK)
+                return VB_EXIT_USAGE;
+            have_max_live = 1;
+            break;
+        case OPT_OUT:
+            if (!*value) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --out needs a file name");
+            options->out = value;
+            break;
+        case OPT_QUIET: options->quiet = 1; break;
+        }
     }
+    if (!generator) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: which generator? (random; vrambench gen-trace --help)");
     if (!have_events || !have_max_size || !have_max_live || !options->out)
         return vb_cli_error(VB_EXIT_USAGE, "gen-trace random: --events, --max-size, --max-live and -o are required");
     if (options->events == 0) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --events must be at least 1");
@@ -247,14 +287,9 @@ static int is_gzip_name(const char *path)
  * so a failed write leaves the target as it was. */
 int vb_cmd_gen_trace(int argc, char **argv)
 {
-    static const char usage[] =
-        "usage: vrambench gen-trace random [--seed N] --events N --max-size BYTES --max-live BYTES -o FILE";
-    if (argc < 2) return vb_cli_error(VB_EXIT_USAGE, "%s", usage);
-    if (strcmp(argv[1], "random") != 0)
-        return vb_cli_error(VB_EXIT_USAGE, "gen-trace: unknown generator '%s' (known: random); %s", argv[1], usage);
     random_options options;
     int exit_status = parse_random_options(argc, argv, &options);
-    if (exit_status != VB_EXIT_OK) return exit_status;
+    if (exit_status != VB_EXIT_OK) return exit_status == VB_EXIT_HELP ? VB_EXIT_OK : exit_status;
     if (vb_output_check(options.out) != VB_OK) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: %s", vb_last_error());
     vb_output out;
     if (vb_output_open(&out, options.out) != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: %s", vb_last_error());
@@ -282,5 +317,6 @@ int vb_cmd_gen_trace(int argc, char **argv)
                             zlib_error == Z_ERRNO ? strerror(saved_errno) : "compression failed");
     }
     if (vb_output_commit(&out) != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: %s", vb_last_error());
+    if (!options.quiet) fprintf(stderr, "vrambench: wrote %s\n", options.out);
     return VB_EXIT_OK;
 }

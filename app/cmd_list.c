@@ -92,18 +92,50 @@ static int list_names(int as_json)
     return VB_EXIT_OK;
 }
 
+enum { OPT_JSON, OPTION_COUNT };
+static const vb_cli_option options[OPTION_COUNT + 1] = {
+    [OPT_JSON] = {"--json", NULL, NULL,
+                  "names only: the tables as one JSON document (docs/results-json.md, \"names\"), e.g.\n"
+                  "vrambench list names --json",
+                  0},
+    [OPTION_COUNT] = {NULL, NULL, NULL, NULL, 0},
+};
+
+static const vb_cli_usage usage = {
+    "list", "allocators|scenarios|names",
+    "Lists what can be run and the names results use:\n"
+    "  allocators  each strategy with its description and its options (the KEYs of NAME[KEY=VALUE])\n"
+    "  scenarios   each scenario, what it does and which documents it follows\n"
+    "  names       every scenario's steps and every claim id (the names results and tools use)",
+    options, 0, "example:\n  vrambench list allocators"};
+
 int vb_cmd_list(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "names") == 0 && strcmp(argv[2], "--json") == 0) return list_names(1);
-    if (argc == 2 && strcmp(argv[1], "names") == 0) return list_names(0);
-    if (argc != 2) return vb_cli_error(VB_EXIT_USAGE, "usage: vrambench list allocators|scenarios|names [--json]");
-    if (strcmp(argv[1], "allocators") == 0) {
+    static const char *const kinds[] = {"allocators", "scenarios", "names", NULL};
+    const char *kind = NULL;
+    int as_json = 0;
+    vb_cli_parser parser;
+    vb_cli_parser_init(&parser, &usage, argc, argv);
+    const char *value;
+    for (int option; (option = vb_cli_next(&parser, &value)) != VB_CLI_END;) {
+        if (option == VB_CLI_STOP) return parser.exit_status;
+        if (option == OPT_JSON) as_json = 1;
+        if (option != VB_CLI_ARGUMENT) continue;
+        if (kind) return vb_cli_error(VB_EXIT_USAGE, "list: one kind only ('%s', then '%s')", kind, value);
+        kind = value;
+    }
+    if (!kind) return vb_cli_error(VB_EXIT_USAGE, "list: which? allocators, scenarios or names (vrambench list --help)");
+    if (strcmp(kind, "names") == 0) return list_names(as_json);
+    if (as_json) return vb_cli_error(VB_EXIT_USAGE, "list: --json applies to names only");
+    if (strcmp(kind, "allocators") == 0) {
         list_allocators();
         return VB_EXIT_OK;
     }
-    if (strcmp(argv[1], "scenarios") == 0) {
+    if (strcmp(kind, "scenarios") == 0) {
         list_scenarios();
         return VB_EXIT_OK;
     }
-    return vb_cli_error(VB_EXIT_USAGE, "list: unknown kind '%s' (known: allocators, scenarios, names)", argv[1]);
+    char hint[160];
+    return vb_cli_error(VB_EXIT_USAGE, "list: unknown kind '%s'%s (known: allocators, scenarios, names)", kind,
+                        vb_cli_did_you_mean(kind, kinds, hint, sizeof hint));
 }

@@ -308,20 +308,32 @@ static int add_entry(json_t *benchmarks, const char *allocator, uint64_t size, u
     return failed | json_array_append_new(benchmarks, entry);
 }
 
+/* Where the table goes: `file` (NULL under --quiet), and whether the
+ * device is the simulated one (its "driver" is a model timed on the host). */
+typedef struct table_out {
+    FILE *file;
+    int simulated;
+} table_out;
+
 /* Prints a cell's line; with a driver twin, the strategy's p50 over the
  * twin's after it. */
-static void print_cell(const char *name, uint64_t size, const cell_result *cell)
+static void print_cell(const table_out *table, const char *name, uint64_t size, const cell_result *cell)
 {
-    printf("%-22s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f", name, (unsigned long long)size,
-           cell->pair_p50, cell->pair_p99, cell->malloc_p50, cell->malloc_p99, cell->free_p50, cell->free_p99,
-           cell->depth, cell->driver_allocs_per_pair);
-    if (cell->twin_pair_p50 > 0) printf("   %5.2fx driver (%.1f)", cell->pair_p50 / cell->twin_pair_p50, cell->twin_pair_p50);
-    putchar('\n');
+    if (!table->file) return;
+    fprintf(table->file, "%-22s %10llu %9.1f %9.1f %10.1f %10.1f %9.1f %9.1f %7u %6.2f", name,
+            (unsigned long long)size, cell->pair_p50, cell->pair_p99, cell->malloc_p50, cell->malloc_p99,
+            cell->free_p50, cell->free_p99, cell->depth, cell->driver_allocs_per_pair);
+    if (cell->twin_pair_p50 > 0)
+        fprintf(table->file, "   %5.2fx %s (%.1f)", cell->pair_p50 / cell->twin_pair_p50,
+                table->simulated ? "sim driver model" : "driver", cell->twin_pair_p50);
+    fputc('\n', table->file);
+    fflush(table->file);
 }
 
 /* Creates the allocator, measures a cell, prints its line and, when a
  * document is given, adds its entry. */
-static int run_cell(vb_device *dev, const vb_allocator_spec *spec, uint64_t size, unsigned threads, json_t *document)
+static int run_cell(vb_device *dev, const vb_allocator_spec *spec, uint64_t size, unsigned threads, json_t *document,
+                    const table_out *table)
 {
     vb_allocator *allocator;
     const char *name = spec->label;
@@ -351,7 +363,7 @@ static int run_cell(vb_device *dev, const vb_allocator_spec *spec, uint64_t size
     if (status != VB_OK)
         return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
                             vb_last_error()[0] ? vb_last_error() : "out of host memory");
-    print_cell(name, size, &cell);
+    print_cell(table, name, size, &cell);
     if (document && add_entry(json_object_get(document, "benchmarks"), name, size, threads, &cell) != 0)
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     return VB_EXIT_OK;
@@ -362,7 +374,8 @@ static int run_cell(vb_device *dev, const vb_allocator_spec *spec, uint64_t size
 
 /* Measures a driver row (`name` DRIVER_MALLOC or DRIVER_MALLOC_ASYNC), prints
  * its line and, when a document is given, adds its entry. */
-static int run_driver_cell(vb_device *dev, const char *name, uint64_t size, json_t *document)
+static int run_driver_cell(vb_device *dev, const char *name, uint64_t size, json_t *document,
+                           const table_out *table)
 {
     driver_target driver = {dev, NULL, 0};
     vb_status status = VB_OK;
@@ -374,7 +387,7 @@ static int run_driver_cell(vb_device *dev, const char *name, uint64_t size, json
     if (status != VB_OK)
         return vb_cli_error(VB_EXIT_FAILURE, "microbench: %s at %llu bytes: %s", name, (unsigned long long)size,
                             vb_last_error()[0] ? vb_last_error() : "out of host memory");
-    print_cell(name, size, &cell);
+    print_cell(table, name, size, &cell);
     if (document && add_entry(json_object_get(document, "benchmarks"), name, size, 1, &cell) != 0)
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     return VB_EXIT_OK;
@@ -409,23 +422,63 @@ static int split_driver_rows(const char *list, char **strategies, int drivers[2]
     return VB_EXIT_OK;
 }
 
+enum { OPT_ALLOCATOR, OPT_DEVICE, OPT_THREADS, OPT_OUT, OPT_FORCE, OPT_QUIET, OPTION_COUNT };
+static const vb_cli_option options[OPTION_COUNT + 1] = {
+    [OPT_ALLOCATOR] = {"--allocator", NULL, "SPEC[,SPEC]|all",
+                       "the allocators (default all, with both driver rows; vrambench list allocators); besides\n"
+                       "the strategies, the rows driver:cudaMalloc and driver:cudaMallocAsync time the driver\n"
+                       "itself, e.g. --allocator caching,driver:cudaMalloc",
+                       0},
+    [OPT_DEVICE] = {"--device", NULL, "auto|cuda|sim",
+                    "where it runs (default auto: the GPU when one is found, else the simulated device, whose\n"
+                    "figures are the host-side time of the allocator and the device's model, not GPU times)",
+                    0},
+    [OPT_THREADS] = {"--threads", NULL, "N",
+                     "threads on one allocator (1 to 64; default 1): N - 1 more run malloc+free pairs while one\n"
+                     "is timed, so its figures are those under contention, e.g. --threads 4",
+                     0},
+    [OPT_OUT] = {"--out", NULL, "FILE.json",
+                 "the cells as Google Benchmark JSON (ns per call).\n" VB_CLI_OUT_TEMPLATE,
+                 0},
+    [OPT_FORCE] = VB_CLI_FORCE_OPTION,
+    [OPT_QUIET] = {"--quiet", NULL, NULL, "errors only: no table, no 'wrote FILE'", 0},
+    [OPTION_COUNT] = {NULL, NULL, NULL, NULL, 0},
+};
+
+static const vb_cli_usage usage = {
+    "microbench", NULL,
+    "Times malloc+free in cache-hit steady state per allocator and request size (512 B to 256 MiB), in ns per\n"
+    "call: pair p50/p99 (malloc then free), malloc and free p50/p99 (`depth` calls in a row) and driver\n"
+    "allocations per pair; cuda and async also as a ratio over their driver twin, timed in alternate batches.",
+    options, 0,
+    "example:\n  vrambench microbench --allocator caching,cuda --device cuda --out out/microbench-{device}-{date}.json"};
+
 int vb_cmd_microbench(int argc, char **argv)
 {
     const char *allocator_spec = "all", *device_kind = "auto", *out = NULL;
     unsigned threads = 1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--allocator") == 0 && i + 1 < argc) allocator_spec = argv[++i];
-        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+    int quiet = 0, force = 0;
+    vb_cli_parser parser;
+    vb_cli_parser_init(&parser, &usage, argc, argv);
+    const char *value;
+    for (int option; (option = vb_cli_next(&parser, &value)) != VB_CLI_END;) {
+        switch (option) {
+        case VB_CLI_STOP: return parser.exit_status;
+        case OPT_ALLOCATOR: allocator_spec = value; break;
+        case OPT_DEVICE: device_kind = value; break;
+        case OPT_THREADS: {
             char *end = NULL;
-            unsigned long value = strtoul(argv[++i], &end, 10);
-            if (*end != '\0' || value < 1 || value > MAX_THREADS || argv[i][0] == '-')
+            unsigned long count = strtoul(value, &end, 10);
+            if (*end != '\0' || count < 1 || count > MAX_THREADS || value[0] < '0' || value[0] > '9')
                 return vb_cli_error(VB_EXIT_USAGE, "microbench: bad --threads '%s' (a whole number from 1 to %d)",
-                                    argv[i], MAX_THREADS);
-            threads = (unsigned)value;
+                                    value, MAX_THREADS);
+            threads = (unsigned)count;
+            break;
         }
-        else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device_kind = argv[++i];
-        else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
-        else return vb_cli_error(VB_EXIT_USAGE, "microbench: unknown or incomplete option '%s'", argv[i]);
+        case OPT_OUT: out = value; break;
+        case OPT_FORCE: force = 1; break;
+        case OPT_QUIET: quiet = 1; break;
+        }
     }
     char *strategies = NULL;
     int drivers[2];
@@ -447,7 +500,7 @@ int vb_cmd_microbench(int argc, char **argv)
     char out_path[4096] = "";
     json_t *document = NULL;
     if (out) {
-        status = vb_report_output_path(out, &info, out_path, sizeof out_path);
+        status = vb_report_output_path(out, &info, force, out_path, sizeof out_path);
         if (status == VB_OK) document = vb_report_document(vb_report_context(dev, NULL, NULL, 0));
         if (status != VB_OK || !document) {
             vb_device_close(dev);
@@ -455,29 +508,37 @@ int vb_cmd_microbench(int argc, char **argv)
             return status != VB_OK ? vb_cli_status_error(status) : vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
         }
     }
-    printf("# microbench on %s%s: ns per call, cache-hit steady state%s\n", info.name,
-           info.simulated ? " (simulated: host-side cost of the allocator logic; no driver time)" : "",
-           threads > 1 ? ", one thread's figures while the others contend" : "");
-    if (threads > 1) printf("# threads: %u on one allocator\n", threads);
-    printf("# pair = malloc then free; malloc/free = `depth` calls in a row, timed apart; drv/pr = driver allocations per pair\n");
-    if (threads == 1)
-        printf("# cuda, async: Nx driver (ns) = pair p50 over their driver twin's, timed in alternate batches\n");
-    printf("%-22s %10s %9s %9s %10s %10s %9s %9s %7s %6s\n", "allocator", "bytes", "pair p50", "pair p99",
-           "malloc p50", "malloc p99", "free p50", "free p99", "depth", "drv/pr");
+    table_out table = {quiet ? NULL : stdout, info.simulated};
+    if (table.file) {
+        if (info.simulated)
+            printf("# microbench on the SIMULATED device: every figure is the host-side time of the allocator's code\n"
+                   "# and the simulated device's model (the driver rows: the model's own calls), not a GPU or\n"
+                   "# driver time; ns per call, cache-hit steady state%s\n",
+                   threads > 1 ? ", one thread's figures while the others contend" : "");
+        else
+            printf("# microbench on %s: ns per call, cache-hit steady state%s\n", info.name,
+                   threads > 1 ? ", one thread's figures while the others contend" : "");
+        if (threads > 1) printf("# threads: %u on one allocator\n", threads);
+        printf("# pair = malloc then free; malloc/free = `depth` calls in a row, timed apart; drv/pr = driver "
+               "allocations per pair\n");
+        if (threads == 1)
+            printf("# cuda, async: Nx %s (ns) = pair p50 over their driver twin's, timed in alternate batches\n",
+                   info.simulated ? "sim driver model" : "driver");
+        printf("%-22s %10s %9s %9s %10s %10s %9s %9s %7s %6s\n", "allocator", "bytes", "pair p50", "pair p99",
+               "malloc p50", "malloc p99", "free p50", "free p99", "depth", "drv/pr");
+        fflush(stdout);
+    }
     for (size_t a = 0; a < spec_count && exit_status == VB_EXIT_OK; a++)
-        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++) {
-            exit_status = run_cell(dev, &specs[a], sizes[s], threads, document);
-            fflush(stdout);
-        }
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++)
+            exit_status = run_cell(dev, &specs[a], sizes[s], threads, document, &table);
     static const char *const driver_rows[2] = {DRIVER_MALLOC, DRIVER_MALLOC_ASYNC};
     for (int d = 0; d < 2 && exit_status == VB_EXIT_OK; d++)
-        for (size_t s = 0; drivers[d] && s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++) {
-            exit_status = run_driver_cell(dev, driver_rows[d], sizes[s], document);
-            fflush(stdout);
-        }
+        for (size_t s = 0; drivers[d] && s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++)
+            exit_status = run_driver_cell(dev, driver_rows[d], sizes[s], document, &table);
     if (exit_status == VB_EXIT_OK && document) {
         status = vb_report_write(document, out_path);
         exit_status = status == VB_OK ? VB_EXIT_OK : vb_cli_status_error(status);
+        if (exit_status == VB_EXIT_OK && !quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
     }
     json_decref(document);
     vb_device_close(dev);

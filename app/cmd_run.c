@@ -26,25 +26,105 @@
 #include "text.h"
 #include "trace.h"
 
-#define RUN_USAGE                                                                                             \
-    "usage: vrambench run [--scenario NAME[,NAME]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n" \
-    "                     [--repetitions N] [--min-time SECONDS] [--max-iterations N] [--config ALLOC.KEY=VALUE]...\n" \
-    "                     [--sim-capacity BYTES] [--param VALUE] [--out FILE.json] [--quiet]\n"                 \
-    "                     [--pytorch-alloc-conf CONF] [--fail-on-oom] [--shard I/N]\n"                          \
-    "  SPEC: an allocator name, or NAME[KEY=VALUE,...] (e.g. caching[max_split_size_mb=256]),\n"            \
-    "        or pytorch[CONF] with PyTorch's own syntax (pytorch[expandable_segments:True])\n"                  \
-    "  --sim-capacity: the simulated device's memory; on a GPU, a cap (memory beyond it is out of memory)\n"   \
-    "  --pytorch-alloc-conf CONF: PYTORCH_CUDA_ALLOC_CONF's value, run as pytorch[CONF] (alone\n"              \
-    "        unless --allocator names others too)\n"                                                            \
-    "  --fail-on-oom: exit 3 when any allocator ran out of memory (after writing the results)\n"               \
-    "  --snapshot FILE.pickle (replay, one allocator): the replay as a PyTorch memory snapshot\n"               \
-    "  --out may contain {device} and {date}, e.g. results/{device}-{date}.json\n"                            \
-    "  --shard I/N: only the I-th of N shares of the cases (round-robin), e.g. --shard 2/8;\n"                \
-    "        `vrambench merge` joins the N files into one (docs/fleet.md)\n"
+/* The options of `run` and `replay` (one table: RUN and REPLAY say which
+ * belong to one of them only). */
+enum { RUN = 1, REPLAY = 2 };
+enum {
+    OPT_SCENARIO, OPT_PARAM, OPT_ALLOCATOR, OPT_PYTORCH_CONF, OPT_CONFIG, OPT_DEVICE, OPT_SIM_CAPACITY,
+    OPT_REPETITIONS, OPT_MIN_TIME, OPT_MAX_ITERATIONS, OPT_OUT, OPT_FORCE, OPT_SNAPSHOT, OPT_FAIL_ON_OOM, OPT_QUIET,
+    OPT_SHARD,
+    OPTION_COUNT
+};
+static const vb_cli_option options[OPTION_COUNT + 1] = {
+    [OPT_SCENARIO] = {"--scenario", NULL, "NAME[,NAME]|all",
+                      "the scenarios (default all; vrambench list scenarios), e.g. --scenario views,random_mix", RUN},
+    [OPT_PARAM] = {"--param", NULL, "VALUE",
+                   "the scenario's parameter, with exactly one --scenario; random_mix reads it (the others take\n"
+                   "none): allocations=N,max_size_mb=M,max_usage_mb=U,seed=S, any of them (defaults 1000, 64,\n"
+                   "16000, 1), e.g. --scenario random_mix --param allocations=500,seed=7",
+                   RUN},
+    [OPT_ALLOCATOR] = {"--allocator", NULL, "SPEC[,SPEC]|all",
+                       "the allocators (default all; vrambench list allocators). SPEC: a name, NAME[KEY=VALUE,...]\n"
+                       "(caching[max_split_size_mb=256]), pytorch[CONF] in PyTorch's own syntax\n"
+                       "(pytorch[expandable_segments:True]) or external:PATH.so, e.g. --allocator caching,bfc",
+                       0},
+    [OPT_PYTORCH_CONF] = {"--pytorch-alloc-conf", NULL, "CONF",
+                          "PYTORCH_CUDA_ALLOC_CONF's value, run as pytorch[CONF] (alone unless --allocator names\n"
+                          "others too), e.g. --pytorch-alloc-conf expandable_segments:True",
+                          0},
+    [OPT_CONFIG] = {"--config", NULL, "ALLOC.KEY=VALUE",
+                    "an option of every spec of allocator ALLOC (repeatable; its keys: vrambench list allocators),\n"
+                    "e.g. --config caching.max_split_size_mb=256",
+                    0},
+    [OPT_DEVICE] = {"--device", NULL, "auto|cuda|sim",
+                    "where it runs (default auto: the GPU when one is found, else the simulated device, which\n"
+                    "says so first: its memory figures are exact, its times are host-side model times)",
+                    0},
+    [OPT_SIM_CAPACITY] = {"--sim-capacity", NULL, "SIZE",
+                          "the simulated device's memory (default 80GiB); on a GPU, a cap: memory past it is out of\n"
+                          "memory. At least 2MiB, one driver page; a replay's at least its first allocation needs.\n"
+                          VB_CLI_SIZE_RULE,
+                          0},
+    [OPT_REPETITIONS] = {"--repetitions", NULL, "N",
+                         "timed repetitions of each case, each on a fresh allocator (1 to 1000; default 1),\n"
+                         "e.g. --repetitions 3",
+                         0},
+    [OPT_MIN_TIME] = {"--min-time", NULL, "SECONDS",
+                      "real time the first repetition's iterations add up to (0 to 3600 seconds; default 0.1 for\n"
+                      "run, 0 for replay: one pass), e.g. --min-time 0.5",
+                      0},
+    [OPT_MAX_ITERATIONS] = {"--max-iterations", NULL, "N",
+                            "at most this many timed iterations per repetition (1 to 1e9; default 1000)", 0},
+    [OPT_OUT] = {"--out", NULL, "FILE.json",
+                 "the results as Google Benchmark JSON (docs/results-json.md).\n" VB_CLI_OUT_TEMPLATE,
+                 0},
+    [OPT_FORCE] = VB_CLI_FORCE_OPTION,
+    [OPT_SNAPSHOT] = {"--snapshot", NULL, "FILE.pickle",
+                      "the replay as a PyTorch memory snapshot too (torch.cuda.memory._dump_snapshot's format;\n"
+                      "exactly one allocator), e.g. --snapshot gpt2.pickle",
+                      REPLAY},
+    [OPT_FAIL_ON_OOM] = {"--fail-on-oom", NULL, NULL,
+                         "exit 3 when an allocator ran out of memory (after writing the results); capped_training's\n"
+                         "out-of-memory, its search under its own 1 GiB cap, is its measurement and does not count",
+                         0},
+    [OPT_QUIET] = {"--quiet", NULL, NULL, "errors only: no banner, progress, table, out-of-memory note or 'wrote FILE'",
+                   0},
+    [OPT_SHARD] = {"--shard", NULL, "I/N",
+                   "only the I-th of N shares of the cases (round-robin); `vrambench merge` joins the N files into\n"
+                   "one (docs/fleet.md), e.g. --shard 2/8",
+                   0},
+    [OPTION_COUNT] = {NULL, NULL, NULL, NULL, 0},
+};
+
+#define TABLE_NOTES                                                                                           \
+    "The table: per case, peak requested and reserved MiB, overhead (reserved / requested), driver calls,\n" \
+    "OOMs (allocations that found no memory; the first one's size, and trace line, below the table) and\n"  \
+    "the time per iteration: on a GPU wall time and GPU time, on the simulated device the host-side time\n"  \
+    "of the allocator and the device's model only (no GPU time exists there).\n"
+
+static const vb_cli_usage run_usage = {
+    "run", NULL, "Runs every named scenario x every named allocator on one device: a summary table, and the\n"
+                 "results as Google Benchmark JSON with --out.",
+    options, RUN,
+    TABLE_NOTES "\nexamples:\n"
+                "  vrambench run --scenario views,random_mix --allocator caching,bfc --device sim\n"
+                "  vrambench run --repetitions 3 --out out/results/{device}-{date}.json"};
+
+static const vb_cli_usage replay_usage = {
+    "replay", "TRACE", "Replays a recorded allocation trace against each allocator: a summary table, and the\n"
+                       "results as Google Benchmark JSON with --out.\n"
+                       "TRACE: a vbtrace (docs/trace-format.md) or an RMM log CSV, either gzip'd (.gz) or not;\n"
+                       "/dev/stdin reads a pipe.",
+    options, REPLAY,
+    TABLE_NOTES "\nexamples:\n"
+                "  vrambench replay tests/fixtures/traces/gpt2.trace.gz --allocator caching,expandable\n"
+                "  vrambench replay gpt2.trace.gz --allocator caching --sim-capacity 10GiB --fail-on-oom"};
 
 #define MAX_CONFIGS 64
+#define DRIVER_PAGE (2 * VB_MiB) /* the driver's smallest allocation (base/driver_pages.h) */
 
 typedef struct run_args {
+    const vb_cli_usage *usage;
     const char *scenarios, *allocators, *device, *out, *param;
     const char *trace;         /* `vrambench replay`: the trace replayed instead of scenarios */
     char trace_label[256];     /* "replay:<file name>" */
@@ -52,7 +132,9 @@ typedef struct run_args {
     size_t config_count;
     vb_runner_options options;
     uint64_t sim_capacity;
+    int sim_capacity_given;
     int quiet;
+    int force;                 /* --force: a templated --out may replace a file */
     int fail_on_oom;           /* exit 3 when any case counted an OOM */
     int allocators_given;      /* --allocator was on the command line */
     const char *pytorch_conf;  /* --pytorch-alloc-conf */
@@ -78,76 +160,83 @@ static int parse_whole(const char *text, uint64_t min, uint64_t max, uint64_t *o
 }
 
 /* Parses the command line into `args`; exit status 2 with one error line on
- * anything unknown or malformed. */
-static int parse_args(int argc, char **argv, run_args *args)
+ * anything unknown or malformed, VB_EXIT_HELP after --help. */
+static int parse_args(int argc, char **argv, int trace_command, run_args *args)
 {
     memset(args, 0, sizeof *args);
+    args->usage = trace_command ? &replay_usage : &run_usage;
+    const char *command = args->usage->command;
     args->scenarios = "all";
     args->allocators = "all";
     args->device = "auto";
     args->options = vb_runner_default_options();
+    if (trace_command) args->options.min_time_s = 0; /* one pass over the trace */
     args->shard = VB_SHARD_ALL;
-    for (int i = 1; i < argc; i++) {
-        const char *option = argv[i];
-        if (strcmp(option, "--help") == 0 || strcmp(option, "-h") == 0) {
-            fputs(RUN_USAGE, stdout);
-            exit(VB_EXIT_OK);
-        }
-        if (strcmp(option, "--quiet") == 0) {
-            args->quiet = 1;
-            continue;
-        }
-        if (strcmp(option, "--fail-on-oom") == 0) {
-            args->fail_on_oom = 1;
-            continue;
-        }
-        if (i + 1 >= argc || strncmp(option, "--", 2) != 0)
-            return vb_cli_error(VB_EXIT_USAGE, "run: unknown option or missing value: '%s' (see vrambench run --help)",
-                                option);
-        const char *value = argv[++i];
-        uint64_t number;
-        if (strcmp(option, "--scenario") == 0) args->scenarios = value;
-        else if (strcmp(option, "--allocator") == 0) {
+    vb_cli_parser parser;
+    vb_cli_parser_init(&parser, args->usage, argc, argv);
+    const char *value;
+    uint64_t number;
+    for (int option; (option = vb_cli_next(&parser, &value)) != VB_CLI_END;) {
+        switch (option) {
+        case VB_CLI_STOP: return vb_cli_stopped(&parser);
+        case VB_CLI_ARGUMENT:
+            if (args->trace)
+                return vb_cli_error(VB_EXIT_USAGE, "replay: one TRACE only ('%s', then '%s')", args->trace, value);
+            args->trace = value;
+            break;
+        case OPT_SCENARIO: args->scenarios = value; break;
+        case OPT_PARAM: args->param = value; break;
+        case OPT_ALLOCATOR:
             args->allocators = value;
             args->allocators_given = 1;
-        } else if (strcmp(option, "--pytorch-alloc-conf") == 0) args->pytorch_conf = value;
-        else if (strcmp(option, "--snapshot") == 0) args->snapshot = value;
-        else if (strcmp(option, "--device") == 0) args->device = value;
-        else if (strcmp(option, "--out") == 0) args->out = value;
-        else if (strcmp(option, "--param") == 0) args->param = value;
-        else if (strcmp(option, "--trace") == 0) args->trace = value;
-        else if (strcmp(option, "--shard") == 0) {
+            break;
+        case OPT_PYTORCH_CONF: args->pytorch_conf = value; break;
+        case OPT_SHARD:
             if (vb_shard_parse(value, &args->shard) != 0)
-                return vb_cli_error(VB_EXIT_USAGE, "run: bad --shard '%s' (I/N with 1 <= I <= N, e.g. 2/8)", value);
-        }
-        else if (strcmp(option, "--config") == 0) {
+                return vb_cli_error(VB_EXIT_USAGE, "%s: bad --shard '%s' (I/N with 1 <= I <= N, e.g. 2/8)",
+                                    trace_command ? "replay" : "run", value);
+            break;
+        case OPT_CONFIG:
             if (args->config_count == MAX_CONFIGS)
-                return vb_cli_error(VB_EXIT_USAGE, "run: more than %d --config options", MAX_CONFIGS);
+                return vb_cli_error(VB_EXIT_USAGE, "%s: more than %d --config options", command, MAX_CONFIGS);
             args->configs[args->config_count++] = value;
-        } else if (strcmp(option, "--repetitions") == 0) {
+            break;
+        case OPT_DEVICE: args->device = value; break;
+        case OPT_SIM_CAPACITY:
+            if (vb_cli_size_option(command, "--sim-capacity", value, &args->sim_capacity) != VB_EXIT_OK)
+                return VB_EXIT_USAGE;
+            args->sim_capacity_given = 1;
+            break;
+        case OPT_REPETITIONS:
             if (parse_whole(value, 1, 1000, &number) != 0)
-                return vb_cli_error(VB_EXIT_USAGE, "run: bad --repetitions '%s' (a whole number from 1 to 1000)",
-                                    value);
+                return vb_cli_error(VB_EXIT_USAGE, "%s: bad --repetitions '%s' (a whole number from 1 to 1000)",
+                                    command, value);
             args->options.repetitions = (unsigned)number;
-        } else if (strcmp(option, "--max-iterations") == 0) {
-            if (parse_whole(value, 1, 1000000000, &args->options.max_iterations) != 0)
-                return vb_cli_error(VB_EXIT_USAGE, "run: bad --max-iterations '%s' (a whole number from 1 to 1e9)",
-                                    value);
-        } else if (strcmp(option, "--min-time") == 0) {
+            break;
+        case OPT_MIN_TIME: {
             char *end = NULL;
             errno = 0;
             double seconds = strtod(value, &end);
             if (errno != 0 || end == value || *end != '\0' || !isfinite(seconds) || seconds < 0 || seconds > 3600)
-                return vb_cli_error(VB_EXIT_USAGE, "run: bad --min-time '%s' (seconds, from 0 to 3600)", value);
-            args->options.min_time_s = seconds;
-        } else if (strcmp(option, "--sim-capacity") == 0) {
-            if (vb_cli_parse_bytes(value, &args->sim_capacity) != 0)
-                return vb_cli_error(VB_EXIT_USAGE, "run: bad --sim-capacity '%s' (bytes, e.g. 85899345920 or 80GiB)",
+                return vb_cli_error(VB_EXIT_USAGE, "%s: bad --min-time '%s' (seconds, from 0 to 3600)", command,
                                     value);
-        } else {
-            return vb_cli_error(VB_EXIT_USAGE, "run: unknown option '%s' (see vrambench run --help)", option);
+            args->options.min_time_s = seconds;
+            break;
+        }
+        case OPT_MAX_ITERATIONS:
+            if (parse_whole(value, 1, 1000000000, &args->options.max_iterations) != 0)
+                return vb_cli_error(VB_EXIT_USAGE, "%s: bad --max-iterations '%s' (a whole number from 1 to 1e9)",
+                                    command, value);
+            break;
+        case OPT_OUT: args->out = value; break;
+        case OPT_FORCE: args->force = 1; break;
+        case OPT_SNAPSHOT: args->snapshot = value; break;
+        case OPT_FAIL_ON_OOM: args->fail_on_oom = 1; break;
+        case OPT_QUIET: args->quiet = 1; break;
         }
     }
+    if (trace_command && !args->trace)
+        return vb_cli_error(VB_EXIT_USAGE, "replay: which TRACE? (vrambench replay --help)");
     return VB_EXIT_OK;
 }
 
@@ -320,49 +409,75 @@ static int run_cases(const run_args *args, run_state *state)
  * run then read the same copy. */
 static int check_trace(run_args *args)
 {
-    if (strcmp(args->scenarios, "all") != 0 || args->param)
-        return vb_cli_error(VB_EXIT_USAGE, "replay: --scenario and --param do not apply to a replay");
     vb_trace *trace = NULL;
     vb_status status = vb_trace_spool(args->trace);
     if (status == VB_OK) status = vb_trace_open(args->trace, &trace);
     vb_trace_event event = {0};
+    uint64_t first_size = 0, first_line = 0;
     while (status == VB_OK) {
         status = vb_trace_next(trace, &event);
         if (event.kind == VB_TRACE_END) break;
+        if (status == VB_OK && event.kind == VB_TRACE_ALLOC && event.size > 0 && !first_size) {
+            first_size = event.size;
+            first_line = vb_trace_line(trace);
+        }
     }
     vb_trace_close(trace);
     if (status != VB_OK) return vb_cli_status_error(VB_ERR_INVALID); /* bad input either way */
+    /* The first allocation takes whole 2 MiB driver pages, wherever it goes. */
+    uint64_t needed = (first_size + DRIVER_PAGE - 1) / DRIVER_PAGE * DRIVER_PAGE;
+    if (args->sim_capacity && first_size && args->sim_capacity < needed) {
+        char capacity[32], size[32];
+        vb_cli_format_bytes(args->sim_capacity, capacity, sizeof capacity);
+        vb_cli_format_bytes(first_size, size, sizeof size);
+        return vb_cli_error(VB_EXIT_USAGE,
+                            "replay: --sim-capacity %s is too small for %s's first allocation (line %llu: %llu "
+                            "bytes, %s, in 2 MiB driver pages): nothing could run",
+                            capacity, args->trace, (unsigned long long)first_line, (unsigned long long)first_size,
+                            size);
+    }
     const char *slash = strrchr(args->trace, '/');
     snprintf(args->trace_label, sizeof args->trace_label, "replay:%s", slash ? slash + 1 : args->trace);
     vb_text_sanitize(args->trace_label, 1); /* a file name need not be UTF-8: the label is a JSON key */
     return VB_EXIT_OK;
 }
 
-/* --fail-on-oom: 3 when some case's allocator ran out of memory (its
- * first failing allocation is in the results: first_oom_line/_bytes on a
- * replay), naming the first such case on stderr; else 0. */
-static int oom_exit_status(const run_state *state)
+/* Says, first thing and unless --quiet, that the run is on the simulated
+ * device and what that means for its figures. */
+static void simulated_banner(const run_args *args, const vb_device_info *info)
 {
-    for (size_t i = 0; i < state->result_count; i++)
-        for (size_t r = 0; r < state->results[i].repetition_count; r++) {
-            const vb_repetition_result *rep = &state->results[i].repetitions[r];
-            double ooms = vb_repetition_counter(rep, "ooms", 0);
-            if (ooms <= 0) continue;
-            double line = vb_repetition_counter(rep, "first_oom_line", 0);
-            fprintf(stderr, "vrambench: %s ran out of memory %.0f time(s)", state->results[i].name, ooms);
-            if (line > 0)
-                fprintf(stderr, ", first at trace line %.0f (%.0f bytes)", line,
-                        vb_repetition_counter(rep, "first_oom_bytes", 0));
-            fputc('\n', stderr);
-            return VB_EXIT_OOM;
-        }
-    return VB_EXIT_OK;
+    if (args->quiet || !info->simulated) return;
+    if (strcmp(args->device, "auto") == 0)
+        fputs("==============================================================================\n"
+              " vrambench: no GPU found: running on the SIMULATED device. Memory figures are\n"
+              " exact for each allocator's policy; times are host-side: the allocator's code\n"
+              " and the device's model, not GPU times (the JSON says \"simulated\": true).\n"
+              "==============================================================================\n",
+              stderr);
+    else
+        fputs("vrambench: on the simulated device: memory figures exact for each policy; times host-side, "
+              "not GPU times\n",
+              stderr);
 }
 
-int vb_cmd_run(int argc, char **argv)
+/* A capacity below one driver page holds nothing: refused before anything runs. */
+static int check_capacity(const run_args *args)
+{
+    if (!args->sim_capacity_given || args->sim_capacity >= DRIVER_PAGE) return VB_EXIT_OK;
+    char capacity[32];
+    vb_cli_format_bytes(args->sim_capacity, capacity, sizeof capacity);
+    return vb_cli_error(VB_EXIT_USAGE,
+                        "%s: --sim-capacity %s is below 2 MiB, the driver's smallest allocation: nothing could be "
+                        "allocated (give at least 2MiB)",
+                        args->usage->command, capacity);
+}
+
+int vb_run_command(int argc, char **argv, int trace_command)
 {
     run_args args;
-    int exit_status = parse_args(argc, argv, &args);
+    int exit_status = parse_args(argc, argv, trace_command, &args);
+    if (exit_status == VB_EXIT_HELP) return VB_EXIT_OK;
+    if (exit_status == VB_EXIT_OK) exit_status = check_capacity(&args);
     if (exit_status != VB_EXIT_OK) return exit_status;
     run_state state = {0};
     if (args.trace) {
@@ -395,8 +510,8 @@ int vb_cmd_run(int argc, char **argv)
             vb_cli_error(VB_EXIT_USAGE, "run: --param applies to one scenario; name exactly one with --scenario");
         goto done;
     }
-    if (args.snapshot && (!args.trace || state.spec_count != 1)) {
-        exit_status = vb_cli_error(VB_EXIT_USAGE, "--snapshot applies to a replay with exactly one allocator");
+    if (args.snapshot && state.spec_count != 1) {
+        exit_status = vb_cli_error(VB_EXIT_USAGE, "replay: --snapshot applies to a replay with exactly one allocator");
         goto done;
     }
     if (args.snapshot && vb_output_check(args.snapshot) != VB_OK) {
@@ -416,19 +531,13 @@ int vb_cmd_run(int argc, char **argv)
     if (exit_status != VB_EXIT_OK) goto done;
     char out_path[4096] = "";
     if (args.out) {
-        status = vb_report_output_path(args.out, &info, out_path, sizeof out_path);
+        status = vb_report_output_path(args.out, &info, args.force, out_path, sizeof out_path);
         if (status != VB_OK) {
             exit_status = vb_cli_status_error(VB_ERR_INVALID);
             goto done;
         }
     }
-    if (info.simulated && strcmp(args.device, "auto") == 0)
-        fputs("==============================================================================\n"
-              " vrambench: no GPU found: running on the SIMULATED device. Memory figures are\n"
-              " exact for each allocator's policy; times are host-side and simulated, not GPU\n"
-              " times (the JSON says \"simulated\": true).\n"
-              "==============================================================================\n",
-              stderr);
+    simulated_banner(&args, &info); /* everything checked: the first line of a run that goes ahead */
     state.document = vb_report_document(vb_report_context(state.device, NULL, state.specs, state.spec_count));
     if (state.document && args.trace) {
         /* The trace replayed, as given (check-sim replays it again); a name
@@ -453,8 +562,10 @@ int vb_cmd_run(int argc, char **argv)
     }
     exit_status = run_cases(&args, &state);
     if (exit_status != VB_EXIT_OK) goto done;
-    vb_report_print_summary(stdout, &info, state.results, state.result_count);
-    fflush(stdout); /* the table before any later stderr line */
+    if (!args.quiet) {
+        vb_report_print_summary(stdout, &info, state.results, state.result_count);
+        fflush(stdout); /* the table before any later stderr line */
+    }
     if (args.out) {
         status = vb_report_write(state.document, out_path);
         if (status != VB_OK) {
@@ -473,9 +584,19 @@ int vb_cmd_run(int argc, char **argv)
         }
         if (!args.quiet) fprintf(stderr, "vrambench: wrote %s\n", args.snapshot);
     }
-    if (args.fail_on_oom) exit_status = oom_exit_status(&state);
+    /* Out of memory is never silent: one line (an error with --fail-on-oom,
+     * the exit 3's reason, so even under --quiet). */
+    if (args.fail_on_oom || !args.quiet) {
+        size_t failed = vb_report_oom_note(stderr, state.results, state.result_count, args.fail_on_oom);
+        if (failed && args.fail_on_oom) exit_status = VB_EXIT_OOM;
+    }
 done:
     free(args.allocator_list);
     run_state_free(&state);
     return exit_status;
+}
+
+int vb_cmd_run(int argc, char **argv)
+{
+    return vb_run_command(argc, argv, 0);
 }

@@ -22,14 +22,40 @@
 #include "trace.h"
 #include "tune.h"
 
-#define TUNE_USAGE                                                                                                 \
-    "usage: vrambench tune TRACE [--device sim|cuda] [--capacity SIZE] [--out FILE.json] [--jobs N] [--quiet]\n" \
-    "                            [--shard I/N]\n"                                                                \
-    "  TRACE: a vbtrace, RMM log (.gz too) or a PyTorch memory snapshot pickle\n"                                 \
-    "  --capacity: device memory OOMs are counted at (simulated; default 80GiB), e.g. 24GiB\n"                    \
-    "  --jobs: processes at once (default: the online CPUs), e.g. --jobs 4\n"                                    \
-    "  --shard I/N: only the I-th of N shares of the candidates, e.g. --shard 2/8; `vrambench merge` joins the\n" \
-    "        N files and makes the recommendation (docs/fleet.md)\n"
+enum { OPT_DEVICE, OPT_CAPACITY, OPT_JOBS, OPT_OUT, OPT_FORCE, OPT_QUIET, OPT_SHARD, OPTION_COUNT };
+static const vb_cli_option options[OPTION_COUNT + 1] = {
+    [OPT_DEVICE] = {"--device", NULL, "sim|cuda",
+                    "where each candidate's main replay runs (default sim: memory exact, its times host-side);\n"
+                    "the smallest-capacity search always runs on the simulated device",
+                    0},
+    [OPT_CAPACITY] = {"--capacity", NULL, "SIZE",
+                      "the device memory out-of-memory is counted at (default 80GiB; at least 2MiB), e.g.\n"
+                      "--capacity 24GiB. " VB_CLI_SIZE_RULE,
+                      0},
+    [OPT_JOBS] = {"--jobs", NULL, "N", "candidates replayed at once, one process each (1 to 256; default: the online CPUs)",
+                  0},
+    [OPT_OUT] = {"--out", NULL, "FILE.json",
+                 "every candidate and the recommendation as JSON (python3 -m vrambench.plots.tune draws it).\n"
+                 VB_CLI_OUT_TEMPLATE,
+                 0},
+    [OPT_FORCE] = VB_CLI_FORCE_OPTION,
+    [OPT_QUIET] = {"--quiet", NULL, NULL, "errors only: no progress, table or 'wrote FILE'", 0},
+    [OPT_SHARD] = {"--shard", NULL, "I/N",
+                   "only the I-th of N shares of the candidates; `vrambench merge` joins the N files and makes the\n"
+                   "recommendation (docs/fleet.md), e.g. --shard 2/8",
+                   0},
+    [OPTION_COUNT] = {NULL, NULL, NULL, NULL, 0},
+};
+
+static const vb_cli_usage usage = {
+    "tune", "TRACE",
+    "Replays a trace under every PyTorch allocator setting worth trying (PYTORCH_CUDA_ALLOC_CONF) and the\n"
+    "other strategies: peak reserved, driver calls, OOMs, replay time and the smallest capacity each fits;\n"
+    "the Pareto front, and the setting to use.\n"
+    "TRACE: a vbtrace, an RMM log (.gz too) or a PyTorch memory snapshot pickle\n"
+    "(torch.cuda.memory._dump_snapshot; converted by python/vrambench/torch2trace.py).",
+    options, 0,
+    "example:\n  vrambench tune tests/fixtures/traces/gpt2.trace.gz --capacity 24GiB --out out/tune-gpt2.json"};
 
 /* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, or in the
  * product's Python package (vb_cli_python_dir). 0 when found. */
@@ -96,69 +122,76 @@ static int check_trace(const char *path)
 
 int vb_cmd_tune(int argc, char **argv)
 {
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        fputs(TUNE_USAGE, stdout);
-        return VB_EXIT_OK;
-    }
-    if (argc < 2 || strncmp(argv[1], "--", 2) == 0) return vb_cli_error(VB_EXIT_USAGE, "%s", TUNE_USAGE);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    vb_tune_options options = {.trace_path = argv[1], .device = "sim", .jobs = cpus > 0 ? (unsigned)cpus : 1};
-    const char *out = NULL;
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--quiet") == 0) {
-            options.quiet = 1;
-            continue;
-        }
-        if (i + 1 >= argc) return vb_cli_error(VB_EXIT_USAGE, "tune: unknown option or missing value: '%s'", argv[i]);
-        const char *value = argv[++i];
-        if (strcmp(argv[i - 1], "--device") == 0) {
+    vb_tune_options options = {.device = "sim", .jobs = cpus > 0 ? (unsigned)cpus : 1};
+    const char *out = NULL, *trace_path = NULL;
+    int force = 0;
+    vb_cli_parser parser;
+    vb_cli_parser_init(&parser, &usage, argc, argv);
+    const char *value;
+    for (int option; (option = vb_cli_next(&parser, &value)) != VB_CLI_END;) {
+        switch (option) {
+        case VB_CLI_STOP: return parser.exit_status;
+        case VB_CLI_ARGUMENT:
+            if (trace_path)
+                return vb_cli_error(VB_EXIT_USAGE, "tune: one TRACE only ('%s', then '%s')", trace_path, value);
+            trace_path = value;
+            break;
+        case OPT_DEVICE:
             if (strcmp(value, "sim") != 0 && strcmp(value, "cuda") != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --device '%s' (sim or cuda)", value);
             options.device = value;
-        } else if (strcmp(argv[i - 1], "--capacity") == 0) {
-            if (vb_cli_parse_bytes(value, &options.capacity) != 0 || options.capacity < VB_TUNE_CAPACITY_STEP)
-                return vb_cli_error(VB_EXIT_USAGE, "tune: bad --capacity '%s' (bytes, at least 2MiB, e.g. 24GiB)",
-                                    value);
-        } else if (strcmp(argv[i - 1], "--shard") == 0) {
+            break;
+        case OPT_CAPACITY:
+            if (vb_cli_size_option("tune", "--capacity", value, &options.capacity) != VB_EXIT_OK) return VB_EXIT_USAGE;
+            if (options.capacity < VB_TUNE_CAPACITY_STEP)
+                return vb_cli_error(VB_EXIT_USAGE, "tune: --capacity '%s' is below 2MiB, the driver's smallest "
+                                                   "allocation", value);
+            break;
+        case OPT_SHARD:
             if (vb_shard_parse(value, &options.shard) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --shard '%s' (I/N with 1 <= I <= N, e.g. 2/8)", value);
-        } else if (strcmp(argv[i - 1], "--out") == 0) {
-            out = value;
-        } else if (strcmp(argv[i - 1], "--jobs") == 0) {
+            break;
+        case OPT_JOBS: {
             char *end = NULL;
             long jobs = strtol(value, &end, 10);
-            if (*end || jobs < 1 || jobs > 256)
+            if (*end || value[0] < '0' || value[0] > '9' || jobs < 1 || jobs > 256)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --jobs '%s' (1 to 256)", value);
             options.jobs = (unsigned)jobs;
-        } else {
-            return vb_cli_error(VB_EXIT_USAGE, "tune: unknown option '%s' (see vrambench tune --help)", argv[i - 1]);
+            break;
+        }
+        case OPT_OUT: out = value; break;
+        case OPT_FORCE: force = 1; break;
+        case OPT_QUIET: options.quiet = 1; break;
         }
     }
-    const char *slash = strrchr(argv[1], '/');
+    if (!trace_path) return vb_cli_error(VB_EXIT_USAGE, "tune: which TRACE? (vrambench tune --help)");
+    options.trace_path = trace_path;
+    const char *slash = strrchr(trace_path, '/');
     char label[300];
-    snprintf(label, sizeof label, "tune:%s", slash ? slash + 1 : argv[1]);
+    snprintf(label, sizeof label, "tune:%s", slash ? slash + 1 : trace_path);
     options.label = label;
 
     char out_path[4096] = "", dir[] = "/tmp/vrambench-pickle-XXXXXX", converted[64] = "";
     int exit_status = VB_EXIT_OK;
-    if (access(argv[1], R_OK) != 0)
-        return vb_cli_error(VB_EXIT_USAGE, "tune: cannot read %s: %s", argv[1], strerror(errno));
-    if (is_pickle(argv[1])) {
+    if (access(trace_path, R_OK) != 0)
+        return vb_cli_error(VB_EXIT_USAGE, "tune: cannot read %s: %s", trace_path, strerror(errno));
+    if (is_pickle(trace_path)) {
         if (!mkdtemp(dir)) return vb_cli_error(VB_EXIT_FAILURE, "tune: no temporary directory: %s", strerror(errno));
         snprintf(converted, sizeof converted, "%s/snapshot.trace", dir);
-        exit_status = convert_pickle(argv[1], converted);
+        exit_status = convert_pickle(trace_path, converted);
         options.trace_path = converted;
     }
     if (exit_status == VB_EXIT_OK) exit_status = check_trace(options.trace_path);
     if (exit_status == VB_EXIT_OK && out) {
         vb_device_info info = {.simulated = strcmp(options.device, "sim") == 0};
         snprintf(info.name, sizeof info.name, "%s", info.simulated ? "simulated device" : "cuda");
-        if (vb_report_output_path(out, &info, out_path, sizeof out_path) != VB_OK)
+        if (vb_report_output_path(out, &info, force, out_path, sizeof out_path) != VB_OK)
             exit_status = vb_cli_status_error(VB_ERR_INVALID);
     }
     json_t *document = NULL;
     if (exit_status == VB_EXIT_OK) {
-        vb_status status = vb_tune_run(&options, stdout, &document);
+        vb_status status = vb_tune_run(&options, options.quiet ? NULL : stdout, &document);
         fflush(stdout);
         if (status == VB_OK && out_path[0]) status = vb_report_write(document, out_path);
         if (status != VB_OK) exit_status = vb_cli_status_error(status);

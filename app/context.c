@@ -12,8 +12,6 @@
 #include "json_report.h"
 #include "runner.h"
 
-#define VB_VERSION "0.1"
-
 /* Local time as ISO 8601 with a +HH:MM offset, as Google Benchmark writes it. */
 static void iso_date(char *out, size_t capacity)
 {

@@ -10,6 +10,9 @@
 #include "allocators/spec.h"
 #include "base/device.h"
 
+/* vrambench's version: `vrambench --version` and results' context.vrambench_version. */
+#define VB_VERSION "0.1"
+
 /* The "context" object: Google Benchmark's keys (date, host_name, executable,
  * num_cpus, mhz_per_cpu, cpu_scaling_enabled, caches, load_avg,
  * library_build_type, json_schema_version) plus vrambench's (version, device

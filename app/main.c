@@ -1,63 +1,89 @@
-/* vrambench — entry point: dispatches to the subcommands. */
+/* vrambench — entry point: dispatches to the subcommands; answers --help,
+ * --version and `help COMMAND`. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "context.h"
+
+/* The commit this binary was built from (the Makefile passes it). */
+#ifndef VB_BUILD_COMMIT
+#define VB_BUILD_COMMIT "unknown"
+#endif
 
 typedef struct command {
     const char *name;
     vb_command_fn run;
-    const char *usage;
+    const char *summary;
 } command;
 
 static const command commands[] = {
-    {"list", vb_cmd_list, "list allocators|scenarios|names [--json]  what can be run, the names results use"},
-    {"run", vb_cmd_run,
-     "run [--scenario S[,S]|all] [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim]\n"
-     "    [--repetitions N] [--min-time SECONDS] [--config ALLOC.KEY=VALUE]... [--out FILE.json]\n"
-     "                                  scenarios x allocators, Google Benchmark JSON (run --help)"},
-    {"replay", vb_cmd_replay,
-     "replay TRACE [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim] [--out FILE.json]\n"
-     "                                  a recorded trace (vbtrace, RMM CSV, .gz) against allocators"},
-    {"tune", vb_cmd_tune,
-     "tune TRACE [--device sim|cuda] [--capacity SIZE] [--out FILE.json]\n"
-     "                                  the PYTORCH_CUDA_ALLOC_CONF a trace should use, and its smallest GPU"},
-    {"claims", vb_cmd_claims,
-     "claims [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim] [--pytorch FILE] [--out FILE.json]\n"
-     "                                  the documents' claims, each decided per allocator"},
-    {"microbench", vb_cmd_microbench,
-     "microbench [--allocator A[,B]|all] [--device auto|cuda|sim] [--out FILE.json]\n"
-     "                                  malloc+free pair latency in cache-hit steady state"},
-    {"gen-trace", vb_cmd_gen_trace,
-     "gen-trace random [--seed N] --events N --max-size BYTES --max-live BYTES -o FILE\n"
-     "                                  write a random allocation trace (RMM random_allocations style)"},
-    {"check-sim", vb_cmd_check_sim,
-     "check-sim FILE...               re-runs GPU results (run, replay, claims) on the simulated device\n"
-     "                                  and lists each case whose memory figures differ"},
-    {"compare", vb_cmd_compare,
-     "compare A.json B.json [...] [--pair X=Y] [--fail-on METRIC:+P%] [--json]\n"
-     "                                  results side by side: peaks, overhead, OOMs, driver calls, times"},
-    {"merge", vb_cmd_merge,
-     "merge FILE... -o OUT.json         joins the shards of a run, replay or tune (--shard I/N) into one file"},
-    {"report", vb_cmd_report,
-     "report FILE... -o report.html     one self-contained HTML page of results files"},
+    {"list", vb_cmd_list, "what can be run (allocators, scenarios) and the names results use"},
+    {"run", vb_cmd_run, "scenarios x allocators on one device; a summary table and Google Benchmark JSON"},
+    {"replay", vb_cmd_replay, "a recorded trace (vbtrace, RMM CSV, .gz) against allocators"},
+    {"tune", vb_cmd_tune, "the PYTORCH_CUDA_ALLOC_CONF a trace should use, and the smallest GPU it fits"},
+    {"claims", vb_cmd_claims, "the documents' claims, each decided per allocator"},
+    {"microbench", vb_cmd_microbench, "malloc+free latency per allocator and size in cache-hit steady state"},
+    {"gen-trace", vb_cmd_gen_trace, "write a random allocation trace (RMM random_allocations style)"},
+    {"check-sim", vb_cmd_check_sim, "re-run GPU results on the simulated device; list memory figures that differ"},
+    {"compare", vb_cmd_compare, "results side by side: peaks, overhead, OOMs, driver calls; --fail-on for CI"},
+    {"merge", vb_cmd_merge, "join the shards of a run, replay or tune (--shard I/N) into one file"},
+    {"report", vb_cmd_report, "one self-contained HTML page of results files"},
 };
+#define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *out)
 {
     fputs("usage: vrambench COMMAND [OPTIONS]\n\ncommands:\n", out);
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %s\n", commands[i].usage);
+    for (size_t i = 0; i < COMMAND_COUNT; i++) fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fputs("\n  vrambench COMMAND --help (or vrambench help COMMAND): its options, with units and examples\n"
+          "  vrambench --version: the version, the commit it was built from and its device backends\n",
+          out);
+}
+
+static int version(void)
+{
+#ifdef VB_HAVE_CUDA
+    const char *backends = "cuda + sim (--device auto uses a GPU when one is found, else the simulated device)";
+#else
+    const char *backends = "sim only (built without CUDA: every run is on the simulated device)";
+#endif
+    printf("vrambench %s\ncommit: %s\nbackends: %s\n", VB_VERSION, VB_BUILD_COMMIT, backends);
+    return fflush(stdout) == 0 ? VB_EXIT_OK : VB_EXIT_FAILURE;
+}
+
+/* The command named `name`, or NULL after one error line naming the nearest. */
+static const command *find_command(const char *name)
+{
+    const char *names[COMMAND_COUNT + 1];
+    for (size_t i = 0; i < COMMAND_COUNT; i++) {
+        if (strcmp(name, commands[i].name) == 0) return &commands[i];
+        names[i] = commands[i].name;
+    }
+    names[COMMAND_COUNT] = NULL;
+    char hint[64];
+    vb_cli_error(VB_EXIT_USAGE, "unknown command '%s'%s (vrambench --help lists the commands)", name,
+                 vb_cli_did_you_mean(name, names, hint, sizeof hint));
+    return NULL;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? VB_EXIT_USAGE : VB_EXIT_OK;
+    if (argc < 2) {
+        usage(stderr);
+        return VB_EXIT_USAGE;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
-    usage(stderr);
-    return vb_cli_error(VB_EXIT_USAGE, "unknown command '%s'", argv[1]);
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || (strcmp(argv[1], "help") == 0 && argc == 2)) {
+        usage(stdout);
+        return fflush(stdout) == 0 ? VB_EXIT_OK : VB_EXIT_FAILURE;
+    }
+    if (strcmp(argv[1], "--version") == 0) return version();
+    if (strcmp(argv[1], "help") == 0) { /* help COMMAND: the command's own --help */
+        const command *c = find_command(argv[2]);
+        if (!c) return VB_EXIT_USAGE;
+        char *help_argv[] = {argv[2], "--help", NULL};
+        return c->run(2, help_argv);
+    }
+    const command *c = find_command(argv[1]);
+    return c ? c->run(argc - 1, argv + 1) : VB_EXIT_USAGE;
 }

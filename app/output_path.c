@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "output_file.h"
@@ -52,8 +53,38 @@ vb_status vb_report_expand_path(const char *pattern, const vb_device_info *info,
     return VB_OK;
 }
 
-vb_status vb_report_output_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity)
+int vb_report_is_template(const char *pattern)
+{
+    return strstr(pattern, "{device}") || strstr(pattern, "{date}");
+}
+
+/* Makes `path` (a template's expansion) a name no file has: "NAME-2.EXT",
+ * "NAME-3.EXT", ... VB_ERR_INVALID when none is free or it gets too long. */
+static vb_status unique_name(char *path, size_t capacity)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) return VB_OK;
+    char stem[4096], extension[256] = "";
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path, *dot = strrchr(base, '.');
+    size_t stem_length = dot && dot > base ? (size_t)(dot - path) : strlen(path); /* ".json" alone is a stem */
+    if (stem_length >= sizeof stem || strlen(path + stem_length) >= sizeof extension)
+        return vb_error(VB_ERR_INVALID, "output path '%s' is too long", path);
+    memcpy(stem, path, stem_length);
+    stem[stem_length] = '\0';
+    snprintf(extension, sizeof extension, "%s", path + stem_length);
+    for (unsigned n = 2; n < 10000; n++) {
+        if ((size_t)snprintf(path, capacity, "%s-%u%s", stem, n, extension) >= capacity)
+            return vb_error(VB_ERR_INVALID, "output path '%s%s' is too long", stem, extension);
+        if (lstat(path, &st) != 0) return VB_OK;
+    }
+    return vb_error(VB_ERR_INVALID, "no free name for '%s%s' (%s-2 ... -9999 exist; --force replaces)", stem,
+                    extension, stem);
+}
+
+vb_status vb_report_output_path(const char *pattern, const vb_device_info *info, int force, char *out,
+                                size_t capacity)
 {
     vb_status status = vb_report_expand_path(pattern, info, out, capacity);
+    if (status == VB_OK && !force && vb_report_is_template(pattern)) status = unique_name(out, capacity);
     return status == VB_OK ? vb_output_check(out) : status;
 }

@@ -16,9 +16,17 @@ void vb_report_device_slug(const vb_device_info *info, char *out, size_t capacit
  * "{date}" with today's local date as yyyymmdd. VB_ERR_INVALID if too long. */
 vb_status vb_report_expand_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity);
 
+/* 1 if `pattern` holds "{device}" or "{date}". */
+int vb_report_is_template(const char *pattern);
+
 /* The output file of a command: `pattern` expanded (vb_report_expand_path)
- * and checked writable (vb_output_check), before any work is done.
- * VB_ERR_INVALID with a message naming the path when it cannot be used. */
-vb_status vb_report_output_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity);
+ * and checked writable (vb_output_check), before any work is done. A
+ * template's file never replaces an earlier one unless `force`: when the
+ * name is taken, "-2", "-3", ... goes before its extension
+ * (out/results/sim-20261126-2.json). A plain path is used as it is (its file
+ * replaced). VB_ERR_INVALID with a message naming the path when it cannot be
+ * used. */
+vb_status vb_report_output_path(const char *pattern, const vb_device_info *info, int force, char *out,
+                                size_t capacity);
 
 #endif

@@ -251,6 +251,13 @@ static vb_status memory_pass_finish(repetition_state *rep, memory_pass_result *m
         failed |= counter_set(counters, name, (double)stats.driver_calls[kind]);
     }
     failed |= counters_append(&memory->scenario_counters, &rep->scenario_counters);
+    /* The first failing request, unless the scenario names it itself (a
+     * replay: with its trace line). */
+    int named = 0;
+    for (size_t i = 0; i < memory->scenario_counters.count; i++)
+        named |= strcmp(memory->scenario_counters.items[i].name, "first_oom_bytes") == 0;
+    if (stats.ooms && !named && vb_run_first_oom_bytes(rep->run))
+        failed |= counter_set(&memory->scenario_counters, "first_oom_bytes", (double)vb_run_first_oom_bytes(rep->run));
     if (failed) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     memory->timeline = rep->kept.timeline;
     memory->timeline_count = rep->kept.timeline_count;

@@ -507,7 +507,7 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
             options->label, info->name, info->simulated ? " (SIMULATED: memory exact, times host-side)" : "",
             mib((double)(options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY)));
     fprintf(out, "%-2s %-72s %9s %9s %5s %9s %7s %5s %9s %11s\n", "", "PYTORCH_CUDA_ALLOC_CONF, or [strategy]", "rsv MiB", "alloc MiB",
-            "util", "drv calls", "retries", "OOMs", "time ms", "min cap MiB");
+            "util", "drv calls", "retries", "OOMs", info->simulated ? "host ms" : "time ms", "min cap MiB");
     for (size_t i = 0; i < count; i++) {
         figures f = figures_of(entries[i]);
         const char *label = grid[i].is_pytorch ? grid[i].conf : grid[i].spec;
@@ -524,6 +524,9 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
     fprintf(out, "  * on the Pareto front of peak reserved, driver calls (allocs + frees) and replay time; util = peak "
                  "allocated / peak reserved;\n    +fraction: with torch.cuda.set_per_process_memory_fraction(1.0), "
                  "which garbage collection needs\n");
+    if (info->simulated)
+        fprintf(out, "  host ms: the replay's host-side time (the allocator's code and the simulated device's model), "
+                     "not a GPU time\n");
     if (!recommendation) return; /* a shard's */
     const json_t *saving = json_object_get(recommendation, "saving");
     char fraction[96] = "";
@@ -654,7 +657,7 @@ vb_status vb_tune_run(const vb_tune_options *given, FILE *table, json_t **docume
             json_decref(doc);
             doc = NULL;
             status = vb_error(VB_ERR_OOM, "out of host memory");
-        } else {
+        } else if (table) {
             print_table(table, options, &info, grid, entries, count, recommendation);
         }
         json_decref(recommendation);

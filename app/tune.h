@@ -79,7 +79,7 @@ typedef struct vb_tune_options {
  * entries (one per candidate, with pytorch_alloc_conf, utilization,
  * min_capacity_bytes, ooms_at_capacity, on_pareto_front) and a top-level
  * "recommendation". Prints the table (Pareto front, recommendation) to
- * `table`. VB_ERR_INVALID for bad input, another status for a failure. */
+ * `table` (NULL: none). VB_ERR_INVALID for bad input, another status for a failure. */
 vb_status vb_tune_run(const vb_tune_options *options, FILE *table, json_t **document);
 
 /* A shard's document (--shard I/N, N > 1) holds only its candidates and has

@@ -216,13 +216,13 @@ for stage in "$@"; do
             [ -f "$traces/$name.trace.gz" ] || continue
             TIMEFORMAT="tune $name: %R s wall"
             time { ./build/vrambench tune "$traces/$name.trace.gz" --capacity "$total" \
-                --out "$dir/tune-$name.json" --quiet | tee "$OUT/tune-$name.txt" || echo "tune $name: FAILED"; }
+                --out "$dir/tune-$name.json" 2>/dev/null | tee "$OUT/tune-$name.txt" || echo "tune $name: FAILED"; }
             cp "$dir/tune-$name.json" "$OUT/" 2>/dev/null
         done
         # The main replays on the GPU itself (times are GPU-side; memory figures must equal the sim's).
         TIMEFORMAT="tune resnet50 --device cuda: %R s wall"
         [ -f "$traces/resnet50.trace.gz" ] && time { ./build/vrambench tune "$traces/resnet50.trace.gz" --device cuda \
-            --capacity "$total" --out "$OUT/tune-resnet50-cuda.json" --quiet | tail -3 || echo "tune --device cuda: FAILED"; }
+            --capacity "$total" --out "$OUT/tune-resnet50-cuda.json" 2>/dev/null | tail -3 || echo "tune --device cuda: FAILED"; }
         # replay --sim-capacity on the GPU is a cap: its first OOM against the simulated device's.
         for device in cuda sim; do
             ./build/vrambench replay tests/fixtures/traces/gpt2.trace.gz --device $device --allocator caching,expandable \

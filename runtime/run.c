@@ -31,6 +31,7 @@ struct vb_run {
     uint32_t jitter;                   /* LCG state for the sampling stride */
     vb_stream *extra_streams;          /* vb_run_extra_stream's, by index - 1; NULL until made */
     size_t extra_stream_count;
+    uint64_t first_oom_bytes;          /* the size of the first vb_run_malloc that found no memory; 0: none */
 };
 
 vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *parameter, vb_run **out)
@@ -80,6 +81,7 @@ void vb_run_reset(vb_run *run)
     vb_samples_reset(&run->free_ns);
     run->peak_block_count = 0;
     memset(&run->held_peaks, 0, sizeof run->held_peaks);
+    run->first_oom_bytes = 0;
 }
 
 void vb_run_set_sampling(vb_run *run, int enabled)
@@ -223,6 +225,7 @@ vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *o
     } else {
         status = vb_malloc(run->allocator, size, stream, out);
     }
+    if (status == VB_ERR_OOM && !run->first_oom_bytes) run->first_oom_bytes = size;
     if (status == VB_OK && run->sampling && run->allocator->pool_count) {
         /* Pool memory is not counted per call: its peak is read here, off
          * the timed path, so that the moment of the peak is known. */
@@ -238,6 +241,11 @@ vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *o
         run->allocator->seen_reserved_peak > seen_peak && run->allocator->seen_reserved_peak > run->held_peaks.reserved)
         return capture_segments(run);
     return status;
+}
+
+uint64_t vb_run_first_oom_bytes(const vb_run *run)
+{
+    return run->first_oom_bytes;
 }
 
 vb_status vb_run_free(vb_run *run, vb_addr addr)

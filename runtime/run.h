@@ -72,6 +72,9 @@ typedef struct vb_run_peaks {
 /* The run's peaks so far, the current window included. vb_run_reset forgets
  * the windows already closed. */
 void vb_run_get_peaks(vb_run *run, vb_run_peaks *out);
+/* The size of the run's first vb_run_malloc that found no device memory
+ * (VB_ERR_OOM), 0 when none did. */
+uint64_t vb_run_first_oom_bytes(const vb_run *run);
 
 /* ---- for scenarios ---- */
 

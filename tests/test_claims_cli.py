@@ -11,8 +11,8 @@ VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH", "build/vrambench"))
 RECORDED = "results/pytorch-claims-nvidia-h200-20261121.json"
 
 
-def claims(*args):
-    done = subprocess.run([VRAMBENCH, "claims", "--device", "sim", "--quiet", *args],
+def claims(*args, quiet=True):
+    done = subprocess.run([VRAMBENCH, "claims", "--device", "sim", *(["--quiet"] if quiet else []), *args],
                           capture_output=True, text=True, timeout=300)
     return done.returncode, done.stdout, done.stderr
 
@@ -21,7 +21,7 @@ class ClaimsCommand(unittest.TestCase):
     def test_pytorch_column_is_decided_from_recorded_measurements(self):
         with tempfile.TemporaryDirectory() as directory:
             out = os.path.join(directory, "claims.json")
-            status, stdout, stderr = claims("--allocator", "caching", "--pytorch", RECORDED, "--out", out)
+            status, stdout, stderr = claims("--allocator", "caching", "--pytorch", RECORDED, "--out", out, quiet=False)
             self.assertEqual(status, 0, stderr)
             rows = json.load(open(out))["claims"]
             pytorch = {r["id"]: r for r in rows if r["allocator"] == "pytorch"}

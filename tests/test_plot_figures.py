@@ -191,6 +191,46 @@ class Figures(unittest.TestCase):
         self.assertIn(H100, title)
         self.assertEqual(len(figure.axes[0].get_images()), 1)
 
+    def test_compare_of_a_sim_and_a_gpu_file_compares_memory_only(self):
+        # A simulated device's time is a host-side model's: never set against a GPU's.
+        other = sim_result(device_name=H100, simulated=False, time_factor=0.5)
+        figure = figures.compare_figure(self.result, other)
+        panels = [ax for ax in figure.axes if ax.get_images()]
+        self.assertEqual(len(panels), 1)
+        text = " ".join(titles(figure))
+        self.assertIn("peak reserved: B / A", text)
+        self.assertIn("time not compared", text)
+        self.assertNotIn("time per iteration", text)
+
+    def test_compare_of_two_sim_files_labels_their_time_host_side(self):
+        figure = figures.compare_figure(self.result, sim_result(time_factor=0.5))
+        time_titles = [t for t in titles(figure) if "time per iteration" in t]
+        self.assertEqual(len(time_titles), 1)
+        self.assertIn("host-side time per iteration (simulated device's model)", time_titles[0])
+
+    def test_compare_of_two_gpu_files_compares_time_as_it_is(self):
+        gpu = sim_result(device_name=H100, simulated=False)
+        figure = figures.compare_figure(gpu, sim_result(device_name=H100, simulated=False, time_factor=0.5))
+        self.assertIn("time per iteration: B / A", titles(figure))
+        self.assertFalse(any("host-side" in t for t in titles(figure)))
+
+    def test_latency_on_sim_is_labelled_host_side_and_on_a_gpu_not(self):
+        micro = results.parse_result("micro.json", plot_fixture.microbench_result())
+        figure = figures.latency_figure(self.result, micro, self.colors)
+        self.assertIn("host-side", figure.axes[0].get_ylabel())
+        self.assertIn("host-side", figure._suptitle.get_text())
+        by_scenario = figures.latency_figure(self.result, None, self.colors)
+        self.assertTrue(all("host-side" in ax.get_ylabel() for ax in by_scenario.axes[:2]))
+        gpu = sim_result(device_name=H100, simulated=False)
+        gpu_micro = results.parse_result("micro.json", plot_fixture.microbench_result(device_name=H100,
+                                                                                     simulated=False))
+        figure = figures.latency_figure(gpu, gpu_micro, figures.Inputs(gpu).colors)
+        self.assertNotIn("host-side", figure.axes[0].get_ylabel())
+
+    def test_empty_cache_loop_time_on_sim_is_labelled_host_side(self):
+        figure = figures.empty_cache_loop_figure(self.result, self.colors)
+        self.assertIn("host-side time per iteration", figure.axes[0].get_ylabel())
+
     def test_compare_of_one_device_does_not_claim_two(self):
         other = sim_result(time_factor=0.5)
         figure = figures.compare_figure(self.result, other)

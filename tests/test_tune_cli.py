@@ -145,9 +145,9 @@ class FirstOom(Base):
 
 
 class Tune(Base):
-    def tune(self, trace, *args):
+    def tune(self, trace, *args, quiet=True):
         out = os.path.join(self.dir, "tune.json")
-        status, stdout, stderr = vrambench("tune", trace, "--quiet", "--out", out, *args)
+        status, stdout, stderr = vrambench("tune", trace, *(["--quiet"] if quiet else []), "--out", out, *args)
         self.assertEqual(status, 0, stderr)
         return load_json(out), stdout
 
@@ -158,7 +158,7 @@ class Tune(Base):
 
     def test_every_candidate_with_its_figures_and_a_recommendation(self):
         trace = self.random_trace()
-        document, stdout = self.tune(trace)
+        document, stdout = self.tune(trace, quiet=False)   # the table: not under --quiet
         entries = document["benchmarks"]
         confs = [e.get("pytorch_alloc_conf") for e in entries]
         self.assertIn("", confs)

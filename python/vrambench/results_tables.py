@@ -74,9 +74,12 @@ def time_text(ns):
 
 def summary_table(document):
     """Markdown, folded: one row per case with peaks, driver calls and time per iteration."""
+    # A simulated device's time is the host's (the allocator and the device's model), never a GPU time.
+    time_column = "host time/iter (sim model)" if document.simulated else "time/iter"
     lines = ["<details><summary>Full summary (peaks in MiB, driver calls per repetition, time per iteration)"
              "</summary>", "",
-             "| scenario/allocator | peak requested | peak reserved | overhead | driver allocs | driver frees | time/iter |",
+             "| scenario/allocator | peak requested | peak reserved | overhead | driver allocs | driver frees | "
+             f"{time_column} |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for (s, a), run in iterations(document).items():
         lines.append(f"| {s}/{a} | {median(run, 'peak_requested_bytes') / MiB:,.1f} | "
@@ -189,7 +192,8 @@ def microbench_table(document):
     sizes = sorted({int(size) for _, size, _ in document.microbench})
     threads = max(int(values.get("threads", 1)) for _, _, values in document.microbench)
     measured = f", one of {threads} threads on one allocator" if threads > 1 else ""
-    lines = [f"malloc+free pair, p50 / p99 in ns, cache-hit steady state{measured} — {device_line(document)}", "",
+    what = "host-side ns of the simulated device's model" if document.simulated else "ns"
+    lines = [f"malloc+free pair, p50 / p99 in {what}, cache-hit steady state{measured} — {device_line(document)}", "",
              "| allocator | " + " | ".join(size_label(s) for s in sizes) + " |",
              "|---|" + "---:|" * len(sizes)]
     for a, by_size in rows.items():

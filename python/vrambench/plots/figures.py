@@ -27,6 +27,13 @@ class NoData(Exception):
     """The results lack what a figure draws: the message is a note."""
 
 
+def time_label(result, what):
+    """What a time axis of `result` shows: `what` on a GPU; on the simulated
+    device the host-side time of the allocator and the device's model, never
+    presented as a GPU time."""
+    return f"host-side {what}\n(simulated device's model)" if result.simulated else what
+
+
 # --------------------------------------------------------------------------
 # Memory timelines
 # --------------------------------------------------------------------------
@@ -222,8 +229,10 @@ def latency_by_size(source, colors):
             ax.xaxis.set_minor_locator(mticker.NullLocator())
         if all_values:
             ns_log_axis(ax.yaxis)   # lines, not bars: autoscaled limits
-    axes[0].set_ylabel("time per call (log scale)")
-    fig.suptitle(title_text("Allocator latency by request size", source), y=1.02)
+    axes[0].set_ylabel(time_label(source, "time per call") + " (log scale)")
+    fig.suptitle(title_text("Allocator latency by request size"
+                            + (" (host-side times of the simulated device's model)" if source.simulated else ""),
+                            source), y=1.02)
     markers = {a: MARKERS[i % len(MARKERS)] for i, a in enumerate(allocators)}
     handles = allocator_handles(allocators, local_colors, markers)
     handles.append(Line2D([], [], color="black", lw=2, label="p50 (solid)"))
@@ -254,9 +263,11 @@ def latency_by_scenario(result, runs, colors):
                 if xs:
                     ax.bar(xs, ys, bar, color=colors[allocator], alpha=alpha, zorder=3)
                     drawn += ys
-        ax.set_ylabel(f"{operation} time per call\n(log scale)")
+        ax.set_ylabel(time_label(result, f"{operation} time per call") + "\n(log scale)")
         ax.set_title(f"{operation} latency" if operation == "free" else
-                     title_text("malloc latency per scenario", result))
+                     title_text("malloc latency per scenario"
+                                + (" (host-side times of the simulated device's model)" if result.simulated else ""),
+                                result))
     for ax in axes:   # one scale for both: malloc and free compare at a glance
         ns_log_axis(ax.yaxis, drawn)
     set_category_ticks(axes[1], [scenario_label(s) for s in scenarios],
@@ -333,10 +344,10 @@ def empty_cache_loop_figure(result, colors):
             positive = [v for v in present if v > 0]
             if positive and max(positive) / min(positive) > 30:
                 ns_log_axis(ax.yaxis, positive)
-                scale, ylabel = 1.0, "time per iteration\n(log scale)"
+                scale, ylabel = 1.0, time_label(result, "time per iteration") + "\n(log scale)"
             else:
                 unit, scale = ns_unit(max(present, default=0))
-                ylabel = f"time per iteration ({unit})"
+                ylabel = time_label(result, "time per iteration") + f" ({unit})"
         elif metric == "peak_reserved_bytes":
             scale, unit = byte_axis(ax.yaxis, present, bars=True)
             ylabel = f"peak reserved\n({unit})"
@@ -522,7 +533,18 @@ COMPARE_METRICS = (("peak reserved", lambda run: run.values.get("peak_reserved_b
 def compare_figure(first, other):
     """compare.png: for each scenario x allocator in both files, B / A of
     peak reserved and of time per iteration as a colour-coded grid. The
-    title names both files' devices (a comparison may span two devices)."""
+    title names both files' devices (a comparison may span two devices).
+    A simulated device's time is a host-side model's, never a GPU time: two
+    sim files compare it so labelled; a sim file and a GPU file compare
+    memory only."""
+    metrics = list(COMPARE_METRICS)
+    time_note = ""
+    if first.simulated != other.simulated:
+        metrics = [m for m in metrics if m[0] != "time per iteration"]
+        time_note = "\ntime not compared: a simulated device's times are host-side model times, not GPU times"
+    elif first.simulated:
+        metrics = [(f"host-side {name} (simulated device's model)" if name == "time per iteration" else name,
+                    value_of, fmt) for name, value_of, fmt in metrics]
     runs_a = {(run.scenario, run.allocator): run for run in first.runs}
     runs_b = {(run.scenario, run.allocator): run for run in other.runs}
     common = [key for key in runs_a if key in runs_b]
@@ -538,10 +560,10 @@ def compare_figure(first, other):
     label_w = max(len(scenario_label(s)) for s in scenarios) * 0.085
     panel_h = 0.8 + 0.45 * len(scenarios)
     width = min(MAX_WIDTH_IN, cell_w * len(allocators) + label_w + 2.0)
-    fig, axes = plt.subplots(2, 1, figsize=(width, 2 * panel_h + 2.2), squeeze=False)
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(width, len(metrics) * panel_h + 2.2), squeeze=False)
     axes = [row[0] for row in axes]
     image = None
-    for (metric, value_of, _), ax in zip(COMPARE_METRICS, axes):
+    for (metric, value_of, _), ax in zip(metrics, axes):
         grid = []
         for scenario in scenarios:
             row = []
@@ -582,7 +604,7 @@ def compare_figure(first, other):
     bar.set_label("B / A (red: B larger, blue: B smaller)")
     devices = "" if same_device(first, other) else " on two different devices"
     axes[0].set_title(f"Comparison of two runs{devices}\nA: {escape_text(first.file_label())}\n"
-                      f"B: {escape_text(other.file_label())}\n\n{COMPARE_METRICS[0][0]}: B / A")
+                      f"B: {escape_text(other.file_label())}{time_note}\n\n{metrics[0][0]}: B / A")
     return fig
 
 
