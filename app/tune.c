@@ -570,10 +570,12 @@ static json_t *shard_document(const vb_tune_options *options, vb_device *dev, co
             return NULL;
         }
     }
-    print_table(table, options, info, shown, shown_entries, held, NULL);
-    fprintf(table, "shard %zu/%zu: %zu of the %zu candidates; the recommendation comes with `vrambench merge` of "
-                   "all %zu shards\n",
-            options->shard.index, options->shard.count, held, count, options->shard.count);
+    if (table) { /* NULL: --quiet */
+        print_table(table, options, info, shown, shown_entries, held, NULL);
+        fprintf(table, "shard %zu/%zu: %zu of the %zu candidates; the recommendation comes with `vrambench merge` of "
+                       "all %zu shards\n",
+                options->shard.index, options->shard.count, held, count, options->shard.count);
+    }
     return doc;
 }
 

@@ -81,11 +81,13 @@ class ShardMergeTest(unittest.TestCase):
         parts = []
         for index in (1, 2):
             parts.append(self.path(f"tune-{index}.json"))
-            status, out, err = vrambench("tune", trace, "--quiet", "--jobs", "2", "--shard", f"{index}/2", "--out",
-                                         parts[-1])
+            status, out, err = vrambench("tune", trace, "--jobs", "2", "--shard", f"{index}/2", "--out", parts[-1])
             self.assertEqual(status, 0, err)
             self.assertIn("the recommendation comes with `vrambench merge`", out)
             self.assertNotIn("recommendation", load(parts[-1]))
+            status, out, err = vrambench("tune", trace, "--quiet", "--jobs", "2", "--shard", f"{index}/2", "--out",
+                                         parts[-1], "--force")
+            self.assertEqual((status, out, err), (0, "", ""), "--quiet: nothing but errors")
         merged = self.path("tune-merged.json")
         status, _, err = vrambench("merge", *parts, "-o", merged)
         self.assertEqual(status, 0, err)
