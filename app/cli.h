@@ -117,10 +117,6 @@ const char *vb_cli_did_you_mean(const char *name, const char *const *known, char
 /* The registered allocator names, NULL-terminated (static storage). */
 const char *const *vb_cli_allocator_names(void);
 
-/* The name of `known` (`known_count` of them) closest to the mistyped
- * `name`, for "did you mean" hints; NULL when none is close. */
-const char *vb_cli_closest(const char *name, const char *const *known, size_t known_count);
-
 /* The command line of a command that reads files and writes one (merge,
  * report): FILE... -o|--out OUT, and `flag` (e.g. "--quiet"; NULL: none).
  * Prints `usage` and sets `helped` for --help; else exit status 2 with one

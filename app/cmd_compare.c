@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/closest.h"
 #include "cli.h"
 #include "results_file.h"
 
@@ -111,7 +112,7 @@ static int unknown_metric(const char *name, unsigned kinds, const char *what)
     char list[512] = "";
     for (size_t i = 0, used = 0; i < count && used < sizeof list; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
-    const char *close = vb_cli_closest(name, names, count);
+    const char *close = vb_closest_name(name, names);
     if (close)
         return vb_cli_error(VB_EXIT_USAGE, "compare: --fail-on: unknown metric '%s'%s; did you mean '%s'? (%s)", name,
                             what, close, list);
@@ -304,14 +305,15 @@ static size_t allocators_of(const vb_results_file *file, const char **out, size_
 /* Exit 2 unless `allocator` has a case in `file`. */
 static int check_allocator(const vb_results_file *file, const char *allocator, const char *pair)
 {
-    const char *known[256];
+    const char *known[257];
     size_t count = allocators_of(file, known, 256);
+    known[count] = NULL;
     for (size_t i = 0; i < count; i++)
         if (strcmp(known[i], allocator) == 0) return VB_EXIT_OK;
     char list[1024] = "";
     for (size_t i = 0, used = 0; i < count && used < sizeof list; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", known[i]);
-    const char *close = vb_cli_closest(allocator, known, count);
+    const char *close = vb_closest_name(allocator, known);
     return vb_cli_error(VB_EXIT_USAGE, "compare: --pair %s: no case of allocator '%s' in %s%s%s%s (its allocators: %s)",
                         pair, allocator, file->path, close ? "; did you mean '" : "", close ? close : "",
                         close ? "'?" : "", list);
