@@ -252,6 +252,11 @@ static int run_cases(const run_args *args, run_state *state)
         for (size_t a = 0; a < state->spec_count; a++) {
             vb_case c = {vb_scenario_find(state->scenarios.names[s]), args->param, &state->specs[a], NULL};
             if (args->trace) c = (vb_case){&vb_replay_scenario, args->trace, &state->specs[a], args->trace_label};
+            char why[128];
+            if (vb_runner_skip_reason(state->device, c.scenario, why, sizeof why)) {
+                fprintf(stderr, "run: skipping %s/%s: %s\n", c.scenario->name, state->specs[a].label, why);
+                continue;
+            }
             uint64_t case_started = vb_now_ns();
             vb_case_result *result = &state->results[state->result_count];
             vb_status status = vb_runner_run_case(state->device, &c, &args->options, result);
