@@ -835,6 +835,7 @@ static void cuda_close(vb_device *dev)
 {
     cuda_state *cuda = cuda_of(dev);
     if (cuda->have_cublas) {
+        (void)use_device(cuda); /* the handle belongs to its device */
         cublasStatus_t result = cublasDestroy(cuda->cublas);
         if (result != CUBLAS_STATUS_SUCCESS) cublas_failure(result, "cublasDestroy");
     }

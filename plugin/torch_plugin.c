@@ -138,24 +138,41 @@ static void die(const char *what)
     abort();
 }
 
-/* Sets the allocator of the current CUDA device up; NULL when it is ready,
- * else the error line (for python/vrambench/plugin.py to raise). */
+/* Checks VRAMBENCH_ALLOCATOR (its strategy and options, by creating it on a
+ * simulated device) and that there is a GPU; NULL when all is well, else
+ * the error line (for python/vrambench/plugin.py to raise). It opens no CUDA
+ * device: each device's allocator is made at its first allocation, so a
+ * process of a multi-GPU job (one rank per GPU, torch.cuda.set_device(rank)
+ * after use()) makes a context on its own GPU only. */
 const char *vb_torch_init(void)
 {
     static char no_device[256];
-    int device = 0;
+    int count = 0;
     vb_allocator_spec spec;
     pthread_mutex_lock(&setup_lock);
     vb_status status = setup_error[0] ? VB_ERR_INVALID : parse_spec(getenv("VRAMBENCH_ALLOCATOR"), &spec);
+    if (status == VB_OK) {
+        vb_device *sim = NULL;
+        vb_allocator *trial = NULL;
+        vb_config config = vb_allocator_spec_config(&spec);
+        status = vb_sim_open(0, &sim);
+        if (status == VB_OK) status = vb_allocator_create(spec.name, sim, &config, &trial);
+        if (status != VB_OK)
+            snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s': %s", spec.label, vb_last_error());
+        vb_allocator_destroy(trial);
+        vb_device_close(sim);
+        vb_allocator_spec_free(&spec);
+    }
     pthread_mutex_unlock(&setup_lock);
     if (status != VB_OK) return setup_error;
-    vb_allocator_spec_free(&spec);
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) {
-        snprintf(no_device, sizeof no_device, "no CUDA device: %s", cudaGetErrorString(err));
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        snprintf(no_device, sizeof no_device, "no CUDA device: %s",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "the driver reports none");
         return no_device;
     }
-    return allocator_for(device) ? NULL : setup_error;
+    return NULL;
 }
 
 void *vb_torch_malloc(ssize_t size, int device, cudaStream_t stream)
