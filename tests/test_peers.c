@@ -510,6 +510,13 @@ static vb_addr sim_mapping(vb_device *dev, int open, vb_phys *handle)
     return addr;
 }
 
+/* Device `by` copies `size` bytes from `theirs` into `mine` and back. */
+static void copies_both_ways(vb_device *by, vb_addr theirs, vb_addr mine, uint64_t size)
+{
+    ASSERT_OK(by->ops->memcpy_async(by, (void *)(uintptr_t)theirs, mine, size, VB_COPY_DEVICE_TO_DEVICE, NULL));
+    ASSERT_OK(by->ops->memcpy_async(by, (void *)(uintptr_t)mine, theirs, size, VB_COPY_DEVICE_TO_DEVICE, NULL));
+}
+
 static void sim_unmapping(vb_device *dev, vb_addr addr, vb_phys handle)
 {
     ASSERT_OK(dev->ops->vm_unmap(dev, addr, 2 * MiB));
@@ -583,8 +590,7 @@ static void sim_peer_copy_needs_the_mapping_opened(void **state)
     assert_non_null(strstr(vb_last_error(), "was not opened to it"));
     assert_int_equal(vb_sim_peer_read(peer, mapped, MiB), VB_ERR_INVALID);
     ASSERT_OK(owner->ops->vm_set_access(owner, mapped, 2 * MiB));
-    ASSERT_OK(peer->ops->memcpy_async(peer, (void *)(uintptr_t)mapped, mine, MiB, VB_COPY_DEVICE_TO_DEVICE, NULL));
-    ASSERT_OK(peer->ops->memcpy_async(peer, (void *)(uintptr_t)mine, mapped, MiB, VB_COPY_DEVICE_TO_DEVICE, NULL));
+    copies_both_ways(peer, mapped, mine, MiB);
     ASSERT_OK(vb_sim_peer_read(peer, mapped, 2 * MiB));
     vb_pool pool = NULL;
     vb_addr pooled = 0, block = 0;
@@ -616,8 +622,7 @@ static void sim_copies_between_devices_that_are_no_peers_are_staged(void **state
     vb_addr mapped = sim_mapping(owner, 1, &handle);
     assert_int_equal(vb_sim_peer_read(other, mapped, MiB), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), "is no peer of it"));
-    ASSERT_OK(other->ops->memcpy_async(other, (void *)(uintptr_t)mapped, mine, MiB, VB_COPY_DEVICE_TO_DEVICE, NULL));
-    ASSERT_OK(other->ops->memcpy_async(other, (void *)(uintptr_t)mine, mapped, MiB, VB_COPY_DEVICE_TO_DEVICE, NULL));
+    copies_both_ways(other, mapped, mine, MiB);
     sim_unmapping(owner, mapped, handle);
     ASSERT_OK(other->ops->mem_free(other, mine));
     close_three(&m);
