@@ -570,6 +570,31 @@ static void sim_devices_have_addresses_of_their_own(void **state)
     close_three(&m);
 }
 
+/* The three devices, a 2 MiB mapping of device 0 (opened to its peers when
+ * `open`) and a 2 MiB cudaMalloc block of device `reader`, its own. */
+typedef struct copy_setup {
+    sim_machine_fixture m;
+    vb_device *owner, *reader;
+    vb_addr mapped, mine;
+    vb_phys handle;
+} copy_setup;
+
+static void open_copy_setup(copy_setup *c, int reader, int open)
+{
+    open_three(&c->m);
+    c->owner = c->m.dev[0];
+    c->reader = c->m.dev[reader];
+    ASSERT_OK(c->reader->ops->mem_alloc(c->reader, 2 * MiB, &c->mine));
+    c->mapped = sim_mapping(c->owner, open, &c->handle);
+}
+
+static void close_copy_setup(copy_setup *c)
+{
+    sim_unmapping(c->owner, c->mapped, c->handle);
+    ASSERT_OK(c->reader->ops->mem_free(c->reader, c->mine));
+    close_three(&c->m);
+}
+
 /* A mapping its device did not open (no vm_set_access) is refused to a
  * peer's copy and direct read, as on the GPU ("invalid argument"); once
  * opened, both work. Pool and cudaMalloc memory are open to peers from the
@@ -577,13 +602,10 @@ static void sim_devices_have_addresses_of_their_own(void **state)
 static void sim_peer_copy_needs_the_mapping_opened(void **state)
 {
     (void)state;
-    sim_machine_fixture m;
-    open_three(&m);
-    vb_device *owner = m.dev[0], *peer = m.dev[1];
-    vb_addr mine = 0;
-    ASSERT_OK(peer->ops->mem_alloc(peer, 2 * MiB, &mine));
-    vb_phys handle = 0;
-    vb_addr mapped = sim_mapping(owner, 0, &handle);
+    copy_setup c;
+    open_copy_setup(&c, 1, 0);
+    vb_device *owner = c.owner, *peer = c.reader;
+    vb_addr mapped = c.mapped, mine = c.mine;
     assert_int_equal(peer->ops->memcpy_async(peer, (void *)(uintptr_t)mapped, mine, MiB, VB_COPY_DEVICE_TO_DEVICE,
                                              NULL),
                      VB_ERR_INVALID);
@@ -602,9 +624,7 @@ static void sim_peer_copy_needs_the_mapping_opened(void **state)
     ASSERT_OK(owner->ops->mem_free(owner, block));
     ASSERT_OK(owner->ops->pool_free(owner, pool, pooled, NULL));
     owner->ops->pool_destroy(owner, pool);
-    sim_unmapping(owner, mapped, handle);
-    ASSERT_OK(peer->ops->mem_free(peer, mine));
-    close_three(&m);
+    close_copy_setup(&c);
 }
 
 /* Device 2 is no peer of device 0: it cannot read device 0's memory
@@ -613,19 +633,12 @@ static void sim_peer_copy_needs_the_mapping_opened(void **state)
 static void sim_copies_between_devices_that_are_no_peers_are_staged(void **state)
 {
     (void)state;
-    sim_machine_fixture m;
-    open_three(&m);
-    vb_device *owner = m.dev[0], *other = m.dev[2];
-    vb_addr mine = 0;
-    ASSERT_OK(other->ops->mem_alloc(other, 2 * MiB, &mine));
-    vb_phys handle = 0;
-    vb_addr mapped = sim_mapping(owner, 1, &handle);
-    assert_int_equal(vb_sim_peer_read(other, mapped, MiB), VB_ERR_INVALID);
+    copy_setup c;
+    open_copy_setup(&c, 2, 1);
+    assert_int_equal(vb_sim_peer_read(c.reader, c.mapped, MiB), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), "is no peer of it"));
-    copies_both_ways(other, mapped, mine, MiB);
-    sim_unmapping(owner, mapped, handle);
-    ASSERT_OK(other->ops->mem_free(other, mine));
-    close_three(&m);
+    copies_both_ways(c.reader, c.mapped, c.mine, MiB);
+    close_copy_setup(&c);
 }
 
 /* A device of a machine opens once, within the machine; a machine has 1 to
