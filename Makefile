@@ -3,7 +3,8 @@
 #   make                    build build/vrambench (with the cuda backend when nvcc is found)
 #   make test               conformance and unit tests on the simulated device (installs
 #                           chromium and Slurm when root: the report's and the fleet's tests)
-#   make test-gpu           the conformance suite on the real GPU (and on tests' external allocator)
+#   make test-gpu           the conformance suite on the real GPU (and on tests' external allocator),
+#                           and the one across devices on every pair of GPUs (tests/test_peers.c)
 #   make plugin             build/libvrambench_torch.so: every strategy as a PyTorch pluggable allocator
 #   make bench              every scenario x every allocator (GPU when present, else simulated)
 #   make check-sim          the newest committed GPU results re-run on the simulated device:
@@ -225,9 +226,10 @@ test-build: all $(TEST_BIN) $(EXTERNAL_TEST_SO)
 	@:
 
 test-gpu: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance $(EXTERNAL_TEST_SO)
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_conformance $(BUILD)/tests/test_peers $(EXTERNAL_TEST_SO)
 	VB_TEST_DEVICE=cuda $(BUILD)/tests/test_conformance
 	VB_TEST_DEVICE=cuda VB_TEST_ALLOCATORS=external:$(abspath $(EXTERNAL_TEST_SO)) $(BUILD)/tests/test_conformance
+	VB_TEST_DEVICE=cuda $(BUILD)/tests/test_peers
 
 $(BUILD)/lab/fullgpu: $(BUILD)/obj/lab/harnesses/fullgpu.o $(BUILD)/libvrambench.a
 	@mkdir -p $(dir $@)

@@ -394,7 +394,34 @@ static void free_handle(vb_allocator *allocator)
     vb_addr_map_clear(&allocator->phys_chunks);
     free(allocator->blocks);
     free(allocator->pools);
+    free(allocator->recipe_name); /* one block with the entries and their strings */
     free(allocator);
+}
+
+/* Keeps a copy of the name and configuration, in one block: the name, the
+ * entries, then their strings. 0, or -1 when host memory runs out. */
+static int keep_recipe(vb_allocator *allocator, const char *name, const vb_config *config)
+{
+    size_t bytes = strlen(name) + 1 + config->count * sizeof(vb_config_entry);
+    for (size_t i = 0; i < config->count; i++)
+        bytes += strlen(config->entries[i].key) + 1 + strlen(config->entries[i].value) + 1;
+    char *block = malloc(bytes + _Alignof(vb_config_entry));
+    if (!block) return -1;
+    size_t name_bytes = strlen(name) + 1;
+    size_t entries_at = (name_bytes + _Alignof(vb_config_entry) - 1) / _Alignof(vb_config_entry) *
+                        _Alignof(vb_config_entry);
+    memcpy(block, name, name_bytes);
+    vb_config_entry *entries = (vb_config_entry *)(void *)(block + entries_at);
+    char *text = (char *)(entries + config->count);
+    for (size_t i = 0; i < config->count; i++) {
+        size_t key = strlen(config->entries[i].key) + 1, value = strlen(config->entries[i].value) + 1;
+        entries[i].key = memcpy(text, config->entries[i].key, key);
+        entries[i].value = memcpy(text + key, config->entries[i].value, value);
+        text += key + value;
+    }
+    allocator->recipe_name = block;
+    allocator->recipe = (vb_config){entries, config->count};
+    return 0;
 }
 
 /* Creates an allocator by name on `dev`, the strategy on the counting device. */
@@ -415,6 +442,10 @@ vb_status vb_allocator_create(const char *name, vb_device *dev, const vb_config 
     allocator->live.sparse = 1; /* looked up on every malloc and free */
     counting_init(allocator, dev);
     if (!config) config = &no_config;
+    if (keep_recipe(allocator, name, config) != 0) {
+        free_handle(allocator);
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
     /* external:PATH: PATH reaches the strategy as the first entry "path". */
     vb_config_entry *with_path = NULL;
     vb_config external_config;
@@ -438,6 +469,11 @@ vb_status vb_allocator_create(const char *name, vb_device *dev, const vb_config 
     pthread_mutex_init(&allocator->lock, NULL);
     *out = allocator;
     return VB_OK;
+}
+
+vb_status vb_allocator_create_like(const vb_allocator *model, vb_device *dev, vb_allocator **out)
+{
+    return vb_allocator_create(model->recipe_name, dev, &model->recipe, out);
 }
 
 /* Destroys the instance and the handle. */

@@ -266,6 +266,8 @@ typedef struct vb_allocator {
     vb_pool *pools;                /* pools made through counting_device */
     size_t pool_count, pool_capacity;
     pthread_mutex_t lock;          /* held around every call into the strategy */
+    char *recipe_name;             /* the name and configuration it was created with, */
+    vb_config recipe;              /* copied (vb_allocator_create_like) */
 } vb_allocator;
 
 /* Creates an allocator by registered name. An unknown name is VB_ERR_INVALID
@@ -275,6 +277,10 @@ vb_status vb_allocator_create(const char *name, vb_device *dev, const vb_config 
 
 /* Destroys it (NULL is fine). */
 void vb_allocator_destroy(vb_allocator *allocator);
+
+/* An allocator of `model`'s strategy and configuration on `dev` (another
+ * device of the machine: the PyTorch plug-in's one allocator per device). */
+vb_status vb_allocator_create_like(const vb_allocator *model, vb_device *dev, vb_allocator **out);
 
 /* malloc through the ops table. Size 0 succeeds with address 0 and counts
  * nothing (cudaMalloc and PyTorch do the same). */

@@ -384,6 +384,12 @@ static int run_cases(const run_args *args, run_state *state)
                     return vb_cli_error(VB_EXIT_FAILURE, "%s", vb_last_error());
                 continue;
             }
+            char why[128];
+            if (vb_runner_skip_reason(state->device, c.scenario, why, sizeof why)) {
+                if (!args->quiet)
+                    fprintf(stderr, "run: skipping %s/%s: %s\n", c.scenario->name, state->specs[a].label, why);
+                continue;
+            }
             uint64_t case_started = vb_now_ns();
             vb_case_result *result = &state->results[state->result_count];
             vb_status status = vb_runner_run_case(state->device, &c, &args->options, result);

@@ -375,6 +375,16 @@ static vb_status copy_label(char *field, size_t capacity, const char *what, cons
     return VB_OK;
 }
 
+const char *vb_runner_skip_reason(vb_device *dev, const vb_scenario *scenario, char *why, size_t capacity)
+{
+    vb_device_info info;
+    dev->ops->info(dev, &info);
+    if (scenario->min_devices <= info.device_count) return NULL;
+    snprintf(why, capacity, "it runs across %d devices and this machine has %d", scenario->min_devices,
+             info.device_count);
+    return why;
+}
+
 vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_options *options,
                              vb_case_result *out)
 {

@@ -95,6 +95,12 @@ typedef struct vb_case_result {
     size_t segment_block_count;
 } vb_case_result;
 
+/* Why `scenario` cannot run on `dev`'s machine (a scenario across devices
+ * on a machine with too few: "it runs across 2 devices and this machine has
+ * 1"), written into `why`; NULL when it can. Callers skip such a case with
+ * a note, never report it as a zero. */
+const char *vb_runner_skip_reason(vb_device *dev, const vb_scenario *scenario, char *why, size_t capacity);
+
 /* Runs one case. On failure returns the status with a message that names the
  * case ("random_mix/cuda: ...") and leaves `out` empty. */
 vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_options *options,

@@ -32,6 +32,7 @@ typedef struct vb_stream_s *vb_stream;     /* NULL = the default stream */
 typedef struct vb_event_s *vb_event;
 typedef struct vb_pool_s *vb_pool;         /* a stream-ordered memory pool */
 typedef struct vb_device vb_device;
+typedef struct vb_sim_machine vb_sim_machine; /* a simulated machine of several devices */
 
 #define VB_MiB ((uint64_t)1 << 20)
 #define VB_GiB ((uint64_t)1 << 30)
@@ -58,7 +59,9 @@ typedef struct vb_device_info {
     int runtime_version;      /* cudaRuntimeGetVersion, 0 on sim */
     uint64_t total_bytes;     /* device memory (sim: its capacity) */
     int simulated;            /* 1 on sim: times are not GPU times */
-    int ordinal;              /* the CUDA device index (cudaGetDevice when opened); 0 on sim */
+    int ordinal;              /* the device's index on its machine: the CUDA device index (after
+                               * CUDA_VISIBLE_DEVICES), or its index on the simulated machine */
+    int device_count;         /* devices on its machine: cudaGetDeviceCount, or the simulated machine's */
     uint64_t context_bytes;   /* driver-used memory the CUDA context took when the device was
                                * opened (NVML before vs cudaMemGetInfo after); 0 when unknown */
 } vb_device_info;
@@ -69,9 +72,23 @@ typedef struct vb_device_options {
     uint64_t cuda_cap_bytes;       /* cuda only: > 0 opens it under a cap (vb_device_cap_wrap):
                                     * allocations through it past this many bytes are out of
                                     * memory, counted as the sim counts them; 0 = none */
+    int ordinal;                   /* which device of the machine: 0 (the first) to device_count - 1:
+                                    * the CUDA device index, or device `ordinal` of the simulated
+                                    * machine; one the machine lacks is VB_ERR_INVALID */
+    vb_sim_machine *sim_machine;   /* sim only: the simulated machine whose device `ordinal` opens
+                                    * (vb_sim_machine_create); NULL: a machine of its own of
+                                    * VB_SIM_DEFAULT_DEVICES devices that can all access each other */
 } vb_device_options;
 
 #define VB_SIM_DEFAULT_CAPACITY (80 * VB_GiB)
+
+/* A sim opened by vb_device_open (the CLI's --device sim) is device 0 of a
+ * machine of two devices that can access each other's memory, as two GPUs
+ * on NVLink: scenarios across devices run on sim too. */
+#define VB_SIM_DEFAULT_DEVICES 2
+
+/* The most devices a simulated machine has (a peer set is a 64-bit mask). */
+#define VB_SIM_MAX_DEVICES 64
 
 /* Which way host<->device copies go. */
 typedef enum vb_copy_kind {
@@ -137,8 +154,11 @@ typedef struct vb_device_ops {
      * The device cannot use it until vm_set_access covers it. */
     vb_status (*vm_map)(vb_device *dev, vb_addr addr, uint64_t size, vb_phys handle);
     /* Makes [addr, addr+size), every byte of it mapped (by one vm_map or by
-     * several adjacent ones), readable and writable by the device: one
-     * cuMemSetAccess, however many mappings the range covers. */
+     * several adjacent ones), readable and writable by the device and by
+     * every peer that peer_access names: one cuMemSetAccess with one
+     * descriptor per device, however many mappings the range covers. So
+     * every mapping a strategy makes (growth, a remap, a stitched range) is
+     * open to the peers, and no strategy can forget them. */
     vb_status (*vm_set_access)(vb_device *dev, vb_addr addr, uint64_t size);
     /* Unmaps [addr, addr+size), which must be exactly covered by whole
      * mappings (one or several adjacent ones): one cuMemUnmap. Like
@@ -146,7 +166,9 @@ typedef struct vb_device_ops {
     vb_status (*vm_unmap)(vb_device *dev, vb_addr addr, uint64_t size);
 
     /* ---- stream-ordered pools (cudaMemPoolCreate / cudaMallocFromPoolAsync) ---- */
-    /* A pool that keeps up to `release_threshold` bytes across synchronizations. */
+    /* A pool that keeps up to `release_threshold` bytes across
+     * synchronizations, open to every peer that peer_access names
+     * (cudaMemPoolSetAccess: pools ignore cudaDeviceEnablePeerAccess). */
     vb_status (*pool_create)(vb_device *dev, uint64_t release_threshold, vb_pool *out);
     void (*pool_destroy)(vb_device *dev, vb_pool pool);
     /* Allocates in stream order: usable by work queued on `stream` from now on. */
@@ -195,6 +217,21 @@ typedef struct vb_device_ops {
     /* Reads [addr, addr+size) back and counts bytes that differ from the pattern
      * fill_pattern(seed) writes. Synchronizes. VB_ERR_UNSUPPORTED on sim. */
     vb_status (*verify_pattern)(vb_device *dev, vb_addr addr, uint64_t size, uint64_t seed, uint64_t *mismatched_bytes);
+
+    /* ---- the other devices of its machine ---- */
+    /* 1 if device `peer` (an ordinal of this device's machine) may read and
+     * write the memory this device hands out: the device itself, and every
+     * other device the hardware lets access its memory
+     * (cuDeviceCanAccessPeer(peer, this device)); 0 otherwise. Worked out
+     * over all the machine's devices when the device is opened, so the
+     * answer does not depend on which devices were used first, and nothing
+     * the hardware refuses is asked for. Mappings (vm_set_access) and pools
+     * (pool_create) are opened to these peers as they are made; mem_alloc
+     * memory through context peer access, which the cuda backend enables
+     * both ways between every two devices it has open in the process. A
+     * device that is no peer still gets copies (staged through the host),
+     * not direct access. */
+    int (*peer_access)(vb_device *dev, int peer);
 } vb_device_ops;
 
 /* A device: its ops and the backend's own state. */
@@ -211,6 +248,12 @@ vb_status vb_device_open(const char *kind, const vb_device_options *options, vb_
 
 /* Closes a device opened by vb_device_open (NULL is fine). */
 void vb_device_close(vb_device *dev);
+
+/* Opens device `ordinal` of the machine `dev` (or the device under its caps)
+ * belongs to, of its kind and uncapped: CUDA device `ordinal`, or device
+ * `ordinal` of the same simulated machine with `dev`'s capacity. An ordinal
+ * the machine lacks is VB_ERR_INVALID. */
+vb_status vb_device_open_peer(vb_device *dev, int ordinal, vb_device **out);
 
 /* 1 if this build includes the cuda backend. */
 int vb_device_cuda_built(void);
@@ -240,8 +283,39 @@ vb_device *vb_device_uncapped(vb_device *dev);
 
 /* ---- the simulated device's own controls (tests and modelled work) ---- */
 
-/* Opens a sim device of the given capacity (0 = 80 GiB). */
+/* Opens a sim device of the given capacity (0 = 80 GiB): the one device of
+ * a machine of its own. */
 vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out);
+
+/* A simulated machine of `device_count` devices (1 to VB_SIM_MAX_DEVICES),
+ * where device p may access device d's memory when can_access[p *
+ * device_count + d] is non-zero (the diagonal is ignored; NULL: every pair
+ * can, as on NVLink). Its devices are opened with vb_device_open("sim")
+ * (options.sim_machine, options.ordinal), each with its own memory, pools,
+ * streams and logical clock, and addresses of their own (one address
+ * space, as CUDA's unified addressing). The machine lives until it is
+ * released and its last device closed. */
+vb_status vb_sim_machine_create(int device_count, const unsigned char *can_access, vb_sim_machine **out);
+
+/* Drops the creator's reference (NULL is fine). */
+void vb_sim_machine_release(vb_sim_machine *machine);
+
+/* The machine a sim device (or a capped one on it) belongs to. */
+vb_sim_machine *vb_sim_machine_of(vb_device *dev);
+
+/* A simulated direct read of [addr, addr+size) by sim device `reader` (a
+ * kernel of `reader` reading it): VB_OK when the memory is `reader`'s own
+ * and usable, or another device's of its machine that was opened to
+ * `reader` (its mapping's vm_set_access, its pool, or context peer access
+ * for mem_alloc memory); else VB_ERR_INVALID saying why. A device-to-device
+ * memcpy_async on a sim device checks the other device's side so too, where
+ * the two are peers; between devices that are not, the copy is staged
+ * through the host and needs no access. */
+vb_status vb_sim_peer_read(vb_device *reader, vb_addr addr, uint64_t size);
+
+/* The ordinal of the device of `dev`'s simulated machine whose memory
+ * (mem_alloc, a pool or a mapping) holds `addr`, or -1 when none does. */
+int vb_sim_owner(vb_device *dev, vb_addr addr);
 
 /* 1 if `dev` is a sim device (or a capped one on a sim device). */
 int vb_device_is_sim(vb_device *dev);

@@ -397,6 +397,12 @@ static vb_status cap_verify_pattern(vb_device *dev, vb_addr addr, uint64_t size,
     return inner_of(dev)->ops->verify_pattern(inner_of(dev), addr, size, seed, mismatched_bytes);
 }
 
+/* The device under it's peers: a cap limits memory, not who may use it. */
+static int cap_peer_access(vb_device *dev, int peer)
+{
+    return inner_of(dev)->ops->peer_access(inner_of(dev), peer);
+}
+
 static const vb_device_ops cap_ops = {
     .name = "capped",
     .close = cap_close,
@@ -441,6 +447,7 @@ static const vb_device_ops cap_ops = {
     .axpy_f32 = cap_axpy_f32,
     .fill_pattern = cap_fill_pattern,
     .verify_pattern = cap_verify_pattern,
+    .peer_access = cap_peer_access,
 };
 
 vb_status vb_device_cap_open(vb_device *inner, uint64_t cap_bytes, vb_device **out)

@@ -13,12 +13,28 @@
  * A NULL vb_stream is the legacy default stream; streams we create are
  * non-blocking, so they do not synchronize with it implicitly.
  *
+ * Several GPUs: a device is CUDA device `ordinal`, and every op that calls
+ * CUDA first makes it the thread's current device (use_device), so one
+ * thread can use several devices through their handles. When a device
+ * opens, the devices that may access its memory are worked out over all
+ * the GPUs (cudaDeviceCanAccessPeer): every mapping is opened to them
+ * (cuda_vm_set_access: one cuMemSetAccess with a descriptor per device, as
+ * PyTorch's ExpandableSegment sets access for its peers, there one call per
+ * peer and a peer only once enabled), every pool too (cuda_pool_create:
+ * cudaMemPoolSetAccess, which PyTorch's CUDAMallocAsyncAllocator calls per
+ * peer in enablePeerAccess: pools ignore cudaDeviceEnablePeerAccess), and
+ * cudaMalloc memory through context peer access, enabled both ways between
+ * every two devices open in the process (note_open), whichever opened
+ * first. Nothing the hardware refuses is asked for; between devices that
+ * are no peers, copies are staged by the driver.
+ *
  * Every CUDA call's result is checked; a failure becomes one vb_error line
  * naming the call and CUDA's own name and text for the error, and the
  * runtime's last-error state is cleared so that a later launch check does not
  * report a stale failure (as PyTorch does after an out-of-memory).
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +75,11 @@ typedef struct cuda_state {
     uint64_t granularity;      /* cuMemGetAllocationGranularity (minimum), or 2 MiB */
     cublasHandle_t cublas;     /* created on the first gemm or axpy */
     int have_cublas;
+    int *peers;                /* the other devices that may access its memory (cudaDeviceCanAccessPeer) */
+    int peer_count;
+    CUmemAccessDesc *access;   /* read-write for the device, then for each peer: cuMemSetAccess's list */
+    struct cudaMemAccessDesc *pool_access; /* read-write for each peer: cudaMemPoolSetAccess's list */
+    int noted_open;            /* counted among the open devices (note_open) */
 } cuda_state;
 
 /* The backend state of a cuda device. */
@@ -165,17 +186,26 @@ static void resolve_driver(driver_api *driver)
     driver->unmap = (PFN_cuMemUnmap_v10020)driver_symbol(driver, "cuMemUnmap");
 }
 
+/* Makes the device current on this thread (its primary context: driver
+ * calls need a current context, and cudaMalloc, streams, events, pools and
+ * launches go to the current device); a no-op when it is already. */
+static vb_status use_device(const cuda_state *cuda)
+{
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == cuda->device) return VB_OK;
+    cudaError_t err = cudaSetDevice(cuda->device);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaSetDevice(%d)", cuda->device);
+    return VB_OK;
+}
+
 /* VB_OK when the virtual-memory calls can be made from this thread: every
- * entry point was found, and the device's primary context is current
- * (cudaSetDevice makes it so; driver calls need a current context). */
+ * entry point was found, and the device is current. */
 static vb_status vm_ready(cuda_state *cuda)
 {
     if (cuda->driver.missing)
         return vb_error(VB_ERR_UNSUPPORTED, "cuda: virtual memory unavailable: driver entry point %s not found (%s)",
                         cuda->driver.missing, cuda->driver.missing_reason);
-    cudaError_t err = cudaSetDevice(cuda->device);
-    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaSetDevice(%d)", cuda->device);
-    return VB_OK;
+    return use_device(cuda);
 }
 
 /* Pinned device memory on our device: what cuMemCreate makes. */
@@ -444,22 +474,21 @@ static vb_status cuda_vm_map(vb_device *dev, vb_addr addr, uint64_t size, vb_phy
     return VB_OK;
 }
 
-/* Read-write access for our device over [addr, addr+size): one
- * cuMemSetAccess, which may span several adjacent mappings. */
+/* Read-write access over [addr, addr+size) for our device and each of its
+ * peers: one cuMemSetAccess, which may span several adjacent mappings, with
+ * one descriptor per device. Every mapping any strategy makes passes here,
+ * so each is open to the peers from the start. */
 static vb_status cuda_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
 {
     cuda_state *cuda = cuda_of(dev);
     vb_status status = vm_ready(cuda);
     if (status != VB_OK) return status;
-    CUmemAccessDesc access;
-    memset(&access, 0, sizeof access);
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = cuda->device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CUresult result = cuda->driver.set_access((CUdeviceptr)addr, (size_t)size, &access, 1);
+    CUresult result =
+        cuda->driver.set_access((CUdeviceptr)addr, (size_t)size, cuda->access, (size_t)cuda->peer_count + 1);
     if (result != CUDA_SUCCESS)
-        return driver_failure(&cuda->driver, result, "cuMemSetAccess of %llu bytes at 0x%llx",
-                              (unsigned long long)size, (unsigned long long)addr);
+        return driver_failure(&cuda->driver, result, "cuMemSetAccess of %llu bytes at 0x%llx for device %d and %d peer%s",
+                              (unsigned long long)size, (unsigned long long)addr, cuda->device, cuda->peer_count,
+                              cuda->peer_count == 1 ? "" : "s");
     return VB_OK;
 }
 
@@ -519,10 +548,19 @@ static vb_status cuda_pool_create(vb_device *dev, uint64_t release_threshold, vb
     err = cudaMemPoolCreate(&pool, &props);
     if (err != cudaSuccess) return runtime_failure(status_of(err), err, "cudaMemPoolCreate");
     uint64_t threshold = release_threshold;
+    vb_status status = VB_OK;
     err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-    if (err != cudaSuccess) {
-        vb_status status = runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolSetAttribute(ReleaseThreshold, %llu)",
-                                           (unsigned long long)release_threshold);
+    if (err != cudaSuccess)
+        status = runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolSetAttribute(ReleaseThreshold, %llu)",
+                                 (unsigned long long)release_threshold);
+    /* Open to the peers: a pool's memory is its device's alone until then. */
+    if (status == VB_OK && cuda->peer_count > 0) {
+        err = cudaMemPoolSetAccess(pool, cuda->pool_access, (size_t)cuda->peer_count);
+        if (err != cudaSuccess)
+            status = runtime_failure(VB_ERR_DEVICE, err, "cudaMemPoolSetAccess for %d peer%s", cuda->peer_count,
+                                     cuda->peer_count == 1 ? "" : "s");
+    }
+    if (status != VB_OK) {
         cudaMemPoolDestroy(pool); /* the message above is the one to report */
         (void)cudaGetLastError();
         return status;
@@ -779,37 +817,115 @@ static void cuda_info(vb_device *dev, vb_device_info *out)
     *out = cuda_of(dev)->info;
 }
 
+/* The device itself and the peers found when it opened. */
+static int cuda_peer_access(vb_device *dev, int peer)
+{
+    const cuda_state *cuda = cuda_of(dev);
+    if (peer == cuda->device) return 1;
+    for (int i = 0; i < cuda->peer_count; i++)
+        if (cuda->peers[i] == peer) return 1;
+    return 0;
+}
+
+static void note_closed(const cuda_state *cuda);
+
 /* Releases what the backend holds itself; memory, streams and pools belong
  * to their creators. */
 static void cuda_close(vb_device *dev)
 {
     cuda_state *cuda = cuda_of(dev);
     if (cuda->have_cublas) {
+        (void)use_device(cuda); /* the handle belongs to its device */
         cublasStatus_t result = cublasDestroy(cuda->cublas);
         if (result != CUBLAS_STATUS_SUCCESS) cublas_failure(result, "cublasDestroy");
     }
+    if (cuda->noted_open) note_closed(cuda);
+    free(cuda->peers);
+    free(cuda->access);
+    free(cuda->pool_access);
     free(cuda);
     free(dev);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The device current for every op                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Each op that calls CUDA runs with its device current (use_device), so no
+ * caller has to think of cudaSetDevice: a stream, event or pool is created
+ * on its device, a NULL stream is its device's default stream, a launch
+ * goes to it. The virtual-memory ops do so in vm_ready. The current device
+ * stays switched; the plug-in, which shares the thread with PyTorch, puts
+ * PyTorch's back (plugin/torch_plugin.c). */
+#define ON_DEVICE(name, params, args)              \
+    static vb_status current_##name params         \
+    {                                              \
+        VB_TRY(use_device(cuda_of(dev)));          \
+        return cuda_##name args;                   \
+    }
+#define ON_DEVICE_VOID(name, params, args)         \
+    static void current_##name params              \
+    {                                              \
+        (void)use_device(cuda_of(dev));            \
+        cuda_##name args;                          \
+    }
+
+ON_DEVICE(mem_alloc, (vb_device *dev, uint64_t size, vb_addr *out), (dev, size, out))
+ON_DEVICE(mem_free, (vb_device *dev, vb_addr addr), (dev, addr))
+ON_DEVICE(mem_info, (vb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes), (dev, free_bytes, total_bytes))
+ON_DEVICE(stream_create, (vb_device *dev, vb_stream *out), (dev, out))
+ON_DEVICE_VOID(stream_destroy, (vb_device *dev, vb_stream stream), (dev, stream))
+ON_DEVICE(stream_synchronize, (vb_device *dev, vb_stream stream), (dev, stream))
+ON_DEVICE(device_synchronize, (vb_device *dev), (dev))
+ON_DEVICE(event_create, (vb_device *dev, vb_event *out), (dev, out))
+ON_DEVICE_VOID(event_destroy, (vb_device *dev, vb_event event), (dev, event))
+ON_DEVICE(event_record, (vb_device *dev, vb_event event, vb_stream stream), (dev, event, stream))
+ON_DEVICE(event_synchronize, (vb_device *dev, vb_event event), (dev, event))
+ON_DEVICE(event_elapsed_ms, (vb_device *dev, vb_event start, vb_event end, double *out), (dev, start, end, out))
+ON_DEVICE(stream_wait_event, (vb_device *dev, vb_stream stream, vb_event event), (dev, stream, event))
+ON_DEVICE(pool_create, (vb_device *dev, uint64_t release_threshold, vb_pool *out), (dev, release_threshold, out))
+ON_DEVICE_VOID(pool_destroy, (vb_device *dev, vb_pool pool), (dev, pool))
+ON_DEVICE(pool_malloc, (vb_device *dev, vb_pool pool, uint64_t size, vb_stream stream, vb_addr *out), (dev, pool, size, stream, out))
+ON_DEVICE(pool_free, (vb_device *dev, vb_pool pool, vb_addr addr, vb_stream stream), (dev, pool, addr, stream))
+ON_DEVICE(pool_trim, (vb_device *dev, vb_pool pool, uint64_t keep_bytes), (dev, pool, keep_bytes))
+ON_DEVICE(pool_usage, (vb_device *dev, vb_pool pool, uint64_t *reserved_bytes, uint64_t *used_bytes), (dev, pool, reserved_bytes, used_bytes))
+ON_DEVICE(pool_high, (vb_device *dev, vb_pool pool, uint64_t *reserved_high, uint64_t *used_high), (dev, pool, reserved_high, used_high))
+ON_DEVICE(pool_reset_high, (vb_device *dev, vb_pool pool), (dev, pool))
+ON_DEVICE(host_alloc_pinned, (vb_device *dev, uint64_t size, void **out), (dev, size, out))
+ON_DEVICE_VOID(host_free_pinned, (vb_device *dev, void *ptr), (dev, ptr))
+ON_DEVICE(memcpy_async, (vb_device *dev, void *host, vb_addr device_addr, uint64_t size, vb_copy_kind kind, vb_stream stream), (dev, host, device_addr, size, kind, stream))
+ON_DEVICE(enqueue_busy, (vb_device *dev, vb_stream stream, uint64_t nanoseconds), (dev, stream, nanoseconds))
+ON_DEVICE(gemm_f32, (vb_device *dev, vb_stream stream, int transpose_a, int transpose_b, int m, int n, int k, float alpha, vb_addr a, int lda, vb_addr b, int ldb, float beta, vb_addr c, int ldc), (dev, stream, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+ON_DEVICE(fill_random_f32, (vb_device *dev, vb_stream stream, vb_addr addr, uint64_t count, uint64_t seed), (dev, stream, addr, count, seed))
+ON_DEVICE(relu_f32, (vb_device *dev, vb_stream stream, vb_addr out, vb_addr in, uint64_t count), (dev, stream, out, in, count))
+ON_DEVICE(axpy_f32, (vb_device *dev, vb_stream stream, float alpha, vb_addr x, vb_addr y, uint64_t count), (dev, stream, alpha, x, y, count))
+ON_DEVICE(fill_pattern, (vb_device *dev, vb_stream stream, vb_addr addr, uint64_t size, uint64_t seed), (dev, stream, addr, size, seed))
+ON_DEVICE(verify_pattern, (vb_device *dev, vb_addr addr, uint64_t size, uint64_t seed, uint64_t *mismatched_bytes), (dev, addr, size, seed, mismatched_bytes))
+
+/* An error switching devices reads as "not complete", as cuda_event_query's own. */
+static int current_event_query(vb_device *dev, vb_event event)
+{
+    return use_device(cuda_of(dev)) == VB_OK && cuda_event_query(dev, event);
 }
 
 static const vb_device_ops cuda_ops = {
     .name = "cuda",
     .close = cuda_close,
     .info = cuda_info,
-    .mem_alloc = cuda_mem_alloc,
-    .mem_free = cuda_mem_free,
-    .mem_info = cuda_mem_info,
-    .stream_create = cuda_stream_create,
-    .stream_destroy = cuda_stream_destroy,
-    .stream_synchronize = cuda_stream_synchronize,
-    .device_synchronize = cuda_device_synchronize,
-    .event_create = cuda_event_create,
-    .event_destroy = cuda_event_destroy,
-    .event_record = cuda_event_record,
-    .event_query = cuda_event_query,
-    .event_synchronize = cuda_event_synchronize,
-    .event_elapsed_ms = cuda_event_elapsed_ms,
-    .stream_wait_event = cuda_stream_wait_event,
+    .mem_alloc = current_mem_alloc,
+    .mem_free = current_mem_free,
+    .mem_info = current_mem_info,
+    .stream_create = current_stream_create,
+    .stream_destroy = current_stream_destroy,
+    .stream_synchronize = current_stream_synchronize,
+    .device_synchronize = current_device_synchronize,
+    .event_create = current_event_create,
+    .event_destroy = current_event_destroy,
+    .event_record = current_event_record,
+    .event_query = current_event_query,
+    .event_synchronize = current_event_synchronize,
+    .event_elapsed_ms = current_event_elapsed_ms,
+    .stream_wait_event = current_stream_wait_event,
     .vm_granularity = cuda_vm_granularity,
     .vm_reserve = cuda_vm_reserve,
     .vm_free = cuda_vm_free,
@@ -818,24 +934,25 @@ static const vb_device_ops cuda_ops = {
     .vm_map = cuda_vm_map,
     .vm_set_access = cuda_vm_set_access,
     .vm_unmap = cuda_vm_unmap,
-    .pool_create = cuda_pool_create,
-    .pool_destroy = cuda_pool_destroy,
-    .pool_malloc = cuda_pool_malloc,
-    .pool_free = cuda_pool_free,
-    .pool_trim = cuda_pool_trim,
-    .pool_usage = cuda_pool_usage,
-    .pool_high = cuda_pool_high,
-    .pool_reset_high = cuda_pool_reset_high,
-    .host_alloc_pinned = cuda_host_alloc_pinned,
-    .host_free_pinned = cuda_host_free_pinned,
-    .memcpy_async = cuda_memcpy_async,
-    .enqueue_busy = cuda_enqueue_busy,
-    .gemm_f32 = cuda_gemm_f32,
-    .fill_random_f32 = cuda_fill_random_f32,
-    .relu_f32 = cuda_relu_f32,
-    .axpy_f32 = cuda_axpy_f32,
-    .fill_pattern = cuda_fill_pattern,
-    .verify_pattern = cuda_verify_pattern,
+    .pool_create = current_pool_create,
+    .pool_destroy = current_pool_destroy,
+    .pool_malloc = current_pool_malloc,
+    .pool_free = current_pool_free,
+    .pool_trim = current_pool_trim,
+    .pool_usage = current_pool_usage,
+    .pool_high = current_pool_high,
+    .pool_reset_high = current_pool_reset_high,
+    .host_alloc_pinned = current_host_alloc_pinned,
+    .host_free_pinned = current_host_free_pinned,
+    .memcpy_async = current_memcpy_async,
+    .enqueue_busy = current_enqueue_busy,
+    .gemm_f32 = current_gemm_f32,
+    .fill_random_f32 = current_fill_random_f32,
+    .relu_f32 = current_relu_f32,
+    .axpy_f32 = current_axpy_f32,
+    .fill_pattern = current_fill_pattern,
+    .verify_pattern = current_verify_pattern,
+    .peer_access = cuda_peer_access,
 };
 
 /* Why the last vb_cuda_device_count() found no GPU ("" when it found one). */
@@ -933,16 +1050,14 @@ static void nvml_close(nvml_probe *probe)
     probe->library = NULL;
 }
 
-/* Makes the current device's primary context current on this thread and
+/* Makes device cuda->device's primary context current on this thread and
  * fills in what the device says about itself. */
-static vb_status init_device(cuda_state *cuda)
+static vb_status init_device(cuda_state *cuda, int device_count)
 {
-    cudaError_t err = cudaGetDevice(&cuda->device);
-    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaGetDevice");
     nvml_probe nvml;
     int have_nvml = nvml_open(cuda->device, &nvml) == 0;
     uint64_t used_before_context = have_nvml ? nvml_used(&nvml) : 0;
-    err = cudaSetDevice(cuda->device);
+    cudaError_t err = cudaSetDevice(cuda->device);
     if (err == cudaSuccess) err = cudaFree(NULL); /* creates the context on runtimes before 12.0 too */
     uint64_t used_after_context = have_nvml && err == cudaSuccess ? nvml_used(&nvml) : 0;
     if (have_nvml) nvml_close(&nvml);
@@ -961,6 +1076,7 @@ static vb_status init_device(cuda_state *cuda)
     memset(info, 0, sizeof *info);
     info->kind = VB_DEVICE_CUDA;
     info->ordinal = cuda->device;
+    info->device_count = device_count;
     size_t name_length = strnlen(props.name, sizeof props.name);
     if (name_length >= sizeof info->name) name_length = sizeof info->name - 1; /* names are far shorter */
     memcpy(info->name, props.name, name_length);
@@ -985,12 +1101,124 @@ static vb_status init_device(cuda_state *cuda)
     return VB_OK;
 }
 
-/* Opens the current CUDA device (device 0 unless CUDA_VISIBLE_DEVICES says
- * otherwise); base/device.c puts a cap around it when asked. */
-vb_status vb_cuda_open(vb_device **out)
+/* ------------------------------------------------------------------------ */
+/* Peers                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* The other devices that may access this one's memory, over all the GPUs
+ * (cudaDeviceCanAccessPeer(p, device): "p is capable of directly accessing
+ * device's memory"; a device query, no context is made), and the access
+ * lists vm_set_access and pool_create give the driver. */
+static vb_status find_peers(cuda_state *cuda)
 {
-    if (vb_cuda_device_count() == 0)
-        return vb_error(VB_ERR_UNSUPPORTED, "cuda: no usable GPU (%s)", unavailable_reason);
+    int count = cuda->info.device_count;
+    cuda->peers = calloc((size_t)count, sizeof *cuda->peers);
+    cuda->access = calloc((size_t)count, sizeof *cuda->access);
+    cuda->pool_access = calloc((size_t)count, sizeof *cuda->pool_access);
+    if (!cuda->peers || !cuda->access || !cuda->pool_access) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    cuda->access[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    cuda->access[0].location.id = cuda->device;
+    cuda->access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (int peer = 0; peer < count; peer++) {
+        if (peer == cuda->device) continue;
+        int can = 0;
+        cudaError_t err = cudaDeviceCanAccessPeer(&can, peer, cuda->device);
+        if (err != cudaSuccess)
+            return runtime_failure(VB_ERR_DEVICE, err, "cudaDeviceCanAccessPeer(%d, %d)", peer, cuda->device);
+        if (!can) continue;
+        int i = cuda->peer_count++;
+        cuda->peers[i] = peer;
+        cuda->access[i + 1].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        cuda->access[i + 1].location.id = peer;
+        cuda->access[i + 1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        cuda->pool_access[i].location.type = cudaMemLocationTypeDevice;
+        cuda->pool_access[i].location.id = peer;
+        cuda->pool_access[i].flags = cudaMemAccessFlagsProtReadWrite;
+    }
+    return VB_OK;
+}
+
+/* The devices open in this process, by ordinal: how many handles each.
+ * Context peer access (cudaDeviceEnablePeerAccess, what makes cudaMalloc
+ * memory usable by another device) is a matter of two contexts, so it is
+ * enabled when the second of two devices opens, both ways: after both are
+ * open the answer is the same whichever came first. */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static int *open_handles;
+static int open_capacity;
+
+/* Lets device `from` access device `to`'s cudaMalloc memory, where the
+ * hardware allows it. Already enabled (by PyTorch's get_p2p_access, say) is
+ * fine; past the driver's peer limit (cudaErrorTooManyPeers) copies are
+ * staged and direct access is not had. */
+static vb_status enable_context_peer(int from, int to)
+{
+    int can = 0;
+    cudaError_t err = cudaDeviceCanAccessPeer(&can, from, to);
+    if (err != cudaSuccess) return runtime_failure(VB_ERR_DEVICE, err, "cudaDeviceCanAccessPeer(%d, %d)", from, to);
+    if (!can) return VB_OK;
+    err = cudaSetDevice(from);
+    if (err == cudaSuccess) err = cudaDeviceEnablePeerAccess(to, 0);
+    if (err == cudaSuccess) return VB_OK;
+    (void)cudaGetLastError();
+    if (err == cudaErrorPeerAccessAlreadyEnabled || err == cudaErrorTooManyPeers) return VB_OK;
+    return runtime_failure(VB_ERR_DEVICE, err, "cudaDeviceEnablePeerAccess(%d) on device %d", to, from);
+}
+
+/* Counts the device among the open ones, enabling context peer access
+ * between it and each device already open, both ways; leaves it current. */
+static vb_status note_open(cuda_state *cuda)
+{
+    int count = cuda->info.device_count;
+    vb_status status = VB_OK;
+    pthread_mutex_lock(&open_lock);
+    if (open_capacity < count) {
+        int *grown = realloc(open_handles, (size_t)count * sizeof *grown);
+        if (grown) {
+            memset(grown + open_capacity, 0, (size_t)(count - open_capacity) * sizeof *grown);
+            open_handles = grown;
+            open_capacity = count;
+        } else {
+            status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        }
+    }
+    for (int other = 0; other < count && status == VB_OK; other++) {
+        if (other == cuda->device || open_handles[other] == 0) continue;
+        status = enable_context_peer(other, cuda->device);
+        if (status == VB_OK) status = enable_context_peer(cuda->device, other);
+    }
+    if (status == VB_OK) {
+        open_handles[cuda->device]++;
+        cuda->noted_open = 1;
+    }
+    pthread_mutex_unlock(&open_lock);
+    vb_status current = use_device(cuda);
+    return status != VB_OK ? status : current;
+}
+
+/* Counts a handle of the device closed (context peer access stays: the
+ * primary contexts do). */
+static void note_closed(const cuda_state *cuda)
+{
+    pthread_mutex_lock(&open_lock);
+    open_handles[cuda->device]--;
+    pthread_mutex_unlock(&open_lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Opening                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Opens CUDA device `ordinal` (an index after CUDA_VISIBLE_DEVICES), its
+ * peers found and context peer access enabled with the devices already
+ * open; base/device.c puts a cap around it when asked. */
+vb_status vb_cuda_open(int ordinal, vb_device **out)
+{
+    int count = vb_cuda_device_count();
+    if (count == 0) return vb_error(VB_ERR_UNSUPPORTED, "cuda: no usable GPU (%s)", unavailable_reason);
+    if (ordinal < 0 || ordinal >= count)
+        return vb_error(VB_ERR_INVALID, "cuda: device %d asked of a machine of %d GPU%s", ordinal, count,
+                        count == 1 ? "" : "s");
     vb_device *dev = calloc(1, sizeof *dev);
     cuda_state *cuda = calloc(1, sizeof *cuda);
     if (!dev || !cuda) {
@@ -998,14 +1226,16 @@ vb_status vb_cuda_open(vb_device **out)
         free(cuda);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    vb_status status = init_device(cuda);
-    if (status != VB_OK) {
-        free(dev);
-        free(cuda);
-        return status;
-    }
     dev->ops = &cuda_ops;
     dev->state = cuda;
+    cuda->device = ordinal;
+    vb_status status = init_device(cuda, count);
+    if (status == VB_OK) status = find_peers(cuda);
+    if (status == VB_OK) status = note_open(cuda);
+    if (status != VB_OK) {
+        cuda_close(dev);
+        return status;
+    }
     *out = dev;
     return VB_OK;
 }

@@ -25,6 +25,10 @@
 
 #define SIM_FIRST_ADDRESS ((vb_addr)0x7f0000000000ULL)
 #define SIM_FIRST_VA ((vb_addr)0x100000000000ULL)
+/* Device k of a machine has the addresses above, plus k x this: one address
+ * space for the machine, as CUDA's unified addressing, so an address names
+ * its device (device 0's are those of a sim of one device). */
+#define SIM_DEVICE_STRIDE ((vb_addr)1 << 52)
 #define SIM_PAGE_ACCESSIBLE ((uint64_t)1) /* in mapped_pages values: mapping addresses are 2 MiB aligned */
 
 /* ------------------------------------------------------------------------ */
@@ -363,8 +367,10 @@ static void remove_mapping(sim_state *sim, vb_addr addr, uint64_t size)
     vb_addr_map_get(&sim->mapped_handles, handle, &mapped_count);
     if (mapped_count > 1) vb_addr_map_put(&sim->mapped_handles, handle, mapped_count - 1); /* replaces: no growth */
     else vb_addr_map_remove(&sim->mapped_handles, handle, NULL);
-    for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
+    for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++) {
         vb_addr_map_remove(&sim->mapped_pages, page, NULL);
+        vb_addr_map_remove(&sim->page_access, page, NULL);
+    }
 }
 
 /* [addr, addr+size) must be whole mappings end to end (cuMemUnmap takes a
@@ -402,12 +408,14 @@ static vb_status sim_vm_set_access(vb_device *dev, vb_addr addr, uint64_t size)
         if (!vb_addr_map_get(&sim->mapped_pages, page, NULL))
             return vb_error(VB_ERR_INVALID, "sim: vm_set_access over unmapped memory at 0x%llx",
                             (unsigned long long)(page * VB_DRIVER_PAGE));
+    int failed = 0;
     for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++) {
         int added = 0;
         uint64_t *slot = vb_addr_map_slot(&sim->mapped_pages, page, &added);
         if (slot) *slot |= SIM_PAGE_ACCESSIBLE;
+        failed |= vb_addr_map_put(&sim->page_access, page, sim->peers); /* the device and its peers */
     }
-    return VB_OK;
+    return failed ? vb_error(VB_ERR_HOST_OOM, "out of host memory") : VB_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -509,6 +517,14 @@ static void sim_info(vb_device *dev, vb_device_info *out)
     strcpy(out->name, "simulated device");
     out->total_bytes = sim_of(dev)->capacity;
     out->simulated = 1;
+    out->ordinal = sim_of(dev)->ordinal;
+    out->device_count = sim_machine_device_count(sim_of(dev)->machine);
+}
+
+/* Fixed when the device was opened, from the machine's matrix. */
+static int sim_peer_access(vb_device *dev, int peer)
+{
+    return peer >= 0 && peer < VB_SIM_MAX_DEVICES && (sim_of(dev)->peers >> peer & 1);
 }
 
 static void sim_close(vb_device *dev)
@@ -526,6 +542,8 @@ static void sim_close(vb_device *dev)
     vb_addr_map_clear(&sim->mappings);
     vb_addr_map_clear(&sim->mapped_pages);
     vb_addr_map_clear(&sim->mapped_handles);
+    vb_addr_map_clear(&sim->page_access);
+    sim_machine_detach(sim->machine, sim->ordinal);
     pthread_mutex_destroy(&sim->lock);
     free(sim);
     free(dev);
@@ -591,6 +609,20 @@ SIM_LOCKED(vb_status, pool_reset_high, (vb_device *dev, vb_pool pool), (dev, poo
 SIM_LOCKED(vb_status, host_alloc_pinned, (vb_device *dev, uint64_t size, void **out), (dev, size, out))
 SIM_LOCKED_VOID(host_free_pinned, (vb_device *dev, void *ptr), (dev, ptr))
 SIM_LOCKED(vb_status, memcpy_async, (vb_device *dev, void *host, vb_addr device_addr, uint64_t size, vb_copy_kind kind, vb_stream stream), (dev, host, device_addr, size, kind, stream))
+SIM_LOCKED(int, peer_access, (vb_device *dev, int peer), (dev, peer))
+
+/* A device-to-device copy first checks, without this device's lock (it
+ * takes the other device's), that any side in another device's memory was
+ * opened to this one (sim_machine_check_copy). */
+static vb_status checked_memcpy_async(vb_device *dev, void *host, vb_addr device_addr, uint64_t size,
+                                      vb_copy_kind kind, vb_stream stream)
+{
+    if (kind == VB_COPY_DEVICE_TO_DEVICE) {
+        VB_TRY(sim_machine_check_copy(dev, (vb_addr)(uintptr_t)host, size));
+        VB_TRY(sim_machine_check_copy(dev, device_addr, size));
+    }
+    return locked_memcpy_async(dev, host, device_addr, size, kind, stream);
+}
 SIM_LOCKED(vb_status, enqueue_busy, (vb_device *dev, vb_stream stream, uint64_t nanoseconds), (dev, stream, nanoseconds))
 SIM_LOCKED(vb_status, gemm_f32, (vb_device *dev, vb_stream stream, int transpose_a, int transpose_b, int m, int n, int k, float alpha, vb_addr a, int lda, vb_addr b, int ldb, float beta, vb_addr c, int ldc), (dev, stream, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
 SIM_LOCKED(vb_status, fill_random_f32, (vb_device *dev, vb_stream stream, vb_addr addr, uint64_t count, uint64_t seed), (dev, stream, addr, count, seed))
@@ -635,7 +667,7 @@ static const vb_device_ops sim_ops = {
     .pool_reset_high = locked_pool_reset_high,
     .host_alloc_pinned = locked_host_alloc_pinned,
     .host_free_pinned = locked_host_free_pinned,
-    .memcpy_async = locked_memcpy_async,
+    .memcpy_async = checked_memcpy_async,
     .enqueue_busy = locked_enqueue_busy,
     .gemm_f32 = locked_gemm_f32,
     .fill_random_f32 = locked_fill_random_f32,
@@ -643,10 +675,12 @@ static const vb_device_ops sim_ops = {
     .axpy_f32 = locked_axpy_f32,
     .fill_pattern = locked_fill_pattern,
     .verify_pattern = locked_verify_pattern,
+    .peer_access = locked_peer_access,
 };
 
-/* Opens a sim device of the given capacity. */
-vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out)
+/* Opens device `ordinal` of `machine`: its addresses are those of device 0
+ * moved up by ordinal x SIM_DEVICE_STRIDE. */
+vb_status sim_open_on(vb_sim_machine *machine, int ordinal, uint64_t capacity_bytes, vb_device **out)
 {
     vb_device *dev = calloc(1, sizeof *dev);
     sim_state *sim = calloc(1, sizeof *sim);
@@ -655,20 +689,44 @@ vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out)
         free(sim);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
+    vb_status status = sim_machine_attach(machine, ordinal, dev, &sim->peers);
+    if (status != VB_OK) {
+        free(dev);
+        free(sim);
+        return status;
+    }
+    sim->machine = machine;
+    sim->ordinal = ordinal;
     pthread_mutexattr_t recursive;
     pthread_mutexattr_init(&recursive);
     pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&sim->lock, &recursive);
     pthread_mutexattr_destroy(&recursive);
     sim->capacity = capacity_bytes ? capacity_bytes : VB_SIM_DEFAULT_CAPACITY;
-    sim->next_addr = SIM_FIRST_ADDRESS;
-    sim->mem_low = SIM_FIRST_ADDRESS;
-    sim->next_va = SIM_FIRST_VA;
+    sim->next_addr = SIM_FIRST_ADDRESS + (vb_addr)ordinal * SIM_DEVICE_STRIDE;
+    sim->mem_low = sim->next_addr;
+    sim->mem_top = sim->next_addr;
+    sim->next_va = SIM_FIRST_VA + (vb_addr)ordinal * SIM_DEVICE_STRIDE;
     sim_memory_init(sim);
     dev->ops = &sim_ops;
     dev->state = sim;
     *out = dev;
     return VB_OK;
+}
+
+/* A machine of one device, opened. */
+vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out)
+{
+    vb_sim_machine *machine = NULL;
+    VB_TRY(vb_sim_machine_create(1, NULL, &machine));
+    vb_status status = sim_open_on(machine, 0, capacity_bytes, out);
+    vb_sim_machine_release(machine);
+    return status;
+}
+
+vb_sim_machine *vb_sim_machine_of(vb_device *dev)
+{
+    return vb_device_is_sim(dev) ? sim_of(vb_device_uncapped(dev))->machine : NULL;
 }
 
 int vb_device_is_sim(vb_device *dev)

@@ -1,5 +1,6 @@
 /* vrambench — the simulated device's state, shared by the files of the sim
- * backend (device_sim.c and device_sim_pool.c) and by nothing else. */
+ * backend (device_sim.c, device_sim_memory.c, device_sim_pool.c and
+ * device_sim_machine.c) and by nothing else. */
 #ifndef VB_DEVICE_SIM_INTERNAL_H
 #define VB_DEVICE_SIM_INTERNAL_H
 
@@ -50,6 +51,13 @@ typedef struct sim_state {
     size_t stream_count, stream_capacity;
     vb_pool *pools;               /* created pools, for sim_pools_on_synchronize */
     size_t pool_count, pool_capacity;
+    /* Its machine (device_sim_machine.c). */
+    vb_sim_machine *machine;      /* the simulated machine it is a device of */
+    int ordinal;                  /* its index there */
+    uint64_t peers;               /* bit p: device p may access its memory (itself included) */
+    vb_addr mem_top;              /* mem_alloc's addresses lie below it, down to mem_low */
+    vb_addr_map page_access;      /* mapped page number -> the devices vm_set_access opened it to
+                                   * (bit per ordinal) */
 } sim_state;
 
 /* The sim state of a sim device. */
@@ -97,5 +105,37 @@ vb_status sim_pool_reset_high(vb_device *dev, vb_pool pool);
 /* Called by every synchronization (stream, event, device), after the clock
  * moved: pools release what exceeds their release threshold, as CUDA's do. */
 void sim_pools_on_synchronize(vb_device *dev);
+
+/* ---- several devices (device_sim_machine.c) ---- */
+
+/* 1 if `addr` lies in a block or a small-block page mem_alloc handed out
+ * and that was not freed (device_sim_memory.c). */
+int sim_memory_holds(vb_device *dev, vb_addr addr);
+
+/* 1 if `addr` lies in a pool's address range; *access is the devices the
+ * pool was opened to (device_sim_pool.c). */
+int sim_pool_holds(vb_device *dev, vb_addr addr, uint64_t *access);
+
+/* Opens device `ordinal` of `machine` with `capacity_bytes` (0 = 80 GiB)
+ * (device_sim.c). */
+vb_status sim_open_on(vb_sim_machine *machine, int ordinal, uint64_t capacity_bytes, vb_device **out);
+
+/* Takes device `ordinal` of `machine` for `dev`: VB_ERR_INVALID when the
+ * machine has no such device or it is open already. On VB_OK the machine
+ * is referenced until sim_machine_detach, and *peers is the devices that
+ * may access the device's memory (bit per ordinal, itself included). */
+vb_status sim_machine_attach(vb_sim_machine *machine, int ordinal, vb_device *dev, uint64_t *peers);
+
+/* Gives device `ordinal` back (its close); the last reference frees the machine. */
+void sim_machine_detach(vb_sim_machine *machine, int ordinal);
+
+/* Devices on the machine. */
+int sim_machine_device_count(const vb_sim_machine *machine);
+
+/* Where a device-to-device copy that device `by` runs touches another
+ * device's memory: VB_OK when it may (the memory was opened to `by`, or the
+ * two are no peers and the copy is staged), else VB_ERR_INVALID saying why.
+ * Called without `by`'s lock held (it takes the other devices'). */
+vb_status sim_machine_check_copy(vb_device *by, vb_addr addr, uint64_t size);
 
 #endif

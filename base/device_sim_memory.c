@@ -248,3 +248,20 @@ void sim_memory_free(vb_device *dev, vb_addr addr, uint64_t size)
         sim_give(dev, released);
     }
 }
+
+/* ---- which device's memory an address is (device_sim_machine.c) ---- */
+
+/* mem_alloc's addresses run from mem_low up to mem_top; the freed ranges
+ * among them (va_free) hold no block: an address is held when it is in that
+ * span and in no freed range (the free pieces of a live small-block page
+ * count as held: the page is). */
+int sim_memory_holds(vb_device *dev, vb_addr addr)
+{
+    sim_state *sim = sim_of(dev);
+    if (addr < sim->mem_low || addr >= sim->mem_top) return 0;
+    sim_range probe = {.addr = addr + 1};
+    vb_oset_node *node = vb_oset_last_before(&sim->va_free, &probe.by_addr); /* the last starting at or below addr */
+    if (!node) return 1;
+    const sim_range *range = VB_OSET_ENTRY(node, sim_range, by_addr);
+    return addr - range->addr >= range->size;
+}

@@ -80,6 +80,7 @@ typedef struct pool_block {
 
 struct vb_pool_s {
     uint64_t release_threshold;
+    uint64_t access;               /* the devices it is open to (bit per ordinal): the device's peers */
     vb_addr base;                  /* the pool's address range */
     size_t granule_count;          /* of the address range */
     size_t granule_end;            /* granules at and above it never held a block */
@@ -424,6 +425,7 @@ vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *o
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     pool->release_threshold = release_threshold;
+    pool->access = sim->peers; /* cudaMemPoolSetAccess for every peer, as the cuda backend does */
     uint64_t range = (uint64_t)pool->granule_count * POOL_GRANULE;
     pool->base = sim_next_address(dev, range);
     vb_oset_init(&pool->blocks, compare_addr);
@@ -601,4 +603,18 @@ void sim_pools_on_synchronize(vb_device *dev)
         see_completions(dev, sim->pools[i]);
         release_down_to(dev, sim->pools[i], sim->pools[i]->release_threshold);
     }
+}
+
+/* The pool whose address range holds `addr`, if any, and whom it is open to. */
+int sim_pool_holds(vb_device *dev, vb_addr addr, uint64_t *access)
+{
+    sim_state *sim = sim_of(dev);
+    for (size_t i = 0; i < sim->pool_count; i++) {
+        vb_pool pool = sim->pools[i];
+        if (addr >= pool->base && addr - pool->base < (uint64_t)pool->granule_count * POOL_GRANULE) {
+            *access = pool->access;
+            return 1;
+        }
+    }
+    return 0;
 }

@@ -56,6 +56,13 @@
 #                                 traces, each logged 3 times plain and once with POOL_TRACE_SYNC=1
 #                                 (lab/probes/pool_trace.c): logs in $OUT/pool-determinism.tar.gz, and
 #                                 per trace how many placements differ from the first plain run
+#   lab/gpu-session.sh peers    several GPUs (issue 25): build with the plug-in, make test-gpu (its
+#                                 suite across devices, tests/test_peers.c, on every GPU pair),
+#                                 pipeline_step and data_parallel_step with every allocator
+#                                 ($OUT/peers-run-*.json), lab/harnesses/multi_gpu_plugin.py
+#                                 (copies and matmuls across GPUs in one process) and
+#                                 lab/harnesses/ddp_plugin.py (DDP over NCCL, 2 ranks), with
+#                                 NCCL_NVLS_ENABLE=0 unless set; on one GPU each says it skipped
 #   lab/gpu-session.sh pool-big   the traces whose placements F14 (docs/sim-models.md) does not
 #                                 yet explain (blocks of 48 MiB and more): random-64m and random-512m
 #                                 logged plain and with POOL_TRACE_SYNC=1, in $OUT/pool-big.tar.gz
@@ -288,6 +295,21 @@ for stage in "$@"; do
         timeout 150 ./build/vrambench run --scenario random_mix,capped_training --allocator "$allocators" \
             --device cuda --repetitions 3 --min-time 0.2 --quiet --out "$OUT/stitch-run-{device}-{date}.json" \
             || echo "run: FAILED"
+        ;;
+    peers)
+        export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+        make -j16 all plugin build/tests/test_peers 2>&1 | grep -E "error|warning:|built" || exit 1
+        echo "GPUs: $(nvidia-smi --query-gpu=index,name --format=csv,noheader 2>/dev/null | paste -sd';' -)"
+        nvidia-smi topo -m > "$OUT/peers-topology.txt" 2>&1
+        timeout 300 make test-gpu > "$OUT/test-gpu-peers-$day.txt" 2>&1 && echo "test-gpu: passed" || echo "test-gpu: FAILED"
+        grep -E "^\[----------\] peers/|test_peers: skipped|^\[  (PASSED|FAILED)|^\[  ERROR|^ERROR" \
+            "$OUT/test-gpu-peers-$day.txt" | tail -60
+        timeout 120 ./build/vrambench run --scenario pipeline_step,data_parallel_step --allocator all --device cuda \
+            --repetitions 3 --min-time 0.1 --quiet --out "$OUT/peers-run-{device}-{date}.json" || echo "run: FAILED"
+        PYTHONUNBUFFERED=1 timeout 150 python3 lab/harnesses/multi_gpu_plugin.py \
+            --out "$OUT/multi-gpu-plugin-{device}-{date}.json" || echo "multi_gpu_plugin: FAILED"
+        PYTHONUNBUFFERED=1 timeout 300 python3 lab/harnesses/ddp_plugin.py \
+            --out "$OUT/ddp-plugin-{device}-{date}.json" || echo "ddp_plugin: FAILED"
         ;;
     *)
         echo "unknown stage $stage"

@@ -21,7 +21,16 @@
  *
  * Threads: PyTorch calls from several threads (autograd's among them); the
  * allocator handle's lock (allocators/allocator.c) serializes the calls into
- * a strategy, and the device table below is set up under its own mutex. */
+ * a strategy, and the device table below is set up under its own mutex.
+ *
+ * Several GPUs: device d's allocator works on vrambench's cuda device d,
+ * whose memory is open to every GPU that can access d's (base/device.h,
+ * peer_access): mappings and pools are opened to the peers as they are made,
+ * so PyTorch's copies between devices (a.to("cuda:1")) work with every
+ * strategy. The cuda backend switches the thread's current device to the
+ * one it works on; PyTorch frees a block without a device guard
+ * (CUDAPluggableAllocator::raw_delete calls the free function as it is), so
+ * every entry point here puts the caller's current device back. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +68,25 @@ static vb_status parse_spec(const char *text, vb_allocator_spec *spec)
     return status;
 }
 
+/* The caller's current device, to put back when we are done (-1: none). */
+static int caller_device(void)
+{
+    int device = -1;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return device;
+}
+
+/* Makes `device` (from caller_device) current again if it no longer is. */
+static void restore_device(int device)
+{
+    int now = -1;
+    if (device < 0 || (cudaGetDevice(&now) == cudaSuccess && now == device)) return;
+    if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
+}
+
 /* Creates the allocator for `device` (the setup lock held); VB_OK or a
  * status with setup_error filled. */
 static vb_status create_for(int device)
@@ -67,15 +95,9 @@ static vb_status create_for(int device)
     vb_allocator_spec spec;
     vb_status status = parse_spec(text, &spec);
     if (status != VB_OK) return status;
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaError_t err = cudaSetDevice(device);
-    if (err != cudaSuccess) {
-        vb_allocator_spec_free(&spec);
-        snprintf(setup_error, sizeof setup_error, "cudaSetDevice(%d): %s", device, cudaGetErrorString(err));
-        return VB_ERR_DEVICE;
-    }
-    status = vb_device_open("cuda", NULL, &devices[device]);
+    int previous = caller_device();
+    vb_device_options options = {.ordinal = device};
+    status = vb_device_open("cuda", &options, &devices[device]);
     if (status == VB_OK) {
         vb_config config = vb_allocator_spec_config(&spec);
         vb_allocator *allocator = NULL;
@@ -86,7 +108,7 @@ static vb_status create_for(int device)
         snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s' on cuda device %d: %s", text, device,
                  vb_last_error());
     vb_allocator_spec_free(&spec);
-    cudaSetDevice(previous);
+    restore_device(previous);
     return status;
 }
 
@@ -116,24 +138,41 @@ static void die(const char *what)
     abort();
 }
 
-/* Sets the allocator of the current CUDA device up; NULL when it is ready,
- * else the error line (for python/vrambench/plugin.py to raise). */
+/* Checks VRAMBENCH_ALLOCATOR (its strategy and options, by creating it on a
+ * simulated device) and that there is a GPU; NULL when all is well, else
+ * the error line (for python/vrambench/plugin.py to raise). It opens no CUDA
+ * device: each device's allocator is made at its first allocation, so a
+ * process of a multi-GPU job (one rank per GPU, torch.cuda.set_device(rank)
+ * after use()) makes a context on its own GPU only. */
 const char *vb_torch_init(void)
 {
     static char no_device[256];
-    int device = 0;
+    int count = 0;
     vb_allocator_spec spec;
     pthread_mutex_lock(&setup_lock);
     vb_status status = setup_error[0] ? VB_ERR_INVALID : parse_spec(getenv("VRAMBENCH_ALLOCATOR"), &spec);
+    if (status == VB_OK) {
+        vb_device *sim = NULL;
+        vb_allocator *trial = NULL;
+        vb_config config = vb_allocator_spec_config(&spec);
+        status = vb_sim_open(0, &sim);
+        if (status == VB_OK) status = vb_allocator_create(spec.name, sim, &config, &trial);
+        if (status != VB_OK)
+            snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s': %s", spec.label, vb_last_error());
+        vb_allocator_destroy(trial);
+        vb_device_close(sim);
+        vb_allocator_spec_free(&spec);
+    }
     pthread_mutex_unlock(&setup_lock);
     if (status != VB_OK) return setup_error;
-    vb_allocator_spec_free(&spec);
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) {
-        snprintf(no_device, sizeof no_device, "no CUDA device: %s", cudaGetErrorString(err));
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        snprintf(no_device, sizeof no_device, "no CUDA device: %s",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "the driver reports none");
         return no_device;
     }
-    return allocator_for(device) ? NULL : setup_error;
+    return NULL;
 }
 
 void *vb_torch_malloc(ssize_t size, int device, cudaStream_t stream)
@@ -142,7 +181,9 @@ void *vb_torch_malloc(ssize_t size, int device, cudaStream_t stream)
     if (!allocator) die(setup_error);
     if (size <= 0) return NULL;
     vb_addr addr = 0;
+    int previous = caller_device();
     vb_status status = vb_malloc(allocator, (uint64_t)size, (vb_stream)(void *)stream, &addr);
+    restore_device(previous);
     const char *on_oom = getenv("VRAMBENCH_TORCH_ON_OOM");
     if (status == VB_ERR_OOM && on_oom && strcmp(on_oom, "null") == 0) return NULL;
     if (status != VB_OK) {
@@ -160,7 +201,9 @@ void vb_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream)
     (void)stream; /* the strategy knows the stream the block was allocated on */
     vb_allocator *allocator = allocator_for(device);
     if (!allocator || !ptr) return;
+    int previous = caller_device();
     vb_status status = vb_free(allocator, (vb_addr)(uintptr_t)ptr);
+    restore_device(previous);
     if (status != VB_OK) {
         char line[768];
         snprintf(line, sizeof line, "free of %p on cuda device %d failed: %s", ptr, device, vb_last_error());
@@ -171,8 +214,10 @@ void vb_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream)
 /* Returns every cached byte of every device's allocator to the driver. */
 void vb_torch_empty_cache(void)
 {
+    int previous = caller_device();
     for (int device = 0; device < MAX_DEVICES; device++)
         if (allocators[device]) vb_empty_cache(allocators[device]);
+    restore_device(previous);
 }
 
 /* The figures vb_torch_stats hands out, in its order: the library's ABI, kept
@@ -199,7 +244,9 @@ int vb_torch_stats(int device, uint64_t *out, int count)
 {
     if (device < 0 || device >= MAX_DEVICES || !allocators[device] || count < 0) return -1;
     vb_alloc_stats stats;
-    vb_allocator_stats(allocators[device], &stats);
+    int previous = caller_device();
+    vb_allocator_stats(allocators[device], &stats); /* pool figures are asked of the pool's device */
+    restore_device(previous);
     const uint64_t values[] = {
 #define TORCH_STAT_VALUE(field) stats.field,
         TORCH_STATS(TORCH_STAT_VALUE)
@@ -214,7 +261,10 @@ int vb_torch_stats(int device, uint64_t *out, int count)
 /* Restarts the peaks of `device`'s allocator from the current values. */
 void vb_torch_reset_peak_stats(int device)
 {
-    if (device >= 0 && device < MAX_DEVICES && allocators[device]) vb_allocator_reset_peaks(allocators[device]);
+    if (device < 0 || device >= MAX_DEVICES || !allocators[device]) return;
+    int previous = caller_device();
+    vb_allocator_reset_peaks(allocators[device]);
+    restore_device(previous);
 }
 
 /* The allocator spec served (VRAMBENCH_ALLOCATOR at set-up). */

@@ -32,6 +32,9 @@ struct vb_run {
     vb_stream *extra_streams;          /* vb_run_extra_stream's, by index - 1; NULL until made */
     size_t extra_stream_count;
     uint64_t first_oom_bytes;          /* the size of the first vb_run_malloc that found no memory; 0: none */
+    vb_run **peers;                    /* vb_run_peer's, by ordinal; NULL until made */
+    int peer_capacity;
+    int owns_device;                   /* a peer run: destroying it destroys its allocator and device */
 };
 
 vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *parameter, vb_run **out)
@@ -56,6 +59,8 @@ vb_status vb_run_create(vb_device *dev, vb_allocator *allocator, const char *par
 void vb_run_destroy(vb_run *run)
 {
     if (!run) return;
+    for (int i = 0; i < run->peer_capacity; i++) vb_run_destroy(run->peers[i]);
+    free(run->peers);
     run->device->ops->stream_synchronize(run->device, run->stream);
     run->device->ops->stream_destroy(run->device, run->stream);
     for (size_t i = 0; i < run->extra_stream_count; i++)
@@ -70,6 +75,10 @@ void vb_run_destroy(vb_run *run)
     free(run->scratch_blocks);
     vb_samples_free(&run->malloc_ns);
     vb_samples_free(&run->free_ns);
+    if (run->owns_device) {
+        vb_allocator_destroy(run->allocator);
+        vb_device_close(run->device);
+    }
     free(run);
 }
 
@@ -125,6 +134,72 @@ vb_status vb_run_extra_stream(vb_run *run, size_t index, vb_stream *out)
     *out = run->extra_streams[index - 1];
     return VB_OK;
 }
+/* The run's device's view of its machine. */
+static vb_device_info device_info(vb_run *run)
+{
+    vb_device_info info;
+    run->device->ops->info(run->device, &info);
+    return info;
+}
+
+int vb_run_device_count(vb_run *run)
+{
+    return device_info(run).device_count;
+}
+
+int vb_run_ordinal(vb_run *run)
+{
+    return device_info(run).ordinal;
+}
+
+vb_status vb_run_peer(vb_run *run, int ordinal, vb_run **out)
+{
+    vb_device_info info = device_info(run);
+    if (ordinal < 0 || ordinal >= info.device_count || ordinal == info.ordinal)
+        return vb_error(VB_ERR_INVALID, "run: device %d is no other device of a machine of %d (the run's is %d)",
+                        ordinal, info.device_count, info.ordinal);
+    if (ordinal >= run->peer_capacity) {
+        vb_run **peers = realloc(run->peers, (size_t)info.device_count * sizeof *peers);
+        if (!peers) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        for (int i = run->peer_capacity; i < info.device_count; i++) peers[i] = NULL;
+        run->peers = peers;
+        run->peer_capacity = info.device_count;
+    }
+    if (run->peers[ordinal]) {
+        *out = run->peers[ordinal];
+        return VB_OK;
+    }
+    vb_device *dev = NULL;
+    vb_allocator *allocator = NULL;
+    vb_run *peer = NULL;
+    vb_status status = vb_device_open_peer(run->device, ordinal, &dev);
+    if (status == VB_OK) status = vb_allocator_create_like(run->allocator, dev, &allocator);
+    if (status == VB_OK) status = vb_run_create(dev, allocator, run->parameter, &peer);
+    if (status != VB_OK) {
+        vb_allocator_destroy(allocator);
+        vb_device_close(dev);
+        return status;
+    }
+    peer->owns_device = 1;
+    peer->sampling = 0;
+    peer->latency_every = 0;
+    run->peers[ordinal] = peer;
+    *out = peer;
+    return VB_OK;
+}
+
+vb_status vb_run_stream_wait(vb_run *waiter_run, vb_stream waiter, vb_run *run, vb_stream stream)
+{
+    vb_device *dev = run->device, *waiter_dev = waiter_run->device;
+    vb_event event = NULL;
+    vb_status status = dev->ops->event_create(dev, &event);
+    if (status != VB_OK) return status;
+    status = dev->ops->event_record(dev, event, stream);
+    if (status == VB_OK) status = waiter_dev->ops->stream_wait_event(waiter_dev, waiter, event);
+    dev->ops->event_destroy(dev, event); /* CUDA keeps it until the wait is done */
+    return status;
+}
+
 vb_allocator *vb_run_allocator(vb_run *run) { return run->allocator; }
 vb_stream vb_run_stream(vb_run *run) { return run->stream; }
 int vb_run_is_sim(vb_run *run) { return vb_device_is_sim(run->device); }

@@ -89,6 +89,29 @@ vb_stream vb_run_stream(vb_run *run);
 vb_status vb_run_extra_stream(vb_run *run, size_t index, vb_stream *out);
 /* 1 on the simulated device (times are modelled, memory holds no data). */
 int vb_run_is_sim(vb_run *run);
+
+/* ---- the other devices of the run's machine (scenarios across devices) ---- */
+
+/* Devices on the run's machine (its device's info.device_count). */
+int vb_run_device_count(vb_run *run);
+
+/* A run on device `ordinal` of the run's machine, another than the run's
+ * own: that device opened (vb_device_open_peer), an allocator of the run's
+ * strategy and configuration on it (vb_allocator_create_like, as the
+ * PyTorch plug-in has one per device) and a stream of its own. Made on
+ * first use, kept, and destroyed with the run (allocator and device too).
+ * It samples no timeline and reports no latencies: the scenario reads its
+ * statistics (vb_run_allocator) and reports them as counters. */
+vb_status vb_run_peer(vb_run *run, int ordinal, vb_run **out);
+
+/* The ordinal of the run's device on its machine. */
+int vb_run_ordinal(vb_run *run);
+
+/* Makes `waiter` (a stream of `waiter_run`'s device) wait, without the host
+ * waiting, for the work queued on `stream` (of `run`'s device) so far: an
+ * event recorded there and waited for (cudaStreamWaitEvent, across devices
+ * too). */
+vb_status vb_run_stream_wait(vb_run *waiter_run, vb_stream waiter, vb_run *run, vb_stream stream);
 /* The scenario's argument, or NULL. */
 const char *vb_run_parameter(vb_run *run);
 

@@ -210,6 +210,25 @@ vb_status vb_tensor_copy_to_host(vb_tensor *t, void *host, vb_stream stream)
     return copy_host(t, host, VB_COPY_DEVICE_TO_HOST, stream);
 }
 
+vb_status vb_tensor_copy(vb_tensor *dst, vb_stream dst_stream, vb_tensor *src, vb_stream src_stream)
+{
+    if (vb_tensor_bytes(dst) != vb_tensor_bytes(src))
+        return vb_error(VB_ERR_INVALID, "tensor: copy of %llu bytes into %llu",
+                        (unsigned long long)vb_tensor_bytes(src), (unsigned long long)vb_tensor_bytes(dst));
+    vb_run *dst_run = dst->storage->run, *src_run = src->storage->run;
+    vb_device *src_dev = device_of(src);
+    vb_status status = vb_tensor_use(src, src_stream);
+    if (status == VB_OK) status = vb_tensor_use(dst, dst_stream);
+    if (status != VB_OK || vb_tensor_bytes(src) == 0) return status;
+    int barrier = device_of(dst) != src_dev || dst_stream != src_stream;
+    if (barrier) status = vb_run_stream_wait(src_run, src_stream, dst_run, dst_stream);
+    if (status == VB_OK)
+        status = src_dev->ops->memcpy_async(src_dev, (void *)(uintptr_t)vb_tensor_addr(src), vb_tensor_addr(dst),
+                                            vb_tensor_bytes(src), VB_COPY_DEVICE_TO_DEVICE, src_stream);
+    if (status == VB_OK && barrier) status = vb_run_stream_wait(dst_run, dst_stream, src_run, src_stream);
+    return status;
+}
+
 /* VB_ERR_INVALID unless a and b are fp32 with the same element count. */
 static vb_status require_elementwise(const vb_tensor *a, const vb_tensor *b, const char *op)
 {

@@ -95,6 +95,16 @@ vb_status vb_tensor_fill_random(vb_tensor *t, uint64_t seed, vb_stream stream);
 vb_status vb_tensor_copy_from_host(vb_tensor *t, const void *host, vb_stream stream);
 vb_status vb_tensor_copy_to_host(vb_tensor *t, void *host, vb_stream stream);
 
+/* dst.copy_(src), the two tensors of the same byte count, each on its own
+ * stream of its own run's device. On one device and one stream: a copy on
+ * that stream. Otherwise as PyTorch copies between devices (what
+ * x.to("cuda:1") does into the tensor it allocated, copy_device_to_device in
+ * ATen's Copy.cu): the copy runs on `src_stream`, after a two-way barrier:
+ * it waits for the work queued on `dst_stream` so far, and `dst_stream`'s
+ * later work waits for it. No record_stream: the barrier orders dst's uses,
+ * and src is used on its own stream. */
+vb_status vb_tensor_copy(vb_tensor *dst, vb_stream dst_stream, vb_tensor *src, vb_stream src_stream);
+
 /* out = max(in, 0), elementwise; same element count. */
 vb_status vb_tensor_relu(vb_tensor *out, vb_tensor *in, vb_stream stream);
 

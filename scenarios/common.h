@@ -34,4 +34,31 @@ vb_alloc_stats vb_scenario_stats(vb_run *run);
 /* Driver calls (allocations plus frees) the allocator has made so far. */
 uint64_t vb_scenario_driver_calls(vb_run *run);
 
+/* ---- scenarios across devices (scenario.h, min_devices) ---- */
+
+/* The most devices a scenario across devices uses (the first ones). */
+#define VB_SCENARIO_MAX_DEVICES 16
+
+/* The counters of a scenario across devices, its `counters` table: the
+ * devices it ran on; the largest peak requested and reserved bytes among
+ * the devices other than the run's own (each device's allocator is the
+ * strategy's own instance, as the plug-in's one per device); and the
+ * requested bytes left on those devices at the end, summed (0 when it
+ * released all it allocated). The run's own device has the usual figures. */
+enum { VB_DEVICE_COUNTER_DEVICES, VB_DEVICE_COUNTER_PEER_PEAK_REQUESTED, VB_DEVICE_COUNTER_PEER_PEAK_RESERVED,
+       VB_DEVICE_COUNTER_PEER_REQUESTED_END };
+extern const char *const vb_scenario_device_counters[];
+
+/* The runs of the devices of the run's machine, by ordinal (at most
+ * VB_SCENARIO_MAX_DEVICES): the run itself at its own ordinal, vb_run_peer's
+ * elsewhere. VB_ERR_UNSUPPORTED with a message when the machine has fewer
+ * than `needed`. */
+vb_status vb_scenario_device_runs(vb_run *run, int needed, vb_run **runs, int *count);
+
+/* Waits for the work on every stream of each of the `count` devices. */
+vb_status vb_scenario_synchronize_devices(vb_run *const *runs, int count);
+
+/* Sets vb_scenario_device_counters from the devices' allocators. */
+vb_status vb_scenario_report_devices(vb_run *run, vb_run *const *runs, int count);
+
 #endif

@@ -150,7 +150,8 @@ static vb_status weight_grad(vb_mlp *mlp, int i, vb_tensor *g, vb_tensor *x)
     return status;
 }
 
-vb_status vb_mlp_backward(vb_mlp *mlp, vb_mlp_saved *saved, vb_tensor *grad_output)
+/* Backward; with `grad_input`, layer 0's input gradient too. */
+static vb_status backward(vb_mlp *mlp, vb_mlp_saved *saved, vb_tensor *grad_output, vb_tensor **grad_input)
 {
     vb_status status = VB_OK;
     vb_tensor *g = grad_output; /* gradient of layer i's output */
@@ -159,12 +160,16 @@ vb_status vb_mlp_backward(vb_mlp *mlp, vb_mlp_saved *saved, vb_tensor *grad_outp
         vb_tensor *x = saved->inputs[i];
         vb_tensor *grad_x = NULL, *grad_z = NULL;
         status = weight_grad(mlp, i, g, x);
-        /* Linear's input gradient grad_x = g @ W, not needed for layer 0. */
-        if (status == VB_OK && i > 0) {
+        /* Linear's input gradient grad_x = g @ W, for layer 0 only when asked. */
+        if (status == VB_OK && (i > 0 || grad_input)) {
             status = vb_tensor_empty(mlp->run, vb_tensor_rows(g), mlp->widths[i], mlp->stream, &grad_x);
             if (status == VB_OK) status = vb_tensor_matmul(g, 0, mlp->weights[i], 0, grad_x, mlp->stream);
         }
         vb_keep_first(&status, vb_tensor_drop(&owned_g)); /* consumed by the Linear node */
+        if (i == 0 && grad_input) {
+            *grad_input = grad_x; /* the model's input had no ReLU: the caller's */
+            grad_x = NULL;
+        }
         /* ReLU backward (threshold_backward(grad_x, x)) into a new gradient;
          * relu_f32 stands in for it with the same reads and writes. */
         if (status == VB_OK && i > 0) {
@@ -182,7 +187,19 @@ vb_status vb_mlp_backward(vb_mlp *mlp, vb_mlp_saved *saved, vb_tensor *grad_outp
         g = grad_z;
     }
     vb_keep_first(&status, vb_tensor_drop(&owned_g));
+    if (status != VB_OK && grad_input) vb_tensor_drop(grad_input);
     return status;
+}
+
+vb_status vb_mlp_backward(vb_mlp *mlp, vb_mlp_saved *saved, vb_tensor *grad_output)
+{
+    return backward(mlp, saved, grad_output, NULL);
+}
+
+vb_status vb_mlp_backward_input(vb_mlp *mlp, vb_mlp_saved *saved, vb_tensor *grad_output, vb_tensor **grad_input)
+{
+    *grad_input = NULL;
+    return backward(mlp, saved, grad_output, grad_input);
 }
 
 vb_status vb_mlp_saved_release(vb_mlp_saved *saved)

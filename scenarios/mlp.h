@@ -67,6 +67,11 @@ vb_status vb_mlp_forward(vb_mlp *mlp, vb_tensor *input, vb_mlp_saved *saved, vb_
  * holds as each node is done with it. */
 vb_status vb_mlp_backward(vb_mlp *mlp, vb_mlp_saved *saved, vb_tensor *grad_output);
 
+/* The same, and the gradient of the model's input into *grad_input (new;
+ * grad_x = g @ W of layer 0): what a pipeline stage sends back to the stage
+ * before it. */
+vb_status vb_mlp_backward_input(vb_mlp *mlp, vb_mlp_saved *saved, vb_tensor *grad_output, vb_tensor **grad_input);
+
 /* Drops whatever `saved` still holds. */
 vb_status vb_mlp_saved_release(vb_mlp_saved *saved);
 

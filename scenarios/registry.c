@@ -19,6 +19,8 @@ extern const vb_scenario vb_reuse_after_del_scenario;
 extern const vb_scenario vb_leak_loop_scenario;
 extern const vb_scenario vb_capped_training_scenario;
 extern const vb_scenario vb_random_mix_scenario;
+extern const vb_scenario vb_pipeline_step_scenario;
+extern const vb_scenario vb_data_parallel_step_scenario;
 
 const vb_scenario *const vb_scenario_registry[] = {
     &vb_views_scenario,
@@ -34,6 +36,8 @@ const vb_scenario *const vb_scenario_registry[] = {
     &vb_leak_loop_scenario,
     &vb_capped_training_scenario,
     &vb_random_mix_scenario,
+    &vb_pipeline_step_scenario,
+    &vb_data_parallel_step_scenario,
     NULL,
 };
 

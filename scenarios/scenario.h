@@ -50,6 +50,12 @@ typedef struct vb_scenario {
     /* 0, or the iterations of its memory pass when not the runner's
      * VB_MEMORY_PASS_ITERATIONS (a trace replay is one recorded run: 1). */
     unsigned memory_pass_iterations;
+    /* 0 for a scenario of one device; else it runs across all the devices
+     * of the run's machine (runtime/run.h, vb_run_peer) and needs at least
+     * this many: on a machine with fewer, `vrambench run` skips it with a
+     * note (the run's figures are its own device's; the others' are
+     * counters). */
+    int min_devices;
     /* The names it defines, each table ended by an entry whose first field
      * is NULL (a NULL table: none). Its code marks steps and sets counters
      * through these entries, never by re-spelling them. */

@@ -273,6 +273,11 @@ static vb_status proxy_verify_pattern(vb_device *dev, vb_addr addr, uint64_t siz
     return inner_of(dev)->ops->verify_pattern(inner_of(dev), addr, size, seed, mismatched_bytes);
 }
 
+static int proxy_peer_access(vb_device *dev, int peer)
+{
+    return inner_of(dev)->ops->peer_access(inner_of(dev), peer);
+}
+
 static const vb_device_ops proxy_ops = {
     .name = "counting-proxy",
     .close = proxy_close,
@@ -317,6 +322,7 @@ static const vb_device_ops proxy_ops = {
     .axpy_f32 = proxy_axpy_f32,
     .fill_pattern = proxy_fill_pattern,
     .verify_pattern = proxy_verify_pattern,
+    .peer_access = proxy_peer_access,
 };
 
 /* Wraps `inner`; counts start at zero and held bytes from what it holds now. */

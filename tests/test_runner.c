@@ -393,6 +393,24 @@ static void test_random_mix_rejects_an_unknown_parameter(void **state)
     assert_non_null(strstr(vb_last_error(), "unknown parameter 'sizes'"));
 }
 
+/* A scenario across devices is skipped on a machine of one device, with the
+ * reason; on the sim's default machine of two it runs. */
+static void test_a_scenario_across_devices_is_skipped_on_one_device_with_the_reason(void **state)
+{
+    (void)state;
+    const vb_scenario *scenario = vb_scenario_find("pipeline_step");
+    char why[128];
+    vb_device *one = NULL, *two = NULL;
+    assert_int_equal(vb_sim_open(0, &one), VB_OK);
+    assert_string_equal(vb_runner_skip_reason(one, scenario, why, sizeof why),
+                        "it runs across 2 devices and this machine has 1");
+    assert_null(vb_runner_skip_reason(one, vb_scenario_find("views"), why, sizeof why));
+    assert_int_equal(vb_device_open("sim", NULL, &two), VB_OK);
+    assert_null(vb_runner_skip_reason(two, scenario, why, sizeof why));
+    vb_device_close(one);
+    vb_device_close(two);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -404,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_spec_list_rejects_empty_items_and_open_brackets),
         cmocka_unit_test(test_median_is_middle_or_mean_of_middles),
         cmocka_unit_test(test_cv_is_stddev_over_mean_and_zero_when_undefined),
+        cmocka_unit_test(test_a_scenario_across_devices_is_skipped_on_one_device_with_the_reason),
         cmocka_unit_test_setup_teardown(test_timeline_is_iteration_one_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_each_repetition_has_a_fresh_allocator, setup, teardown),
         cmocka_unit_test_setup_teardown(test_later_repetitions_reuse_the_first_iteration_count, setup, teardown),

@@ -1,8 +1,10 @@
 /* vrambench — the scenarios on the sim, against every registered allocator.
  *
- * Each test builds a sim device, an allocator from vb_allocator_registry
- * (so every strategy merged later is covered), and a run, calls the
- * scenario's run directly and reads the timeline and counters it left. */
+ * Each test builds a sim device (device 0 of the sim's default machine of
+ * two devices, so the scenarios across devices run too), an allocator from
+ * vb_allocator_registry (so every strategy merged later is covered), and a
+ * run, calls the scenario's run directly and reads the timeline and
+ * counters it left. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,7 +30,8 @@ static scenario_run run_scenario(const char *scenario_name, const char *allocato
     scenario_run r;
     const vb_scenario *scenario = vb_scenario_find(scenario_name);
     assert_non_null(scenario);
-    assert_int_equal(vb_sim_open(capacity, &r.dev), VB_OK);
+    vb_device_options options = {.sim_capacity_bytes = capacity};
+    assert_int_equal(vb_device_open("sim", &options, &r.dev), VB_OK);
     assert_int_equal(vb_allocator_create(allocator_name, r.dev, NULL, &r.allocator), VB_OK);
     assert_int_equal(vb_run_create(r.dev, r.allocator, NULL, &r.run), VB_OK);
     r.status = scenario->run(r.run);
@@ -378,6 +381,67 @@ static void test_cuda_driver_calls_do_not_depend_on_empty_cache(void **state)
     close_run(&r);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Scenarios across devices                                                  */
+/* ------------------------------------------------------------------------ */
+
+static const char *const device_scenarios[] = {"pipeline_step", "data_parallel_step", NULL};
+
+/* Each runs on both devices of the machine, the other device through its
+ * own instance of the strategy, and leaves nothing requested on either. */
+static void test_scenarios_across_devices_use_both_devices_and_release_all(void **state)
+{
+    (void)state;
+    for (size_t a = 0; vb_allocator_registry[a]; a++)
+        for (size_t s = 0; device_scenarios[s]; s++) {
+            scenario_run r = run_scenario(device_scenarios[s], vb_allocator_registry[a]->name, 0);
+            assert_int_equal(r.status, VB_OK);
+            assert_true(counter(&r, "devices") == 2.0);
+            assert_true(counter(&r, "peer_peak_requested_bytes") > 0.0);
+            assert_true(counter(&r, "peer_peak_reserved_bytes") >= counter(&r, "peer_peak_requested_bytes"));
+            assert_true(counter(&r, "peer_requested_bytes_end") == 0.0);
+            assert_int_equal(requested_now(&r), 0);
+            close_run(&r);
+        }
+}
+
+/* On a machine of one device they do not run (`vrambench run` skips them
+ * with a note): the error says what is missing. */
+static void test_scenarios_across_devices_need_two_devices(void **state)
+{
+    (void)state;
+    for (size_t s = 0; device_scenarios[s]; s++) {
+        vb_device *dev = NULL;
+        vb_allocator *allocator = NULL;
+        vb_run *run = NULL;
+        assert_int_equal(vb_sim_open(0, &dev), VB_OK);
+        assert_int_equal(vb_allocator_create("caching", dev, NULL, &allocator), VB_OK);
+        assert_int_equal(vb_run_create(dev, allocator, NULL, &run), VB_OK);
+        assert_int_equal(vb_scenario_find(device_scenarios[s])->run(run), VB_ERR_UNSUPPORTED);
+        assert_non_null(strstr(vb_last_error(), "needs 2 devices, and this machine has 1"));
+        vb_run_destroy(run);
+        vb_allocator_destroy(allocator);
+        vb_device_close(dev);
+    }
+}
+
+/* pipeline_step deletes each activation it sends on where it was made: after
+ * the forward of its 4 microbatches, device 0 holds exactly stage 0's weights
+ * (1024 x 2048 and 2048 x 2048 fp32) and what autograd saved per microbatch
+ * (the input, 512 x 1024, and the ReLU's output, 512 x 2048), not the
+ * outputs (512 x 2048 each) it sent to device 1. */
+static void test_pipeline_step_frees_activations_on_the_device_that_sent_them(void **state)
+{
+    (void)state;
+    const uint64_t weights = (1024 * 2048 + 2048 * 2048) * 4, saved = (512 * 1024 + 512 * 2048) * 4;
+    for (size_t a = 0; vb_allocator_registry[a]; a++) {
+        scenario_run r = run_scenario("pipeline_step", vb_allocator_registry[a]->name, 0);
+        assert_int_equal(sample_at(&r, "forward of every microbatch (activations sent on)")->requested,
+                         weights + 4 * saved);
+        close_run(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +463,9 @@ int main(void)
         cmocka_unit_test(test_run_peaks_survive_a_reset),
         cmocka_unit_test(test_empty_cache_every_iteration_costs_driver_calls_when_cached),
         cmocka_unit_test(test_cuda_driver_calls_do_not_depend_on_empty_cache),
+        cmocka_unit_test(test_scenarios_across_devices_use_both_devices_and_release_all),
+        cmocka_unit_test(test_scenarios_across_devices_need_two_devices),
+        cmocka_unit_test(test_pipeline_step_frees_activations_on_the_device_that_sent_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,14 @@ strategy with options, e.g. "caching[max_split_size_mb=256]"; a bad one
 raises ValueError with the plug-in's one-line message) and installs it with
 torch.cuda.memory.CUDAPluggableAllocator + change_current_allocator.
 
+Call use() before anything initialises CUDA in PyTorch, torch.cuda.set_device
+included: PyTorch cannot swap its allocator after that ("Can't swap an
+already initialized allocator"), so use() raises RuntimeError saying so.
+With several GPUs (DDP, one process per rank), call use() first and then
+torch.cuda.set_device(rank). Every GPU gets its own allocator of the strategy,
+and the memory it hands out is open to every GPU that can access it (mappings
+and pools too), so copies between devices work with every strategy.
+
 Under a pluggable allocator PyTorch's own statistics are gone:
 torch.cuda.memory_stats(), memory_reserved(), max_memory_allocated() and
 reset_peak_memory_stats() raise ("CUDAPluggableAllocator does not yet support
@@ -58,9 +66,15 @@ def library_path(path=None):
 
 def use(spec, library=None, patch_torch=True):
     """Installs vrambench strategy `spec` as PyTorch's CUDA allocator. Must run
-    before PyTorch allocates on the GPU (change_current_allocator refuses later)."""
+    before any CUDA call in PyTorch, torch.cuda.set_device included
+    (change_current_allocator refuses later): RuntimeError otherwise."""
     global _library, _spec, _fields
     import torch
+    if torch.cuda.is_initialized():
+        raise RuntimeError(
+            "vrambench.plugin.use() must be called before any CUDA call in PyTorch (torch.cuda.set_device "
+            "included): CUDA is initialised already and PyTorch cannot swap its allocator then (\"Can't swap an "
+            "already initialized allocator\"); call use() first, then torch.cuda.set_device(rank)")
     path = library_path(library)
     os.environ["VRAMBENCH_ALLOCATOR"] = spec
     lib = ctypes.CDLL(path)
