@@ -111,6 +111,8 @@ EXTERNAL_TEST_SO := $(BUILD)/tests/libvb_external_test.so
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
 .PHONY: all deps install test test-build test-gpu bench plots docs lab check-sim clean plugin fuzz fuzz-build
+# Objects of test binaries are intermediate to make; keep them (no rebuild, no "rm" line).
+.SECONDARY:
 all: $(BUILD)/vrambench
 	@echo "vrambench: built $(BUILD)/vrambench ($(BUILD_KIND))"
 
