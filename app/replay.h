@@ -10,4 +10,14 @@
  * runs it by this name. */
 extern const vb_scenario vb_replay_scenario;
 
+/* 1 if `name` is one of the replay's own step names ("start of trace",
+ * "peak reserved", "end of trace", "event N"): a trace's marker may not
+ * take it, or its sample would pass for the replay's own. */
+int vb_replay_step_name_taken(const char *name);
+
+/* Reads the whole trace at `path` once, as every command that replays it
+ * does before anything runs: the error of a malformed one ("PATH:LINE:
+ * ..."), or of a marker named like one of the replay's steps. */
+vb_status vb_replay_check_trace(const char *path);
+
 #endif
