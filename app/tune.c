@@ -304,10 +304,14 @@ static int child_evaluate(const vb_tune_options *options, const vb_tune_candidat
         json_incref(entry);
     }
     if (status == VB_OK) status = tune_fields(options, candidate, entry, main_on_sim);
+    /* vb_json_text: a message that quotes a name which is not UTF-8 is still an answer. */
     json_t *answer = status == VB_OK ? json_pack("{sO}", "entry", entry)
-                                     : json_pack("{sssi}", "error", vb_last_error(), "status", (int)status);
+                                     : json_pack("{sosi}", "error", vb_json_text(vb_last_error()), "status", (int)status);
     json_decref(entry);
     int written = answer && json_dumpfd(answer, answer_fd, JSON_COMPACT) == 0;
+    if (!written)
+        fprintf(stderr, "vrambench: error: tune: %s: its process cannot give its answer: %s\n", candidate->spec,
+                answer ? strerror(errno) : "out of host memory");
     json_decref(answer);
     return written ? 0 : 1;
 }
