@@ -24,7 +24,9 @@
 
 typedef int (*vb_command_fn)(int argc, char **argv); /* argv[0] is the subcommand's name */
 
-/* Prints "vrambench: error: <message>" on stderr and returns `exit_status`. */
+/* Prints "vrambench: error: <message>" on stderr, one line: control
+ * characters and bytes that are not UTF-8 (from a file name, a spec, a
+ * trace) become '?' (vb_text_sanitize). Returns `exit_status`. */
 int vb_cli_error(int exit_status, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prints the last vb_error() message and returns 2 for VB_ERR_INVALID (bad

@@ -10,15 +10,28 @@
 #include "allocators/allocator.h"
 #include "base/closest.h"
 #include "cli.h"
+#include "text.h"
 
 int vb_cli_error(int exit_status, const char *format, ...)
 {
+    char fixed[1024], *message = fixed;
     va_list args;
     va_start(args, format);
-    fputs("vrambench: error: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
+    int length = vsnprintf(fixed, sizeof fixed, format, args);
     va_end(args);
+    if (length >= (int)sizeof fixed && (message = malloc((size_t)length + 1)) != NULL) {
+        va_start(args, format);
+        vsnprintf(message, (size_t)length + 1, format, args);
+        va_end(args);
+    }
+    if (!message) message = fixed; /* cut short rather than lost */
+    /* What the user gave (file names, specs, a trace's bytes) is echoed as
+     * it is only when it is text: a control character (an escape sequence,
+     * a newline that would make two lines) or a byte that is not UTF-8
+     * becomes '?'. */
+    vb_text_sanitize(message, 1);
+    fprintf(stderr, "vrambench: error: %s\n", message);
+    if (message != fixed) free(message);
     return exit_status;
 }
 

@@ -18,8 +18,11 @@
 #include "cli.h"
 #include "base/measure.h"
 #include "context.h"
+#include "input_file.h"
 #include "json_report.h"
+#include "output_file.h"
 #include "output_path.h"
+#include "pytorch_measurements.h"
 #include "runner.h"
 
 enum { OPT_ALLOCATOR, OPT_DEVICE, OPT_CLAIM, OPT_PYTORCH, OPT_OUT, OPT_FORCE, OPT_QUIET, OPTION_COUNT };
@@ -181,101 +184,33 @@ static int measure_allocator(claims_state *state, const claims_args *args, const
 /* PyTorch's measurements                                                   */
 /* ======================================================================== */
 
-/* Reads one measurement object into arrays it allocates; 0 on success, else
- * an error message in `why`. */
-static int read_measurement(json_t *entry, vb_timeline_sample **timeline, size_t *timeline_count,
-                            vb_run_counter **counters, size_t *counter_count, char *why, size_t why_size)
-{
-    json_t *steps = json_object_get(entry, "timeline"), *values = json_object_get(entry, "counters");
-    if (!json_is_array(steps) || !json_is_object(values)) {
-        snprintf(why, why_size, "a measurement lacks its \"timeline\" array or \"counters\" object");
-        return -1;
-    }
-    *timeline = calloc(json_array_size(steps) + 1, sizeof **timeline);
-    *counters = calloc(json_object_size(values) + 1, sizeof **counters);
-    if (!*timeline || !*counters) {
-        snprintf(why, why_size, "out of host memory");
-        return -1;
-    }
-    size_t index;
-    json_t *step;
-    json_array_foreach(steps, index, step) {
-        static const char *const fields[] = {"requested", "allocated", "reserved", "driver_used"};
-        vb_timeline_sample *s = &(*timeline)[index];
-        json_t *name = json_object_get(step, "step");
-        if (!json_is_string(name)) {
-            snprintf(why, why_size, "timeline entry %zu has no \"step\" string", index);
-            return -1;
-        }
-        snprintf(s->step, sizeof s->step, "%s", json_string_value(name));
-        uint64_t *slots[] = {&s->requested, &s->allocated, &s->reserved, &s->driver_used};
-        for (size_t f = 0; f < 4; f++) {
-            json_t *value = json_object_get(step, fields[f]);
-            /* 2^64 as a double: a value at or above it has no uint64_t (the cast would be undefined). */
-            if (!json_is_number(value) || !(json_number_value(value) >= 0) || json_number_value(value) >= 18446744073709551616.0) {
-                snprintf(why, why_size, "timeline entry %zu ('%s') has no \"%s\" in 0 .. 2^64-1 bytes", index, s->step, fields[f]);
-                return -1;
-            }
-            *slots[f] = (uint64_t)json_number_value(value);
-        }
-    }
-    *timeline_count = json_array_size(steps);
-    const char *key;
-    json_t *value;
-    *counter_count = 0;
-    json_object_foreach(values, key, value) {
-        if (!json_is_number(value)) {
-            snprintf(why, why_size, "counter \"%s\" is not a number", key);
-            return -1;
-        }
-        snprintf((*counters)[*counter_count].name, sizeof (*counters)[0].name, "%s", key);
-        (*counters)[(*counter_count)++].value = json_number_value(value);
-    }
-    return 0;
-}
+/* The most a measurements file may hold (a recorded one is a few hundred KiB). */
+#define MAX_MEASUREMENTS_BYTES ((size_t)256 << 20)
 
-/* Loads lab/harnesses/pytorch_claims.py's file and decides every selected claim for
+/* Loads lab/harnesses/pytorch_claims.py's file (read once, app/input_file.h;
+ * parsed by app/pytorch_measurements.h) and decides every selected claim for
  * the "pytorch" column. Bad input: one error line, exit 2. */
 static int decide_pytorch(claims_state *state, const char *path)
 {
-    json_error_t error;
-    json_t *root = json_load_file(path, 0, &error);
-    if (!root)
-        return vb_cli_error(VB_EXIT_USAGE, "claims: cannot read %s: %s (line %d)", path, error.text, error.line);
-    int exit_status = VB_EXIT_OK;
-    json_t *context = json_object_get(root, "context"), *measurements = json_object_get(root, "measurements");
-    json_t *device_name = json_object_get(context, "device_name");
-    if (!json_is_object(context) || !json_is_array(measurements) || !json_is_string(device_name)) {
-        json_decref(root);
-        return vb_cli_error(VB_EXIT_USAGE, "claims: %s is not a pytorch_claims.py measurements file "
-                            "(needs context.device_name and a measurements array)", path);
+    char *bytes = NULL;
+    size_t length = 0;
+    vb_pytorch_measurements measurements = {0};
+    vb_status status = vb_input_read_all(path, MAX_MEASUREMENTS_BYTES, &bytes, &length);
+    if (status == VB_OK) status = vb_pytorch_measurements_parse(path, bytes, length, &measurements);
+    free(bytes);
+    if (status != VB_OK) {
+        vb_pytorch_measurements_free(&measurements);
+        return vb_cli_error(status == VB_ERR_HOST_OOM ? VB_EXIT_FAILURE : VB_EXIT_USAGE, "claims: %s", vb_last_error());
     }
-    column *c = add_column(state, "pytorch", json_string_value(device_name), 0);
-    if (!c) exit_status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    column *c = add_column(state, "pytorch", measurements.device_name, 0);
     for (size_t i = 0; i < state->claim_count && c; i++)
         c->decisions[i] = (vb_decision){.verdict = VB_VERDICT_UNDECIDABLE, .reason = "not measured in PyTorch"};
-    size_t index;
-    json_t *entry;
-    json_array_foreach(measurements, index, entry) {
-        if (exit_status != VB_EXIT_OK) break;
-        json_t *scenario = json_object_get(entry, "scenario");
-        vb_timeline_sample *timeline = NULL;
-        vb_run_counter *counters = NULL;
-        size_t timeline_count = 0, counter_count = 0;
-        char why[256];
-        if (!json_is_string(scenario))
-            exit_status = vb_cli_error(VB_EXIT_USAGE, "claims: %s: measurement %zu has no \"scenario\"", path, index);
-        else if (read_measurement(entry, &timeline, &timeline_count, &counters, &counter_count, why, sizeof why) != 0)
-            exit_status = vb_cli_error(VB_EXIT_USAGE, "claims: %s: %s: %s", path, json_string_value(scenario), why);
-        else {
-            vb_measurement m = {timeline, timeline_count, counters, counter_count, 0};
-            decide_for_scenario(state, c, json_string_value(scenario), &m);
-        }
-        free(timeline);
-        free(counters);
+    for (size_t i = 0; i < measurements.count && c; i++) {
+        vb_measurement m = vb_pytorch_measurement_view(&measurements.items[i]);
+        decide_for_scenario(state, c, measurements.items[i].scenario, &m);
     }
-    json_decref(root);
-    return exit_status;
+    vb_pytorch_measurements_free(&measurements);
+    return c ? VB_EXIT_OK : vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
 }
 
 /* ======================================================================== */
@@ -384,7 +319,9 @@ static int run_claims(claims_state *state, const claims_args *args)
     vb_device_info info;
     state->device->ops->info(state->device, &info);
     if (args->out) {
+        vb_named_file files[] = {{"--pytorch", args->pytorch, 0}, {"--out", out_path, 1}};
         vb_status status = vb_report_output_path(args->out, &info, args->force, out_path, sizeof out_path);
+        if (status == VB_OK) status = vb_output_check_distinct(files, sizeof files / sizeof files[0]);
         if (status != VB_OK) return vb_cli_status_error(status);
     }
     int exit_status = VB_EXIT_OK;

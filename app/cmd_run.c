@@ -254,15 +254,38 @@ static const char *const *scenario_names(void)
     return names;
 }
 
+/* Where ALLOC ends in --config ALLOC.KEY=VALUE: at the '.' after the
+ * longest allocator run whose name the text starts with and that leaves a
+ * KEY without a '.' before the first '=' (so "external:/opt/lib.v2/x.so"
+ * is addressed whole, dots and all); else at the last '.' before the first
+ * '=' (keys never hold a dot). NULL when there is no such '.'. */
+static const char *config_dot(const char *text, const vb_allocator_spec *specs, size_t spec_count)
+{
+    const char *best = NULL;
+    for (size_t s = 0; s < spec_count; s++) {
+        size_t length = strlen(specs[s].name);
+        if (strncmp(text, specs[s].name, length) != 0 || text[length] != '.') continue;
+        const char *key = text + length + 1, *equals = strchr(key, '=');
+        if (!equals || equals == key || memchr(key, '.', (size_t)(equals - key))) continue;
+        if (!best || text + length > best) best = text + length;
+    }
+    if (best) return best;
+    const char *equals = strchr(text, '=');
+    const char *dot = NULL;
+    for (const char *c = text; *c && (!equals || c < equals); c++)
+        if (*c == '.') dot = c;
+    return dot;
+}
+
 /* Applies each --config ALLOC.KEY=VALUE to the spec(s) of ALLOC. */
 static int apply_configs(const run_args *args, vb_allocator_spec *specs, size_t spec_count)
 {
     for (size_t i = 0; i < args->config_count; i++) {
         const char *text = args->configs[i];
-        const char *dot = strchr(text, '.'), *equals = strchr(text, '=');
-        if (!dot || !equals || dot == text || equals < dot || equals == dot + 1)
+        const char *dot = config_dot(text, specs, spec_count), *equals = dot ? strchr(dot, '=') : NULL;
+        if (!dot || !equals || dot == text || equals == dot + 1)
             return vb_cli_error(VB_EXIT_USAGE, "run: --config '%s' is not ALLOC.KEY=VALUE", text);
-        char name[64], key[128];
+        char name[sizeof specs[0].name], key[128];
         if ((size_t)(dot - text) >= sizeof name || (size_t)(equals - dot - 1) >= sizeof key)
             return vb_cli_error(VB_EXIT_USAGE, "run: --config '%s' is too long", text);
         snprintf(name, sizeof name, "%.*s", (int)(dot - text), text);
@@ -415,20 +438,12 @@ static int run_cases(const run_args *args, run_state *state)
  * run then read the same copy. */
 static int check_trace(run_args *args)
 {
-    vb_trace *trace = NULL;
+    if (strcmp(args->scenarios, "all") != 0 || args->param)
+        return vb_cli_error(VB_EXIT_USAGE, "replay: --scenario and --param do not apply to a replay");
+    vb_trace_first_alloc first;
     vb_status status = vb_trace_spool(args->trace);
-    if (status == VB_OK) status = vb_trace_open(args->trace, &trace);
-    vb_trace_event event = {0};
-    uint64_t first_size = 0, first_line = 0;
-    while (status == VB_OK) {
-        status = vb_trace_next(trace, &event);
-        if (event.kind == VB_TRACE_END) break;
-        if (status == VB_OK && event.kind == VB_TRACE_ALLOC && event.size > 0 && !first_size) {
-            first_size = event.size;
-            first_line = vb_trace_line(trace);
-        }
-    }
-    vb_trace_close(trace);
+    if (status == VB_OK) status = vb_replay_check_trace(args->trace, &first);
+    uint64_t first_size = first.bytes, first_line = first.line;
     if (status != VB_OK) return vb_cli_status_error(VB_ERR_INVALID); /* bad input either way */
     /* The first allocation takes whole 2 MiB driver pages, wherever it goes. */
     uint64_t needed = (first_size + DRIVER_PAGE - 1) / DRIVER_PAGE * DRIVER_PAGE;
@@ -542,6 +557,13 @@ int vb_run_command(int argc, char **argv, int trace_command)
             exit_status = vb_cli_status_error(VB_ERR_INVALID);
             goto done;
         }
+    }
+    vb_named_file files[] = {{"the trace", args.trace, 0},
+                             {"--out", out_path[0] ? out_path : NULL, 1},
+                             {"--snapshot", args.snapshot, 1}};
+    if (vb_output_check_distinct(files, sizeof files / sizeof files[0]) != VB_OK) {
+        exit_status = vb_cli_status_error(VB_ERR_INVALID);
+        goto done;
     }
     simulated_banner(&args, &info); /* everything checked: the first line of a run that goes ahead */
     state.document = vb_report_document(vb_report_context(state.device, NULL, state.specs, state.spec_count));

@@ -3,9 +3,11 @@
  *
  * TRACE is anything `replay` reads, or a PyTorch memory snapshot pickle
  * (torch.cuda.memory._dump_snapshot), which is converted first by running
- * python/vrambench/torch2trace.py into a temporary trace (the one reader of pickles;
- * its errors are passed on, exit 2). The trace is read through once before
- * anything runs, so a malformed one costs one error line and exit 2. */
+ * python/vrambench/torch2trace.py (the one reader of pickles; its errors are
+ * passed on, exit 2), its trace coming back through a pipe into a scratch
+ * copy. TRACE is read as every input is (app/input_file.h): a pipe or FIFO
+ * once, spooled. The trace is read through once before anything runs, so a
+ * malformed one costs one error line and exit 2; --out may not be TRACE. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,9 +19,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "input_file.h"
 #include "json_report.h"
+#include "output_file.h"
 #include "output_path.h"
-#include "trace.h"
+#include "replay.h"
 #include "tune.h"
 
 enum { OPT_DEVICE, OPT_CAPACITY, OPT_JOBS, OPT_OUT, OPT_FORCE, OPT_QUIET, OPT_SHARD, OPTION_COUNT };
@@ -69,55 +73,56 @@ static int find_torch2trace(char *out, size_t capacity)
                                                                                                                    : -1;
 }
 
-/* 1 if `path` starts like a pickle (protocol 2 or later: 0x80, version). */
+/* 1 if `path` (its spooled copy when it has one) starts like a pickle
+ * (protocol 2 or later: 0x80, version). */
 static int is_pickle(const char *path)
 {
     unsigned char head[2] = {0};
-    FILE *file = fopen(path, "rb");
-    if (!file) return 0;
-    size_t got = fread(head, 1, 2, file);
-    fclose(file);
+    int fd = vb_input_open(path, NULL);
+    if (fd < 0) return 0;
+    ssize_t got = pread(fd, head, 2, 0);
+    close(fd);
     return got == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
 }
 
-/* Converts the snapshot `pickle` into `trace` with torch2trace.py; the
- * exit status to give (0 done; torch2trace has said what is wrong). */
-static int convert_pickle(const char *pickle, const char *trace)
+/* Converts the snapshot `pickle` with torch2trace.py, which reads it on its
+ * stdin (the file, or its spooled copy) and writes the trace to a pipe; the
+ * trace is spooled (app/input_file.h: an unlinked scratch file) under the
+ * name `converted`, which the rest of the tune reads. The exit status to
+ * give (0 done; torch2trace has said what is wrong). */
+static int convert_pickle(const char *pickle, const char *converted)
 {
     char tool[PATH_MAX];
     if (find_torch2trace(tool, sizeof tool) != 0)
         return vb_cli_error(VB_EXIT_FAILURE,
                             "tune: %s is a PyTorch snapshot, and python/vrambench/torch2trace.py, which reads it, is not found "
                             "(set VB_TORCH2TRACE)", pickle);
+    int input = vb_input_open(pickle, NULL), trace_pipe[2] = {-1, -1};
+    if (input < 0) return vb_cli_error(VB_EXIT_USAGE, "tune: cannot read %s: %s", pickle, strerror(errno));
+    if (pipe2(trace_pipe, O_CLOEXEC) != 0) {
+        close(input);
+        return vb_cli_error(VB_EXIT_FAILURE, "tune: cannot make a pipe: %s", strerror(errno));
+    }
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) return vb_cli_error(VB_EXIT_FAILURE, "tune: cannot start python3: %s", strerror(errno));
     if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) dup2(null, STDOUT_FILENO); /* its summary; errors stay on stderr */
-        execlp("python3", "python3", tool, pickle, trace, (char *)NULL);
+        /* dup2 leaves the copies open across exec. */
+        if (dup2(input, STDIN_FILENO) < 0 || dup2(trace_pipe[1], STDOUT_FILENO) < 0) _exit(VB_EXIT_FAILURE);
+        execlp("python3", "python3", tool, "-", "-", "--name", pickle, (char *)NULL);
         fprintf(stderr, "vrambench: error: tune: cannot run python3 for %s: %s\n", tool, strerror(errno));
         _exit(VB_EXIT_FAILURE);
     }
+    int start_error = pid < 0 ? errno : 0;
+    close(input);
+    close(trace_pipe[1]);
+    vb_status spooled = pid < 0 ? VB_OK : vb_input_spool_fd(converted, trace_pipe[0]);
+    close(trace_pipe[0]); /* a child still writing (the copy hit its limit) gets EPIPE */
+    if (pid < 0) return vb_cli_error(VB_EXIT_FAILURE, "tune: cannot start python3: %s", strerror(start_error));
     int status = 0;
     if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
         return vb_cli_error(VB_EXIT_FAILURE, "tune: converting %s failed", pickle);
-    return WEXITSTATUS(status) == 0 ? 0 : WEXITSTATUS(status) == VB_EXIT_USAGE ? VB_EXIT_USAGE : VB_EXIT_FAILURE;
-}
-
-/* Reads the whole trace once: one error line (file:line) and exit 2 when it
- * is malformed or unreadable. */
-static int check_trace(const char *path)
-{
-    vb_trace *trace = NULL;
-    vb_status status = vb_trace_open(path, &trace);
-    vb_trace_event event = {0};
-    while (status == VB_OK) {
-        status = vb_trace_next(trace, &event);
-        if (event.kind == VB_TRACE_END) break;
-    }
-    vb_trace_close(trace);
-    return status == VB_OK ? VB_EXIT_OK : vb_cli_status_error(VB_ERR_INVALID);
+    if (WEXITSTATUS(status) != 0) return WEXITSTATUS(status) == VB_EXIT_USAGE ? VB_EXIT_USAGE : VB_EXIT_FAILURE;
+    return spooled == VB_OK ? VB_EXIT_OK : vb_cli_status_error(spooled);
 }
 
 int vb_cmd_tune(int argc, char **argv)
@@ -172,21 +177,24 @@ int vb_cmd_tune(int argc, char **argv)
     snprintf(label, sizeof label, "tune:%s", slash ? slash + 1 : trace_path);
     options.label = label;
 
-    char out_path[4096] = "", dir[] = "/tmp/vrambench-pickle-XXXXXX", converted[64] = "";
+    /* The input is read the one way every command reads (app/input_file.h):
+     * a pipe or FIFO once, into a scratch copy, which every later pass reads. */
+    char out_path[4096] = "", converted[4200] = "";
     int exit_status = VB_EXIT_OK;
-    if (access(trace_path, R_OK) != 0)
-        return vb_cli_error(VB_EXIT_USAGE, "tune: cannot read %s: %s", trace_path, strerror(errno));
+    if (vb_input_spool(trace_path) != VB_OK) return vb_cli_error(VB_EXIT_USAGE, "tune: %s", vb_last_error());
     if (is_pickle(trace_path)) {
-        if (!mkdtemp(dir)) return vb_cli_error(VB_EXIT_FAILURE, "tune: no temporary directory: %s", strerror(errno));
-        snprintf(converted, sizeof converted, "%s/snapshot.trace", dir);
+        snprintf(converted, sizeof converted, "%s (converted by torch2trace)", trace_path);
         exit_status = convert_pickle(trace_path, converted);
         options.trace_path = converted;
     }
-    if (exit_status == VB_EXIT_OK) exit_status = check_trace(options.trace_path);
+    if (exit_status == VB_EXIT_OK && vb_replay_check_trace(options.trace_path, NULL) != VB_OK)
+        exit_status = vb_cli_status_error(VB_ERR_INVALID);
     if (exit_status == VB_EXIT_OK && out) {
         vb_device_info info = {.simulated = strcmp(options.device, "sim") == 0};
         snprintf(info.name, sizeof info.name, "%s", info.simulated ? "simulated device" : "cuda");
-        if (vb_report_output_path(out, &info, force, out_path, sizeof out_path) != VB_OK)
+        vb_named_file files[] = {{"the trace", trace_path, 0}, {"--out", out_path, 1}};
+        if (vb_report_output_path(out, &info, force, out_path, sizeof out_path) != VB_OK ||
+            vb_output_check_distinct(files, sizeof files / sizeof files[0]) != VB_OK)
             exit_status = vb_cli_status_error(VB_ERR_INVALID);
     }
     json_t *document = NULL;
@@ -198,9 +206,6 @@ int vb_cmd_tune(int argc, char **argv)
         else if (out_path[0] && !options.quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
     }
     json_decref(document);
-    if (converted[0]) {
-        unlink(converted);
-        rmdir(dir);
-    }
+    vb_input_release();
     return exit_status;
 }

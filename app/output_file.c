@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "scratch.h"
+
 /* The directory part of `path` ("." for a bare name, "/" for "/NAME") into
  * `out`, and where the file name starts; -1 when it does not fit. */
 static int split_directory(const char *path, char *out, size_t capacity, const char **name)
@@ -43,16 +45,17 @@ static mode_t current_umask(void)
 }
 
 /* Creates a new, uniquely named temporary file in `directory` (mkstemp:
- * never an existing file), its name in `temp`; the descriptor, or -1 with
- * errno set. The name is short and fixed in length, so it fits wherever
- * the target's name fits. */
-static int create_temp(const char *directory, char *temp, size_t capacity)
+ * never an existing file), its name in `temp`, registered for removal on a
+ * signal (*handle); the descriptor, or -1 with errno set. The name is short
+ * and fixed in length, so it fits wherever the target's name fits. */
+static int create_temp(const char *directory, char *temp, size_t capacity, int *handle)
 {
+    *handle = -1;
     if ((size_t)snprintf(temp, capacity, "%s/.vrambench-XXXXXX", directory) >= capacity) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = mkstemp(temp);
+    int fd = vb_temp_create(temp, handle);
     /* mkstemp makes it 0600; a result file is as readable as any new file. */
     if (fd >= 0) fchmod(fd, 0666 & ~current_umask());
     return fd;
@@ -64,6 +67,11 @@ vb_status vb_output_check(const char *path)
     const char *name;
     struct stat info;
     if (path[0] == '\0') return vb_error(VB_ERR_INVALID, "--out: empty file name");
+    if (path[0] == '-')
+        return vb_error(VB_ERR_INVALID,
+                        "cannot write '%s': an output name that starts with '-' looks like an option (did an option "
+                        "lose its value?); to mean that file, write ./%s",
+                        path, path);
     if (split_directory(path, directory, sizeof directory, &name) != 0)
         return vb_error(VB_ERR_INVALID, "output path '%s' is too long", path);
     if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
@@ -73,10 +81,12 @@ vb_status vb_output_check(const char *path)
     if (lstat(path, &info) == 0 && !S_ISREG(info.st_mode))
         return vb_error(VB_ERR_INVALID, "cannot write '%s': it is %s (an output replaces only a regular file)", path,
                         file_kind(info.st_mode));
-    int fd = create_temp(directory, temp, sizeof temp);
+    int handle;
+    int fd = create_temp(directory, temp, sizeof temp, &handle);
     if (fd < 0) return vb_error(VB_ERR_INVALID, "cannot write '%s': %s", path, strerror(errno));
     close(fd);
     unlink(temp);
+    vb_temp_forget(handle);
     return VB_OK;
 }
 
@@ -85,11 +95,12 @@ vb_status vb_output_open(vb_output *out, const char *path)
     char directory[4096];
     const char *name;
     out->fd = -1;
+    out->handle = -1;
     out->temp[0] = '\0';
     if ((size_t)snprintf(out->path, sizeof out->path, "%s", path) >= sizeof out->path ||
         split_directory(path, directory, sizeof directory, &name) != 0)
         return vb_error(VB_ERR_IO, "output path '%s' is too long", path);
-    out->fd = create_temp(directory, out->temp, sizeof out->temp);
+    out->fd = create_temp(directory, out->temp, sizeof out->temp, &out->handle);
     if (out->fd < 0) {
         out->temp[0] = '\0';
         return vb_error(VB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
@@ -116,6 +127,8 @@ void vb_output_abandon(vb_output *out)
     out->fd = -1;
     if (out->temp[0]) unlink(out->temp); /* ours: mkstemp created it */
     out->temp[0] = '\0';
+    vb_temp_forget(out->handle);
+    out->handle = -1;
 }
 
 vb_status vb_output_commit(vb_output *out)
@@ -134,8 +147,63 @@ vb_status vb_output_commit(vb_output *out)
     if (!error && rename(out->temp, out->path) != 0) error = errno;
     if (!error) {
         out->temp[0] = '\0';
+        vb_temp_forget(out->handle);
+        out->handle = -1;
         return VB_OK;
     }
     vb_output_abandon(out);
     return vb_error(VB_ERR_IO, "cannot write '%s': %s", out->path, strerror(error));
+}
+
+/* What identifies a file: its device and inode when it exists, else its
+ * path with the directory resolved. */
+typedef struct file_identity {
+    int exists;
+    dev_t device;
+    ino_t inode;
+    char resolved[PATH_MAX + NAME_MAX + 2];
+} file_identity;
+
+static void identify(const char *path, file_identity *out)
+{
+    struct stat info;
+    memset(out, 0, sizeof *out);
+    if (stat(path, &info) == 0) {
+        out->exists = 1;
+        out->device = info.st_dev;
+        out->inode = info.st_ino;
+        return;
+    }
+    char directory[4096], real[PATH_MAX];
+    const char *name;
+    if (split_directory(path, directory, sizeof directory, &name) == 0 && realpath(directory, real))
+        snprintf(out->resolved, sizeof out->resolved, "%s/%s", strcmp(real, "/") == 0 ? "" : real, name);
+    else snprintf(out->resolved, sizeof out->resolved, "%s", path);
+}
+
+static int same_identity(const file_identity *a, const file_identity *b)
+{
+    if (a->exists != b->exists) return 0;
+    if (a->exists) return a->device == b->device && a->inode == b->inode;
+    return strcmp(a->resolved, b->resolved) == 0;
+}
+
+vb_status vb_output_check_distinct(const vb_named_file *files, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (!files[i].path || !files[i].is_output) continue;
+        file_identity output;
+        identify(files[i].path, &output);
+        for (size_t j = 0; j < count; j++) {
+            if (j == i || !files[j].path || (files[j].is_output && j > i)) continue;
+            file_identity other;
+            identify(files[j].path, &other);
+            if (!same_identity(&output, &other)) continue;
+            return vb_error(VB_ERR_INVALID,
+                            "%s '%s' is the same file as %s '%s': writing it would replace %s; name another file",
+                            files[i].what, files[i].path, files[j].what, files[j].path,
+                            files[j].is_output ? "the other output" : "the input");
+        }
+    }
+    return VB_OK;
 }

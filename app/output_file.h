@@ -4,7 +4,13 @@
  * fsync'ed and closed, then renamed over the target. Only a regular file or
  * a missing path is replaced: a symbolic link, device, directory, FIFO or
  * socket is refused. On any failure the temporary file is removed and the
- * target is left as it was; nothing we did not create is ever removed. */
+ * target is left as it was; nothing we did not create is ever removed. The
+ * temporary file is registered with app/scratch.h while it exists, so a
+ * signal (SIGINT, SIGTERM, SIGHUP, ...) removes it too.
+ *
+ * No output may be one of the command's inputs or another of its outputs
+ * (vb_output_check_distinct): `replay T --out T` would replace the trace
+ * with its result. */
 #ifndef VB_OUTPUT_FILE_H
 #define VB_OUTPUT_FILE_H
 
@@ -16,12 +22,29 @@ typedef struct vb_output {
     char path[4096]; /* the target */
     char temp[4096]; /* the temporary file ("" when there is none) */
     int fd;          /* the temporary file, open for writing (-1 when closed) */
+    int handle;      /* its vb_temp_register handle (-1: none) */
 } vb_output;
+
+/* A file a command names, for vb_output_check_distinct. */
+typedef struct vb_named_file {
+    const char *what; /* as the user knows it: "the trace", "--out", "--snapshot" */
+    const char *path; /* NULL: not given (skipped) */
+    int is_output;
+} vb_named_file;
+
+/* Refuses an output that is the same file as one of the command's inputs or
+ * another of its outputs: by identity, not by name: the same device and
+ * inode (stat: symbolic and hard links are seen through), or, for an output
+ * that does not exist yet, the same path once its directory is resolved
+ * (realpath). VB_ERR_INVALID with one message naming both. */
+vb_status vb_output_check_distinct(const vb_named_file *files, size_t count);
 
 /* Checks, before any work, that `path` can be written: a regular file or a
  * missing one (not a symlink, device, directory, FIFO), a name that fits,
  * and a directory where a temporary file can be created (it is removed
- * again). VB_ERR_INVALID with a message naming the path when not. */
+ * again). A name that starts with '-' is refused as an option that took
+ * the place of a file name (`--out --quiet`); "./-name" names such a file.
+ * VB_ERR_INVALID with a message naming the path when not. */
 vb_status vb_output_check(const char *path);
 
 /* Creates the temporary file for `path` in *out. VB_ERR_IO on failure

@@ -26,6 +26,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "replay.h"
@@ -213,6 +214,39 @@ static vb_status replay_run(vb_run *run)
     }
     vb_trace_close(state->trace);
     free(state);
+    return status;
+}
+
+int vb_replay_step_name_taken(const char *name)
+{
+    if (strcmp(name, steps[START].text) == 0 || strcmp(name, steps[PEAK].text) == 0 ||
+        strcmp(name, steps[END].text) == 0)
+        return 1;
+    /* "event %s" with the count of events so far */
+    const char *event = steps[EVENT].text;
+    size_t prefix = strcspn(event, "%");
+    if (strncmp(name, event, prefix) != 0 || !name[prefix]) return 0;
+    return strspn(name + prefix, "0123456789") == strlen(name + prefix);
+}
+
+vb_status vb_replay_check_trace(const char *path, vb_trace_first_alloc *first)
+{
+    vb_trace *trace = NULL;
+    vb_status status = vb_trace_open(path, &trace);
+    vb_trace_event event = {0};
+    if (first) *first = (vb_trace_first_alloc){0, 0};
+    while (status == VB_OK) {
+        status = vb_trace_next(trace, &event);
+        if (status != VB_OK || event.kind == VB_TRACE_END) break;
+        if (first && !first->bytes && event.kind == VB_TRACE_ALLOC && event.size > 0)
+            *first = (vb_trace_first_alloc){event.size, vb_trace_line(trace)};
+        if (event.kind == VB_TRACE_MARK && vb_replay_step_name_taken(event.name))
+            status = vb_trace_error(trace, VB_ERR_INVALID,
+                                    "marker '%s' has the name of one of the replay's own steps ('%s', '%s', '%s', "
+                                    "'event N'): rename it",
+                                    event.name, steps[START].text, steps[PEAK].text, steps[END].text);
+    }
+    vb_trace_close(trace);
     return status;
 }
 

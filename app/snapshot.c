@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/addr_map.h"
+#include "output_file.h"
 #include "trace.h"
 #include "trace_drive.h"
 
@@ -20,13 +21,39 @@
 /* Pickle protocol 2, the opcodes PyTorch's viewer reads                    */
 /* ======================================================================== */
 
+/* Bytes go through a buffer into the output's temporary file
+ * (app/output_file.h); the first failed write is kept and ends the output. */
 typedef struct pickler {
-    FILE *file;
+    vb_output out;
+    vb_status status;            /* VB_OK until a write failed */
+    size_t used;
+    unsigned char buffer[64 * 1024];
 } pickler;
+
+/* Writes the buffered bytes out. */
+static void flush_bytes(pickler *p)
+{
+    if (p->status == VB_OK && p->used) p->status = vb_output_write(&p->out, p->buffer, p->used);
+    p->used = 0;
+}
+
+static void put_bytes(pickler *p, const void *bytes, size_t length)
+{
+    const unsigned char *at = bytes;
+    while (length > 0) {
+        if (p->used == sizeof p->buffer) flush_bytes(p);
+        size_t room = sizeof p->buffer - p->used, count = length < room ? length : room;
+        memcpy(p->buffer + p->used, at, count);
+        p->used += count;
+        at += count;
+        length -= count;
+    }
+}
 
 static void put_byte(pickler *p, int byte)
 {
-    putc(byte, p->file);
+    unsigned char value = (unsigned char)byte;
+    put_bytes(p, &value, 1);
 }
 
 /* BININT1 / BININT2 / BININT below 2^31, else LONG1 (little-endian two's
@@ -65,7 +92,7 @@ static void put_str(pickler *p, const char *text)
         put_byte(p, 'X');
         for (int i = 0; i < 4; i++) put_byte(p, (int)((length >> (8 * i)) & 0xff));
     }
-    fwrite(text, 1, length, p->file);
+    put_bytes(p, text, length);
 }
 
 static void put_key_int(pickler *p, const char *key, uint64_t value)
@@ -448,9 +475,6 @@ static vb_status write_snapshot(recorder *r, const char *trace_path, const vb_al
 vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spec, uint64_t capacity,
                             const char *out_path)
 {
-    char tmp_path[4200];
-    if ((size_t)snprintf(tmp_path, sizeof tmp_path, "%s.tmp", out_path) >= sizeof tmp_path)
-        return vb_error(VB_ERR_INVALID, "snapshot path '%s' is too long", out_path);
     recorder *r = calloc(1, sizeof *r);
     vb_drive_target *target = calloc(1, sizeof *target);
     if (!r || !target) {
@@ -464,18 +488,14 @@ vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spe
     vb_status status = vb_sim_open(capacity, &target->device);
     if (status == VB_OK) status = vb_allocator_create(spec->name, target->device, &config, &r->allocator);
     target->allocator = r->allocator;
-    if (status == VB_OK) {
-        r->p.file = fopen(tmp_path, "wb");
-        if (!r->p.file) status = vb_error(VB_ERR_IO, "cannot write %s: %s", tmp_path, strerror(errno));
-    }
+    if (status == VB_OK) status = vb_output_open(&r->p.out, out_path);
+    int opened = status == VB_OK;
     if (status == VB_OK) status = write_snapshot(r, trace_path, spec);
-    if (r->p.file) {
-        int write_failed = ferror(r->p.file);
-        if (fclose(r->p.file) != 0 || write_failed)
-            if (status == VB_OK) status = vb_error(VB_ERR_IO, "cannot write %s: %s", tmp_path, strerror(errno));
-        if (status == VB_OK && rename(tmp_path, out_path) != 0)
-            status = vb_error(VB_ERR_IO, "cannot write %s: %s", out_path, strerror(errno));
-        if (status != VB_OK) remove(tmp_path);
+    if (opened) {
+        flush_bytes(&r->p);
+        if (status == VB_OK) status = r->p.status; /* the first failed write, with its message */
+        if (status == VB_OK) status = vb_output_commit(&r->p.out);
+        else vb_output_abandon(&r->p.out);
     }
     vb_allocator_destroy(r->allocator);
     if (target->device) {

@@ -36,7 +36,8 @@
 #include "runner.h"
 
 /* Replays `trace_path` with `spec` and writes the snapshot to `out_path`
- * (through out_path.tmp and a rename: never a partial file). VB_ERR_INVALID
+ * through the safe writer (app/output_file.h: a new temporary file beside
+ * it, then a rename: never a partial file, never through a symlink). VB_ERR_INVALID
  * for a bad trace or spec, VB_ERR_IO when the file cannot be written. */
 vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spec, uint64_t capacity,
                             const char *out_path);

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "base/addr_map.h"
+#include "input_file.h"
 #include "text.h"
 
 /* The one buffer a trace holds: a line may be at most this long. */
@@ -688,107 +689,26 @@ static vb_status read_header(vb_trace *trace)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Spooled inputs                                                            */
+/* Spooled inputs: app/input_file.h                                          */
 /* ------------------------------------------------------------------------ */
-
-/* A non-seekable input read once into an unlinked temporary file. */
-typedef struct spooled {
-    char *path;
-    int fd;
-    struct spooled *next;
-} spooled;
-
-/* The process's spooled inputs (vb_trace_spool); a command spools its one
- * trace, so a list is plenty. */
-static spooled *spooled_inputs;
-
-/* The spooled copy of `path`, or NULL. */
-static spooled *find_spooled(const char *path)
-{
-    for (spooled *s = spooled_inputs; s; s = s->next)
-        if (strcmp(s->path, path) == 0) return s;
-    return NULL;
-}
-
-/* Copies everything `from` gives into `to`; 0, or an errno value. */
-static int copy_all(int from, int to)
-{
-    static char chunk[64 * 1024];
-    for (;;) {
-        ssize_t got = read(from, chunk, sizeof chunk);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) return errno;
-        if (got == 0) return 0;
-        for (ssize_t done = 0; done < got;) {
-            ssize_t put = write(to, chunk + done, (size_t)(got - done));
-            if (put < 0 && errno == EINTR) continue;
-            if (put <= 0) return put < 0 ? errno : EIO;
-            done += put;
-        }
-    }
-}
 
 vb_status vb_trace_spool(const char *path)
 {
-    if (find_spooled(path)) return VB_OK;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return vb_error(VB_ERR_IO, "%s: cannot open trace: %s", path, strerror(errno));
-    struct stat info;
-    if (fstat(fd, &info) != 0 || S_ISREG(info.st_mode) || S_ISDIR(info.st_mode)) {
-        close(fd); /* a regular file is read again as it is; vb_trace_open names the others' problems */
-        return VB_OK;
-    }
-    const char *directory = getenv("TMPDIR");
-    char temp[4096];
-    snprintf(temp, sizeof temp, "%s/vrambench-trace-XXXXXX", directory && *directory ? directory : "/tmp");
-    int copy = mkstemp(temp);
-    if (copy < 0) {
-        int error = errno;
-        close(fd);
-        return vb_error(VB_ERR_IO, "%s: cannot keep a copy of the trace (it is not a regular file) in %s: %s", path,
-                        temp, strerror(error));
-    }
-    unlink(temp); /* it lives as long as the descriptor */
-    int error = copy_all(fd, copy);
-    close(fd);
-    spooled *entry = error ? NULL : calloc(1, sizeof *entry);
-    if (entry) entry->path = strdup(path);
-    if (error || !entry || !entry->path) {
-        close(copy);
-        if (entry) free(entry);
-        if (error) return vb_error(VB_ERR_IO, "%s: cannot read trace into a temporary copy: %s", path, strerror(error));
-        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
-    }
-    entry->fd = copy;
-    entry->next = spooled_inputs;
-    spooled_inputs = entry;
-    return VB_OK;
+    return vb_input_spool(path);
 }
 
 void vb_trace_spool_release(void)
 {
-    while (spooled_inputs) {
-        spooled *next = spooled_inputs->next;
-        close(spooled_inputs->fd);
-        free(spooled_inputs->path);
-        free(spooled_inputs);
-        spooled_inputs = next;
-    }
+    vb_input_release();
 }
 
 /* Opens `path` (its spooled copy if it has one), recognises gzip by its
  * magic bytes, and reads the header line. */
 vb_status vb_trace_open(const char *path, vb_trace **out)
 {
-    spooled *copy = find_spooled(path);
-    int fd = copy ? dup(copy->fd) : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return vb_error(VB_ERR_IO, "%s: cannot open trace: %s", path, strerror(errno));
     struct stat info;
-    if (fstat(fd, &info) != 0 || S_ISDIR(info.st_mode)) {
-        int error = S_ISDIR(info.st_mode) ? EISDIR : errno;
-        close(fd);
-        return vb_error(VB_ERR_IO, "%s: cannot read trace: %s", path, strerror(error));
-    }
+    int fd = vb_input_open(path, &info);
+    if (fd < 0) return vb_error(VB_ERR_IO, "%s: cannot read trace: %s", path, strerror(errno));
     vb_trace *trace = calloc(1, sizeof *trace);
     if (trace) {
         trace->input.fd = -1;

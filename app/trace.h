@@ -61,14 +61,14 @@ typedef struct vb_trace vb_trace;
 vb_status vb_trace_open(const char *path, vb_trace **out);
 
 /* Makes a non-seekable trace input (a pipe, a FIFO, /dev/stdin, a
- * character device) readable more than once: reads all of it now into an
- * unlinked temporary file ($TMPDIR, else /tmp), which every later
- * vb_trace_open of the same path reads instead (a replay opens its trace to
- * check it, then once per run). A regular file is left alone. VB_ERR_IO when
- * the input cannot be read or the copy written. */
+ * character device) readable more than once: vb_input_spool
+ * (app/input_file.h: read once into an unlinked scratch file in $TMPDIR,
+ * at most $VB_SPOOL_LIMIT bytes), which every later vb_trace_open of the
+ * same path reads instead (a replay opens its trace to check it, then once
+ * per run). A regular file is left alone. */
 vb_status vb_trace_spool(const char *path);
 
-/* Closes every spooled copy (vb_trace_spool). */
+/* Closes every spooled copy (vb_input_release). */
 void vb_trace_spool_release(void);
 
 /* Closes the trace (NULL is fine). */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include "context.h"
 #include "json_report.h"
 #include "runner.h"
+#include "scratch.h"
 #include "trace.h"
 #include "trace_drive.h"
 
@@ -285,9 +288,9 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
 
 /* In a child: evaluates candidate `index` (its main replay too when
  * `entry` is NULL, on sim) and writes {"entry": ...} or {"error": ...,
- * "status": N} to `path`; the exit status says whether the file is there. */
+ * "status": N} to `answer_fd`; the exit status says whether it did. */
 static int child_evaluate(const vb_tune_options *options, const vb_tune_candidate *candidate, size_t index,
-                          json_t *entry, const char *path)
+                          json_t *entry, int answer_fd)
 {
     vb_status status = VB_OK;
     int main_on_sim = entry == NULL;
@@ -301,10 +304,14 @@ static int child_evaluate(const vb_tune_options *options, const vb_tune_candidat
         json_incref(entry);
     }
     if (status == VB_OK) status = tune_fields(options, candidate, entry, main_on_sim);
+    /* vb_json_text: a message that quotes a name which is not UTF-8 is still an answer. */
     json_t *answer = status == VB_OK ? json_pack("{sO}", "entry", entry)
-                                     : json_pack("{sssi}", "error", vb_last_error(), "status", (int)status);
+                                     : json_pack("{sosi}", "error", vb_json_text(vb_last_error()), "status", (int)status);
     json_decref(entry);
-    int written = answer && json_dump_file(answer, path, JSON_COMPACT) == 0;
+    int written = answer && json_dumpfd(answer, answer_fd, JSON_COMPACT) == 0;
+    if (!written)
+        fprintf(stderr, "vrambench: error: tune: %s: its process cannot give its answer: %s\n", candidate->spec,
+                answer ? strerror(errno) : "out of host memory");
     json_decref(answer);
     return written ? 0 : 1;
 }
@@ -315,16 +322,20 @@ static int child_evaluate(const vb_tune_options *options, const vb_tune_candidat
 static vb_status evaluate_all(const vb_tune_options *options, const vb_tune_candidate *grid, size_t count,
                               json_t **main_entries, json_t **entries)
 {
-    char dir[] = "/tmp/vrambench-tune-XXXXXX";
-    if (!mkdtemp(dir)) return vb_error(VB_ERR_IO, "cannot make a temporary directory: %s", strerror(errno));
+    /* Each child answers in a scratch file (app/scratch.h: unlinked, in
+     * $TMPDIR), so no name is left behind whatever ends the tune. */
     pid_t *pids = calloc(count, sizeof *pids);
-    if (!pids) {
-        rmdir(dir);
+    int *answers = malloc(count * sizeof *answers);
+    if (!pids || !answers) {
+        free(pids);
+        free(answers);
         return vb_error(VB_ERR_OOM, "out of host memory");
     }
+    for (size_t i = 0; i < count; i++) answers[i] = -1;
     size_t next = 0, running = 0, done = 0;
     vb_status status = VB_OK;
     uint64_t started = vb_now_ns();
+    pid_t parent = getpid();
     fflush(NULL); /* nothing buffered is written twice by the children */
     while (done < count) {
         while (status == VB_OK && running < options->jobs && next < count) {
@@ -333,15 +344,24 @@ static vb_status evaluate_all(const vb_tune_options *options, const vb_tune_cand
                 done++;
                 continue;
             }
-            char path[64];
-            snprintf(path, sizeof path, "%s/%zu.json", dir, next);
+            answers[next] = vb_scratch_file();
+            if (answers[next] < 0) {
+                status = vb_error(VB_ERR_IO, "cannot make a temporary file in %s: %s", vb_scratch_directory(),
+                                  strerror(errno));
+                break;
+            }
             pid_t pid = fork();
             if (pid < 0) {
                 status = vb_error(VB_ERR_IO, "cannot start a process: %s", strerror(errno));
                 break;
             }
-            if (pid == 0)
-                _exit(child_evaluate(options, &grid[next], next, main_entries ? main_entries[next] : NULL, path));
+            if (pid == 0) {
+                /* A tune ended by a signal takes its children with it. */
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (getppid() != parent) _exit(1);
+                _exit(child_evaluate(options, &grid[next], next, main_entries ? main_entries[next] : NULL,
+                                     answers[next]));
+            }
             pids[next++] = pid;
             running++;
         }
@@ -357,10 +377,9 @@ static vb_status evaluate_all(const vb_tune_options *options, const vb_tune_cand
         if (i == next) continue;
         running--;
         done++;
-        char path[64];
-        snprintf(path, sizeof path, "%s/%zu.json", dir, i);
-        json_t *answer = json_load_file(path, 0, NULL);
-        unlink(path);
+        json_t *answer = lseek(answers[i], 0, SEEK_SET) == 0 ? json_loadfd(answers[i], 0, NULL) : NULL;
+        close(answers[i]);
+        answers[i] = -1;
         json_t *entry = json_object_get(answer, "entry");
         if (status == VB_OK && !entry) {
             const char *message = json_string_value(json_object_get(answer, "error"));
@@ -377,12 +396,9 @@ static vb_status evaluate_all(const vb_tune_options *options, const vb_tune_cand
     }
     /* After a failure: no new children; those still running are waited for. */
     while (running > 0 && wait(NULL) > 0) running--;
-    for (size_t i = 0; i < count; i++) {
-        char path[64];
-        snprintf(path, sizeof path, "%s/%zu.json", dir, i);
-        unlink(path);
-    }
-    rmdir(dir);
+    for (size_t i = 0; i < count; i++)
+        if (answers[i] >= 0) close(answers[i]);
+    free(answers);
     free(pids);
     return status;
 }

@@ -148,6 +148,12 @@ DOCUMENT_CASES = [
     ("counter 2^70 integer", set_in(entry0, "peak_requested_bytes", 1 << 70), "peak_requested_bytes"),
     ("counter 10^400 integer", set_in(entry0, "driver_alloc_calls", 10 ** 400), "driver_alloc_calls"),
     ("real_time 1e300 huge", set_in(entry0, "real_time", 1e300), "real_time"),
+    ("counter negative", set_in(entry0, "peak_reserved_bytes", -5), "negative"),
+    ("counter -0.5", set_in(entry0, "overhead_ratio", -0.5), "negative"),
+    ("real_time negative", set_in(entry0, "real_time", -1), "real_time"),
+    ("counter the string NaN", set_in(entry0, "overhead_ratio", "NaN"), "not a number"),
+    ("counter the string inf", set_in(entry0, "peak_reserved_bytes", "inf"), "not a number"),
+    ("counter the string 12", set_in(entry0, "driver_alloc_calls", "12"), "not a number"),
     # timelines
     ("timeline an object", set_in(entry0, "timeline", {}), "timeline"),
     ("timeline a string", set_in(entry0, "timeline", "steps"), "timeline"),
@@ -212,7 +218,7 @@ MICROBENCH_CASES = [
     ("microbench name without size", lambda d: d["benchmarks"][0].update(
         name="microbench/cuda/abc", bytes=None), "microbench/ALLOCATOR/BYTES"),
     ("microbench bytes 0", lambda d: d["benchmarks"][0].update(bytes=0), "BYTES"),
-    ("microbench bytes negative", lambda d: d["benchmarks"][0].update(bytes=-4096), "BYTES"),
+    ("microbench bytes negative", lambda d: d["benchmarks"][0].update(bytes=-4096), "negative"),
     ("microbench bytes 2^70", lambda d: d["benchmarks"][0].update(bytes=1 << 70), "bytes"),
     ("microbench latency infinite", lambda d: d["benchmarks"][0].update(
         malloc_ns_p50=float("inf")), "Infinity"),

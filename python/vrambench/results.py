@@ -19,9 +19,13 @@ import io
 import json
 import math
 import os
+import select
+import stat
 import statistics
 import sys
 import zlib
+
+from vrambench.output import shown as _shown
 
 PROG = "vrambench.plots"
 
@@ -223,22 +227,67 @@ def reject_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
+FIFO_NOTE_AFTER_SECONDS = 2.0
+
+
+def read_input(path, limit, what="file"):
+    """The bytes of `path`, read once: the one way every Python tool reads
+    a file it is given (results JSON, a tune result, a snapshot pickle), as
+    app/input_file.c does for the C commands. A regular file is read where
+    it is; anything else (a pipe, /dev/stdin, a FIFO, a device) is read once
+    to its end. A FIFO is opened without blocking and waited on until its
+    writer sends something or hangs up, with a note after two seconds
+    (never a silent hang). '-' is stdin. More than `limit` bytes, a missing
+    file, a directory or a read error is an InputError naming the path."""
+    name = _shown(path)
+    try:
+        info = os.fstat(0) if path == "-" else os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file") from None
+    except OSError as error:
+        raise InputError(f"{name}: cannot read it ({error.strerror or error})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"{name}: is a directory")
+    size = next((f"{limit >> shift} {unit}" for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB"))
+                 if limit >= 1 << shift and limit % (1 << shift) == 0), f"{limit} bytes")
+    if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+        raise InputError(f"{name}: larger than {size}: not a {what}")
+    try:
+        if path == "-":
+            fd = os.dup(0)
+        elif stat.S_ISFIFO(info.st_mode):
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        else:
+            fd = os.open(path, os.O_RDONLY)
+        if stat.S_ISFIFO(info.st_mode):
+            blocking = os.get_blocking(fd)
+            os.set_blocking(fd, False)
+            waiting = select.poll()
+            waiting.register(fd, select.POLLIN)
+            if not waiting.poll(FIFO_NOTE_AFTER_SECONDS * 1000):
+                print(f"{os.path.basename(sys.argv[0]) or 'vrambench'}: note: waiting for something to write "
+                      f"to the FIFO {name}", file=sys.stderr)
+                waiting.poll()
+            os.set_blocking(fd, True if path != "-" else blocking)
+        with open(fd, "rb") as stream:
+            chunks, total = [], 0
+            while total <= limit:
+                chunk = stream.read(min(1 << 20, limit + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+    except OSError as error:
+        raise InputError(f"{name}: cannot read it ({error.strerror or error})") from None
+    if total > limit:
+        raise InputError(f"{name}: larger than {size}: not a {what}")
+    return b"".join(chunks)
+
+
 def read_json(path):
     """The parsed JSON of path; InputError for a missing, unreadable,
     oversized, non-UTF-8, non-JSON or too deeply nested file."""
-    if not os.path.exists(path):
-        raise InputError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory")
-    try:
-        with open(path, "rb") as stream:
-            if os.fstat(stream.fileno()).st_size > MAX_FILE_BYTES:
-                raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a results file")
-            data = stream.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a results file")
+    data = read_input(path, MAX_FILE_BYTES, "results file")
     if data[:2] == b"\x1f\x8b":  # gzip: the large committed results are stored compressed
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
@@ -413,14 +462,35 @@ def check_document(path, raw):
     return raw
 
 
+# An entry's fields that hold text; any other field holds a number (a
+# counter, a time, a count), which a figure could draw.
+TEXT_FIELDS = frozenset(("name", "run_name", "run_type", "time_unit", "scenario", "allocator", "label",
+                         "aggregate_name", "aggregate_unit", "error_message", "pytorch_alloc_conf",
+                         "reserved_bytes_source"))
+
+
+def looks_numeric(text):
+    """True for a string Python reads as a number ("NaN", "inf", "1e5", "12")."""
+    try:
+        float(text)
+    except (ValueError, OverflowError):
+        return False
+    return True
+
+
 def counter_values(entry, where):
-    """The entry's numeric fields, each checked to be below 2^64 in magnitude."""
+    """The entry's numeric fields, each a number from 0 to below 2^64 (every
+    counter, time and count vrambench writes is one). A number written as a
+    string ("NaN", "12") is refused, not drawn as text or skipped."""
     numbers = {}
     for key, value in entry.items():
+        if isinstance(value, str) and key not in TEXT_FIELDS and looks_numeric(value):
+            raise InputError(f"{where}: '{abbreviate_key(key)}' is the string {_shown(value[:40])!r}, not a number")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        if not in_range(value, -MAX_MAGNITUDE, MAX_MAGNITUDE):
-            raise InputError(f"{where}: '{abbreviate_key(key)}' is not a number below 2^64")
+        if not in_range(value, 0, MAX_MAGNITUDE):
+            raise InputError(f"{where}: '{abbreviate_key(key)}' is not a number from 0 to below 2^64"
+                             + (" (it is negative)" if is_number(value) and value < 0 else ""))
         numbers[key] = float(value)
     return numbers
 
@@ -637,6 +707,9 @@ def find_latest(directory):
     runs, micros = [], []
     for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
         if os.path.basename(path).startswith(("claims-", "torch-ab-")):  # torch-ab: python/vrambench/plots/torch_ab.py
+            continue
+        if not os.path.isfile(path):  # a FIFO or device is never opened by a directory scan
+            note(f"skipping {_shown(path)}: not a regular file")
             continue
         try:
             result = load_result(path)

@@ -2,7 +2,7 @@
 """Convert a PyTorch CUDA memory snapshot into a vrambench trace.
 
     python/vrambench/torch2trace.py SNAPSHOT.pickle OUT.trace [--device N]
-                         [--free-at free_completed|free_requested]
+                         [--free-at free_completed|free_requested] [--name NAME]
 
 SNAPSHOT.pickle is what torch.cuda.memory._dump_snapshot() writes after
 torch.cuda.memory._record_memory_history() was turned on: a pickled dict whose
@@ -32,9 +32,20 @@ What is converted (docs/trace-format.md describes the output):
   allocations made before recording started (or lost from a full history
   buffer) are skipped and reported.
 
-An OUT name ending in .gz is written gzip-compressed. Exit status: 0 done,
-2 bad input (unreadable or malformed snapshot, no trace entries), 1 other
-failures.
+Every line written is one the trace reader reads (docs/trace-format.md):
+at most 65535 bytes (a longer comment, such as a saved allocator setting
+of 100 KiB, is cut to fit and says so), marker names of at most 63 bytes
+that are not one of the replay's own step names ("start of trace", "peak
+reserved", "end of trace", "event N": such a name gets " (marker)").
+
+The snapshot is read once (vrambench.results.read_input: a pipe or FIFO
+works, at most $VB_SPOOL_LIMIT bytes, default 4 GiB); '-' reads stdin, and
+--name says what to call it in messages. OUT is written through
+vrambench.output (a temporary file beside it, then a rename; a symlink,
+FIFO or directory is refused, and so is OUT when it is the snapshot
+itself); '-' writes the trace to stdout. An OUT name ending in .gz is
+written gzip-compressed. Exit status: 0 done, 2 bad input (unreadable or
+malformed snapshot, no trace entries, an unusable OUT), 1 other failures.
 """
 
 import argparse
@@ -42,15 +53,24 @@ import gzip
 import io
 import os
 import pickle
-import stat
 import sys
-import tempfile
 import unicodedata
+
+if __package__ in (None, ""):  # run as a script: the package vrambench is one folder up
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from vrambench import output as _output  # noqa: E402
+from vrambench import results as _results  # noqa: E402
 
 FREE_AT_CHOICES = ("free_completed", "free_requested")
 SEGMENT_ACTIONS = ("segment_alloc", "segment_free", "segment_map", "segment_unmap")
 MAX_STREAMS = 1024  # app/trace.h VB_TRACE_MAX_STREAMS
 MAX_MARKER_BYTES = 63  # app/trace.h VB_TRACE_MAX_NAME
+MAX_LINE_BYTES = 65535  # app/trace.c: a line (without its newline) fits the reader's 64 KiB buffer
+# The replay's own step names (app/replay.c): a marker may not take one.
+REPLAY_STEP_NAMES = ("start of trace", "peak reserved", "end of trace")
+SPOOL_LIMIT_ENV = "VB_SPOOL_LIMIT"  # app/input_file.h: the bound on what is read of a pipe
+DEFAULT_INPUT_LIMIT = 4 << 30
 UINT64_LIMIT = 1 << 64  # sizes, addresses and streams are unsigned 64-bit in the trace
 RECORD_HINT = (
     "record with torch.cuda.memory._record_memory_history(max_entries=N) before the "
@@ -73,13 +93,29 @@ class _PlainDataUnpickler(pickle.Unpickler):
         )
 
 
-def load_snapshot(path):
-    """Reads the pickled snapshot at `path` (plain data only)."""
+def _input_limit():
+    """The most bytes of a snapshot read: $VB_SPOOL_LIMIT (bytes, K/M/G/T
+    suffixes, as the C commands read it), else 4 GiB."""
+    text = os.environ.get(SPOOL_LIMIT_ENV, "")
+    if not text:
+        return DEFAULT_INPUT_LIMIT
+    number = text.rstrip("B").rstrip("i")
+    shift = {"K": 10, "M": 20, "G": 30, "T": 40}.get(number[-1:], 0)
+    number = number[:-1] if shift else number
+    if not number.isdigit() or int(number) == 0:
+        raise InputError(f"{SPOOL_LIMIT_ENV}={_shown(text)!r} is not a byte count (e.g. 4GiB, 512M)")
+    return int(number) << shift
+
+
+def load_snapshot(path, name=None):
+    """Reads the pickled snapshot at `path` ('-': stdin; named `name` in
+    messages) once, then unpickles plain data only."""
+    path_shown = name if name is not None else path
     try:
-        with open(path, "rb") as file:
-            data = file.read()
-    except OSError as error:
-        raise InputError(f"cannot read {_shown(path)}: {error.strerror or error}") from None
+        data = _results.read_input(path, _input_limit(), "memory snapshot")
+    except _results.InputError as error:
+        raise InputError(f"cannot read {error}") from None
+    path = path_shown
     try:
         # From memory: a length field asking for 2^62 bytes then meets the
         # end of the data ("truncated"), not a 2^62-byte read.
@@ -110,14 +146,10 @@ class Summary:
         self.live_count = 0
         self.live_bytes = 0
         self.streams = 0
+        self.cut_comments = 0  # comment lines cut to the reader's line length
 
 
-def _shown(text):
-    """`text` (a file name, perhaps not UTF-8) safe for one line: control
-    characters and undecodable bytes become '?'."""
-    text = os.fsdecode(text) if isinstance(text, bytes) else str(text)
-    text = text.encode("utf-8", errors="replace").decode("utf-8", errors="replace")
-    return "".join("?" if unicodedata.category(c) in ("Cc", "Cs") else c for c in text)
+_shown = _output.shown
 
 
 def _has_control(text):
@@ -141,7 +173,34 @@ def _marker_name(text, path, what):
         raise InputError(f"{_shown(path)}: {what} has a name with a control character (NUL, newline, ...)")
     name = " ".join(text.split())
     encoded = name.encode("utf-8")[:MAX_MARKER_BYTES]
-    return encoded.decode("utf-8", errors="ignore").strip() or "marker"
+    return _unreserved(encoded.decode("utf-8", errors="ignore").strip() or "marker")
+
+
+def _is_replay_step(name):
+    """True for one of the replay's own step names (app/replay.c)."""
+    return name in REPLAY_STEP_NAMES or (name.startswith("event ") and name[6:].isdigit())
+
+
+def _unreserved(name):
+    """`name`, with " (marker)" added (the name cut to fit) when it is one of
+    the replay's own step names, which the replay refuses as a marker."""
+    if not _is_replay_step(name):
+        return name
+    suffix = " (marker)"
+    room = MAX_MARKER_BYTES - len(suffix)
+    return name.encode("utf-8")[:room].decode("utf-8", errors="ignore").rstrip() + suffix
+
+
+def _comment(text):
+    """A comment line ("# text") that the reader reads: cut to
+    MAX_LINE_BYTES bytes of UTF-8 (saying so) when longer."""
+    line = "# " + text
+    encoded = line.encode("utf-8")
+    if len(encoded) <= MAX_LINE_BYTES:
+        return line + "\n"
+    note = f" ... [cut: {len(encoded)} bytes, longer than a trace line may be]"
+    kept = encoded[:MAX_LINE_BYTES - len(note.encode("utf-8"))].decode("utf-8", errors="ignore")
+    return kept + note + "\n"
 
 
 def _annotations(snapshot, device, path):
@@ -228,14 +287,15 @@ def convert(snapshot, out, device=0, free_at="free_completed", path="snapshot"):
         summary.markers += 1
 
     write("vbtrace 1\n")
-    write(f"# converted by python/vrambench/torch2trace.py from {_shown(os.path.basename(path))}: device {device}, "
-          f"frees at {free_at}\n")
+    write(_comment(f"converted by python/vrambench/torch2trace.py from {_shown(os.path.basename(path))}: "
+                   f"device {device}, frees at {free_at}"))
     settings = snapshot.get("allocator_settings")
     if isinstance(settings, dict) and settings.get("PYTORCH_CUDA_ALLOC_CONF"):
         conf = settings["PYTORCH_CUDA_ALLOC_CONF"]
         if not isinstance(conf, str) or _has_control(conf):
             raise InputError(f"{_shown(path)}: allocator_settings' PYTORCH_CUDA_ALLOC_CONF is not one line of text")
-        write(f"# recorded with PYTORCH_CUDA_ALLOC_CONF={conf}\n")
+        summary.cut_comments += len(f"# recorded with PYTORCH_CUDA_ALLOC_CONF={conf}".encode("utf-8")) > MAX_LINE_BYTES
+        write(_comment(f"recorded with PYTORCH_CUDA_ALLOC_CONF={conf}"))
 
     for entry, action in zip(entries, actions):
         time_us = entry.get("time_us")
@@ -266,7 +326,7 @@ def convert(snapshot, out, device=0, free_at="free_completed", path="snapshot"):
             summary.segment_entries += action in SEGMENT_ACTIONS
         elif action == "oom":
             number = lambda key: entry[key] if _is_uint64(entry.get(key)) else "?"
-            write(f"# oom: {number('size')} bytes asked, {number('device_free')} free on the device\n")
+            write(_comment(f"oom: {number('size')} bytes asked, {number('device_free')} free on the device"))
             mark("oom")
         elif action == "snapshot":
             mark("snapshot")
@@ -297,57 +357,24 @@ def _report(summary, out_path):
     if summary.reallocated_live:
         say(f"{summary.reallocated_live} allocations reused a live address; "
             "the earlier allocation was freed just before")
+    if summary.cut_comments:
+        say(f"the saved allocator setting is longer than a trace line may be ({MAX_LINE_BYTES} bytes): "
+            "its comment line is cut")
     for action, count in sorted(summary.unknown_actions.items()):
         say(f"ignored {count} entries with unknown action '{action}'")
 
 
-def _check_output(path):
-    """Refuses, before any work, an output that is not a regular file or a
-    new one (a symlink, device, directory, FIFO: it would be replaced), or
-    whose directory is missing."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        info = None
-    except OSError as error:
-        raise InputError(f"cannot write {_shown(path)}: {error.strerror or error}") from None
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        raise InputError(f"cannot write {_shown(path)}: it is not a regular file (an output replaces only one)")
-    directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        raise InputError(f"cannot write {_shown(path)}: no directory {_shown(directory)}")
-
-
-def _write_output(path, compressed, write_trace):
-    """Calls write_trace(text stream) on a new temporary file in `path`'s
-    directory (never an existing file), fsyncs it and renames it over
-    `path`; on any failure removes only that temporary file."""
-    fd, temporary = tempfile.mkstemp(prefix=".torch2trace-", dir=os.path.dirname(path) or ".")
-    try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)
-        with os.fdopen(fd, "wb") as raw:
-            packed = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if compressed else None
-            out = io.TextIOWrapper(packed or raw, encoding="utf-8", newline="\n")
-            result = write_trace(out)
-            out.flush()
-            out.detach()  # closing the wrapper would close the file under it
-            if packed:
-                packed.close()  # the gzip trailer; `raw` stays open
-            raw.flush()
-            os.fsync(raw.fileno())
-        info = os.lstat(path) if os.path.lexists(path) else None
-        if info is not None and not stat.S_ISREG(info.st_mode):
-            raise InputError(f"cannot write {_shown(path)}: it is no longer a regular file")
-        os.replace(temporary, path)
-        return result
-    except BaseException:
-        try:
-            os.remove(temporary)
-        except OSError:
-            pass
-        raise
+def _write_trace(out, compressed, write_trace):
+    """Calls write_trace(text stream) on the binary file `out`, gzip-compressed
+    when asked; returns what it returned."""
+    packed = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6, mtime=0) if compressed else None
+    text = io.TextIOWrapper(packed or out, encoding="utf-8", newline="\n")
+    result = write_trace(text)
+    text.flush()
+    text.detach()  # closing the wrapper would close the file under it
+    if packed:
+        packed.close()  # the gzip trailer; `out` stays open
+    return result
 
 
 def main(argv=None):
@@ -360,15 +387,24 @@ def main(argv=None):
     parser.add_argument("--device", type=int, default=0, help="which device's trace (default 0)")
     parser.add_argument("--free-at", choices=FREE_AT_CHOICES, default="free_completed",
                         help="which trace entry frees a block (default free_completed)")
+    parser.add_argument("--name", help="what to call the snapshot in messages (default: its path)")
     args = parser.parse_args(argv)
+    name = args.name if args.name is not None else args.snapshot
 
     try:
-        _check_output(args.out)
-        snapshot = load_snapshot(args.snapshot)
-        summary = _write_output(
-            args.out, args.out.endswith(".gz"),
-            lambda out: convert(snapshot, out, args.device, args.free_at, args.snapshot))
-    except InputError as error:
+        if args.out != "-":
+            _output.check_distinct([("the snapshot", None if args.snapshot == "-" else args.snapshot, False),
+                                    ("OUT", args.out, True)])
+            _output.check_target(args.out)
+        snapshot = load_snapshot(args.snapshot, name)
+        produce = lambda out: _write_trace(out, args.out.endswith(".gz"),
+                                           lambda text: convert(snapshot, text, args.device, args.free_at, name))
+        if args.out == "-":
+            summary = produce(sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            summary = _output.write_file(args.out, produce)
+    except (InputError, _output.OutputError) as error:
         print(f"torch2trace: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
@@ -377,10 +413,10 @@ def main(argv=None):
     except (RecursionError, MemoryError, OverflowError, TypeError, ValueError, AttributeError) as error:
         # Data shaped in a way no check above foresaw: still bad input, one line.
         reason = " ".join(str(error).split())[:200]
-        print(f"torch2trace: error: {_shown(args.snapshot)}: cannot convert: {type(error).__name__}: {_shown(reason)}",
+        print(f"torch2trace: error: {_shown(name)}: cannot convert: {type(error).__name__}: {_shown(reason)}",
               file=sys.stderr)
         return 2
-    _report(summary, _shown(args.out))
+    _report(summary, "stdout" if args.out == "-" else _shown(args.out))
     return 0
 
 

@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 
+from vrambench.output import OutputError, commit_files, shown, signals_raise
 from vrambench.results import (PROG, InputError, check_same_device, choose_segments_run,
                            find_latest, load_microbench, load_run_result, note)
 
@@ -45,14 +46,13 @@ class Output:
         self.names.append(name)
 
     def commit(self):
-        """Moves every PNG into out_dir; returns their final paths."""
-        paths = []
-        for name in self.names:
-            path = os.path.join(self.out_dir, name)
-            os.replace(os.path.join(self.staging, name), path)
-            paths.append(path)
+        """Moves every PNG into out_dir (vrambench.output.commit_files: each
+        fsync'ed, every target checked to be a regular file or missing
+        first); returns their final paths."""
+        pairs = [(os.path.join(self.staging, name), os.path.join(self.out_dir, name)) for name in self.names]
+        commit_files(pairs)
         shutil.rmtree(self.staging, ignore_errors=True)
-        return paths
+        return [target for _, target in pairs]
 
     def discard(self):
         shutil.rmtree(self.staging, ignore_errors=True)
@@ -125,7 +125,7 @@ def main(argv=None):
     try:
         first, micro, others, segments_run = load_inputs(args)
     except InputError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {shown(error)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         from vrambench.plots.figures import Inputs
@@ -133,23 +133,28 @@ def main(argv=None):
         print(f"{PROG}: error: matplotlib is not available to {sys.executable} ({error}); "
               "install python3-matplotlib or run with a python that has it", file=sys.stderr)
         return EXIT_FAILURE
-    try:
-        out = Output(args.out_dir)
-    except InputError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return EXIT_FAILURE
-    try:
-        draw_all(Inputs(first, micro, others, segments_run), out)
-        paths = out.commit()
-    except Exception as error:   # any rendering failure: leave no partial set
-        out.discard()
-        message = str(error).splitlines()[0] if str(error) else ""
-        print(f"{PROG}: error: plotting failed: {type(error).__name__}: {message}",
-              file=sys.stderr)
-        return EXIT_FAILURE
-    except BaseException:
-        out.discard()
-        raise
-    print(f"{PROG}: wrote {len(paths)} PNGs to {args.out_dir}: "
+    with signals_raise():   # SIGTERM, SIGHUP: the staging folder goes too
+        try:
+            out = Output(args.out_dir)
+        except InputError as error:
+            print(f"{PROG}: error: {shown(error)}", file=sys.stderr)
+            return EXIT_FAILURE
+        try:
+            draw_all(Inputs(first, micro, others, segments_run), out)
+            paths = out.commit()
+        except OutputError as error:
+            out.discard()
+            print(f"{PROG}: error: {shown(error)}", file=sys.stderr)
+            return EXIT_FAILURE
+        except Exception as error:   # any rendering failure: leave no partial set
+            out.discard()
+            message = str(error).splitlines()[0] if str(error) else ""
+            print(f"{PROG}: error: plotting failed: {type(error).__name__}: {shown(message)}",
+                  file=sys.stderr)
+            return EXIT_FAILURE
+        except BaseException:
+            out.discard()
+            raise
+    print(f"{PROG}: wrote {len(paths)} PNGs to {shown(args.out_dir)}: "
           + ", ".join(os.path.basename(p) for p in paths))
     return 0

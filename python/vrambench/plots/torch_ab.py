@@ -6,18 +6,26 @@
 figure(result) -> matplotlib Figure: per workload, each allocator's peak
 reserved bytes and median step time relative to PyTorch native (1.0 = same).
 table(result) -> str: a Markdown table, one row per workload/allocator.
-Standalone: needs only matplotlib (and nothing of python/vrambench/plots).
+Needs only matplotlib and the package's reader and writer (vrambench.results
+read_input, vrambench.output write_file: the PNG goes through a temporary
+file and a rename), nothing of python/vrambench/plots.
 """
 import argparse
 import json
+import os
 import sys
+
+if __package__ in (None, ""):  # run as a script: the package vrambench is two folders up
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from vrambench.output import OutputError, check_distinct, shown, write_file  # noqa: E402
+from vrambench.results import MAX_FILE_BYTES, InputError, read_input  # noqa: E402
 
 MiB = 1 << 20
 
 
 def load(path):
-    with open(path) as f:
-        return json.load(f)
+    return json.loads(read_input(path, MAX_FILE_BYTES, "torch A/B result").decode("utf-8"))
 
 
 def _cases(result):
@@ -114,12 +122,22 @@ def main(argv):
     parser.add_argument("--out", help="PNG to write")
     parser.add_argument("--table", action="store_true", help="print the Markdown table")
     args = parser.parse_args(argv)
-    result = load(args.result)
+    try:
+        check_distinct([("the result", args.result, False), ("--out", args.out, True)])
+        result = load(args.result)
+    except (InputError, OutputError, ValueError) as error:
+        print(f"torch_ab: error: {shown(error)}", file=sys.stderr)
+        return 2
     if args.table:
         print(table(result))
     if args.out:
-        figure(result).savefig(args.out, dpi=110)
-        print(f"torch_ab: wrote {args.out}", file=sys.stderr)
+        try:
+            write_file(args.out, lambda file: figure(result).savefig(file, format="png", dpi=110))
+        except (OSError, OutputError) as error:
+            print(f"torch_ab: error: cannot write {shown(args.out)}: {shown(getattr(error, 'strerror', None) or error)}",
+                  file=sys.stderr)
+            return 1
+        print(f"torch_ab: wrote {shown(args.out)}", file=sys.stderr)
     return 0
 
 

@@ -8,12 +8,22 @@ frees, log scale) and replay time. Every candidate is a point; those on the
 Pareto front (entries' "on_pareto_front") are filled and joined, PyTorch's
 settings are circles and the other strategies squares, the defaults and the
 recommendation are named. figure(result) builds it from the parsed JSON; the
-command line writes a PNG. Bad input: one error line and exit status 2.
+command line writes a PNG through vrambench.output (a temporary file beside
+it, then a rename: a full disk keeps the old picture, a symlink is refused,
+never written through). Bad input: one error line and exit status 2; an
+output that cannot be written: one line and exit status 1.
 """
 
 import argparse
 import json
+import os
 import sys
+
+if __package__ in (None, ""):  # run as a script: the package vrambench is two folders up
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from vrambench.output import OutputError, check_distinct, check_target, shown, write_file  # noqa: E402
+from vrambench.results import MAX_FILE_BYTES, InputError, read_input  # noqa: E402
 
 MiB = float(1 << 20)
 
@@ -83,14 +93,26 @@ def main(argv=None):
     parser.add_argument("--out", default="tune.png")
     args = parser.parse_args(argv)
     try:
-        with open(args.result) as file:
-            result = json.load(file)
-        fig = figure(result)
-    except (OSError, ValueError) as error:
-        print(f"tune.py: error: {args.result}: {error}", file=sys.stderr)
+        check_distinct([("the result", args.result, False), ("--out", args.out, True)])
+        check_target(args.out)
+        data = read_input(args.result, MAX_FILE_BYTES, "tune result")
+    except (InputError, OutputError) as error:
+        print(f"tune.py: error: {shown(error)}", file=sys.stderr)
         return 2
-    fig.savefig(args.out, dpi=110)
-    print(f"tune.py: wrote {args.out}")
+    try:
+        fig = figure(json.loads(data.decode("utf-8")))
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:
+        print(f"tune.py: error: {shown(args.result)}: {shown(error)}", file=sys.stderr)
+        return 2
+    try:
+        write_file(args.out, lambda file: fig.savefig(file, format="png", dpi=110))
+    except OutputError as error:
+        print(f"tune.py: error: {shown(error)}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"tune.py: error: cannot write {shown(args.out)}: {shown(error.strerror or error)}", file=sys.stderr)
+        return 1
+    print(f"tune.py: wrote {shown(args.out)}")
     return 0
 
 

@@ -1,0 +1,167 @@
+"""The one safe writer of the Python tools (plots, plots/tune.py,
+plots/torch_ab.py, torch2trace.py), with the rules of the C one
+(app/output_file.c):
+
+- a file is written to a new temporary file in its target's directory
+  (never an existing file), flushed and fsync'ed, then renamed over the
+  target: a full disk or any failure leaves the old file as it was, and the
+  temporary file is removed on every way out, SIGTERM and SIGHUP included
+  (while writing they raise Interrupted; the signal is then raised again
+  with its default action, so the exit status still names it);
+- only a regular file or a missing path is replaced: a symbolic link,
+  directory, device, FIFO or socket is refused (never written through);
+- no output may be one of the command's inputs or another of its outputs,
+  by identity (device and inode, or for a file that does not exist yet its
+  path with the directory resolved), not by name.
+
+Standard library only. Errors are OutputError, whose message is for the
+user (names pass through shown(): control characters and undecodable bytes
+become '?').
+"""
+
+import contextlib
+import os
+import signal
+import stat
+import tempfile
+import unicodedata
+
+
+class OutputError(Exception):
+    """An output that cannot or must not be written; the message is for the user."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP arrived while a temporary file existed."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def shown(text):
+    """`text` (a file name, perhaps bytes that are not UTF-8) safe for one
+    line of a terminal: control characters and undecodable bytes become '?'."""
+    text = os.fsdecode(text) if isinstance(text, bytes) else str(text)
+    text = text.encode("utf-8", errors="replace").decode("utf-8", errors="replace")
+    return "".join("?" if unicodedata.category(c) in ("Cc", "Cs") or c == "\ufffd" else c for c in text)
+
+
+def _kind(mode):
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_target(path):
+    """OutputError unless `path` is a regular file or missing, in an
+    existing directory."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as error:
+        raise OutputError(f"cannot write {shown(path)}: {error.strerror or error}") from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise OutputError(f"cannot write {shown(path)}: it is {_kind(info.st_mode)} "
+                          "(an output replaces only a regular file)")
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        raise OutputError(f"cannot write {shown(path)}: no directory {shown(directory)}")
+
+
+def _identity(path):
+    try:
+        info = os.stat(path)
+        return ("inode", info.st_dev, info.st_ino)
+    except OSError:
+        directory, name = os.path.split(path)
+        return ("path", os.path.join(os.path.realpath(directory or "."), name))
+
+
+def check_distinct(files):
+    """files: [(what, path, is_output)]. OutputError when an output is the
+    same file as an input or another output."""
+    for index, (what, path, is_output) in enumerate(files):
+        if path is None or not is_output:
+            continue
+        mine = _identity(path)
+        for other_index, (other_what, other_path, other_output) in enumerate(files):
+            if other_index == index or other_path is None or (other_output and other_index > index):
+                continue
+            if _identity(other_path) == mine:
+                replaced = "the other output" if other_output else "the input"
+                raise OutputError(f"{what} {shown(path)} is the same file as {other_what} {shown(other_path)}: "
+                                  f"writing it would replace {replaced}; name another file")
+
+
+@contextlib.contextmanager
+def signals_raise():
+    """While inside, SIGTERM and SIGHUP raise Interrupted (SIGINT raises
+    KeyboardInterrupt already), so cleanup code runs; an Interrupted that
+    leaves the block ends the process by its signal."""
+    previous = {}
+    def interrupt(signum, frame):
+        raise Interrupted(signum)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, interrupt)
+        except ValueError:  # not the main thread: no handlers there
+            pass
+    try:
+        yield
+    except Interrupted as interrupted:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        previous = {}
+        signal.signal(interrupted.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), interrupted.signum)
+        raise SystemExit(128 + interrupted.signum)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def write_file(path, produce):
+    """Calls produce(binary file) on a new temporary file in `path`'s
+    directory, fsyncs it and renames it over `path`; returns what produce
+    returned. On any failure (OSError for a full disk) or signal only the
+    temporary file is removed and the exception goes on."""
+    check_target(path)
+    with signals_raise():
+        fd, temporary = tempfile.mkstemp(prefix=".vrambench-", dir=os.path.dirname(path) or ".")
+        try:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)
+            with os.fdopen(fd, "wb") as file:
+                result = produce(file)
+                file.flush()
+                os.fsync(file.fileno())
+            check_target(path)
+            os.replace(temporary, path)
+            return result
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+            raise
+
+
+def commit_files(pairs):
+    """Moves each (temporary, target) into place after fsyncing it; every
+    target is checked (regular or missing) before any is replaced."""
+    for _, target in pairs:
+        check_target(target)
+    for temporary, target in pairs:
+        with open(temporary, "rb") as file:
+            os.fsync(file.fileno())
+        os.replace(temporary, target)

@@ -1,0 +1,508 @@
+"""Files in and out under hostile use (issue 26, "Reliability, round three"),
+table-driven, against the real binary ($VRAMBENCH, else build/vrambench) and
+the Python tools:
+
+- an output that is one of the command's inputs (or another of its outputs)
+  is refused, by identity, with one line naming both, and every file is kept;
+- every command reads a pipe or FIFO the same way (once, spooled), bounded by
+  VB_SPOOL_LIMIT, and a directory scan never opens a FIFO;
+- --snapshot goes through the one safe writer (no fixed F.tmp);
+- a signal mid-write leaves no temporary file ($TMPDIR included);
+- what torch2trace writes, the reader reads (over-long comments, marker names
+  that are the replay's own step names);
+- plots/tune.py writes through a temporary file (a full disk keeps the old
+  picture, a symlink is refused);
+- option-looking --out values, control characters in echoed names, --config
+  of an external: path with dots."""
+
+import gzip
+import json
+import os
+import pickle
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PYTHON_DIR = os.path.join(REPO, "python")
+VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH") or os.path.join(REPO, "build", "vrambench"))
+TORCH2TRACE = os.path.join(PYTHON_DIR, "vrambench", "torch2trace.py")
+TUNE_PLOT = os.path.join(PYTHON_DIR, "vrambench", "plots", "tune.py")
+
+try:
+    import matplotlib  # noqa: F401
+    HAVE_MATPLOTLIB = True
+except ImportError:
+    HAVE_MATPLOTLIB = False
+
+TRACE = b"vbtrace 1\n" + b"".join(b"a %d %d\nf %d\n" % (i, 4096 * (i % 5 + 1), i) for i in range(50))
+
+
+def snapshot_bytes(conf=None, names=(), entries=5):
+    trace = [{"action": "alloc", "addr": 4096 * (i + 1), "size": 512, "stream": 0, "time_us": 2 * i}
+             for i in range(entries)]
+    trace += [{"action": "free_completed", "addr": 4096 * (i + 1), "size": 512, "stream": 0,
+               "time_us": 2 * entries + i} for i in range(entries)]
+    snapshot = {"device_traces": [trace], "segments": []}
+    if conf is not None:
+        snapshot["allocator_settings"] = {"PYTORCH_CUDA_ALLOC_CONF": conf}
+    if names:
+        snapshot["external_annotations"] = [{"stage": "START", "name": name, "device": 0, "time_us": 1}
+                                            for name in names]
+    return pickle.dumps(snapshot, protocol=2)
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.addCleanup(self.directory.cleanup)
+        self.dir = self.directory.name
+        self.env = dict(os.environ, TMPDIR=self.dir, PYTHONPATH=PYTHON_DIR, VB_TORCH2TRACE=TORCH2TRACE)
+        self.env.pop("VB_SPOOL_LIMIT", None)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def write(self, name, data):
+        with open(self.path(name), "wb") as file:
+            file.write(data)
+        return self.path(name)
+
+    def read(self, name):
+        with open(self.path(name), "rb") as file:
+            return file.read()
+
+    def run_tool(self, argv, timeout=120, **options):
+        env = dict(self.env, **options.pop("env", {}))
+        return subprocess.run(argv, cwd=self.dir, env=env, capture_output=True, timeout=timeout, **options)
+
+    def vrambench(self, *args, **options):
+        return self.run_tool([VRAMBENCH, *args], **options)
+
+    def assert_one_error_line(self, result, status=2):
+        self.assertEqual(result.returncode, status, result.stderr)
+        lines = result.stderr.decode("utf-8").splitlines()
+        errors = [line for line in lines if "error:" in line]
+        self.assertEqual(len(errors), 1, result.stderr)
+        return errors[0]
+
+    def listing(self):
+        return sorted(os.listdir(self.dir))
+
+
+class OutputIsInput(Base):
+    """Each (command, files it names): refused, exit 2, one line naming both,
+    every file as it was, nothing added."""
+
+    def cases(self):
+        replay = ["replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet"]
+        return [
+            ("replay T --out T", [VRAMBENCH, *replay, "--out", "t.trace"]),
+            ("replay T --out ./T", [VRAMBENCH, *replay, "--out", "./t.trace"]),
+            ("replay T --out DIR/../DIR/T", [VRAMBENCH, *replay, "--out",
+                                             os.path.join(self.dir, "..", os.path.basename(self.dir), "t.trace")]),
+            ("replay symlink-to-T --out T", [VRAMBENCH, "replay", "link.trace", "--device", "sim", "--quiet",
+                                             "--allocator", "caching", "--out", "t.trace"]),
+            ("replay T --out hard-link-of-T", [VRAMBENCH, *replay, "--out", "hard.trace"]),
+            ("replay T --snapshot T", [VRAMBENCH, *replay, "--snapshot", "t.trace"]),
+            ("replay --out X --snapshot X", [VRAMBENCH, *replay, "--out", "x.out", "--snapshot", "x.out"]),
+            ("replay --out X --snapshot ./X", [VRAMBENCH, *replay, "--out", "x.out", "--snapshot", "./x.out"]),
+            ("tune T --out T", [VRAMBENCH, "tune", "t.trace", "--jobs", "2", "--quiet", "--out", "t.trace"]),
+            ("tune S.pickle --out S.pickle", [VRAMBENCH, "tune", "s.pickle", "--jobs", "2", "--quiet",
+                                              "--out", "s.pickle"]),
+            ("claims --pytorch M --out M", [VRAMBENCH, "claims", "--allocator", "caching", "--device", "sim",
+                                            "--quiet", "--pytorch", "m.json", "--out", "m.json"]),
+            ("torch2trace S S", [sys.executable, TORCH2TRACE, "s.pickle", "s.pickle"]),
+            ("torch2trace S ./S", [sys.executable, TORCH2TRACE, "s.pickle", "./s.pickle"]),
+        ]
+
+    def test_an_output_that_is_an_input_is_refused_and_every_file_kept(self):
+        measurements = os.path.join(REPO, "results", "pytorch-claims-nvidia-h200-20261121.json")
+        with open(measurements, "rb") as file:
+            files = {"t.trace": TRACE, "s.pickle": snapshot_bytes(), "m.json": file.read()}
+        for name, data in files.items():
+            self.write(name, data)
+        os.symlink("t.trace", self.path("link.trace"))
+        os.link(self.path("t.trace"), self.path("hard.trace"))
+        before = self.listing()
+        for label, argv in self.cases():
+            with self.subTest(label):
+                result = self.run_tool(argv)
+                line = self.assert_one_error_line(result)
+                self.assertIn("is the same file as", line)
+                for name, data in files.items():
+                    self.assertEqual(self.read(name), data, f"{label} changed {name}")
+                self.assertEqual(self.listing(), before)
+
+    def test_distinct_outputs_still_work(self):
+        self.write("t.trace", TRACE)
+        result = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                                "--out", "r.json", "--snapshot", "s.pickle")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(self.listing(), ["r.json", "s.pickle", "t.trace"])
+
+
+class FifosAndPipes(Base):
+    """Every command reads a pipe or FIFO the same way: once, to its end."""
+
+    def feed_fifo(self, name, data, delay=0.0):
+        fifo = self.path(name)
+        os.mkfifo(fifo)
+
+        def writer():
+            time.sleep(delay)
+            try:
+                with open(fifo, "wb") as file:
+                    file.write(data)
+            except OSError:
+                pass
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        self.addCleanup(self.release, fifo)
+        return fifo
+
+    @staticmethod
+    def release(fifo):
+        # A reader that never came leaves the writer blocked in open(): open it to let it go.
+        try:
+            fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            time.sleep(0.05)
+            os.close(fd)
+        except OSError:
+            pass
+
+    def results_file(self):
+        self.write("t.trace", TRACE)
+        result = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                                "--out", "r.json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return self.read("r.json")
+
+    def tune_file(self):
+        self.write("t.trace", TRACE)
+        result = self.vrambench("tune", "t.trace", "--jobs", "2", "--quiet", "--out", "tune.json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return self.read("tune.json")
+
+    def test_a_fifo_is_read_once_by_every_command(self):
+        measurements = os.path.join(REPO, "results", "pytorch-claims-nvidia-h200-20261121.json")
+        with open(measurements, "rb") as file:
+            claims = file.read()
+        cases = [
+            ("replay", TRACE, [VRAMBENCH, "replay", "f", "--device", "sim", "--allocator", "caching", "--quiet"]),
+            ("replay, gzip", gzip.compress(TRACE), [VRAMBENCH, "replay", "f", "--device", "sim", "--quiet",
+                                                    "--allocator", "caching"]),
+            ("tune", TRACE, [VRAMBENCH, "tune", "f", "--jobs", "2", "--quiet"]),
+            ("tune, a pickle", snapshot_bytes(), [VRAMBENCH, "tune", "f", "--jobs", "2", "--quiet"]),
+            ("replay, writer 3 s late", TRACE, [VRAMBENCH, "replay", "f", "--device", "sim", "--quiet",
+                                                "--allocator", "caching"], 3.0),
+            ("claims --pytorch", claims, [VRAMBENCH, "claims", "--allocator", "caching", "--device", "sim",
+                                          "--claim", "view_keeps_storage", "--quiet", "--pytorch", "f"]),
+            ("torch2trace", snapshot_bytes(), [sys.executable, TORCH2TRACE, "f", "out.trace"]),
+        ]
+        if HAVE_MATPLOTLIB:
+            cases += [("plots", self.results_file(), [sys.executable, "-m", "vrambench.plots", "f", "--out-dir", "p"]),
+                      ("plots/tune.py", self.tune_file(), [sys.executable, TUNE_PLOT, "f", "--out", "t.png"])]
+        for case in cases:
+            label, data, argv = case[:3]
+            with self.subTest(label):
+                self.feed_fifo("f", data, case[3] if len(case) > 3 else 0.0)
+                result = self.run_tool(argv, timeout=180)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                if len(case) > 3:
+                    self.assertIn(b"waiting for something to write to the FIFO", result.stderr)
+                os.remove(self.path("f"))
+                self.assertFalse([n for n in self.listing() if n.startswith(("vrambench-", ".vrambench-"))])
+
+    def test_a_pipe_on_stdin_is_read_once(self):
+        for label, data, argv in [
+                ("tune", TRACE, ["tune", "/dev/stdin", "--jobs", "2", "--quiet"]),
+                ("tune, a pickle", snapshot_bytes(), ["tune", "/dev/stdin", "--jobs", "2", "--quiet"]),
+                ("replay", TRACE, ["replay", "/dev/stdin", "--device", "sim", "--allocator", "caching", "--quiet"])]:
+            with self.subTest(label):
+                result = self.vrambench(*argv, input=data)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertNotIn(b"empty file", result.stderr)
+
+    def test_a_directory_scan_never_opens_a_fifo(self):
+        os.mkdir(self.path("results"))
+        result = self.vrambench("run", "--scenario", "views", "--allocator", "caching", "--device", "sim",
+                                "--min-time", "0", "--quiet", "--out", "results/r.json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        os.mkfifo(self.path("results/waiting.json"))
+        sys.path.insert(0, PYTHON_DIR)
+        from vrambench import results
+        newest, _ = results.find_latest(self.path("results"))
+        self.assertEqual(os.path.basename(newest.path), "r.json")
+
+    def test_what_is_spooled_is_bounded(self):
+        limit = {"VB_SPOOL_LIMIT": "1M"}
+        for label, argv, data in [
+                ("replay /dev/zero", ["replay", "/dev/zero", "--device", "sim", "--quiet"], None),
+                ("tune /dev/zero", ["tune", "/dev/zero", "--quiet"], None),
+                ("replay, a pipe of 2 MiB", ["replay", "/dev/stdin", "--device", "sim", "--quiet"],
+                 b"vbtrace 1\n" + b"# x\n" * (1 << 19))]:
+            with self.subTest(label):
+                result = self.vrambench(*argv, input=data, env=limit, timeout=60)
+                line = self.assert_one_error_line(result)
+                self.assertIn("VB_SPOOL_LIMIT=1 MiB", line)
+                self.assertEqual(self.listing(), [])
+        result = self.vrambench("replay", "/dev/stdin", "--device", "sim", "--quiet", input=TRACE,
+                                env={"VB_SPOOL_LIMIT": "lots"})
+        self.assertIn("VB_SPOOL_LIMIT='lots' is not a byte count", self.assert_one_error_line(result))
+        result = self.run_tool([sys.executable, TORCH2TRACE, "-", "o.trace"], input=snapshot_bytes(entries=500),
+                               env={"VB_SPOOL_LIMIT": "4K"})
+        self.assertIn("larger than", self.assert_one_error_line(result))
+
+
+class SnapshotOutput(Base):
+    def replay_snapshot(self, out="s.pickle"):
+        self.write("t.trace", TRACE)
+        return self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                              "--snapshot", out)
+
+    def test_a_users_snapshot_tmp_file_is_kept(self):
+        self.write("s.pickle.tmp", b"mine")
+        result = self.replay_snapshot()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(self.read("s.pickle.tmp"), b"mine")
+        self.assertEqual(self.listing(), ["s.pickle", "s.pickle.tmp", "t.trace"])
+
+    def test_a_symlinked_snapshot_tmp_file_is_not_written_through(self):
+        self.write("victim", b"victim")
+        os.symlink("victim", self.path("s.pickle.tmp"))
+        result = self.replay_snapshot()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(self.read("victim"), b"victim")
+
+    def test_a_full_disk_keeps_the_old_snapshot(self):
+        self.write("s.pickle", b"old")
+
+        def small_disk():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
+        self.write("t.trace", TRACE)
+        result = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                                "--snapshot", "s.pickle", preexec_fn=small_disk)
+        self.assert_one_error_line(result, status=1)
+        self.assertEqual(self.read("s.pickle"), b"old")
+        self.assertEqual(self.listing(), ["s.pickle", "t.trace"])
+
+
+class Signals(Base):
+    """A signal mid-write: the process dies by it and leaves no file."""
+
+    def wait_for(self, condition, seconds=60):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if condition():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def temporaries(self):
+        return [n for n in self.listing() if n.startswith((".vrambench-", "vrambench-"))]
+
+    def test_gen_trace_interrupted_mid_write_leaves_nothing(self):
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            with self.subTest(signal.Signals(signum).name):
+                process = subprocess.Popen([VRAMBENCH, "gen-trace", "random", "--events", "50000000", "--max-size",
+                                            "1M", "--max-live", "1G", "-o", "big.trace"], cwd=self.dir, env=self.env,
+                                           stderr=subprocess.DEVNULL)
+                started = self.wait_for(lambda: any(os.path.getsize(self.path(n)) > 0 for n in self.temporaries()))
+                process.send_signal(signum)
+                process.wait(timeout=60)
+                self.assertTrue(started, "gen-trace wrote nothing")
+                self.assertEqual(process.returncode, -signum)
+                self.assertEqual(self.listing(), [])
+
+    def test_tune_interrupted_mid_run_leaves_nothing(self):
+        self.write("io-safety-s.pickle", snapshot_bytes(entries=2000))
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            with self.subTest(signal.Signals(signum).name):
+                process = subprocess.Popen([VRAMBENCH, "tune", "io-safety-s.pickle", "--jobs", "2", "--out", "t.json"],
+                                           cwd=self.dir, env=self.env, stderr=subprocess.PIPE,
+                                           stdout=subprocess.DEVNULL)
+                process.stderr.readline()  # the first candidate is done: the tune is under way
+                process.send_signal(signum)
+                process.wait(timeout=60)
+                process.stderr.close()
+                self.assertEqual(process.returncode, -signum)
+                self.assertEqual(self.listing(), ["io-safety-s.pickle"])
+        # Nothing of ours in /tmp either (a converted trace names its snapshot).
+        for name in os.listdir("/tmp"):
+            folder = os.path.join("/tmp", name)
+            if name.startswith("vrambench-pickle-") and os.path.isdir(folder):
+                for inner in os.listdir(folder):
+                    try:
+                        with open(os.path.join(folder, inner), "rb") as file:
+                            self.assertNotIn(b"io-safety-s.pickle", file.read(300), folder)
+                    except OSError:
+                        pass
+
+    def test_torch2trace_interrupted_mid_write_leaves_nothing(self):
+        self.write("s.pickle", snapshot_bytes(entries=400000))
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            with self.subTest(signal.Signals(signum).name):
+                process = subprocess.Popen([sys.executable, TORCH2TRACE, "s.pickle", "out.trace.gz"], cwd=self.dir,
+                                           env=self.env, stderr=subprocess.DEVNULL)
+                started = self.wait_for(lambda: bool(self.temporaries()))
+                process.send_signal(signum)
+                process.wait(timeout=60)
+                self.assertTrue(started)
+                self.assertNotEqual(process.returncode, 0)
+                self.assertEqual(self.listing(), ["s.pickle"])
+
+
+class ConverterWritesWhatTheReaderReads(Base):
+    def convert_and_replay(self, snapshot):
+        self.write("s.pickle", snapshot)
+        converted = self.run_tool([sys.executable, TORCH2TRACE, "s.pickle", "s.trace"])
+        self.assertEqual(converted.returncode, 0, converted.stderr)
+        replayed = self.vrambench("replay", "s.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                                  "--out", "r.json")
+        self.assertEqual(replayed.returncode, 0, replayed.stderr)
+        with open(self.path("s.trace"), "rb") as file:
+            lines = file.read().split(b"\n")
+        self.assertLessEqual(max(len(line) for line in lines), 65535)
+        return converted, lines
+
+    def test_long_settings_are_cut_to_a_line_the_reader_reads(self):
+        for label, conf in [("64 KiB", "x" * 65536), ("100 KiB", "expandable_segments:True," + "y" * 100000),
+                            ("just fits", "z" * (65535 - len("# recorded with PYTORCH_CUDA_ALLOC_CONF="))),
+                            ("multi-byte", "é" * 40000)]:
+            with self.subTest(label):
+                converted, lines = self.convert_and_replay(snapshot_bytes(conf=conf))
+                cut = any(b"[cut:" in line for line in lines)
+                self.assertEqual(cut, len(conf.encode()) > 65535 - 40, label)
+                if cut:
+                    self.assertIn(b"comment line is cut", converted.stderr)
+
+    def test_scopes_named_like_the_replays_steps_are_renamed(self):
+        names = ["end of trace", "peak reserved", "start of trace", "event 12", "event 5" + "9" * 60, "forward"]
+        _, lines = self.convert_and_replay(snapshot_bytes(names=names))
+        markers = [line[2:].decode() for line in lines if line.startswith(b"m ")]
+        self.assertEqual(markers[:3], ["end of trace (marker)", "peak reserved (marker)", "start of trace (marker)"])
+        self.assertTrue(all(len(m.encode()) <= 63 for m in markers))
+        self.assertIn("forward", markers)
+
+    def test_the_replay_refuses_a_marker_named_like_its_steps(self):
+        for name in ("end of trace", "peak reserved", "start of trace", "event 7"):
+            with self.subTest(name):
+                self.write("t.trace", b"vbtrace 1\na 1 4096\nm " + name.encode() + b"\nf 1\n")
+                for command in (["replay", "t.trace", "--device", "sim", "--allocator", "caching"],
+                                ["tune", "t.trace"]):
+                    line = self.assert_one_error_line(self.vrambench(*command, "--quiet"))
+                    self.assertIn("t.trace:3:", line)
+                    self.assertIn("the replay's own steps", line)
+
+
+@unittest.skipUnless(HAVE_MATPLOTLIB, "matplotlib is not installed for this python")
+class PlotOutput(Base):
+    def tune_result(self):
+        self.write("t.trace", TRACE)
+        result = self.vrambench("tune", "t.trace", "--jobs", "2", "--quiet", "--out", "tune.json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+
+    def test_tune_plot_onto_a_symlink_or_fifo_is_refused(self):
+        self.tune_result()
+        self.write("victim.png", b"victim")
+        os.symlink("victim.png", self.path("link.png"))
+        os.mkfifo(self.path("fifo.png"))
+        for out, status in (("link.png", 2), ("fifo.png", 2), ("tune.json", 2), ("missing/t.png", 2)):
+            with self.subTest(out):
+                result = self.run_tool([sys.executable, TUNE_PLOT, "tune.json", "--out", out])
+                self.assert_one_error_line(result, status)
+                self.assertEqual(self.read("victim.png"), b"victim")
+                self.assertTrue(os.path.islink(self.path("link.png")))
+
+    def test_a_full_disk_keeps_the_old_picture(self):
+        self.tune_result()
+        self.write("old.png", b"old picture")
+
+        def small_disk():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+        result = self.run_tool([sys.executable, TUNE_PLOT, "tune.json", "--out", "old.png"], preexec_fn=small_disk)
+        self.assert_one_error_line(result, status=1)
+        self.assertNotIn(b"Traceback", result.stderr)
+        self.assertEqual(self.read("old.png"), b"old picture")
+        self.assertEqual(self.listing(), ["old.png", "t.trace", "tune.json"])
+
+    def test_plots_refuse_a_symlinked_png_and_keep_every_old_one(self):
+        self.write("t.trace", TRACE)
+        result = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                                "--out", "r.json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        os.mkdir(self.path("p"))
+        self.write("victim", b"victim")
+        os.symlink(self.path("victim"), self.path("p/peaks.png"))
+        result = self.run_tool([sys.executable, "-m", "vrambench.plots", "r.json", "--out-dir", "p"])
+        line = self.assert_one_error_line(result, status=1)
+        self.assertIn("symbolic link", line)
+        self.assertEqual(self.read("victim"), b"victim")
+        self.assertEqual(os.listdir(self.path("p")), ["peaks.png"])
+
+
+class CommandLine(Base):
+    def test_an_option_in_place_of_an_output_name_is_refused(self):
+        self.write("t.trace", TRACE)
+        for label, argv in [
+                ("replay", ["replay", "t.trace", "--device", "sim", "--allocator", "caching", "--out", "--quiet"]),
+                ("replay --snapshot", ["replay", "t.trace", "--device", "sim", "--allocator", "caching",
+                                       "--snapshot", "--quiet"]),
+                ("run", ["run", "--scenario", "views", "--allocator", "caching", "--device", "sim", "--min-time", "0",
+                         "--out", "--fail-on-oom"]),
+                ("tune", ["tune", "t.trace", "--out", "--quiet"]),
+                ("claims", ["claims", "--allocator", "caching", "--device", "sim", "--out", "--quiet"]),
+                ("microbench", ["microbench", "--allocator", "cuda", "--device", "sim", "--out", "--quiet"]),
+                ("gen-trace", ["gen-trace", "random", "--events", "10", "--max-size", "1K", "--max-live", "1M",
+                               "-o", "-x"]),
+                ("stdout", ["replay", "t.trace", "--device", "sim", "--allocator", "caching", "--out", "-"])]:
+            with self.subTest(label):
+                line = self.assert_one_error_line(self.vrambench(*argv))
+                self.assertIn("looks like an option", line)
+                self.assertEqual(self.listing(), ["t.trace"])
+        result = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                                "--out", "./--quiet")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("--quiet", self.listing())
+
+    def test_echoed_names_never_carry_control_characters_or_bad_bytes(self):
+        hostile = b"x\x1b[31mred\xff\x07\nnext.trace"
+        cases = [["replay", hostile, "--device", "sim"], ["tune", hostile],
+                 ["run", "--scenario", hostile], ["run", "--allocator", b"caching[" + hostile + b"=1]"],
+                 ["claims", "--bogus\x1b"], ["gen-trace", hostile],
+                 ["replay", "t.trace", "--device", "sim", "--out", b"missing\x1b/o.json"]]
+        self.write("t.trace", TRACE)
+        for argv in cases:
+            with self.subTest(repr(argv)):
+                result = self.vrambench(*argv)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                error = result.stderr.split(b"\n")[0]
+                self.assertTrue(error.startswith(b"vrambench: error: "), result.stderr)
+                self.assertFalse(any(byte < 0x20 or byte == 0x7f for byte in error), error)
+                error.decode("utf-8")  # valid UTF-8
+
+    def test_config_reaches_an_external_library_whose_path_has_dots(self):
+        library = "external:/opt/lib.v2/x.so"
+        for config, expected in [(f"{library}.malloc=my_malloc", "cannot load"),
+                                 (f"{library}.so.malloc=m", "not among those run"),
+                                 ("caching.max_split_size_mb=1.5", "max_split_size_mb")]:
+            with self.subTest(config):
+                result = self.vrambench("run", "--scenario", "views", "--allocator", f"caching,{library}",
+                                        "--device", "sim", "--min-time", "0", "--quiet", "--config", config)
+                line = self.assert_one_error_line(result)
+                self.assertIn(expected, line)
+                self.assertNotIn("unknown allocator", line)
+                self.assertNotIn("external:/opt/lib'", line)
+
+
+if __name__ == "__main__":
+    unittest.main()
