@@ -79,13 +79,14 @@ static const char *nearest_option(const vb_cli_usage *usage, const char *word, c
 static int stop(vb_cli_parser *parser, const char *format, ...) __attribute__((format(printf, 2, 3)));
 static int stop(vb_cli_parser *parser, const char *format, ...)
 {
+    char message[1024];
     va_list args;
     va_start(args, format);
-    fprintf(stderr, "vrambench: error: %s: ", parser->usage->command);
-    vfprintf(stderr, format, args);
-    fprintf(stderr, " (vrambench %s --help lists its options)\n", parser->usage->command);
+    vsnprintf(message, sizeof message, format, args);
     va_end(args);
-    parser->exit_status = VB_EXIT_USAGE;
+    /* Through vb_cli_error: what the user typed is echoed sanitized. */
+    parser->exit_status = vb_cli_error(VB_EXIT_USAGE, "%s: %s (vrambench %s --help lists its options)",
+                                       parser->usage->command, message, parser->usage->command);
     return VB_CLI_STOP;
 }
 

@@ -103,12 +103,14 @@ static int convert_pickle(const char *pickle, const char *converted)
         close(input);
         return vb_cli_error(VB_EXIT_FAILURE, "tune: cannot make a pipe: %s", strerror(errno));
     }
+    char name_option[PATH_MAX + 16]; /* the snapshot's name for torch2trace's messages */
+    snprintf(name_option, sizeof name_option, "--name=%s", pickle);
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         /* dup2 leaves the copies open across exec. */
         if (dup2(input, STDIN_FILENO) < 0 || dup2(trace_pipe[1], STDOUT_FILENO) < 0) _exit(VB_EXIT_FAILURE);
-        execlp("python3", "python3", tool, "-", "-", "--name", pickle, (char *)NULL);
+        execlp("python3", "python3", tool, "-", "-", name_option, (char *)NULL);
         fprintf(stderr, "vrambench: error: tune: cannot run python3 for %s: %s\n", tool, strerror(errno));
         _exit(VB_EXIT_FAILURE);
     }
