@@ -4,7 +4,10 @@
  * Per case, first a MEMORY PASS: VB_MEMORY_PASS_ITERATIONS iterations of the
  * scenario (or the scenario's own memory_pass_iterations: a trace replay
  * runs once) on a fresh allocator and run. Iteration 1 records the step
- * timeline; the segment map is taken at the pass's peak reserved. Every
+ * timeline; the segment map is taken at the pass's peak reserved (on sim
+ * by a forked twin of the pass that walks the blocks once, at the call of
+ * the last peak, so the map costs one walk however often the peak rose;
+ * runtime/run.h). Every
  * memory figure of the case comes from this pass: peaks over its iterations,
  * driver calls, retries and OOMs summed over them, the scenario's counters of
  * iteration 1. Its iteration count is fixed, so the memory figures do not
