@@ -21,7 +21,7 @@ static const command commands[] = {
      "                                  a recorded trace (vbtrace, RMM CSV, .gz) against allocators"},
     {"tune", vb_cmd_tune,
      "tune TRACE [--device sim|cuda] [--capacity SIZE] [--out FILE.json]\n"
-     "                                  the PYTORCH_CUDA_ALLOC_CONF a trace should use, and its smallest GPU"},
+     "                                  the PYTORCH_ALLOC_CONF a trace should use, and its smallest GPU"},
     {"claims", vb_cmd_claims,
      "claims [--allocator SPEC[,SPEC]|all] [--device auto|cuda|sim] [--pytorch FILE] [--out FILE.json]\n"
      "                                  the documents' claims, each decided per allocator"},
