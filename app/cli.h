@@ -44,6 +44,12 @@ const char *const *vb_cli_allocator_names(void);
  * of 1024, "KiB"/"KB"/"K" alike); 0 on success, -1 when malformed. */
 int vb_cli_parse_bytes(const char *text, uint64_t *out);
 
+/* Parses `command`'s `option`, a simulated device's memory: bytes as
+ * vb_cli_parse_bytes reads them, from `minimum` to VB_SIM_MAX_CAPACITY.
+ * 0, or VB_EXIT_USAGE after one error line (naming the limit when above). */
+int vb_cli_parse_capacity(const char *command, const char *option, const char *text, uint64_t minimum,
+                          uint64_t *out);
+
 int vb_cmd_list(int argc, char **argv);
 int vb_cmd_tune(int argc, char **argv);
 int vb_cmd_claims(int argc, char **argv);

@@ -113,3 +113,22 @@ int vb_cli_parse_bytes(const char *text, uint64_t *out)
     *out = (uint64_t)value << shift;
     return 0;
 }
+
+int vb_cli_parse_capacity(const char *command, const char *option, const char *text, uint64_t minimum,
+                          uint64_t *out)
+{
+    uint64_t bytes = 0;
+    if (vb_cli_parse_bytes(text, &bytes) != 0 || bytes < minimum) {
+        char least[48] = "";
+        if (minimum > 1) snprintf(least, sizeof least, ", at least %llu MiB", (unsigned long long)(minimum / VB_MiB));
+        return vb_cli_error(VB_EXIT_USAGE, "%s: bad %s '%s' (bytes%s, e.g. 85899345920 or 80GiB)", command, option,
+                            text, least);
+    }
+    if (bytes > VB_SIM_MAX_CAPACITY)
+        return vb_cli_error(VB_EXIT_USAGE,
+                            "%s: %s %s is more than the simulated device can have (at most " VB_SIM_MAX_CAPACITY_TEXT
+                            " = %llu bytes)",
+                            command, option, text, (unsigned long long)VB_SIM_MAX_CAPACITY);
+    *out = bytes;
+    return 0;
+}

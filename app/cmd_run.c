@@ -28,7 +28,7 @@
     "  SPEC: an allocator name, or NAME[KEY=VALUE,...] (e.g. caching[max_split_size_mb=256]),\n"            \
     "        or pytorch[CONF] with PyTorch's own syntax (pytorch[expandable_segments:True])\n"                  \
     "  --sim-capacity: the simulated device's memory; on a GPU, a cap (memory beyond it is out of memory)\n"   \
-    "  --pytorch-alloc-conf CONF: PYTORCH_CUDA_ALLOC_CONF's value, run as pytorch[CONF] (alone\n"              \
+    "  --pytorch-alloc-conf CONF: PYTORCH_ALLOC_CONF's value, run as pytorch[CONF] (alone\n"                   \
     "        unless --allocator names others too)\n"                                                            \
     "  --fail-on-oom: exit 3 when any allocator ran out of memory (after writing the results)\n"               \
     "  --snapshot FILE.pickle (replay, one allocator): the replay as a PyTorch memory snapshot\n"               \
@@ -127,9 +127,8 @@ static int parse_args(int argc, char **argv, run_args *args)
                 return vb_cli_error(VB_EXIT_USAGE, "run: bad --min-time '%s' (seconds, from 0 to 3600)", value);
             args->options.min_time_s = seconds;
         } else if (strcmp(option, "--sim-capacity") == 0) {
-            if (vb_cli_parse_bytes(value, &args->sim_capacity) != 0)
-                return vb_cli_error(VB_EXIT_USAGE, "run: bad --sim-capacity '%s' (bytes, e.g. 85899345920 or 80GiB)",
-                                    value);
+            int bad = vb_cli_parse_capacity("run", "--sim-capacity", value, 1, &args->sim_capacity);
+            if (bad) return bad;
         } else {
             return vb_cli_error(VB_EXIT_USAGE, "run: unknown option '%s' (see vrambench run --help)", option);
         }
@@ -331,7 +330,7 @@ int vb_cmd_run(int argc, char **argv)
     }
     if (exit_status != VB_EXIT_OK) return exit_status;
     if (args.pytorch_conf) {
-        /* PYTORCH_CUDA_ALLOC_CONF's value as the spec pytorch[CONF]. */
+        /* PYTORCH_ALLOC_CONF's value as the spec pytorch[CONF]. */
         size_t size = strlen(args.allocators) + strlen(args.pytorch_conf) + 16;
         args.allocator_list = malloc(size);
         if (!args.allocator_list) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");

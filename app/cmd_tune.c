@@ -1,4 +1,4 @@
-/* vrambench — `vrambench tune TRACE`: which PYTORCH_CUDA_ALLOC_CONF a
+/* vrambench — `vrambench tune TRACE`: which PYTORCH_ALLOC_CONF a
  * workload should use, and the smallest device it fits on (app/tune.h).
  *
  * TRACE is anything `replay` reads, or a PyTorch memory snapshot pickle
@@ -122,9 +122,8 @@ int vb_cmd_tune(int argc, char **argv)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --device '%s' (sim or cuda)", value);
             options.device = value;
         } else if (strcmp(argv[i - 1], "--capacity") == 0) {
-            if (vb_cli_parse_bytes(value, &options.capacity) != 0 || options.capacity < VB_TUNE_CAPACITY_STEP)
-                return vb_cli_error(VB_EXIT_USAGE, "tune: bad --capacity '%s' (bytes, at least 2MiB, e.g. 24GiB)",
-                                    value);
+            int bad = vb_cli_parse_capacity("tune", "--capacity", value, VB_TUNE_CAPACITY_STEP, &options.capacity);
+            if (bad) return bad;
         } else if (strcmp(argv[i - 1], "--out") == 0) {
             out = value;
         } else if (strcmp(argv[i - 1], "--jobs") == 0) {
