@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "allocators/pytorch_conf.h"
 #include "base/measure.h"
 #include "replay.h"
 #include "report.h"
@@ -18,8 +19,8 @@
 #include "trace_drive.h"
 
 /* Largest capacity the bisection looks at when the trace does not fit the
- * given one: 64 TiB. */
-#define MAX_PROBE_CAPACITY ((uint64_t)1 << 46)
+ * given one: the most a simulated device can have (56 TiB). */
+#define MAX_PROBE_CAPACITY VB_SIM_MAX_CAPACITY
 /* A setting other than the defaults is recommended only when it saves at
  * least this fraction of the defaults' peak reserved bytes (or the defaults
  * run out of memory): below it, the defaults are the simpler answer. */
@@ -29,7 +30,7 @@
 /* The grid                                                                 */
 /* ======================================================================== */
 
-/* PyTorch's settings tried, PYTORCH_CUDA_ALLOC_CONF's syntax. Garbage
+/* PyTorch's settings tried, in PYTORCH_ALLOC_CONF's syntax. Garbage
  * collection acts only with a per-process memory fraction set (PyTorch's
  * set_fraction), so those carry one: 1.0, the whole device, so that it
  * acts near the device's capacity. */
@@ -161,13 +162,15 @@ vb_status vb_tune_min_capacity(const vb_drive_events *events, const char *spec, 
     vb_status status = VB_OK;
     int ok = 0;
     *out = 0;
-    if (!hi) { /* none known to fit: double until one does */
+    if (!hi) { /* none known to fit: double until one does, the largest device last */
         uint64_t capacity = start > step ? start / step * step : step;
-        for (; capacity <= MAX_PROBE_CAPACITY; capacity *= 2) {
+        if (capacity > MAX_PROBE_CAPACITY) capacity = MAX_PROBE_CAPACITY;
+        for (;;) {
             status = fits(events, spec, capacity, &ok);
             if (status != VB_OK) return status;
-            if (ok) break;
+            if (ok || capacity == MAX_PROBE_CAPACITY) break;
             lo = capacity / step;
+            capacity = capacity > MAX_PROBE_CAPACITY / 2 ? MAX_PROBE_CAPACITY : capacity * 2;
         }
         if (!ok) return VB_OK;
         hi = capacity / step;
@@ -217,6 +220,28 @@ static json_t *main_replay(vb_device *dev, const vb_tune_options *options, const
     return entry;
 }
 
+/* What the trace itself asks for, whatever the allocator: the most bytes
+ * it holds live at once, and its largest allocation. */
+static void trace_demand(const vb_drive_events *events, uint64_t *peak_live, uint64_t *largest)
+{
+    uint64_t *sizes = calloc(events->slots ? events->slots : 1, sizeof *sizes);
+    uint64_t live = 0;
+    *peak_live = *largest = 0;
+    for (size_t i = 0; sizes && i < events->count; i++) {
+        const vb_drive_event *event = &events->items[i];
+        if (event->is_alloc) {
+            sizes[event->slot] = event->size;
+            live += event->size;
+            if (live > *peak_live) *peak_live = live;
+            if (event->size > *largest) *largest = event->size;
+        } else {
+            live -= sizes[event->slot];
+            sizes[event->slot] = 0;
+        }
+    }
+    free(sizes);
+}
+
 /* Adds what a tune says of a candidate to its entry: the PyTorch setting,
  * utilization, OOMs at the capacity, min_capacity_bytes. The main replay
  * ran at `options->capacity` on sim; on cuda a sim replay at that capacity
@@ -255,8 +280,14 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     } else if (!at_capacity.ooms) {
         known_fit = capacity;
     }
-    vb_status status = vb_tune_min_capacity(options->events, candidate->spec, known_fail, known_fit,
-                                            at_capacity.ooms ? capacity * 2 : capacity, &min_capacity);
+    /* No device holds less than the trace's live bytes at its peak: past
+     * the largest one, no probe can fit. */
+    uint64_t peak_live = 0, largest = 0;
+    trace_demand(options->events, &peak_live, &largest);
+    vb_status status = peak_live > MAX_PROBE_CAPACITY
+                           ? VB_OK
+                           : vb_tune_min_capacity(options->events, candidate->spec, known_fail, known_fit,
+                                                  at_capacity.ooms ? capacity * 2 : capacity, &min_capacity);
     if (status != VB_OK) return status;
     int failed = 0;
     if (candidate->is_pytorch) failed |= json_object_set_new(entry, "pytorch_alloc_conf", json_string(candidate->conf));
@@ -422,7 +453,8 @@ static double mib(double bytes)
 }
 
 /* The recommendation object (and its one-line reason). */
-static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **entries, uint64_t capacity)
+static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **entries, uint64_t capacity,
+                         const vb_drive_events *events)
 {
     size_t defaults = 0, best = 0, best_overall = 0;
     figures f[MAX_CANDIDATES];
@@ -435,7 +467,23 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
     const figures *d = &f[defaults];
     char why[600];
     size_t chosen = best;
-    if (d->ooms == 0 && f[best].reserved > d->reserved * (1.0 - RECOMMEND_MIN_SAVING)) {
+    /* better_choice puts a setting with a minimum capacity first: none has one. */
+    int fits = f[best].ooms == 0 || f[best].min_capacity > 0;
+    if (!fits) {
+        chosen = defaults;
+        uint64_t peak_live = 0, largest = 0;
+        trace_demand(events, &peak_live, &largest);
+        char reason[160];
+        if (largest > MAX_PROBE_CAPACITY)
+            snprintf(reason, sizeof reason, "its largest allocation alone is %.1f MiB", mib((double)largest));
+        else
+            snprintf(reason, sizeof reason, "it holds %.1f MiB live at its peak%s", mib((double)peak_live),
+                     peak_live > MAX_PROBE_CAPACITY ? "" : ", and the settings' rounding and fragmentation add more");
+        snprintf(why, sizeof why,
+                 "nothing fits: every PyTorch setting runs out of memory at %.0f MiB and on every simulated device "
+                 "up to the largest (" VB_SIM_MAX_CAPACITY_TEXT "): %s",
+                 mib((double)capacity), reason);
+    } else if (d->ooms == 0 && f[best].reserved > d->reserved * (1.0 - RECOMMEND_MIN_SAVING)) {
         chosen = defaults;
         snprintf(why, sizeof why,
                  "no PyTorch setting in the grid lowers peak reserved memory by %.0f%% or more against the defaults "
@@ -459,7 +507,8 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
                                vb_json_number(d->reserved > 0 ? 100.0 * (d->reserved - c->reserved) / d->reserved : 0),
                                "min_capacity_bytes", vb_json_number(d->min_capacity - c->min_capacity));
     json_t *recommendation =
-        json_pack("{s:s,s:o,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:{s:s,s:o}}", "pytorch_alloc_conf", grid[chosen].conf,
+        json_pack("{s:b,s:s,s:o,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:{s:s,s:o}}", "fits", fits, "pytorch_alloc_conf",
+                  grid[chosen].conf,
                   "memory_fraction",
                   grid[chosen].memory_fraction >= 0 ? vb_json_number(grid[chosen].memory_fraction) : json_null(),
                   "name", json_string_value(json_object_get(entries[chosen], "name")), "why", why,
@@ -497,7 +546,7 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
                  "simulated device, to 2 MiB\n",
             options->label, info->name, info->simulated ? " (SIMULATED: memory exact, times host-side)" : "",
             mib((double)(options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY)));
-    fprintf(out, "%-2s %-72s %9s %9s %5s %9s %7s %5s %9s %11s\n", "", "PYTORCH_CUDA_ALLOC_CONF, or [strategy]", "rsv MiB", "alloc MiB",
+    fprintf(out, "%-2s %-72s %9s %9s %5s %9s %7s %5s %9s %11s\n", "", VB_PYTORCH_CONF_ENV ", or [strategy]", "rsv MiB", "alloc MiB",
             "util", "drv calls", "retries", "OOMs", "time ms", "min cap MiB");
     for (size_t i = 0; i < count; i++) {
         figures f = figures_of(entries[i]);
@@ -520,7 +569,12 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
     if (!json_is_null(json_object_get(recommendation, "memory_fraction")))
         snprintf(fraction, sizeof fraction, " with torch.cuda.set_per_process_memory_fraction(%g)",
                  entry_number(recommendation, "memory_fraction"));
-    fprintf(out, "recommendation: PYTORCH_CUDA_ALLOC_CONF='%s'%s\n  why: %s\n  saving against the defaults: %.1f MiB "
+    if (!json_is_true(json_object_get(recommendation, "fits"))) {
+        fprintf(out, "recommendation: none\n  why: %s\n", json_string_value(json_object_get(recommendation, "why")));
+        return;
+    }
+    fprintf(out, "recommendation: " VB_PYTORCH_CONF_ENV "='%s'%s (older PyTorch: "
+                 VB_PYTORCH_CONF_ENV_DEPRECATED ")\n  why: %s\n  saving against the defaults: %.1f MiB "
                  "peak reserved (%.1f%%), %.0f MiB of minimum device capacity\n",
             json_string_value(json_object_get(recommendation, "pytorch_alloc_conf")),
             fraction,
@@ -566,7 +620,7 @@ vb_status vb_tune_run(const vb_tune_options *given, FILE *table, json_t **docume
         dev->ops->info(dev, &info);
         mark_pareto(entries, count);
         uint64_t capacity = options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY;
-        json_t *recommendation = recommend(grid, count, entries, capacity);
+        json_t *recommendation = recommend(grid, count, entries, capacity, options->events);
         doc = vb_report_document(vb_report_context(dev, NULL, specs, spec_count));
         json_t *benchmarks = json_object_get(doc, "benchmarks");
         for (size_t i = 0; doc && i < count; i++) json_array_append(benchmarks, entries[i]);
