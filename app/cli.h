@@ -44,6 +44,10 @@ const char *const *vb_cli_allocator_names(void);
  * of 1024, "KiB"/"KB"/"K" alike); 0 on success, -1 when malformed. */
 int vb_cli_parse_bytes(const char *text, uint64_t *out);
 
+/* For a --param given to scenario `name`, which takes none: one error line
+ * naming the scenarios that do take one; VB_EXIT_USAGE. */
+int vb_cli_param_refused(const char *command, const char *name);
+
 /* Parses `command`'s `option`, a simulated device's memory: bytes as
  * vb_cli_parse_bytes reads them, from `minimum` to VB_SIM_MAX_CAPACITY.
  * 0, or VB_EXIT_USAGE after one error line (naming the limit when above). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "allocators/allocator.h"
+#include "scenarios/scenario.h"
 #include "cli.h"
 
 int vb_cli_error(int exit_status, const char *format, ...)
@@ -131,4 +132,16 @@ int vb_cli_parse_capacity(const char *command, const char *option, const char *t
                             command, option, text, (unsigned long long)VB_SIM_MAX_CAPACITY);
     *out = bytes;
     return 0;
+}
+
+int vb_cli_param_refused(const char *command, const char *name)
+{
+    char takers[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; vb_scenario_registry[i] && used < sizeof takers; i++)
+        if (vb_scenario_registry[i]->parameter)
+            used += (size_t)snprintf(takers + used, sizeof takers - used, "%s%s: %s", used ? "; " : "",
+                                     vb_scenario_registry[i]->name, vb_scenario_registry[i]->parameter);
+    return vb_cli_error(VB_EXIT_USAGE, "%s: scenario %s takes no --param (%s)", command, name,
+                        used ? takers : "no scenario takes one");
 }

@@ -351,6 +351,10 @@ int vb_cmd_run(int argc, char **argv)
             vb_cli_error(VB_EXIT_USAGE, "run: --param applies to one scenario; name exactly one with --scenario");
         goto done;
     }
+    if (args.param && !vb_scenario_find(state.scenarios.names[0])->parameter) {
+        exit_status = vb_cli_param_refused("run", state.scenarios.names[0]);
+        goto done;
+    }
     if (args.snapshot && (!args.trace || state.spec_count != 1)) {
         exit_status = vb_cli_error(VB_EXIT_USAGE, "--snapshot applies to a replay with exactly one allocator");
         goto done;

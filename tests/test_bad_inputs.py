@@ -212,6 +212,13 @@ class BadInputTest(unittest.TestCase):
                    ["--scenario", "nosuch"], ["--scenario", "views,,nosuch"], ["--device", "tpu"], ["--bogus", "1"],
                    ["--repetitions", "2", "--min-time"]]
 
+    def test_a_param_for_a_scenario_that_takes_none_is_refused(self):
+        # views reads no parameter: a --param for it would be silently ignored.
+        line = self.refused(["run", "--scenario", "views", "--param", "seed=1", "--allocator", "caching", "--device",
+                             "sim", "--quiet", "--out", "out.json"], [])
+        self.assertIn(b"views takes no --param", line)
+        self.assertIn(b"random_mix", line)  # the scenario that does
+
     def test_bad_run_options(self):
         for option in self.RUN_OPTIONS:
             with self.subTest(option):
