@@ -50,7 +50,7 @@ double vb_repetition_counter(const vb_repetition_result *rep, const char *name, 
 
 vb_runner_options vb_runner_default_options(void)
 {
-    return (vb_runner_options){1, 0.1, 1000};
+    return (vb_runner_options){1, 0.1, 1000, 0};
 }
 
 /* A growable counter list (name, value), later names replacing earlier. */
@@ -352,7 +352,7 @@ static vb_status memory_pass_run(vb_device *dev, const vb_case *c, capture_plan 
             if (status == VB_OK) status = keep_timeline(rep.run, &rep.kept);
         }
     }
-    if (status == VB_OK) status = keep_segments(rep.run, out);
+    if (status == VB_OK && plan->mode != VB_CAPTURE_OFF) status = keep_segments(rep.run, out);
     if (status == VB_OK && plan->mode == VB_CAPTURE_COUNT)
         plan->call = vb_run_last_peak_call(rep.run, &plan->fingerprint);
     if (status == VB_OK && plan->mode == VB_CAPTURE_AT) plan->captured = vb_run_captured_at_call(rep.run);
@@ -431,13 +431,15 @@ static void capture_twin(vb_device *dev, const vb_case *c, int parent)
  * and timings do not; there the pass walks at every peak). When the twin
  * gives no map (no fork, host memory, a run that differed), the pass is
  * done again the old way. */
-static vb_status memory_pass(vb_device *dev, const vb_case *c, vb_case_result *out, memory_pass_result *memory)
+static vb_status memory_pass(vb_device *dev, const vb_case *c, int no_segment_map, vb_case_result *out,
+                             memory_pass_result *memory)
 {
     const vb_allocator_ops *ops = vb_allocator_find(c->allocator->name);
-    capture_plan plan = {VB_CAPTURE_EVERY_PEAK, 0, 0, 0, NULL, NULL};
+    capture_plan plan = {no_segment_map ? VB_CAPTURE_OFF : VB_CAPTURE_EVERY_PEAK, 0, 0, 0, NULL, NULL};
     int sockets[2] = {-1, -1};
     pid_t twin = -1;
-    if (vb_device_is_sim(dev) && ops && ops->segments && socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0) {
+    if (!no_segment_map && vb_device_is_sim(dev) && ops && ops->segments &&
+        socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0) {
         fflush(NULL); /* the twin leaves with _exit: nothing buffered is written twice */
         twin = fork();
         if (twin == 0) {
@@ -524,7 +526,7 @@ vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_o
     out->repetitions = calloc(options->repetitions, sizeof *out->repetitions);
     if (!out->repetitions) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     memory_pass_result memory = {0};
-    status = memory_pass(dev, c, out, &memory);
+    status = memory_pass(dev, c, options->no_segment_map, out, &memory);
     for (size_t i = 0; i < options->repetitions && status == VB_OK; i++) {
         uint64_t fixed = i == 0 ? 0 : out->repetitions[0].iterations;
         status = run_repetition(dev, c, options, fixed, &memory, &out->repetitions[i]);

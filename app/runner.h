@@ -51,6 +51,7 @@ typedef struct vb_runner_options {
     unsigned repetitions;     /* >= 1 */
     double min_time_s;        /* real time the first repetition's iterations reach */
     uint64_t max_iterations;  /* >= 1 */
+    int no_segment_map;       /* 1: no segments_at_peak, and none of the work for it (tune) */
 } vb_runner_options;
 
 /* Defaults: 1 repetition, 0.1 s, 1000 iterations. */

@@ -205,7 +205,7 @@ static json_t *main_replay(vb_device *dev, const vb_tune_options *options, const
     vb_allocator_spec spec;
     *status = vb_allocator_spec_parse(candidate->spec, &spec);
     if (*status != VB_OK) return NULL;
-    vb_runner_options runner = {1, 0.0, 1};
+    vb_runner_options runner = {1, 0.0, 1, 1}; /* no segment maps: a tune compares figures */
     vb_case c = {&vb_replay_scenario, options->trace_path, &spec, options->label};
     vb_case_result result;
     *status = vb_runner_run_case(dev, &c, &runner, &result);

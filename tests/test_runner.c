@@ -81,7 +81,7 @@ static int teardown(void **state)
  * iteration cap. */
 static vb_status run_two_blocks(fixture *f, unsigned repetitions, double min_time_s, uint64_t max_iterations)
 {
-    vb_runner_options options = {repetitions, min_time_s, max_iterations};
+    vb_runner_options options = {repetitions, min_time_s, max_iterations, 0};
     vb_case c = {&two_blocks, NULL, &f->spec, NULL};
     return vb_runner_run_case(f->device, &c, &options, &f->result);
 }
@@ -228,7 +228,7 @@ static void test_memory_figures_do_not_depend_on_the_timed_iterations(void **sta
     assert_int_equal(vb_allocator_spec_parse("bfc", &f->spec), VB_OK);
     vb_case c = {vb_scenario_find("empty_cache_loop"), NULL, &f->spec, NULL};
     vb_case_result few, many;
-    vb_runner_options options = {1, 1000.0, 1};
+    vb_runner_options options = {1, 1000.0, 1, 0};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &few), VB_OK);
     options.max_iterations = 40;
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &many), VB_OK);
@@ -295,7 +295,7 @@ static void test_scenario_counters_come_from_iteration_one(void **state)
 static void test_a_scenario_may_declare_its_memory_pass_iterations(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {1, 1000.0, 3};
+    vb_runner_options options = {1, 1000.0, 3, 0};
     vb_case c = {&two_blocks_once, NULL, &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_int_equal(scenario_calls, 1 + 3);
@@ -367,7 +367,7 @@ static void test_lazy_segment_map_is_the_map_of_walking_every_peak(void **state)
     fixture *f = *state;
     vb_allocator_spec_free(&f->spec);
     assert_int_equal(vb_allocator_spec_parse("caching", &f->spec), VB_OK);
-    vb_runner_options options = {1, 0.0, 1};
+    vb_runner_options options = {1, 0.0, 1, 0};
     vb_case c = {&staircase, NULL, &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
 
@@ -435,7 +435,7 @@ static void test_names_carry_scenario_parameter_and_allocator_label(void **state
     fixture *f = *state;
     vb_allocator_spec_free(&f->spec);
     assert_int_equal(vb_allocator_spec_parse("cuda", &f->spec), VB_OK);
-    vb_runner_options options = {1, 0.0, 1};
+    vb_runner_options options = {1, 0.0, 1, 0};
     vb_case c = {&two_blocks, "p1", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_string_equal(f->result.name, "two_blocks:p1/cuda");
@@ -455,7 +455,7 @@ static void test_a_failing_scenario_fails_the_case_with_its_name(void **state)
 static void test_random_mix_ends_with_nothing_requested(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {1, 0.0, 1};
+    vb_runner_options options = {1, 0.0, 1, 0};
     vb_case c = {vb_scenario_find("random_mix"), "allocations=200,max_size_mb=8", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     const vb_repetition_result *rep = &f->result.repetitions[0];
@@ -468,7 +468,7 @@ static void test_random_mix_ends_with_nothing_requested(void **state)
 static void test_random_mix_keeps_live_memory_under_the_cap(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {1, 0.0, 1};
+    vb_runner_options options = {1, 0.0, 1, 0};
     vb_case c = {vb_scenario_find("random_mix"), "allocations=500,max_size_mb=8,max_usage_mb=32", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_true(vb_repetition_counter(&f->result.repetitions[0], "peak_requested_bytes", -1) < 32.0 * VB_MiB);
@@ -477,7 +477,7 @@ static void test_random_mix_keeps_live_memory_under_the_cap(void **state)
 static void test_random_mix_is_deterministic_for_a_seed(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {2, 0.0, 1};
+    vb_runner_options options = {2, 0.0, 1, 0};
     vb_case c = {vb_scenario_find("random_mix"), "allocations=300,seed=7", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_true(vb_repetition_counter(&f->result.repetitions[0], "peak_requested_bytes", -1) ==
@@ -487,7 +487,7 @@ static void test_random_mix_is_deterministic_for_a_seed(void **state)
 static void test_random_mix_rejects_an_unknown_parameter(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {1, 0.0, 1};
+    vb_runner_options options = {1, 0.0, 1, 0};
     vb_case c = {vb_scenario_find("random_mix"), "sizes=3", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), "unknown parameter 'sizes'"));

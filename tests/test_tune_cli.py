@@ -187,6 +187,8 @@ class Tune(Base):
         self.assertIn("recommendation: PYTORCH_ALLOC_CONF=", stdout)  # PyTorch's name (the CUDA one is deprecated)
         self.assertIn("PYTORCH_CUDA_ALLOC_CONF", stdout)  # named once, for older PyTorch
         self.assertTrue(rec["fits"])
+        # A tune compares figures: no segment map per candidate (nor the work of one).
+        self.assertFalse(any("segments_at_peak" in entry for entry in entries))
         self.assertIn("Pareto", stdout)
 
     def test_min_capacity_is_the_smallest_that_fits(self):
