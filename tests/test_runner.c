@@ -359,6 +359,29 @@ static vb_status staircase_run(vb_run *run)
 static const vb_scenario staircase = {.name = "staircase", .documents = "test",
                                       .description = "a peak that keeps rising", .run = staircase_run};
 
+/* A run made by hand: caching on a fresh sim device. */
+typedef struct hand_run {
+    vb_device *dev;
+    vb_allocator *allocator;
+    vb_run *run;
+} hand_run;
+
+static hand_run hand_run_open(void)
+{
+    hand_run h = {NULL, NULL, NULL};
+    assert_int_equal(vb_sim_open(0, &h.dev), VB_OK);
+    assert_int_equal(vb_allocator_create("caching", h.dev, NULL, &h.allocator), VB_OK);
+    assert_int_equal(vb_run_create(h.dev, h.allocator, NULL, &h.run), VB_OK);
+    return h;
+}
+
+static void hand_run_close(hand_run *h)
+{
+    vb_run_destroy(h->run);
+    vb_allocator_destroy(h->allocator);
+    vb_device_close(h->dev);
+}
+
 /* The runner takes the map lazily on sim (a counting pass and a forked
  * twin that walks once, at the last peak's call): it must be the map of a
  * run that walks at every peak, block for block. */
@@ -372,12 +395,8 @@ static void test_lazy_segment_map_is_the_map_of_walking_every_peak(void **state)
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
 
     /* The same memory pass by hand on a fresh device, walking at every peak. */
-    vb_device *dev = NULL;
-    vb_allocator *allocator = NULL;
-    vb_run *run = NULL;
-    assert_int_equal(vb_sim_open(0, &dev), VB_OK);
-    assert_int_equal(vb_allocator_create("caching", dev, NULL, &allocator), VB_OK);
-    assert_int_equal(vb_run_create(dev, allocator, NULL, &run), VB_OK);
+    hand_run h = hand_run_open();
+    vb_run *run = h.run;
     vb_run_set_segment_capture(run, 1);
     for (unsigned i = 0; i < VB_MEMORY_PASS_ITERATIONS; i++) assert_int_equal(staircase_run(run), VB_OK);
     size_t count = 0;
@@ -392,9 +411,7 @@ static void test_lazy_segment_map_is_the_map_of_walking_every_peak(void **state)
         assert_int_equal(lazy->block_size, blocks[i].block_size);
         assert_int_equal(lazy->allocated, blocks[i].allocated);
     }
-    vb_run_destroy(run);
-    vb_allocator_destroy(allocator);
-    vb_device_close(dev);
+    hand_run_close(&h);
 }
 
 /* Counting finds the call of the last peak; a run told that call takes its
@@ -405,12 +422,8 @@ static void test_capture_at_a_call_checks_the_fingerprint(void **state)
     (void)state;
     uint64_t call = 0, fingerprint = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
-        vb_device *dev = NULL;
-        vb_allocator *allocator = NULL;
-        vb_run *run = NULL;
-        assert_int_equal(vb_sim_open(0, &dev), VB_OK);
-        assert_int_equal(vb_allocator_create("caching", dev, NULL, &allocator), VB_OK);
-        assert_int_equal(vb_run_create(dev, allocator, NULL, &run), VB_OK);
+        hand_run h = hand_run_open();
+        vb_run *run = h.run;
         if (attempt == 0) vb_run_count_peak_calls(run);
         else vb_run_capture_at_call(run, call, attempt == 1 ? fingerprint : fingerprint + 1);
         assert_int_equal(staircase_run(run), VB_OK);
@@ -424,9 +437,7 @@ static void test_capture_at_a_call_checks_the_fingerprint(void **state)
             assert_int_equal(vb_run_captured_at_call(run), attempt == 1);
             assert_true(attempt == 1 ? count > 0 : count == 0);
         }
-        vb_run_destroy(run);
-        vb_allocator_destroy(allocator);
-        vb_device_close(dev);
+        hand_run_close(&h);
     }
 }
 
