@@ -2,6 +2,7 @@
 #include "runner.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -411,6 +412,13 @@ static void twin_captured(void *context, vb_run *run)
  * taking the map there. */
 static void capture_twin(vb_device *dev, const vb_case *c, int parent)
 {
+    /* Silent: what the pass prints (a replay's progress line) is the parent's to print. */
+    int quiet = open("/dev/null", O_WRONLY);
+    if (quiet >= 0) {
+        dup2(quiet, STDOUT_FILENO);
+        dup2(quiet, STDERR_FILENO);
+        close(quiet);
+    }
     capture_plan plan = {VB_CAPTURE_AT, 0, 0, 0, NULL, NULL};
     if (recv_whole(parent, &plan.call, sizeof plan.call) != 0 ||
         recv_whole(parent, &plan.fingerprint, sizeof plan.fingerprint) != 0 || plan.call == 0)
