@@ -7,6 +7,8 @@
 #                           and the one across devices on every pair of GPUs (tests/test_peers.c)
 #   make plugin             build/libvrambench_torch.so: every strategy as a PyTorch pluggable allocator
 #   make bench              every scenario x every allocator (GPU when present, else simulated)
+#   make bench-scaling      replay (and with TUNE=1 tune) time against trace length on random
+#                           traces whose live blocks keep growing (lab/bench-scaling.sh)
 #   make check-sim          the newest committed GPU results re-run on the simulated device:
 #                           lists cases whose memory figures differ (RESULTS=FILE... to name files)
 #   make SANITIZER=address|undefined|thread test   (sim backend only unless CUDA=yes; see below)
@@ -110,7 +112,7 @@ TEST_SUPPORT := $(filter-out $(TEST_SRC) tests/external_test_alloc.c,$(wildcard 
 EXTERNAL_TEST_SO := $(BUILD)/tests/libvb_external_test.so
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all deps install test test-build test-gpu bench plots docs lab check-sim clean plugin fuzz fuzz-build
+.PHONY: all deps install test test-build test-gpu bench bench-scaling plots docs lab check-sim clean plugin fuzz fuzz-build
 # Objects of test binaries are intermediate to make; keep them (no rebuild, no "rm" line).
 .SECONDARY:
 all: $(BUILD)/vrambench
@@ -280,6 +282,11 @@ bench: deps
 	done; \
 	$(BUILD)/vrambench run --scenario all --allocator "$$allocators" --device $(BENCH_DEVICE) \
 	    --repetitions $(BENCH_REPETITIONS) --min-time $(BENCH_MIN_TIME) --out '$(BENCH_OUT)'
+
+# Events x live blocks: replay (TUNE=1: and tune) seconds and events/s as a
+# random trace grows (EVENTS=, ALLOCATORS=, MAX_SIZE=, SEED=; see the script).
+bench-scaling: all
+	@PYTHON='$(PYTHON)' lab/bench-scaling.sh $(BUILD)/vrambench
 
 # Every case of GPU result files (run, replay, claims) re-run on the simulated
 # device; each case whose memory figures differ is listed, and an

@@ -156,11 +156,15 @@ static vb_status apply_entry(const vb_config_entry *entry, const vb_option *opti
     if (option->type == VB_OPTION_U64) {
         uint64_t value;
         if (parse_u64(entry->value, &value) != 0 || (double)value < option->min ||
-            (double)value > option->max)
-            return vb_error(VB_ERR_INVALID,
-                            "%s: bad value '%s' for %s (a whole number from %.0f to %.0f; %s)",
-                            allocator_name, entry->value, option->key, option->min, option->max,
-                            option->help);
+            (double)value > option->max) {
+            /* A maximum of UINT64_MAX (as a double, 2^64) is "max", never a number past it. */
+            char range[96];
+            if (option->max >= 18446744073709551615.0)
+                snprintf(range, sizeof range, "a whole number of at least %.0f, or max", option->min);
+            else snprintf(range, sizeof range, "a whole number from %.0f to %.0f", option->min, option->max);
+            return vb_error(VB_ERR_INVALID, "%s: bad value '%s' for %s (%s; %s)", allocator_name, entry->value,
+                            option->key, range, option->help);
+        }
         memcpy(field, &value, sizeof value);
     } else {
         double value;

@@ -1,183 +1,354 @@
 /* vrambench — PyTorch's allocator settings into our strategies (see
- * pytorch_conf.h). */
+ * pytorch_conf.h for the PyTorch source this follows, rule by rule).
+ *
+ * PyTorch runs two parsers over the same tokens: the device-independent
+ * AcceleratorAllocatorConfig::parseArgs, which reads its own keys and skips
+ * the rest (ConfigTokenizer::skipKey), then CUDAAllocatorConfig::parseArgs,
+ * which reads the CUDA keys, skips the device-independent ones and refuses
+ * anything else. Where both accept, each setting spans the same tokens in
+ * both (a key, a separator, a value or a bracketed list), so one pass here,
+ * each key read by the rules of the parser that owns it, accepts and
+ * refuses what the two do. */
 #include "pytorch_conf.h"
 
+#include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* PyTorch's ConfigTokenizer in a few lines: the text without spaces, read
- * left to right. */
-typedef struct conf_reader {
-    char text[1024];
-    size_t at;
-} conf_reader;
+#define MiB_PER_SIZE_MAX (UINT64_MAX / (1024 * 1024)) /* PyTorch caps the _mb sizes here */
+#define LARGE_BUFFER_MB 20                             /* kLargeBuffer / 1 MiB */
+#define MAX_REGISTER_THREADS 128                       /* pinned_max_register_threads() */
 
-/* Reads a word (up to one of ",:[]" or the end) into `out`; its length. */
-static size_t read_word(conf_reader *r, char *out, size_t capacity)
+/* ConfigTokenizer's tokens: ',' ':' '[' ']' alone, words between them,
+ * whitespace dropped. */
+typedef struct tokens {
+    char **word;
+    size_t count;
+    char *text;
+} tokens;
+
+static vb_status tokenize(const char *conf, tokens *out)
 {
-    size_t length = 0;
-    while (r->text[r->at] && !strchr(",:[]", r->text[r->at])) {
-        if (length + 1 < capacity) out[length++] = r->text[r->at];
-        r->at++;
+    size_t length = strlen(conf);
+    out->count = 0;
+    out->text = malloc(2 * length + 1);
+    out->word = malloc((length + 1) * sizeof *out->word);
+    if (!out->text || !out->word) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    char *at = out->text;
+    int in_word = 0;
+    for (const char *c = conf; *c; c++) {
+        if (strchr(",:[]", *c)) {
+            if (in_word) *at++ = '\0';
+            in_word = 0;
+            out->word[out->count++] = at;
+            *at++ = *c;
+            *at++ = '\0';
+        } else if (!isspace((unsigned char)*c)) {
+            if (!in_word) out->word[out->count++] = at;
+            in_word = 1;
+            *at++ = *c;
+        }
     }
-    out[length] = '\0';
-    return length;
+    if (in_word) *at = '\0';
+    return VB_OK;
 }
 
-/* A whole decimal number, as PyTorch's toSizeT wants one. */
-static int whole_number(const char *text, unsigned long long *out)
+/* What the settings mean for us, as they are read. */
+typedef struct reading {
+    const tokens *t;
+    vb_pytorch_conf *out;
+    size_t used;            /* bytes of out->storage taken */
+    int expandable, async;
+    uint64_t divisions[VB_DIVISION_INTERVALS];
+    int divisions_set;      /* times roundup_power2_divisions was given */
+    const char *divisions_text; /* given once, in a form our option reads alike: `joined` */
+    char joined[512];
+} reading;
+
+static int is_word(const tokens *t, size_t i, const char *word)
 {
-    if (text[0] < '0' || text[0] > '9') return -1;
-    char *end = NULL;
-    errno = 0;
-    *out = strtoull(text, &end, 10);
-    return errno != 0 || *end != '\0' ? -1 : 0;
+    return i < t->count && strcmp(t->word[i], word) == 0;
 }
 
-static int real_number(const char *text, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    *out = strtod(text, &end);
-    return text[0] == '\0' || errno != 0 || *end != '\0' || !isfinite(*out) ? -1 : 0;
-}
-
-static int is_bool(const char *text, int *out)
-{
-    if (strcmp(text, "True") == 0 || strcmp(text, "true") == 0) *out = 1;
-    else if (strcmp(text, "False") == 0 || strcmp(text, "false") == 0) *out = 0;
-    else return -1;
-    return 0;
-}
-
-static int power_of_two(unsigned long long value)
+static int power_of_two(uint64_t value)
 {
     return value && !(value & (value - 1));
 }
 
-/* Sets our option `key` to `value` (replacing an earlier setting). */
-static vb_status set_entry(vb_pytorch_conf *out, size_t *used, const char *key, const char *value)
+static int all_digits(const char *text)
 {
+    if (!*text) return 0;
+    for (; *text; text++)
+        if (*text < '0' || *text > '9') return 0;
+    return 1;
+}
+
+/* Token i, which must be there (ConfigTokenizer::checkIndex). */
+static vb_status token(const reading *r, size_t i, const char *key, const char **out)
+{
+    *out = "";
+    if (i >= r->t->count)
+        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s has no value (PyTorch refuses it)", key);
+    *out = r->t->word[i];
+    return VB_OK;
+}
+
+/* Token i as std::stoull reads it (toSizeT): a leading decimal number, the
+ * rest ignored, a minus sign wrapping around. */
+static vb_status to_size(const reading *r, size_t i, const char *key, uint64_t *out)
+{
+    const char *word;
+    vb_status status = token(r, i, key, &word);
+    if (status != VB_OK) return status;
+    char *end = NULL;
+    errno = 0;
+    *out = strtoull(word, &end, 10);
+    if (end == word || errno == ERANGE)
+        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (%s; PyTorch refuses it)", key, word,
+                        end == word ? "not a number" : "out of range");
+    return VB_OK;
+}
+
+/* Token i as std::stod reads it (toDouble). */
+static vb_status to_double(const reading *r, size_t i, const char *key, double *out, const char **text)
+{
+    vb_status status = token(r, i, key, text);
+    if (status != VB_OK) return status;
+    char *end = NULL;
+    errno = 0;
+    *out = strtod(*text, &end);
+    if (end == *text || errno == ERANGE)
+        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (%s; PyTorch refuses it)", key, *text,
+                        end == *text ? "not a number" : "out of range");
+    return VB_OK;
+}
+
+/* Token i as toBool reads it: True or False, exactly. */
+static vb_status to_bool(const reading *r, size_t i, const char *key, int *out)
+{
+    const char *word;
+    vb_status status = token(r, i, key, &word);
+    if (status != VB_OK) return status;
+    if (strcmp(word, "True") != 0 && strcmp(word, "False") != 0)
+        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (True or False, as written)", key, word);
+    *out = word[0] == 'T';
+    return VB_OK;
+}
+
+/* Sets our option `key` to `value` (replacing an earlier setting). */
+static vb_status set_entry(reading *r, const char *key, const char *value)
+{
+    vb_pytorch_conf *out = r->out;
     size_t index = out->count;
     for (size_t i = 0; i < out->count; i++)
         if (strcmp(out->entries[i].key, key) == 0) index = i;
     size_t length = strlen(value) + 1;
-    if (index == VB_PYTORCH_CONF_MAX_ENTRIES || *used + length > sizeof out->storage)
-        return vb_error(VB_ERR_INVALID, "PyTorch allocator config is too long");
-    memcpy(out->storage + *used, value, length);
-    out->entries[index] = (vb_config_entry){key, out->storage + *used};
-    *used += length;
+    if (index == VB_PYTORCH_CONF_MAX_ENTRIES || r->used + length > sizeof out->storage)
+        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s is too long", key, value);
+    memcpy(out->storage + r->used, value, length);
+    out->entries[index] = (vb_config_entry){key, out->storage + r->used};
+    r->used += length;
     if (index == out->count) out->count++;
     return VB_OK;
 }
 
-/* The value after "KEY:", a word or a bracketed list (kept whole), into `value`. */
-static vb_status read_value(conf_reader *r, const char *key, char *value, size_t capacity)
+/* Sets a whole number: the token when our option reads it alike, else the
+ * number PyTorch read. */
+static vb_status set_number(reading *r, const char *key, const char *word, uint64_t value)
 {
-    if (r->text[r->at] != ':') return vb_error(VB_ERR_INVALID, "PyTorch allocator config: expected ':' after '%s'", key);
-    r->at++;
-    if (r->text[r->at] != '[') {
-        if (read_word(r, value, capacity) == 0)
-            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: no value for '%s'", key);
-        return VB_OK;
+    char text[24];
+    if (!all_digits(word)) snprintf(text, sizeof text, "%llu", (unsigned long long)value);
+    return set_entry(r, key, all_digits(word) ? word : text);
+}
+
+/* max_split_size_mb, max_non_split_rounding_mb (`key`: our option's name,
+ * a literal, as entries keep it): at least kLargeBuffer's 20 MiB, larger
+ * values capped at SIZE_MAX / 1 MiB. */
+static vb_status read_mib(reading *r, size_t *i, const char *key)
+{
+    uint64_t value;
+    vb_status status = to_size(r, *i + 2, key, &value);
+    if (status != VB_OK) return status;
+    if (value < LARGE_BUFFER_MB)
+        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (at least %d MiB)", key,
+                        r->t->word[*i + 2], LARGE_BUFFER_MB);
+    *i += 2;
+    int capped = value > MiB_PER_SIZE_MAX;
+    return set_number(r, key, capped ? "" : r->t->word[*i], capped ? MiB_PER_SIZE_MAX : value);
+}
+
+/* A real number in [0, 1] (`open`: in (0, 1)) for our option `option` (a literal). */
+static vb_status read_fraction(reading *r, size_t *i, const char *key, const char *option, int open)
+{
+    double value;
+    const char *word;
+    vb_status status = to_double(r, *i + 2, key, &value, &word);
+    if (status != VB_OK) return status;
+    int inside = open ? value > 0.0 && value < 1.0 : value >= 0.0 && value <= 1.0;
+    if (!inside)
+        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (in %s0.0, 1.0%s)", key, word,
+                        open ? "(" : "[", open ? ")" : "]");
+    *i += 2;
+    char *end = NULL, text[32];
+    strtod(word, &end);
+    snprintf(text, sizeof text, "%.17g", value);
+    return set_entry(r, option, *end == '\0' ? word : text);
+}
+
+/* roundup_power2_divisions (parseRoundUpPower2Divisions): one power of two
+ * for every interval, or "[B:D,...,>:D]" setting the interval of boundary B
+ * (MiB, a power of two; the first one also every interval below it) and
+ * with ">" every interval after the last one set, each D 0 or a power of
+ * two. Leaves *i at the value or at the closing ']'. */
+static vb_status read_divisions(reading *r, size_t *i, const char *key)
+{
+    const tokens *t = r->t;
+    size_t at = *i + 2;
+    const char *word;
+    vb_status status = token(r, at, key, &word);
+    if (status != VB_OK) return status;
+    int plain = 1; /* every number plain digits, every separator the one expected */
+    if (strcmp(word, "[") != 0) {
+        uint64_t value;
+        if ((status = to_size(r, at, key, &value)) != VB_OK) return status;
+        if (!power_of_two(value))
+            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (a power of two, or per interval as "
+                            "[256:1,512:2,>:4])", key, word);
+        for (size_t k = 0; k < VB_DIVISION_INTERVALS; k++) r->divisions[k] = value;
+        plain = all_digits(word);
+    } else {
+        size_t last_index = 0;
+        int first = 1;
+        while (++at < t->count && !is_word(t, at, "]")) {
+            size_t boundary_at = at;
+            uint64_t value;
+            plain &= is_word(t, at + 1, ":");
+            if ((status = token(r, ++at, key, &word)) != VB_OK || (status = to_size(r, ++at, key, &value)) != VB_OK)
+                return status;
+            plain &= all_digits(t->word[at]);
+            if (value != 0 && !power_of_two(value))
+                return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s: divisions %s (0 or a power of two)",
+                                key, t->word[at]);
+            if (is_word(t, boundary_at, ">")) {
+                for (size_t k = last_index + 1; k < VB_DIVISION_INTERVALS; k++) r->divisions[k] = value;
+            } else {
+                uint64_t boundary;
+                if ((status = to_size(r, boundary_at, key, &boundary)) != VB_OK) return status;
+                plain &= all_digits(t->word[boundary_at]);
+                if (!power_of_two(boundary))
+                    return vb_error(VB_ERR_INVALID,
+                                    "PyTorch allocator config: %s: interval %s (a power of two, in MiB)", key,
+                                    t->word[boundary_at]);
+                size_t index = (size_t)(63 - __builtin_clzll(boundary));
+                if (index >= VB_DIVISION_INTERVALS) index = VB_DIVISION_INTERVALS - 1;
+                for (size_t k = 0; first && k < index; k++) r->divisions[k] = value;
+                first = 0;
+                r->divisions[index] = value;
+                last_index = index;
+            }
+            if (at + 1 >= t->count) break; /* no closing ']' */
+            if (!is_word(t, at + 1, "]")) plain &= is_word(t, ++at, ",");
+        }
+        if (at >= t->count || !is_word(t, at, "]"))
+            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s has no closing ']'", key);
     }
-    size_t start = r->at;
-    while (r->text[r->at] && r->text[r->at] != ']') r->at++;
-    if (r->text[r->at] != ']')
-        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: '%s' has no closing ']'", key);
-    r->at++;
-    snprintf(value, capacity, "%.*s", (int)(r->at - start), r->text + start);
+    /* A plain first setting reads alike in our option: handed on as written
+     * (whitespace gone), the tokens joined. */
+    size_t start = *i + 2, used = 0;
+    *i = at;
+    r->divisions_text = NULL;
+    if (r->divisions_set++ || !plain) return VB_OK;
+    for (size_t k = start; k <= at && used < sizeof r->joined; k++)
+        used += (size_t)snprintf(r->joined + used, sizeof r->joined - used, "%s", t->word[k]);
+    if (used < sizeof r->joined) r->divisions_text = r->joined;
     return VB_OK;
 }
 
-/* Checks one setting by PyTorch's rules and records what it means for us. */
-static vb_status apply_setting(vb_pytorch_conf *out, size_t *used, int *expandable, int *async, const char *key,
-                               const char *value)
+/* The divisions read, for our option: as the user wrote them when that
+ * reads alike, else every interval spelled out ("[1:D0,2:D1,...]"). */
+static vb_status set_divisions(reading *r)
 {
-    unsigned long long number;
-    double real;
+    if (r->divisions_text) return set_entry(r, "roundup_power2_divisions", r->divisions_text);
+    char text[VB_DIVISION_INTERVALS * 32];
+    size_t used = 0;
+    for (size_t k = 0; k < VB_DIVISION_INTERVALS; k++)
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s%llu:%llu", k ? "," : "[",
+                                 (unsigned long long)1 << k, (unsigned long long)r->divisions[k]);
+    snprintf(text + used, sizeof text - used, "]");
+    return set_entry(r, "roundup_power2_divisions", text);
+}
+
+/* One setting, by the rules of the parser that owns its key. */
+static vb_status read_setting(reading *r, size_t *i)
+{
+    const char *key = r->t->word[*i];
+    const char *word;
     int flag;
-    if (strcmp(key, "max_split_size_mb") == 0 || strcmp(key, "max_non_split_rounding_mb") == 0) {
-        if (whole_number(value, &number) != 0 || number < 20)
-            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (a whole number of MiB, >= 20)", key,
-                            value);
-        return set_entry(out, used, strcmp(key, "max_split_size_mb") == 0 ? "max_split_size_mb"
-                                                                         : "max_non_split_rounding_mb", value);
-    }
-    if (strcmp(key, "garbage_collection_threshold") == 0) {
-        if (real_number(value, &real) != 0 || !(real > 0.0 && real < 1.0))
-            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: garbage_collection_threshold:%s (in (0.0, 1.0))",
-                            value);
-        return set_entry(out, used, "garbage_collection_threshold", value);
-    }
-    if (strcmp(key, "roundup_power2_divisions") == 0) {
-        /* The one-number form must be a power of two (0 is refused there). */
-        if (value[0] != '[' && (whole_number(value, &number) != 0 || !power_of_two(number)))
-            return vb_error(VB_ERR_INVALID,
-                            "PyTorch allocator config: roundup_power2_divisions:%s (a power of two, or "
-                            "[256:1,512:2,>:4])", value);
-        return set_entry(out, used, "roundup_power2_divisions", value); /* the list: checked by the option */
-    }
-    if (strcmp(key, "per_process_memory_fraction") == 0) {
-        if (real_number(value, &real) != 0 || real < 0.0 || real > 1.0)
-            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: per_process_memory_fraction:%s (in [0.0, 1.0])",
-                            value);
-        return set_entry(out, used, "memory_fraction", value);
-    }
-    if (strcmp(key, "expandable_segments") == 0 || strcmp(key, "release_lock_on_cudamalloc") == 0 ||
-        strcmp(key, "pinned_use_cuda_host_register") == 0 || strcmp(key, "pinned_use_background_threads") == 0 ||
-        strcmp(key, "graph_capture_record_stream_reuse") == 0) {
-        if (is_bool(value, &flag) != 0)
-            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (True or False)", key, value);
-        if (strcmp(key, "expandable_segments") == 0) *expandable = flag;
+    uint64_t number;
+    vb_status status;
+    /* AcceleratorAllocatorConfig's keys (c10/core/AllocatorConfig.cpp). */
+    if (!strcmp(key, "max_split_size_mb")) return read_mib(r, i, "max_split_size_mb");
+    if (!strcmp(key, "max_non_split_rounding_mb")) return read_mib(r, i, "max_non_split_rounding_mb");
+    if (!strcmp(key, "garbage_collection_threshold"))
+        return read_fraction(r, i, key, "garbage_collection_threshold", 1);
+    if (!strcmp(key, "roundup_power2_divisions")) return read_divisions(r, i, key);
+    if (!strcmp(key, "expandable_segments") || !strcmp(key, "pinned_use_background_threads")) {
+        if ((status = to_bool(r, *i + 2, key, &flag)) != VB_OK) return status;
+        if (!strcmp(key, "expandable_segments")) r->expandable = flag;
+        *i += 2;
         return VB_OK;
     }
-    if (strcmp(key, "pinned_num_register_threads") == 0 || strcmp(key, "pinned_reserve_segment_size_mb") == 0) {
-        if (whole_number(value, &number) != 0 || number == 0 ||
-            (strcmp(key, "pinned_num_register_threads") == 0 && (!power_of_two(number) || number > 128)))
-            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (a whole number%s)", key, value,
-                            key[7] == 'n' ? ", a power of two up to 128" : " > 0");
+    if (!strcmp(key, "large_segment_size_mb"))
+        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: known to PyTorch, not modelled here: %s", key);
+    /* CUDAAllocatorConfig's keys (c10/cuda/CUDAAllocatorConfig.cpp); the
+     * hip spellings are accepted by every build ("for ease of use"). */
+    if (!strcmp(key, "backend")) {
+        if ((status = token(r, *i + 2, key, &word)) != VB_OK) return status;
+        if (strcmp(word, "native") != 0 && strcmp(word, "cudaMallocAsync") != 0)
+            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: backend:%s (native or cudaMallocAsync%s)", word,
+                            strcmp(word, "hipMallocAsync") ? "" : "; hipMallocAsync is for ROCm builds");
+        r->async = strcmp(word, "cudaMallocAsync") == 0;
+        *i += 2;
         return VB_OK;
     }
-    if (strcmp(key, "backend") == 0) {
-        if (strcmp(value, "native") != 0 && strcmp(value, "cudaMallocAsync") != 0)
-            return vb_error(VB_ERR_INVALID,
-                            "PyTorch allocator config: backend:%s (options are native and cudaMallocAsync)", value);
-        *async = strcmp(value, "cudaMallocAsync") == 0;
+    if (!strcmp(key, "release_lock_on_cudamalloc") || !strcmp(key, "release_lock_on_hipmalloc") ||
+        !strcmp(key, "pinned_use_cuda_host_register") || !strcmp(key, "pinned_use_hip_host_register") ||
+        !strcmp(key, "graph_capture_record_stream_reuse")) {
+        if ((status = to_bool(r, *i + 2, key, &flag)) != VB_OK) return status;
+        *i += 2;
         return VB_OK;
     }
+    if (!strcmp(key, "pinned_num_register_threads") || !strcmp(key, "pinned_reserve_segment_size_mb")) {
+        if ((status = to_size(r, *i + 2, key, &number)) != VB_OK) return status;
+        int threads = key[7] == 'n';
+        if (threads ? !power_of_two(number) || number > MAX_REGISTER_THREADS : number == 0)
+            return vb_error(VB_ERR_INVALID, "PyTorch allocator config: %s:%s (%s)", key, r->t->word[*i + 2],
+                            threads ? "a power of two up to 128" : "more than 0");
+        *i += 2;
+        return VB_OK;
+    }
+    if (!strcmp(key, "per_process_memory_fraction")) return read_fraction(r, i, key, "memory_fraction", 0);
     return vb_error(VB_ERR_INVALID, "PyTorch allocator config: unrecognized key '%s' (PyTorch refuses it)", key);
 }
 
 vb_status vb_pytorch_conf_parse(const char *conf, vb_pytorch_conf *out)
 {
     memset(out, 0, sizeof *out);
-    conf_reader r = {.at = 0};
-    size_t length = 0;
-    for (const char *c = conf; *c; c++) {
-        if (*c == ' ') continue;
-        if (length + 1 >= sizeof r.text) return vb_error(VB_ERR_INVALID, "PyTorch allocator config is too long");
-        r.text[length++] = *c;
+    tokens t = {NULL, 0, NULL};
+    reading r = {.t = &t, .out = out};
+    vb_status status = tokenize(conf, &t);
+    for (size_t i = 0; status == VB_OK && i < t.count; i++) {
+        status = read_setting(&r, &i);
+        if (i + 1 < t.count) i++; /* the token after a setting: its ',' (not checked) */
     }
-    size_t used = 0;
-    int expandable = 0, async = 0;
-    while (r.text[r.at]) {
-        char key[64], value[256];
-        if (read_word(&r, key, sizeof key) == 0)
-            return vb_error(VB_ERR_INVALID, "PyTorch allocator config '%s': expected a key at '%s'", conf,
-                            r.text + r.at);
-        vb_status status = read_value(&r, key, value, sizeof value);
-        if (status == VB_OK) status = apply_setting(out, &used, &expandable, &async, key, value);
-        if (status != VB_OK) return status;
-        if (r.text[r.at] == ',') r.at++; /* PyTorch accepts a trailing one */
-        else if (r.text[r.at])
-            return vb_error(VB_ERR_INVALID, "PyTorch allocator config '%s': expected ',' at '%s'", conf, r.text + r.at);
-    }
+    if (status == VB_OK && r.divisions_set) status = set_divisions(&r);
+    free(t.word);
+    free(t.text);
+    if (status != VB_OK) return status;
     /* backend:cudaMallocAsync ignores the native options (PyTorch warns). */
-    snprintf(out->allocator, sizeof out->allocator, "%s", async ? "async" : expandable ? "expandable" : "caching");
-    if (async) out->count = 0;
+    snprintf(out->allocator, sizeof out->allocator, "%s", r.async ? "async" : r.expandable ? "expandable" : "caching");
+    if (r.async) out->count = 0;
     return VB_OK;
 }

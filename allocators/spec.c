@@ -76,7 +76,7 @@ static vb_status spec_parse_pytorch(const char *text, vb_allocator_spec *out)
 {
     size_t length = strlen(text);
     if (text[7] != '\0' && (text[7] != '[' || text[length - 1] != ']'))
-        return vb_error(VB_ERR_INVALID, "allocator spec '%s' is not pytorch[PYTORCH_CUDA_ALLOC_CONF]", text);
+        return vb_error(VB_ERR_INVALID, "allocator spec '%s' is not pytorch[PYTORCH_ALLOC_CONF]", text);
     char *conf = text[7] ? strndup(text + 8, length - 9) : strdup("");
     if (!conf) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     vb_pytorch_conf parsed;

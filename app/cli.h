@@ -154,6 +154,16 @@ const char *vb_cli_python(void);
  * malformed. */
 int vb_cli_parse_bytes(const char *text, uint64_t *out);
 
+/* For a --param given to scenario `name`, which takes none: one error line
+ * naming the scenarios that do take one; VB_EXIT_USAGE. */
+int vb_cli_param_refused(const char *command, const char *name);
+
+/* Parses `command`'s `option`, a simulated device's memory: bytes as
+ * vb_cli_parse_bytes reads them, from `minimum` to VB_SIM_MAX_CAPACITY.
+ * 0, or VB_EXIT_USAGE after one error line (naming the limit when above). */
+int vb_cli_parse_capacity(const char *command, const char *option, const char *text, uint64_t minimum,
+                          uint64_t *out);
+
 /* vb_cli_parse_bytes for the option `option` of `command`: 0, or one error
  * line "COMMAND: bad OPTION 'TEXT': <VB_CLI_SIZE_RULE>" and 2. */
 int vb_cli_size_option(const char *command, const char *option, const char *text, uint64_t *out);

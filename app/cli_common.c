@@ -9,6 +9,7 @@
 
 #include "allocators/allocator.h"
 #include "base/closest.h"
+#include "scenarios/scenario.h"
 #include "cli.h"
 #include "text.h"
 
@@ -300,4 +301,37 @@ void vb_cli_format_bytes(uint64_t bytes, char *out, size_t capacity)
     size_t unit = 0;
     while (value >= 1024 && unit + 1 < sizeof units / sizeof *units) value /= 1024, unit++;
     snprintf(out, capacity, value < 10 ? "%.2f %s" : "%.1f %s", value, units[unit]);
+}
+
+int vb_cli_parse_capacity(const char *command, const char *option, const char *text, uint64_t minimum,
+                          uint64_t *out)
+{
+    uint64_t bytes = 0;
+    if (vb_cli_size_option(command, option, text, &bytes) != VB_EXIT_OK) return VB_EXIT_USAGE;
+    if (bytes < minimum) {
+        char given[32], least[32];
+        vb_cli_format_bytes(bytes, given, sizeof given);
+        vb_cli_format_bytes(minimum, least, sizeof least);
+        return vb_cli_error(VB_EXIT_USAGE, "%s: %s %s is below %s, the driver's smallest allocation", command, option,
+                            given, least);
+    }
+    if (bytes > VB_SIM_MAX_CAPACITY)
+        return vb_cli_error(VB_EXIT_USAGE,
+                            "%s: %s %s is more than the simulated device can have (at most " VB_SIM_MAX_CAPACITY_TEXT
+                            " = %llu bytes)",
+                            command, option, text, (unsigned long long)VB_SIM_MAX_CAPACITY);
+    *out = bytes;
+    return 0;
+}
+
+int vb_cli_param_refused(const char *command, const char *name)
+{
+    char takers[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; vb_scenario_registry[i] && used < sizeof takers; i++)
+        if (vb_scenario_registry[i]->parameter)
+            used += (size_t)snprintf(takers + used, sizeof takers - used, "%s%s: %s", used ? "; " : "",
+                                     vb_scenario_registry[i]->name, vb_scenario_registry[i]->parameter);
+    return vb_cli_error(VB_EXIT_USAGE, "%s: scenario %s takes no --param (%s)", command, name,
+                        used ? takers : "no scenario takes one");
 }

@@ -30,6 +30,7 @@ static void list_scenarios(void)
     for (size_t i = 0; vb_scenario_registry[i]; i++) {
         const vb_scenario *scenario = vb_scenario_registry[i];
         printf("%-20s %s\n%-20s   (follows: %s)\n", scenario->name, scenario->description, "", scenario->documents);
+        if (scenario->parameter) printf("%-20s   --param %s\n", "", scenario->parameter);
     }
 }
 

@@ -49,7 +49,7 @@ static const vb_cli_option options[OPTION_COUNT + 1] = {
                        "(pytorch[expandable_segments:True]) or external:PATH.so, e.g. --allocator caching,bfc",
                        0},
     [OPT_PYTORCH_CONF] = {"--pytorch-alloc-conf", NULL, "CONF",
-                          "PYTORCH_CUDA_ALLOC_CONF's value, run as pytorch[CONF] (alone unless --allocator names\n"
+                          "PYTORCH_ALLOC_CONF's value, run as pytorch[CONF] (alone unless --allocator names\n"
                           "others too), e.g. --pytorch-alloc-conf expandable_segments:True",
                           0},
     [OPT_CONFIG] = {"--config", NULL, "ALLOC.KEY=VALUE",
@@ -203,7 +203,7 @@ static int parse_args(int argc, char **argv, int trace_command, run_args *args)
             break;
         case OPT_DEVICE: args->device = value; break;
         case OPT_SIM_CAPACITY:
-            if (vb_cli_size_option(command, "--sim-capacity", value, &args->sim_capacity) != VB_EXIT_OK)
+            if (vb_cli_parse_capacity(command, "--sim-capacity", value, 1, &args->sim_capacity) != 0)
                 return VB_EXIT_USAGE;
             args->sim_capacity_given = 1;
             break;
@@ -381,7 +381,7 @@ static vb_status warm_up(run_state *state, const vb_case *c, size_t k, vb_shard 
     vb_device_info info;
     state->device->ops->info(state->device, &info);
     if (info.kind != VB_DEVICE_SIM || k + 1 > last) return VB_OK;
-    vb_runner_options once = {1, 0.0, 1};
+    vb_runner_options once = {.repetitions = 1, .min_time_s = 0.0, .max_iterations = 1};
     vb_case_result result;
     vb_status status = vb_runner_run_case(state->device, c, &once, &result);
     if (status == VB_OK) vb_case_result_free(&result);
@@ -510,7 +510,7 @@ int vb_run_command(int argc, char **argv, int trace_command)
     }
     if (exit_status != VB_EXIT_OK) return exit_status;
     if (args.pytorch_conf) {
-        /* PYTORCH_CUDA_ALLOC_CONF's value as the spec pytorch[CONF]. */
+        /* PYTORCH_ALLOC_CONF's value as the spec pytorch[CONF]. */
         size_t size = strlen(args.allocators) + strlen(args.pytorch_conf) + 16;
         args.allocator_list = malloc(size);
         if (!args.allocator_list) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
@@ -529,6 +529,10 @@ int vb_run_command(int argc, char **argv, int trace_command)
     if (args.param && state.scenarios.count != 1) {
         exit_status =
             vb_cli_error(VB_EXIT_USAGE, "run: --param applies to one scenario; name exactly one with --scenario");
+        goto done;
+    }
+    if (args.param && !vb_scenario_find(state.scenarios.names[0])->parameter) {
+        exit_status = vb_cli_param_refused("run", state.scenarios.names[0]);
         goto done;
     }
     if (args.snapshot && state.spec_count != 1) {

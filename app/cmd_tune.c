@@ -1,4 +1,4 @@
-/* vrambench — `vrambench tune TRACE`: which PYTORCH_CUDA_ALLOC_CONF a
+/* vrambench — `vrambench tune TRACE`: which PYTORCH_ALLOC_CONF a
  * workload should use, and the smallest device it fits on (app/tune.h).
  *
  * TRACE is anything `replay` reads, or a PyTorch memory snapshot pickle
@@ -150,10 +150,8 @@ int vb_cmd_tune(int argc, char **argv)
             options.device = value;
             break;
         case OPT_CAPACITY:
-            if (vb_cli_size_option("tune", "--capacity", value, &options.capacity) != VB_EXIT_OK) return VB_EXIT_USAGE;
-            if (options.capacity < VB_TUNE_CAPACITY_STEP)
-                return vb_cli_error(VB_EXIT_USAGE, "tune: --capacity '%s' is below 2MiB, the driver's smallest "
-                                                   "allocation", value);
+            if (vb_cli_parse_capacity("tune", "--capacity", value, VB_TUNE_CAPACITY_STEP, &options.capacity) != 0)
+                return VB_EXIT_USAGE;
             break;
         case OPT_SHARD:
             if (vb_shard_parse(value, &options.shard) != 0)

@@ -1,10 +1,15 @@
 /* vrambench — the runner (see runner.h for the timing rules). */
 #include "runner.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "allocators/pytorch_conf.h"
 #include "base/measure.h"
@@ -46,7 +51,7 @@ double vb_repetition_counter(const vb_repetition_result *rep, const char *name, 
 
 vb_runner_options vb_runner_default_options(void)
 {
-    return (vb_runner_options){1, 0.1, 1000};
+    return (vb_runner_options){1, 0.1, 1000, 0};
 }
 
 /* A growable counter list (name, value), later names replacing earlier. */
@@ -313,22 +318,40 @@ unsigned vb_memory_pass_iterations(const vb_scenario *scenario)
     return scenario->memory_pass_iterations ? scenario->memory_pass_iterations : VB_MEMORY_PASS_ITERATIONS;
 }
 
-/* The memory pass (runner.h): vb_memory_pass_iterations iterations on a
- * fresh allocator and run, iteration 1 sampling the timeline, with segment
- * capture on; fills `memory` and the case's segment map. It also warms the
- * code and the device up for the timed repetitions, as Google Benchmark's
- * warm-up would. */
-static vb_status memory_pass(vb_device *dev, const vb_case *c, vb_case_result *out, memory_pass_result *memory)
+/* How a memory pass takes the segment map (runtime/run.h): at every peak,
+ * or counting the calls, or at one call. */
+typedef struct capture_plan {
+    vb_run_capture mode;
+    uint64_t call, fingerprint; /* counting: found; at one call: given */
+    int captured;               /* at one call: the map was taken there */
+    void (*taken)(void *context, vb_run *run); /* at one call: then called (vb_run_on_capture) */
+    void *context;
+} capture_plan;
+
+/* One memory pass (runner.h): vb_memory_pass_iterations iterations on a
+ * fresh allocator and run, iteration 1 sampling the timeline, the segment
+ * map taken as `plan` says; fills `memory` (when not NULL) and the case's
+ * segment map. It also warms the code and the device up for the timed
+ * repetitions, as Google Benchmark's warm-up would. */
+static vb_status memory_pass_run(vb_device *dev, const vb_case *c, capture_plan *plan, vb_case_result *out,
+                                 memory_pass_result *memory)
 {
     repetition_state rep;
     vb_status status = repetition_open(dev, c, &rep);
-    if (status == VB_OK) vb_run_set_segment_capture(rep.run, 1);
+    if (status == VB_OK) {
+        if (plan->mode == VB_CAPTURE_EVERY_PEAK) vb_run_set_segment_capture(rep.run, 1);
+        else if (plan->mode == VB_CAPTURE_COUNT) vb_run_count_peak_calls(rep.run);
+        else if (plan->mode == VB_CAPTURE_AT) {
+            vb_run_capture_at_call(rep.run, plan->call, plan->fingerprint);
+            vb_run_on_capture(rep.run, plan->taken, plan->context);
+        }
+    }
     uint64_t iterations = vb_memory_pass_iterations(c->scenario);
     while (status == VB_OK && rep.iterations < iterations) {
         vb_run_set_sampling(rep.run, rep.iterations == 0);
         status = time_iteration(dev, c->scenario, &rep);
         if (status != VB_OK) break;
-        if (rep.iterations == 1) {
+        if (rep.iterations == 1 && memory) {
             size_t count;
             const vb_run_counter *counters = vb_run_counters(rep.run, &count);
             for (size_t i = 0; i < count && status == VB_OK; i++)
@@ -337,10 +360,134 @@ static vb_status memory_pass(vb_device *dev, const vb_case *c, vb_case_result *o
             if (status == VB_OK) status = keep_timeline(rep.run, &rep.kept);
         }
     }
-    if (status == VB_OK) status = keep_segments(rep.run, out);
-    if (status == VB_OK) status = memory_pass_finish(&rep, memory);
+    if (status == VB_OK && plan->mode != VB_CAPTURE_OFF) status = keep_segments(rep.run, out);
+    if (status == VB_OK && plan->mode == VB_CAPTURE_COUNT)
+        plan->call = vb_run_last_peak_call(rep.run, &plan->fingerprint);
+    if (status == VB_OK && plan->mode == VB_CAPTURE_AT) plan->captured = vb_run_captured_at_call(rep.run);
+    if (status == VB_OK && memory) status = memory_pass_finish(&rep, memory);
     repetition_close(dev, &rep);
     return status;
+}
+
+/* Whole buffers through a socket; 0, or -1. Sending never raises SIGPIPE
+ * (a twin that died is a failed twin, not the end of the program). */
+static int send_whole(int fd, const void *data, size_t size)
+{
+    for (const char *at = data; size > 0;) {
+        ssize_t n = send(fd, at, size, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        at += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+static int recv_whole(int fd, void *data, size_t size)
+{
+    for (char *at = data; size > 0;) {
+        ssize_t n = recv(fd, at, size, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        at += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+/* The twin's end: the map taken at the call, to the parent (its block
+ * count, then the blocks; 0: none, or the runs differed), and _exit. */
+static void twin_send(int parent, vb_run *run)
+{
+    vb_case_result twin;
+    memset(&twin, 0, sizeof twin);
+    uint64_t count = run && keep_segments(run, &twin) == VB_OK ? twin.segment_block_count : 0;
+    int failed = send_whole(parent, &count, sizeof count) != 0 ||
+                 (count && send_whole(parent, twin.segments_at_peak, count * sizeof *twin.segments_at_peak) != 0);
+    _exit(failed || !count);
+}
+
+/* vb_run_on_capture's hook in the twin: nothing after the call matters. */
+static void twin_captured(void *context, vb_run *run)
+{
+    twin_send(*(int *)context, run);
+}
+
+/* The twin of a lazy memory pass, in a child forked before the pass began
+ * (so on the same state, the device's included): it waits for the call the
+ * parent's counting pass found and runs the pass again up to that call,
+ * taking the map there. */
+static void capture_twin(vb_device *dev, const vb_case *c, int parent)
+{
+    /* Silent: what the pass prints (a replay's progress line) is the parent's to print. */
+    int quiet = open("/dev/null", O_WRONLY);
+    if (quiet >= 0) {
+        dup2(quiet, STDOUT_FILENO);
+        dup2(quiet, STDERR_FILENO);
+        close(quiet);
+    }
+    capture_plan plan = {VB_CAPTURE_AT, 0, 0, 0, NULL, NULL};
+    if (recv_whole(parent, &plan.call, sizeof plan.call) != 0 ||
+        recv_whole(parent, &plan.fingerprint, sizeof plan.fingerprint) != 0 || plan.call == 0)
+        _exit(0);
+    plan.taken = twin_captured;
+    plan.context = &parent;
+    vb_case_result twin;
+    memset(&twin, 0, sizeof twin);
+    memory_pass_run(dev, c, &plan, &twin, NULL);
+    twin_send(parent, NULL); /* the pass ended without the call's snapshot */
+}
+
+/* The memory pass. Where it can, lazily (runtime/run.h): walking every
+ * block at every new peak costs blocks x peaks, quadratic in a trace whose
+ * peak keeps rising, so the pass only counts, and a twin forked before it,
+ * on the same state, repeats it up to the last peak's call and walks once
+ * there. That needs a device whose answers repeat: sim (a GPU's addresses
+ * and timings do not; there the pass walks at every peak). When the twin
+ * gives no map (no fork, host memory, a run that differed), the pass is
+ * done again the old way. */
+static vb_status memory_pass(vb_device *dev, const vb_case *c, int no_segment_map, vb_case_result *out,
+                             memory_pass_result *memory)
+{
+    const vb_allocator_ops *ops = vb_allocator_find(c->allocator->name);
+    capture_plan plan = {no_segment_map ? VB_CAPTURE_OFF : VB_CAPTURE_EVERY_PEAK, 0, 0, 0, NULL, NULL};
+    int sockets[2] = {-1, -1};
+    pid_t twin = -1;
+    if (!no_segment_map && vb_device_is_sim(dev) && ops && ops->segments &&
+        socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0) {
+        fflush(NULL); /* the twin leaves with _exit: nothing buffered is written twice */
+        twin = fork();
+        if (twin == 0) {
+            close(sockets[0]);
+            capture_twin(dev, c, sockets[1]);
+        }
+        close(sockets[1]);
+        if (twin < 0) close(sockets[0]);
+        else plan.mode = VB_CAPTURE_COUNT;
+    }
+    vb_status status = memory_pass_run(dev, c, &plan, out, memory);
+    if (twin < 0) return status;
+    uint64_t call = status == VB_OK ? plan.call : 0, count = 0;
+    int taken = send_whole(sockets[0], &call, sizeof call) == 0 &&
+                send_whole(sockets[0], &plan.fingerprint, sizeof plan.fingerprint) == 0 && call &&
+                recv_whole(sockets[0], &count, sizeof count) == 0 && count > 0;
+    if (taken) {
+        out->segments_at_peak = malloc(count * sizeof *out->segments_at_peak);
+        taken = out->segments_at_peak &&
+                recv_whole(sockets[0], out->segments_at_peak, count * sizeof *out->segments_at_peak) == 0;
+        out->segment_block_count = taken ? count : 0;
+    }
+    close(sockets[0]);
+    while (waitpid(twin, NULL, 0) < 0 && errno == EINTR) {
+    }
+    if (status != VB_OK || !call || taken) return status;
+    /* No map from the twin: the whole pass again, walking at every peak. */
+    free(out->segments_at_peak);
+    out->segments_at_peak = NULL;
+    out->segment_block_count = 0;
+    memory_pass_free(memory);
+    plan = (capture_plan){VB_CAPTURE_EVERY_PEAK, 0, 0, 0, NULL, NULL};
+    return memory_pass_run(dev, c, &plan, out, memory);
 }
 
 /* Runs one timed repetition on a fresh allocator: `fixed_iterations` of
@@ -404,7 +551,7 @@ vb_status vb_runner_run_case(vb_device *dev, const vb_case *c, const vb_runner_o
     out->repetitions = calloc(options->repetitions, sizeof *out->repetitions);
     if (!out->repetitions) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     memory_pass_result memory = {0};
-    status = memory_pass(dev, c, out, &memory);
+    status = memory_pass(dev, c, options->no_segment_map, out, &memory);
     for (size_t i = 0; i < options->repetitions && status == VB_OK; i++) {
         uint64_t fixed = i == 0 ? 0 : out->repetitions[0].iterations;
         status = run_repetition(dev, c, options, fixed, &memory, &out->repetitions[i]);

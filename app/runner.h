@@ -4,7 +4,10 @@
  * Per case, first a MEMORY PASS: VB_MEMORY_PASS_ITERATIONS iterations of the
  * scenario (or the scenario's own memory_pass_iterations: a trace replay
  * runs once) on a fresh allocator and run. Iteration 1 records the step
- * timeline; the segment map is taken at the pass's peak reserved. Every
+ * timeline; the segment map is taken at the pass's peak reserved (on sim
+ * by a forked twin of the pass that walks the blocks once, at the call of
+ * the last peak, so the map costs one walk however often the peak rose;
+ * runtime/run.h). Every
  * memory figure of the case comes from this pass: peaks over its iterations,
  * driver calls, retries and OOMs summed over them, the scenario's counters of
  * iteration 1. Its iteration count is fixed, so the memory figures do not
@@ -48,6 +51,7 @@ typedef struct vb_runner_options {
     unsigned repetitions;     /* >= 1 */
     double min_time_s;        /* real time the first repetition's iterations reach */
     uint64_t max_iterations;  /* >= 1 */
+    int no_segment_map;       /* 1: no segments_at_peak, and none of the work for it (tune) */
 } vb_runner_options;
 
 /* Defaults: 1 repetition, 0.1 s, 1000 iterations. */

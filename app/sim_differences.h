@@ -1,6 +1,6 @@
 /* vrambench — the documented differences between a GPU's memory figures and
  * the simulated device's: docs/data/sim-differences.json, which check-sim
- * reads and tools/gen_sim_differences_md.py renders as
+ * reads and python/vrambench/sim_differences_page.py renders as
  * docs/sim-differences.md.
  *
  * The file: {"about": TEXT, "version": 1, "differences": [{"id", "title",

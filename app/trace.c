@@ -16,8 +16,10 @@
 #include "input_file.h"
 #include "text.h"
 
-/* The one buffer a trace holds: a line may be at most this long. */
-#define TRACE_BUFFER_BYTES (64 * 1024)
+/* The longest line, without its "\n" or "\r\n" (so one limit for either
+ * ending), and the one buffer a trace holds: room for it and its ending. */
+#define TRACE_LINE_MAX (64 * 1024 - 1)
+#define TRACE_BUFFER_BYTES (TRACE_LINE_MAX + 2)
 /* Bytes allocated after it: the sentinel (or a final NUL). */
 #define TRACE_BUFFER_SLACK 1
 /* zlib's own input buffer (bigger than its 8 KiB default: fewer read calls). */
@@ -78,7 +80,9 @@ struct vb_trace {
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Records "PATH:LINE: message" as the error of `trace` (sticky) and returns `status`. */
+/* Records "PATH:LINE: message" (line 0: "PATH: gzip stream: message", an
+ * error of the compressed data, which no line holds) as the error of
+ * `trace` (sticky) and returns `status`. */
 static vb_status fail_at(vb_trace *trace, uint64_t line, vb_status status, const char *format, va_list args)
 {
     char message[400];
@@ -87,7 +91,8 @@ static vb_status fail_at(vb_trace *trace, uint64_t line, vb_status status, const
      * theirs reaches the terminal (the error stays one line). */
     for (char *c = message; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-    vb_error(status, "%s:%llu: %s", trace->path, (unsigned long long)line, message);
+    if (line) vb_error(status, "%s:%llu: %s", trace->path, (unsigned long long)line, message);
+    else vb_error(status, "%s: gzip stream: %s", trace->path, message);
     trace->failure = status;
     free(trace->failure_message);
     trace->failure_message = strdup(vb_last_error());
@@ -102,6 +107,19 @@ static vb_status fail(vb_trace *trace, vb_status status, const char *format, ...
     va_list args;
     va_start(args, format);
     vb_status result = fail_at(trace, trace->line, status, format, args);
+    va_end(args);
+    return result;
+}
+
+/* An error of the gzip data itself: inflate reads ahead of the lines
+ * handed out, so no line number would be true. */
+static vb_status fail_stream(vb_trace *trace, vb_status status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static vb_status fail_stream(vb_trace *trace, vb_status status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vb_status result = fail_at(trace, 0, status, format, args);
     va_end(args);
     return result;
 }
@@ -194,12 +212,15 @@ static vb_status input_read(vb_trace *trace, char *out, size_t capacity, size_t 
         *got = capacity - in->z.avail_out;
         if (result == Z_STREAM_END) in->member_ended = 1;
         else if (result == Z_NEED_DICT || result == Z_DATA_ERROR || result == Z_MEM_ERROR || result == Z_STREAM_ERROR) {
-            trace->line++;
-            return fail(trace, result == Z_MEM_ERROR ? VB_ERR_HOST_OOM : VB_ERR_INVALID,
-                        "corrupt gzip data at byte %llu of the file: %s", (unsigned long long)(in->base + in->start),
-                        in->z.msg ? in->z.msg : "invalid data");
+            return fail_stream(trace, result == Z_MEM_ERROR ? VB_ERR_HOST_OOM : VB_ERR_INVALID,
+                               "corrupt data at byte %llu of the file: %s (%llu whole lines read before it)",
+                               (unsigned long long)(in->base + in->start), in->z.msg ? in->z.msg : "invalid data",
+                               (unsigned long long)trace->line);
         }
         if (*got > 0) return VB_OK;
+        if (!in->member_ended && in->eof && in->start == in->end && trace->line == 0)
+            return fail_stream(trace, VB_ERR_INVALID, "ends early, at byte %llu of the file (a truncated file, "
+                               "without one whole line)", (unsigned long long)(in->base + in->end));
         if (!in->member_ended && in->eof && in->start == in->end) {
             trace->line++;
             return fail(trace, VB_ERR_INVALID,
@@ -243,6 +264,7 @@ static vb_status next_line(vb_trace *trace, char **line)
             if (memchr(begin, '\0', length))
                 return fail(trace, VB_ERR_INVALID, "malformed line: it holds a NUL byte (not a text trace?)");
             if (length > 0 && begin[length - 1] == '\r') length--;
+            if (length > TRACE_LINE_MAX) return fail(trace, VB_ERR_INVALID, "line longer than %d bytes", TRACE_LINE_MAX);
             begin[length] = '\0';
             *line = begin;
             return VB_OK;
@@ -259,7 +281,7 @@ static vb_status next_line(vb_trace *trace, char **line)
         }
         if (trace->end - trace->start == TRACE_BUFFER_BYTES) {
             trace->line++;
-            return fail(trace, VB_ERR_INVALID, "line longer than %d bytes", TRACE_BUFFER_BYTES - 1);
+            return fail(trace, VB_ERR_INVALID, "line longer than %d bytes", TRACE_LINE_MAX);
         }
         vb_status status = refill(trace);
         if (status != VB_OK) return status;

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "allocators/pytorch_conf.h"
 #include "base/measure.h"
 #include "replay.h"
 #include "context.h"
@@ -22,8 +23,8 @@
 #include "trace_drive.h"
 
 /* Largest capacity the bisection looks at when the trace does not fit the
- * given one: 64 TiB. */
-#define MAX_PROBE_CAPACITY ((uint64_t)1 << 46)
+ * given one: the most a simulated device can have (56 TiB). */
+#define MAX_PROBE_CAPACITY VB_SIM_MAX_CAPACITY
 /* A setting other than the defaults is recommended only when it saves at
  * least this fraction of the defaults' peak reserved bytes (or the defaults
  * run out of memory): below it, the defaults are the simpler answer. */
@@ -33,7 +34,7 @@
 /* The grid                                                                 */
 /* ======================================================================== */
 
-/* PyTorch's settings tried, PYTORCH_CUDA_ALLOC_CONF's syntax. Garbage
+/* PyTorch's settings tried, in PYTORCH_ALLOC_CONF's syntax. Garbage
  * collection acts only with a per-process memory fraction set (PyTorch's
  * set_fraction), so those carry one: 1.0, the whole device, so that it
  * acts near the device's capacity. */
@@ -168,13 +169,15 @@ vb_status vb_tune_min_capacity(const vb_drive_events *events, const char *spec, 
     vb_status status = VB_OK;
     int ok = 0;
     *out = 0;
-    if (!hi) { /* none known to fit: double until one does */
+    if (!hi) { /* none known to fit: double until one does, the largest device last */
         uint64_t capacity = start > step ? start / step * step : step;
-        for (; capacity <= MAX_PROBE_CAPACITY; capacity *= 2) {
+        if (capacity > MAX_PROBE_CAPACITY) capacity = MAX_PROBE_CAPACITY;
+        for (;;) {
             status = fits(events, spec, capacity, &ok);
             if (status != VB_OK) return status;
-            if (ok) break;
+            if (ok || capacity == MAX_PROBE_CAPACITY) break;
             lo = capacity / step;
+            capacity = capacity > MAX_PROBE_CAPACITY / 2 ? MAX_PROBE_CAPACITY : capacity * 2;
         }
         if (!ok) return VB_OK;
         hi = capacity / step;
@@ -209,7 +212,7 @@ static json_t *main_replay(vb_device *dev, const vb_tune_options *options, const
     vb_allocator_spec spec;
     *status = vb_allocator_spec_parse(candidate->spec, &spec);
     if (*status != VB_OK) return NULL;
-    vb_runner_options runner = {1, 0.0, 1};
+    vb_runner_options runner = {1, 0.0, 1, 1}; /* no segment maps: a tune compares figures */
     vb_case c = {&vb_replay_scenario, options->trace_path, &spec, options->label};
     vb_case_result result;
     *status = vb_runner_run_case(dev, &c, &runner, &result);
@@ -222,6 +225,28 @@ static json_t *main_replay(vb_device *dev, const vb_tune_options *options, const
     json_decref(entries);
     vb_allocator_spec_free(&spec);
     return entry;
+}
+
+/* What the trace itself asks for, whatever the allocator: the most bytes
+ * it holds live at once, and its largest allocation. */
+static void trace_demand(const vb_drive_events *events, uint64_t *peak_live, uint64_t *largest)
+{
+    uint64_t *sizes = calloc(events->slots ? events->slots : 1, sizeof *sizes);
+    uint64_t live = 0;
+    *peak_live = *largest = 0;
+    for (size_t i = 0; sizes && i < events->count; i++) {
+        const vb_drive_event *event = &events->items[i];
+        if (event->is_alloc) {
+            sizes[event->slot] = event->size;
+            live += event->size;
+            if (live > *peak_live) *peak_live = live;
+            if (event->size > *largest) *largest = event->size;
+        } else {
+            live -= sizes[event->slot];
+            sizes[event->slot] = 0;
+        }
+    }
+    free(sizes);
 }
 
 /* Adds what a tune says of a candidate to its entry: the PyTorch setting,
@@ -262,8 +287,14 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     } else if (!at_capacity.ooms) {
         known_fit = capacity;
     }
-    vb_status status = vb_tune_min_capacity(options->events, candidate->spec, known_fail, known_fit,
-                                            at_capacity.ooms ? capacity * 2 : capacity, &min_capacity);
+    /* No device holds less than the trace's live bytes at its peak: past
+     * the largest one, no probe can fit. */
+    uint64_t peak_live = 0, largest = 0;
+    trace_demand(options->events, &peak_live, &largest);
+    vb_status status = peak_live > MAX_PROBE_CAPACITY
+                           ? VB_OK
+                           : vb_tune_min_capacity(options->events, candidate->spec, known_fail, known_fit,
+                                                  at_capacity.ooms ? capacity * 2 : capacity, &min_capacity);
     if (status != VB_OK) return status;
     int failed = 0;
     if (candidate->is_pytorch) failed |= json_object_set_new(entry, "pytorch_alloc_conf", json_string(candidate->conf));
@@ -446,8 +477,10 @@ static double mib(double bytes)
     return bytes / (double)VB_MiB;
 }
 
-/* The recommendation object (and its one-line reason). */
-static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **entries, uint64_t capacity)
+/* The recommendation object (and its one-line reason); `events` (NULL when
+ * shards are merged) only words the reason when nothing fits. */
+static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **entries, uint64_t capacity,
+                         const vb_drive_events *events)
 {
     size_t defaults = 0, best = 0, best_overall = 0;
     figures f[MAX_CANDIDATES];
@@ -460,7 +493,25 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
     const figures *d = &f[defaults];
     char why[600];
     size_t chosen = best;
-    if (d->ooms == 0 && f[best].reserved > d->reserved * (1.0 - RECOMMEND_MIN_SAVING)) {
+    /* better_choice puts a setting with a minimum capacity first: none has one. */
+    int fits = f[best].ooms == 0 || f[best].min_capacity > 0;
+    if (!fits) {
+        chosen = defaults;
+        uint64_t peak_live = 0, largest = 0;
+        if (events) trace_demand(events, &peak_live, &largest);
+        char reason[160];
+        if (!events) /* merged shards (vb_tune_conclude): the trace is not at hand */
+            snprintf(reason, sizeof reason, "no candidate found a capacity it fits");
+        else if (largest > MAX_PROBE_CAPACITY)
+            snprintf(reason, sizeof reason, "its largest allocation alone is %.1f MiB", mib((double)largest));
+        else
+            snprintf(reason, sizeof reason, "it holds %.1f MiB live at its peak%s", mib((double)peak_live),
+                     peak_live > MAX_PROBE_CAPACITY ? "" : ", and the settings' rounding and fragmentation add more");
+        snprintf(why, sizeof why,
+                 "nothing fits: every PyTorch setting runs out of memory at %.0f MiB and on every simulated device "
+                 "up to the largest (" VB_SIM_MAX_CAPACITY_TEXT "): %s",
+                 mib((double)capacity), reason);
+    } else if (d->ooms == 0 && f[best].reserved > d->reserved * (1.0 - RECOMMEND_MIN_SAVING)) {
         chosen = defaults;
         snprintf(why, sizeof why,
                  "no PyTorch setting in the grid lowers peak reserved memory by %.0f%% or more against the defaults "
@@ -484,7 +535,8 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
                                vb_json_number(d->reserved > 0 ? 100.0 * (d->reserved - c->reserved) / d->reserved : 0),
                                "min_capacity_bytes", vb_json_number(d->min_capacity - c->min_capacity));
     json_t *recommendation =
-        json_pack("{s:s,s:o,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:{s:s,s:o}}", "pytorch_alloc_conf", grid[chosen].conf,
+        json_pack("{s:b,s:s,s:o,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:{s:s,s:o}}", "fits", fits, "pytorch_alloc_conf",
+                  grid[chosen].conf,
                   "memory_fraction",
                   grid[chosen].memory_fraction >= 0 ? vb_json_number(grid[chosen].memory_fraction) : json_null(),
                   "name", json_string_value(json_object_get(entries[chosen], "name")), "why", why,
@@ -522,7 +574,7 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
                  "simulated device, to 2 MiB\n",
             options->label, info->name, info->simulated ? " (SIMULATED: memory exact, times host-side)" : "",
             mib((double)(options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY)));
-    fprintf(out, "%-2s %-72s %9s %9s %5s %9s %7s %5s %9s %11s\n", "", "PYTORCH_CUDA_ALLOC_CONF, or [strategy]", "rsv MiB", "alloc MiB",
+    fprintf(out, "%-2s %-72s %9s %9s %5s %9s %7s %5s %9s %11s\n", "", VB_PYTORCH_CONF_ENV ", or [strategy]", "rsv MiB", "alloc MiB",
             "util", "drv calls", "retries", "OOMs", info->simulated ? "host ms" : "time ms", "min cap MiB");
     for (size_t i = 0; i < count; i++) {
         figures f = figures_of(entries[i]);
@@ -549,7 +601,12 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
     if (!json_is_null(json_object_get(recommendation, "memory_fraction")))
         snprintf(fraction, sizeof fraction, " with torch.cuda.set_per_process_memory_fraction(%g)",
                  entry_number(recommendation, "memory_fraction"));
-    fprintf(out, "recommendation: PYTORCH_CUDA_ALLOC_CONF='%s'%s\n  why: %s\n  saving against the defaults: %.1f MiB "
+    if (!json_is_true(json_object_get(recommendation, "fits"))) {
+        fprintf(out, "recommendation: none\n  why: %s\n", json_string_value(json_object_get(recommendation, "why")));
+        return;
+    }
+    fprintf(out, "recommendation: " VB_PYTORCH_CONF_ENV "='%s'%s (older PyTorch: "
+                 VB_PYTORCH_CONF_ENV_DEPRECATED ")\n  why: %s\n  saving against the defaults: %.1f MiB "
                  "peak reserved (%.1f%%), %.0f MiB of minimum device capacity\n",
             json_string_value(json_object_get(recommendation, "pytorch_alloc_conf")),
             fraction,
@@ -618,7 +675,7 @@ vb_status vb_tune_conclude(json_t *document)
     }
     mark_pareto(entries, count);
     uint64_t capacity = (uint64_t)entry_number(entries[0], "capacity_bytes");
-    json_t *recommendation = recommend(grid, count, entries, capacity ? capacity : VB_SIM_DEFAULT_CAPACITY);
+    json_t *recommendation = recommend(grid, count, entries, capacity ? capacity : VB_SIM_DEFAULT_CAPACITY, NULL);
     if (!recommendation || json_object_set_new(document, "recommendation", recommendation) != 0)
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     return VB_OK;
@@ -667,7 +724,7 @@ vb_status vb_tune_run(const vb_tune_options *given, FILE *table, json_t **docume
         dev->ops->info(dev, &info);
         mark_pareto(entries, count);
         uint64_t capacity = options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY;
-        json_t *recommendation = recommend(grid, count, entries, capacity);
+        json_t *recommendation = recommend(grid, count, entries, capacity, options->events);
         doc = vb_report_document(vb_report_context(dev, NULL, specs, spec_count));
         json_t *benchmarks = json_object_get(doc, "benchmarks");
         for (size_t i = 0; doc && i < count; i++) json_array_append(benchmarks, entries[i]);

@@ -1,5 +1,5 @@
 /* vrambench — `tune`: a trace replayed under a grid of PyTorch allocator
- * settings and every other strategy, to pick the PYTORCH_CUDA_ALLOC_CONF a
+ * settings and every other strategy, to pick the PYTORCH_ALLOC_CONF a
  * workload should use and the smallest device it fits on (app/tune.c; the
  * command line is app/cmd_tune.c).
  *
@@ -28,7 +28,7 @@
 
 typedef struct vb_tune_candidate {
     char spec[320];          /* the allocator spec run: pytorch[CONF] or a strategy's name */
-    char conf[256];          /* PYTORCH_CUDA_ALLOC_CONF for it ("" the defaults) */
+    char conf[256];          /* PYTORCH_ALLOC_CONF for it ("" the defaults) */
     int is_pytorch;          /* 1: a PyTorch setting (conf applies) */
     double memory_fraction;  /* >= 0: also torch.cuda.set_per_process_memory_fraction(this) */
     int setting_count;       /* settings in conf (simpler first on ties) */

@@ -36,6 +36,7 @@ typedef struct vb_sim_machine vb_sim_machine; /* a simulated machine of several 
 
 #define VB_MiB ((uint64_t)1 << 20)
 #define VB_GiB ((uint64_t)1 << 30)
+#define VB_TiB ((uint64_t)1 << 40)
 
 /* The CUDA driver rounds cudaMalloc to 2 MiB pages; the sim does the same. */
 #define VB_DRIVER_PAGE (2 * VB_MiB)
@@ -68,7 +69,7 @@ typedef struct vb_device_info {
 
 /* How to open a device. Zero-initialise and set what you need. */
 typedef struct vb_device_options {
-    uint64_t sim_capacity_bytes;   /* sim only; 0 = default 80 GiB */
+    uint64_t sim_capacity_bytes;   /* sim only; 0 = default 80 GiB; at most VB_SIM_MAX_CAPACITY */
     uint64_t cuda_cap_bytes;       /* cuda only: > 0 opens it under a cap (vb_device_cap_wrap):
                                     * allocations through it past this many bytes are out of
                                     * memory, counted as the sim counts them; 0 = none */
@@ -81,6 +82,14 @@ typedef struct vb_device_options {
 } vb_device_options;
 
 #define VB_SIM_DEFAULT_CAPACITY (80 * VB_GiB)
+/* The most memory a sim device can have: 56 TiB. Its address layout takes
+ * one vm_reserve up to 64 TiB, and expandable segments (expandable, stitch)
+ * reserve 1.125 x the device's memory in one, as PyTorch does, so above
+ * 56 TiB they could not start; far above it the stream-ordered pool's
+ * per-granule tables (device_sim_pool.c) outgrow host memory. */
+#define VB_SIM_MAX_CAPACITY (56 * VB_TiB)
+/* Its text, for messages. */
+#define VB_SIM_MAX_CAPACITY_TEXT "56TiB"
 
 /* A sim opened by vb_device_open (the CLI's --device sim) is device 0 of a
  * machine of two devices that can access each other's memory, as two GPUs
@@ -284,7 +293,7 @@ vb_device *vb_device_uncapped(vb_device *dev);
 /* ---- the simulated device's own controls (tests and modelled work) ---- */
 
 /* Opens a sim device of the given capacity (0 = 80 GiB): the one device of
- * a machine of its own. */
+ * a machine of its own; VB_ERR_INVALID above VB_SIM_MAX_CAPACITY. */
 vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out);
 
 /* A simulated machine of `device_count` devices (1 to VB_SIM_MAX_DEVICES),

@@ -29,6 +29,7 @@
  * space for the machine, as CUDA's unified addressing, so an address names
  * its device (device 0's are those of a sim of one device). */
 #define SIM_DEVICE_STRIDE ((vb_addr)1 << 52)
+#define SIM_MAX_RESERVATION (UINT64_C(1) << 46) /* one vm_reserve: 64 TiB (VB_SIM_MAX_CAPACITY) */
 #define SIM_PAGE_ACCESSIBLE ((uint64_t)1) /* in mapped_pages values: mapping addresses are 2 MiB aligned */
 
 /* ------------------------------------------------------------------------ */
@@ -258,8 +259,11 @@ static int granular(uint64_t value)
 static vb_status sim_vm_reserve(vb_device *dev, uint64_t size, vb_addr *out)
 {
     sim_state *sim = sim_of(dev);
-    if (size == 0 || !granular(size) || size > (UINT64_C(1) << 46))
+    if (size == 0 || !granular(size))
         return vb_error(VB_ERR_INVALID, "sim: vm_reserve of %llu bytes (not a positive multiple of 2 MiB)",
+                        (unsigned long long)size);
+    if (size > SIM_MAX_RESERVATION)
+        return vb_error(VB_ERR_INVALID, "sim: vm_reserve of %llu bytes (more than the sim's 64 TiB per reservation)",
                         (unsigned long long)size);
     if (sim->reservation_count == sim->reservation_capacity) {
         size_t capacity = sim->reservation_capacity ? sim->reservation_capacity * 2 : 8;
@@ -276,10 +280,29 @@ static vb_status sim_vm_reserve(vb_device *dev, uint64_t size, vb_addr *out)
     return VB_OK;
 }
 
-/* 1 if any 2 MiB page of [addr, addr+size) is mapped. */
+/* vb_addr_map_each visitor: counts mapped pages inside [first, end). */
+typedef struct page_span {
+    uint64_t first, end, inside;
+} page_span;
+
+static void count_inside(void *context, uint64_t page, uint64_t value)
+{
+    page_span *span = context;
+    (void)value;
+    span->inside += page >= span->first && page < span->end;
+}
+
+/* 1 if any 2 MiB page of [addr, addr+size) is mapped: each page looked up,
+ * or, for a range of more pages than are mapped (a reservation of 1.125 x a
+ * large device), each mapped page checked, so the cost follows the smaller. */
 static int range_mapped(const sim_state *sim, vb_addr addr, uint64_t size)
 {
-    for (uint64_t page = addr / VB_DRIVER_PAGE; page < (addr + size) / VB_DRIVER_PAGE; page++)
+    page_span span = {addr / VB_DRIVER_PAGE, (addr + size) / VB_DRIVER_PAGE, 0};
+    if (span.end - span.first > sim->mapped_pages.count) {
+        vb_addr_map_each(&sim->mapped_pages, count_inside, &span);
+        return span.inside > 0;
+    }
+    for (uint64_t page = span.first; page < span.end; page++)
         if (vb_addr_map_get(&sim->mapped_pages, page, NULL)) return 1;
     return 0;
 }
@@ -682,6 +705,9 @@ static const vb_device_ops sim_ops = {
  * moved up by ordinal x SIM_DEVICE_STRIDE. */
 vb_status sim_open_on(vb_sim_machine *machine, int ordinal, uint64_t capacity_bytes, vb_device **out)
 {
+    if (capacity_bytes > VB_SIM_MAX_CAPACITY)
+        return vb_error(VB_ERR_INVALID, "sim: a capacity of %llu bytes is more than the simulated device can have "
+                        "(at most " VB_SIM_MAX_CAPACITY_TEXT ")", (unsigned long long)capacity_bytes);
     vb_device *dev = calloc(1, sizeof *dev);
     sim_state *sim = calloc(1, sizeof *sim);
     if (!dev || !sim) {

@@ -253,7 +253,7 @@ for stage in "$@"; do
         for name in resnet50 gpt2 resnet18_varres bert_amp; do
             [ -f "$dir/tune-$name.json" ] || { echo "no tune-$name.json: run the tune stage first"; continue; }
             python3 lab/harnesses/tune_check.py plan "$dir/tune-$name.json" --settings 5 | while IFS='|' read -r index conf fraction; do
-                echo "-- $name under PYTORCH_CUDA_ALLOC_CONF='$conf'${fraction:+ with memory fraction $fraction}"
+                echo "-- $name under PYTORCH_ALLOC_CONF='$conf'${fraction:+ with memory fraction $fraction}"
                 PYTHONUNBUFFERED=1 python3 lab/harnesses/record_torch_traces.py "$dir/real-$name-$index" --workloads "$name" \
                     --no-history --alloc-conf "$conf" ${fraction:+--memory-fraction "$fraction"} \
                     || echo "real run $name $index: FAILED"

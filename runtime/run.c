@@ -18,7 +18,15 @@ struct vb_run {
     vb_run_counter *counters;
     size_t counter_count, counter_capacity;
     vb_samples malloc_ns, free_ns;
-    int capture_segments;
+    vb_run_capture capture;            /* segment capture: off, every peak, counting, at one call */
+    uint64_t malloc_calls;             /* vb_run_malloc calls so far */
+    uint64_t fingerprint;              /* a hash of those calls and what they returned */
+    uint64_t peak_call;                /* VB_CAPTURE_COUNT: the call of the last snapshot due (0: none) ... */
+    uint64_t peak_fingerprint;         /* ... and the fingerprint then; VB_CAPTURE_AT: the call and the
+                                        * fingerprint expected there */
+    int captured_at;                   /* VB_CAPTURE_AT: the snapshot was taken there and matched */
+    void (*captured)(void *context, vb_run *run); /* called after it (vb_run_on_capture) */
+    void *captured_context;
     vb_block_info *peak_blocks;        /* the last segment snapshot */
     size_t peak_block_count, peak_block_capacity;
     vb_block_info *scratch_blocks;     /* the snapshot being taken */
@@ -89,6 +97,7 @@ void vb_run_reset(vb_run *run)
     vb_samples_reset(&run->malloc_ns);
     vb_samples_reset(&run->free_ns);
     run->peak_block_count = 0;
+    if (run->capture == VB_CAPTURE_COUNT) run->peak_call = 0;
     memset(&run->held_peaks, 0, sizeof run->held_peaks);
     run->first_oom_bytes = 0;
 }
@@ -207,7 +216,38 @@ const char *vb_run_parameter(vb_run *run) { return run->parameter; }
 
 void vb_run_set_segment_capture(vb_run *run, int enabled)
 {
-    run->capture_segments = enabled;
+    run->capture = enabled ? VB_CAPTURE_EVERY_PEAK : VB_CAPTURE_OFF;
+}
+
+void vb_run_count_peak_calls(vb_run *run)
+{
+    run->capture = VB_CAPTURE_COUNT;
+    run->peak_call = 0;
+}
+
+uint64_t vb_run_last_peak_call(const vb_run *run, uint64_t *fingerprint)
+{
+    *fingerprint = run->peak_fingerprint;
+    return run->capture == VB_CAPTURE_COUNT ? run->peak_call : 0;
+}
+
+void vb_run_capture_at_call(vb_run *run, uint64_t call, uint64_t fingerprint)
+{
+    run->capture = VB_CAPTURE_AT;
+    run->peak_call = call;
+    run->peak_fingerprint = fingerprint;
+    run->captured_at = 0;
+}
+
+void vb_run_on_capture(vb_run *run, void (*taken)(void *context, vb_run *run), void *context)
+{
+    run->captured = taken;
+    run->captured_context = context;
+}
+
+int vb_run_captured_at_call(const vb_run *run)
+{
+    return run->capture == VB_CAPTURE_AT && run->captured_at;
 }
 
 const vb_block_info *vb_run_segments_at_peak(const vb_run *run, size_t *count)
@@ -288,6 +328,34 @@ static int take_latency(vb_run *run, uint32_t *countdown)
     return 1;
 }
 
+/* After a vb_run_malloc that returned `status` with `addr`: counts the call,
+ * folds it into the fingerprint and, when the call raised the reserved peak
+ * (`raised`), does what the capture mode says: a snapshot now (every peak),
+ * a note of the call (counting), or a snapshot if this is the call named
+ * and the calls so far match those of the counting run (at one call). */
+static vb_status after_malloc(vb_run *run, vb_status status, vb_addr addr, uint64_t size, int raised)
+{
+    run->malloc_calls++;
+    run->fingerprint = (run->fingerprint ^ addr ^ (size << 1) ^ (uint64_t)status ^
+                        run->allocator->seen_reserved_peak) * 0x100000001b3ull + run->malloc_calls;
+    if (!raised) return status;
+    switch (run->capture) {
+    case VB_CAPTURE_EVERY_PEAK: return capture_segments(run);
+    case VB_CAPTURE_COUNT:
+        run->peak_call = run->malloc_calls;
+        run->peak_fingerprint = run->fingerprint;
+        return status;
+    case VB_CAPTURE_AT:
+        if (run->malloc_calls != run->peak_call || run->fingerprint != run->peak_fingerprint) return status;
+        status = capture_segments(run);
+        run->captured_at = status == VB_OK;
+        if (run->captured_at && run->captured) run->captured(run->captured_context, run);
+        return status;
+    case VB_CAPTURE_OFF: break;
+    }
+    return status;
+}
+
 vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out)
 {
     uint64_t seen_peak = run->allocator->seen_reserved_peak;
@@ -312,10 +380,10 @@ vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *o
      * reserved peak: the cheap test that keeps the walk off the hot path. A
      * peak below one of a window the scenario already closed is no peak of
      * the run. */
-    if (status == VB_OK && run->capture_segments && run->allocator->ops->segments &&
-        run->allocator->seen_reserved_peak > seen_peak && run->allocator->seen_reserved_peak > run->held_peaks.reserved)
-        return capture_segments(run);
-    return status;
+    int raised = status == VB_OK && run->allocator->ops->segments &&
+                 run->allocator->seen_reserved_peak > seen_peak &&
+                 run->allocator->seen_reserved_peak > run->held_peaks.reserved;
+    return after_malloc(run, status, status == VB_OK ? *out : 0, size, raised);
 }
 
 uint64_t vb_run_first_oom_bytes(const vb_run *run)

@@ -51,8 +51,34 @@ vb_samples *vb_run_free_ns(vb_run *run);
 
 /* Segment capture (off by default): while on, each vb_run_malloc that raises
  * the allocator's reserved peak snapshots the allocator's segments(), so the
- * last snapshot is the segment map at the moment reserved memory peaked. */
+ * last snapshot is the segment map at the moment reserved memory peaked.
+ * Each snapshot walks every block, so a run whose peak rises often pays
+ * blocks x peaks: the runner uses the two calls below instead where the
+ * device is deterministic (sim). */
 void vb_run_set_segment_capture(vb_run *run, int enabled);
+
+/* The lazy way to the same map, in two runs that make the same calls on the
+ * same state: the first counts (no snapshot) and vb_run_last_peak_call
+ * gives the vb_run_malloc call (1-based; 0: none) whose snapshot would have
+ * been the last, with a fingerprint of every call up to it (sizes, the
+ * addresses and statuses returned, the reserved peak). The second, told
+ * that call and fingerprint by vb_run_capture_at_call, takes the one
+ * snapshot there when its own calls so far have the same fingerprint;
+ * vb_run_captured_at_call says whether it did. (app/runner.c runs the
+ * second in a forked twin of the first, which leaves both on one state.) */
+typedef enum vb_run_capture {
+    VB_CAPTURE_OFF,
+    VB_CAPTURE_EVERY_PEAK,
+    VB_CAPTURE_COUNT,
+    VB_CAPTURE_AT,
+} vb_run_capture;
+void vb_run_count_peak_calls(vb_run *run);
+uint64_t vb_run_last_peak_call(const vb_run *run, uint64_t *fingerprint);
+void vb_run_capture_at_call(vb_run *run, uint64_t call, uint64_t fingerprint);
+/* Calls `taken(context, run)` right after that snapshot (NULL: nothing), so
+ * a run made only for it can hand it on and stop there. */
+void vb_run_on_capture(vb_run *run, void (*taken)(void *context, vb_run *run), void *context);
+int vb_run_captured_at_call(const vb_run *run);
 /* The blocks of the last snapshot in address order (NULL and 0 when none was
  * taken or the allocator cannot list its segments). */
 const vb_block_info *vb_run_segments_at_peak(const vb_run *run, size_t *count);

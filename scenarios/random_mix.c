@@ -207,4 +207,5 @@ const vb_scenario vb_random_mix_scenario = {
     .run = random_mix_run,
     .steps = steps,
     .counters = counters,
+    .parameter = "allocations=N,max_size_mb=M,max_usage_mb=U,seed=S (any subset)",
 };

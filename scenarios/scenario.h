@@ -65,6 +65,9 @@ typedef struct vb_scenario {
     const vb_counter_family *families;   /* counter families, one counter per member */
     const vb_family_member *members;     /* the families' members */
     const char *member_parameter;        /* what a member's parameter is ("batch size") */
+    /* What its parameter (`run --param`) says, e.g. "allocations=N,seed=S";
+     * NULL when it takes none, and `run` refuses a --param for it. */
+    const char *parameter;
 } vb_scenario;
 
 /* The steps any scenario may mark (scenarios/common.c): "start", the

@@ -216,6 +216,13 @@ class BadInputTest(unittest.TestCase):
                    ["--scenario", "nosuch"], ["--scenario", "views,,nosuch"], ["--device", "tpu"], ["--bogus", "1"],
                    ["--repetitions", "2", "--min-time"]]
 
+    def test_a_param_for_a_scenario_that_takes_none_is_refused(self):
+        # views reads no parameter: a --param for it would be silently ignored.
+        line = self.refused(["run", "--scenario", "views", "--param", "seed=1", "--allocator", "caching", "--device",
+                             "sim", "--quiet", "--out", "out.json"], [])
+        self.assertIn(b"views takes no --param", line)
+        self.assertIn(b"random_mix", line)  # the scenario that does
+
     def test_bad_run_options(self):
         for option in self.RUN_OPTIONS:
             with self.subTest(option):
@@ -226,6 +233,23 @@ class BadInputTest(unittest.TestCase):
                 else:
                     arguments += option
                 self.refused(arguments, [])
+
+    def test_capacities_past_the_simulated_device_are_refused_naming_its_limit(self):
+        # Above 56 TiB the sim cannot hold a reservation of expandable segments,
+        # and far above, its pool's tables outgrow host memory: refused before
+        # any work, the limit named, whatever the allocator.
+        self.write("t.trace", V + b"a 1 1048576\nf 1\n")
+        for arguments in (
+                ["run", "--scenario", "views", "--allocator", "expandable", "--device", "sim", "--min-time", "0",
+                 "--sim-capacity", "57TiB", "--quiet", "--out", "out.json"],
+                ["replay", "t.trace", "--device", "sim", "--allocator", "async", "--sim-capacity",
+                 str(1 << 60), "--quiet", "--out", "out.json"],
+                ["replay", "t.trace", "--device", "sim", "--sim-capacity", "18446744073709551615", "--quiet",
+                 "--out", "out.json"],
+                ["tune", "t.trace", "--capacity", "64TiB", "--quiet", "--out", "out.json"]):
+            with self.subTest(arguments[arguments.index("t.trace") if "t.trace" in arguments else 0]):
+                line = self.refused(arguments, ["t.trace"])
+                self.assertIn(b"at most 56TiB", line)
 
     GEN_TRACE_OPTIONS = [["--events", "-1"], ["--events", "1e9"], ["--max-size", "0"], ["--max-size", "1Q"],
                          ["--max-live", "1"], ["--seed", "18446744073709551616"], ["--events"]]

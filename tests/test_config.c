@@ -186,6 +186,19 @@ static void entry_parse_splits_at_first_equals(void **state)
 }
 
 /* Runs every config test. */
+/* A range up to UINT64_MAX is said as "or max": never as a number past
+ * it (the double 2^64 printed whole is 18446744073709551616). */
+static void open_ended_ranges_say_or_max(void **state)
+{
+    (void)state;
+    demo_settings settings;
+    assert_int_equal(apply_one("max_split_size", "-1", &settings), VB_ERR_INVALID);
+    assert_null(strstr(vb_last_error(), "18446744073709551616"));
+    assert_non_null(strstr(vb_last_error(), "at least 0, or max"));
+    assert_int_equal(apply_one("divisions", "17", &settings), VB_ERR_INVALID);
+    assert_non_null(strstr(vb_last_error(), "from 1 to 16"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,6 +213,7 @@ int main(void)
         cmocka_unit_test(several_entries_apply_in_order),
         cmocka_unit_test(allocator_without_options_rejects_any_key),
         cmocka_unit_test(entry_parse_splits_at_first_equals),
+        cmocka_unit_test(open_ended_ranges_say_or_max),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

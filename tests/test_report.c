@@ -231,7 +231,7 @@ static void run_random_mix_on_cuda(fixture *f, int repetitions, const char *para
                                    vb_case_result *result)
 {
     assert_int_equal(vb_allocator_spec_parse("cuda", spec), VB_OK);
-    vb_runner_options options = {repetitions, 0.0, 1};
+    vb_runner_options options = {repetitions, 0.0, 1, 0};
     vb_case c = {vb_scenario_find("random_mix"), params, spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, result), VB_OK);
 }

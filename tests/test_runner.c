@@ -81,7 +81,7 @@ static int teardown(void **state)
  * iteration cap. */
 static vb_status run_two_blocks(fixture *f, unsigned repetitions, double min_time_s, uint64_t max_iterations)
 {
-    vb_runner_options options = {repetitions, min_time_s, max_iterations};
+    vb_runner_options options = {repetitions, min_time_s, max_iterations, 0};
     vb_case c = {&two_blocks, NULL, &f->spec, NULL};
     return vb_runner_run_case(f->device, &c, &options, &f->result);
 }
@@ -228,7 +228,7 @@ static void test_memory_figures_do_not_depend_on_the_timed_iterations(void **sta
     assert_int_equal(vb_allocator_spec_parse("bfc", &f->spec), VB_OK);
     vb_case c = {vb_scenario_find("empty_cache_loop"), NULL, &f->spec, NULL};
     vb_case_result few, many;
-    vb_runner_options options = {1, 1000.0, 1};
+    vb_runner_options options = {1, 1000.0, 1, 0};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &few), VB_OK);
     options.max_iterations = 40;
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &many), VB_OK);
@@ -295,7 +295,7 @@ static void test_scenario_counters_come_from_iteration_one(void **state)
 static void test_a_scenario_may_declare_its_memory_pass_iterations(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {1, 1000.0, 3};
+    vb_runner_options options = {1, 1000.0, 3, 0};
     vb_case c = {&two_blocks_once, NULL, &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_int_equal(scenario_calls, 1 + 3);
@@ -330,12 +330,123 @@ static void test_segments_at_peak_are_the_map_when_reserved_peaked(void **state)
     assert_true(f->result.segments_at_peak[0].allocated && f->result.segments_at_peak[1].allocated);
 }
 
+/* A peak that keeps rising, with frees between the rises and after the
+ * last: 40 rounds of three small blocks (a 2 MiB small segment each time
+ * the cache runs dry) and one 12 MiB block, every other round freeing the
+ * round's first block and every third round's big one; then all freed. */
+static vb_status staircase_run(vb_run *run)
+{
+    vb_addr kept[160];
+    size_t count = 0;
+    vb_status status = VB_OK;
+    for (int round = 0; round < 40 && status == VB_OK; round++) {
+        vb_addr first = 0, big = 0, block = 0;
+        status = vb_run_malloc(run, 700 * 1024, vb_run_stream(run), &first);
+        for (int i = 0; i < 2 && status == VB_OK; i++) {
+            status = vb_run_malloc(run, (uint64_t)(300 + 100 * i) * 1024, vb_run_stream(run), &block);
+            kept[count++] = block;
+        }
+        if (status == VB_OK) status = vb_run_malloc(run, 12 * VB_MiB, vb_run_stream(run), &big);
+        if (status == VB_OK && round % 2) status = vb_run_free(run, first);
+        else kept[count++] = first;
+        if (status == VB_OK && round % 3 == 0) status = vb_run_free(run, big);
+        else kept[count++] = big;
+    }
+    for (size_t i = 0; i < count && status == VB_OK; i++) status = vb_run_free(run, kept[count - 1 - i]);
+    return status;
+}
+
+static const vb_scenario staircase = {.name = "staircase", .documents = "test",
+                                      .description = "a peak that keeps rising", .run = staircase_run};
+
+/* A run made by hand: caching on a fresh sim device. */
+typedef struct hand_run {
+    vb_device *dev;
+    vb_allocator *allocator;
+    vb_run *run;
+} hand_run;
+
+static hand_run hand_run_open(void)
+{
+    hand_run h = {NULL, NULL, NULL};
+    assert_int_equal(vb_sim_open(0, &h.dev), VB_OK);
+    assert_int_equal(vb_allocator_create("caching", h.dev, NULL, &h.allocator), VB_OK);
+    assert_int_equal(vb_run_create(h.dev, h.allocator, NULL, &h.run), VB_OK);
+    return h;
+}
+
+static void hand_run_close(hand_run *h)
+{
+    vb_run_destroy(h->run);
+    vb_allocator_destroy(h->allocator);
+    vb_device_close(h->dev);
+}
+
+/* The runner takes the map lazily on sim (a counting pass and a forked
+ * twin that walks once, at the last peak's call): it must be the map of a
+ * run that walks at every peak, block for block. */
+static void test_lazy_segment_map_is_the_map_of_walking_every_peak(void **state)
+{
+    fixture *f = *state;
+    vb_allocator_spec_free(&f->spec);
+    assert_int_equal(vb_allocator_spec_parse("caching", &f->spec), VB_OK);
+    vb_runner_options options = {1, 0.0, 1, 0};
+    vb_case c = {&staircase, NULL, &f->spec, NULL};
+    assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
+
+    /* The same memory pass by hand on a fresh device, walking at every peak. */
+    hand_run h = hand_run_open();
+    vb_run *run = h.run;
+    vb_run_set_segment_capture(run, 1);
+    for (unsigned i = 0; i < VB_MEMORY_PASS_ITERATIONS; i++) assert_int_equal(staircase_run(run), VB_OK);
+    size_t count = 0;
+    const vb_block_info *blocks = vb_run_segments_at_peak(run, &count);
+    assert_true(count > 40);
+    assert_int_equal(f->result.segment_block_count, count);
+    for (size_t i = 0; i < count; i++) {
+        const vb_peak_block *lazy = &f->result.segments_at_peak[i];
+        assert_int_equal(lazy->segment, blocks[i].segment);
+        assert_int_equal(lazy->segment_size, blocks[i].segment_size);
+        assert_int_equal(lazy->block, blocks[i].block);
+        assert_int_equal(lazy->block_size, blocks[i].block_size);
+        assert_int_equal(lazy->allocated, blocks[i].allocated);
+    }
+    hand_run_close(&h);
+}
+
+/* Counting finds the call of the last peak; a run told that call takes its
+ * one snapshot there only when its calls so far match (the fingerprint),
+ * so a twin that went another way gives no map rather than a wrong one. */
+static void test_capture_at_a_call_checks_the_fingerprint(void **state)
+{
+    (void)state;
+    uint64_t call = 0, fingerprint = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        hand_run h = hand_run_open();
+        vb_run *run = h.run;
+        if (attempt == 0) vb_run_count_peak_calls(run);
+        else vb_run_capture_at_call(run, call, attempt == 1 ? fingerprint : fingerprint + 1);
+        assert_int_equal(staircase_run(run), VB_OK);
+        size_t count = 0;
+        vb_run_segments_at_peak(run, &count);
+        if (attempt == 0) {
+            call = vb_run_last_peak_call(run, &fingerprint);
+            assert_true(call > 1);
+            assert_int_equal(count, 0); /* counting walks nothing */
+        } else {
+            assert_int_equal(vb_run_captured_at_call(run), attempt == 1);
+            assert_true(attempt == 1 ? count > 0 : count == 0);
+        }
+        hand_run_close(&h);
+    }
+}
+
 static void test_names_carry_scenario_parameter_and_allocator_label(void **state)
 {
     fixture *f = *state;
     vb_allocator_spec_free(&f->spec);
     assert_int_equal(vb_allocator_spec_parse("cuda", &f->spec), VB_OK);
-    vb_runner_options options = {1, 0.0, 1};
+    vb_runner_options options = {1, 0.0, 1, 0};
     vb_case c = {&two_blocks, "p1", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_string_equal(f->result.name, "two_blocks:p1/cuda");
@@ -355,7 +466,7 @@ static void test_a_failing_scenario_fails_the_case_with_its_name(void **state)
 static void test_random_mix_ends_with_nothing_requested(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {1, 0.0, 1};
+    vb_runner_options options = {1, 0.0, 1, 0};
     vb_case c = {vb_scenario_find("random_mix"), "allocations=200,max_size_mb=8", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     const vb_repetition_result *rep = &f->result.repetitions[0];
@@ -368,7 +479,7 @@ static void test_random_mix_ends_with_nothing_requested(void **state)
 static void test_random_mix_keeps_live_memory_under_the_cap(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {1, 0.0, 1};
+    vb_runner_options options = {1, 0.0, 1, 0};
     vb_case c = {vb_scenario_find("random_mix"), "allocations=500,max_size_mb=8,max_usage_mb=32", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_true(vb_repetition_counter(&f->result.repetitions[0], "peak_requested_bytes", -1) < 32.0 * VB_MiB);
@@ -377,7 +488,7 @@ static void test_random_mix_keeps_live_memory_under_the_cap(void **state)
 static void test_random_mix_is_deterministic_for_a_seed(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {2, 0.0, 1};
+    vb_runner_options options = {2, 0.0, 1, 0};
     vb_case c = {vb_scenario_find("random_mix"), "allocations=300,seed=7", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_OK);
     assert_true(vb_repetition_counter(&f->result.repetitions[0], "peak_requested_bytes", -1) ==
@@ -387,7 +498,7 @@ static void test_random_mix_is_deterministic_for_a_seed(void **state)
 static void test_random_mix_rejects_an_unknown_parameter(void **state)
 {
     fixture *f = *state;
-    vb_runner_options options = {1, 0.0, 1};
+    vb_runner_options options = {1, 0.0, 1, 0};
     vb_case c = {vb_scenario_find("random_mix"), "sizes=3", &f->spec, NULL};
     assert_int_equal(vb_runner_run_case(f->device, &c, &options, &f->result), VB_ERR_INVALID);
     assert_non_null(strstr(vb_last_error(), "unknown parameter 'sizes'"));
@@ -434,6 +545,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_memory_figures_do_not_depend_on_the_timed_iterations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_time_is_the_sim_clock_of_the_run_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_segments_at_peak_are_the_map_when_reserved_peaked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lazy_segment_map_is_the_map_of_walking_every_peak, setup, teardown),
+        cmocka_unit_test(test_capture_at_a_call_checks_the_fingerprint),
         cmocka_unit_test_setup_teardown(test_names_carry_scenario_parameter_and_allocator_label, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_failing_scenario_fails_the_case_with_its_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_mix_ends_with_nothing_requested, setup, teardown),

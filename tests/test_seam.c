@@ -93,7 +93,7 @@ static void test_host_oom_fails_the_case(void **state)
         host_oom_open(&d);
         vb_allocator_spec spec;
         assert_int_equal(vb_allocator_spec_parse("caching", &spec), VB_OK);
-        vb_runner_options options = {1, 0.0, 1};
+        vb_runner_options options = {1, 0.0, 1, 0};
         vb_case c = {vb_scenario_find(scenarios[i]), NULL, &spec, NULL};
         vb_case_result result;
         memset(&result, 0, sizeof result);

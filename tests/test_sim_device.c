@@ -171,6 +171,28 @@ static void capacity_defaults_to_80_gib_and_is_settable(void **state)
     assert_true(vb_device_is_sim(small));
 }
 
+/* The most a sim device can have is VB_SIM_MAX_CAPACITY (56 TiB): at it,
+ * expandable segments' reservation of 1.125 x the capacity still fits one
+ * vm_reserve; past it, opening is refused naming the limit, and a
+ * reservation past 64 TiB says so (not "not a multiple of 2 MiB"). */
+static void capacity_past_the_sim_maximum_is_refused(void **state)
+{
+    vb_device *largest = open_sim(state, VB_SIM_MAX_CAPACITY);
+    vb_addr range = 0;
+    uint64_t reservation = VB_SIM_MAX_CAPACITY + VB_SIM_MAX_CAPACITY / 8;
+    assert_int_equal(largest->ops->vm_reserve(largest, (reservation + 20 * MiB - 1) / (20 * MiB) * (20 * MiB), &range),
+                     VB_OK);
+    assert_int_equal(largest->ops->vm_reserve(largest, ((uint64_t)64 << 40) + 2 * MiB, &range), VB_ERR_INVALID);
+    assert_non_null(strstr(vb_last_error(), "64 TiB"));
+    vb_device *dev = NULL;
+    vb_device_options options = {.sim_capacity_bytes = VB_SIM_MAX_CAPACITY + 1};
+    vb_clear_error();
+    assert_int_equal(vb_device_open("sim", &options, &dev), VB_ERR_INVALID);
+    assert_null(dev);
+    assert_non_null(strstr(vb_last_error(), VB_SIM_MAX_CAPACITY_TEXT));
+    assert_int_equal(vb_sim_open(UINT64_MAX, &dev), VB_ERR_INVALID);
+}
+
 /* A name that is no device kind is invalid. */
 static void device_open_of_unknown_kind_is_invalid(void **state)
 {
@@ -694,6 +716,7 @@ int main(void)
         SIM_TEST(mem_alloc_past_capacity_is_oom),
         SIM_TEST(mem_alloc_of_absurd_size_is_oom),
         SIM_TEST(capacity_defaults_to_80_gib_and_is_settable),
+        SIM_TEST(capacity_past_the_sim_maximum_is_refused),
         SIM_TEST(device_open_of_unknown_kind_is_invalid),
         SIM_TEST(mem_free_of_unknown_address_is_invalid),
         SIM_TEST(addresses_are_aligned_and_freed_ones_reused),

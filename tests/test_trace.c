@@ -664,6 +664,62 @@ static void test_truncated_gzip_is_refused_at_its_last_good_line(void **state)
     assert_non_null(strstr(vb_last_error(), "ends early"));
 }
 
+/* The longest line is 65535 bytes whichever its ending: "\n" and "\r\n"
+ * are not part of it (a CRLF file is as good as an LF one). */
+static void test_the_longest_line_is_the_same_with_lf_and_crlf(void **state)
+{
+    (void)state;
+    static const char *const endings[] = {"\n", "\r\n"};
+    for (int e = 0; e < 2; e++)
+        for (size_t length = 65535; length <= 65536; length++) {
+            size_t capacity = length + 64;
+            char *text = malloc(capacity);
+            assert_non_null(text);
+            int used = snprintf(text, capacity, "vbtrace 1%s#", endings[e]);
+            memset(text + used, 'x', length - 1);
+            snprintf(text + used + length - 1, capacity - used - length + 1, "%sa 1 5%sf 1%s", endings[e],
+                     endings[e], endings[e]);
+            vb_status status = read_all(write_file("long.trace", text));
+            free(text);
+            if (length == 65535 && status != VB_OK)
+                fail_msg("a %zu-byte line ending %s was refused: %s", length, e ? "CRLF" : "LF", vb_last_error());
+            if (length == 65536 && (status != VB_ERR_INVALID || !strstr(vb_last_error(), ":2: line longer than 65535")))
+                fail_msg("a %zu-byte line ending %s: %s", length, e ? "CRLF" : "LF", vb_last_error());
+        }
+}
+
+/* An error of the gzip data before any whole line names the gzip stream
+ * and its byte, never a line 0 or 1 that holds nothing. */
+static void test_gzip_errors_before_any_line_name_the_stream(void **state)
+{
+    (void)state;
+    const char *good = write_gzip_file("good.trace.gz", "vbtrace 1\na 1 64\nf 1\n");
+    FILE *file = fopen(good, "rb");
+    assert_non_null(file);
+    unsigned char bytes[256];
+    size_t size = fread(bytes, 1, sizeof bytes, file);
+    fclose(file);
+    assert_true(size > 20);
+    const char *cut = temp_path("cut.trace.gz"), *flags = temp_path("flags.trace.gz");
+    file = fopen(cut, "wb");
+    assert_int_equal(fwrite(bytes, 1, 12, file), 12); /* inside the header */
+    assert_int_equal(fclose(file), 0);
+    bytes[3] = 0xe0; /* reserved header flags */
+    file = fopen(flags, "wb");
+    assert_int_equal(fwrite(bytes, 1, size, file), size);
+    assert_int_equal(fclose(file), 0);
+    const char *paths[] = {cut, flags};
+    const char *problems[] = {"gzip stream: ends early, at byte 12 of the file", "gzip stream: corrupt data at byte"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(read_all(paths[i]), VB_ERR_INVALID);
+        const char *after = strstr(vb_last_error(), paths[i]);
+        after = after ? after + strlen(paths[i]) : ""; /* "PATH:LINE:" would put a digit here */
+        if (!strstr(vb_last_error(), problems[i]) || (after[0] == ':' && after[1] >= '0' && after[1] <= '9') ||
+            strstr(vb_last_error(), "line 0"))
+            fail_msg("%s: '%s' (expected '%s', no line)", paths[i], vb_last_error(), problems[i]);
+    }
+}
+
 /* The bytes of file `path` appended to file `to`. */
 static void append_file(const char *to, const char *path)
 {
@@ -1054,6 +1110,8 @@ int main(void)
         cmocka_unit_test(test_missing_file_is_io_error_naming_it),
         cmocka_unit_test(test_directory_is_io_error),
         cmocka_unit_test(test_truncated_gzip_is_refused_at_its_last_good_line),
+        cmocka_unit_test(test_the_longest_line_is_the_same_with_lf_and_crlf),
+        cmocka_unit_test(test_gzip_errors_before_any_line_name_the_stream),
         cmocka_unit_test(test_gzip_members_in_a_row_read_as_one_trace),
         cmocka_unit_test(test_plain_bytes_after_gzip_are_refused_with_their_offset),
         cmocka_unit_test(test_a_fifo_is_read_once_through_its_spooled_copy),

@@ -184,7 +184,11 @@ class Tune(Base):
         self.assertEqual(rec["saving"]["peak_reserved_bytes"],
                          defaults["peak_reserved_bytes"] - chosen["peak_reserved_bytes"])
         self.assertLessEqual(chosen["peak_reserved_bytes"], defaults["peak_reserved_bytes"])
-        self.assertIn("recommendation: PYTORCH_CUDA_ALLOC_CONF=", stdout)
+        self.assertIn("recommendation: PYTORCH_ALLOC_CONF=", stdout)  # PyTorch's name (the CUDA one is deprecated)
+        self.assertIn("PYTORCH_CUDA_ALLOC_CONF", stdout)  # named once, for older PyTorch
+        self.assertTrue(rec["fits"])
+        # A tune compares figures: no segment map per candidate (nor the work of one).
+        self.assertFalse(any("segments_at_peak" in entry for entry in entries))
         self.assertIn("Pareto", stdout)
 
     def test_min_capacity_is_the_smallest_that_fits(self):
@@ -217,6 +221,34 @@ class Tune(Base):
                             for e in doc["benchmarks"]]
         self.assertEqual(pick(from_pickle), pick(from_trace))
         self.assertTrue(from_pickle["benchmarks"][0]["name"].startswith("tune:snapshot.pickle/"))
+
+    def test_a_trace_that_fits_no_device_says_nothing_fits_and_why(self):
+        TiB = 1 << 40
+        cases = {
+            "one allocation of 60 TiB": (f"vbtrace 1\na 1 {60 * TiB}\nf 1\n", "largest allocation alone"),
+            "60 TiB live at once": (f"vbtrace 1\na 1 {30 * TiB}\na 2 {30 * TiB}\nf 1\nf 2\n", "live at its peak"),
+        }
+        for name, (text, reason) in cases.items():
+            with self.subTest(name):
+                trace = write(os.path.join(self.dir, "huge.trace"), text)
+                out = os.path.join(self.dir, "tune.json")
+                status, stdout, stderr = vrambench("tune", trace, "--quiet", "--out", out)
+                self.assertEqual(status, 0, stderr)
+                recommendation = load_json(out)["recommendation"]
+                self.assertFalse(recommendation["fits"])
+                self.assertIsNone(recommendation["min_capacity_bytes"])
+                self.assertIn("nothing fits", recommendation["why"])
+                self.assertIn("56TiB", recommendation["why"])  # the largest device it tried
+                self.assertIn(reason, recommendation["why"])
+                self.assertNotIn("(0 MiB)", stdout)
+                self.assertIn("recommendation: none", stdout)
+
+    def test_the_largest_capacity_runs_every_strategy(self):
+        # 56 TiB, the limit the options name, is a device every strategy starts on.
+        trace = write(os.path.join(self.dir, "t.trace"), THREE_30MB)
+        status, entries, stderr = self.replay(trace, "--allocator", "all", "--sim-capacity", "56TiB")
+        self.assertEqual(status, 0, stderr)
+        self.assertTrue(all(entry["ooms"] == 0 for entry in entries), entries)
 
     def test_bad_input_is_one_line_and_exit_2(self):
         bad = write(os.path.join(self.dir, "bad.trace"), "vbtrace 1\na 1 100\nf 2\n")

@@ -50,9 +50,11 @@ Workloads:
             runs a 6-layer MLP on them after wait_stream; the batch tensors
             are record_stream()ed on the default stream and dropped on the side
             stream, 40 steps of varying batch size
-PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF are cleared for the workers so
+PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF are cleared for the workers so
 that PyTorch's defaults (what vrambench's `caching` models) apply, unless
---alloc-conf gives PYTORCH_CUDA_ALLOC_CONF's value for them (and
+--alloc-conf gives PYTORCH_ALLOC_CONF's value for them (set under both
+names: PyTorch reads PYTORCH_ALLOC_CONF first, older PyTorch only the
+deprecated PYTORCH_CUDA_ALLOC_CONF) (and
 --memory-fraction calls torch.cuda.set_per_process_memory_fraction first,
 which garbage_collection_threshold needs). --no-history runs the workloads
 without recording (NAME.json only): what `vrambench tune`'s check against
@@ -72,6 +74,15 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("resnet50", "gpt2", "resnet18_varres", "bert_amp", "generate", "generate_short", "two_stream")
 MAX_ENTRIES = 5_000_000  # trace entries kept; the workloads make well under 1 M
+# Where PyTorch reads its allocator settings, in its order: the first one set
+# (even to "") is used (c10/core/AllocatorConfig.cpp); the others are the
+# deprecated names.
+ALLOC_CONF_NAMES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+
+
+def allocator_conf(environment):
+    """The allocator settings PyTorch runs under in `environment`."""
+    return next((environment[name] for name in ALLOC_CONF_NAMES if name in environment), "")
 WORKER_TIMEOUT_S = 300
 
 
@@ -502,7 +513,7 @@ def run_worker(name, outdir, seed, history=True, memory_fraction=None):
         "device_name": torch.cuda.get_device_name(device),
         "device_capability": list(torch.cuda.get_device_capability(device)),
         "device_total_bytes": properties.total_memory,
-        "allocator_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or "",
+        "allocator_conf": allocator_conf(os.environ),
         "memory_fraction": memory_fraction,
         "max_memory_reserved": torch.cuda.max_memory_reserved(device),
         "trace_entries": entries,
@@ -547,7 +558,7 @@ def main(argv=None):
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
                         help=f"comma-separated, from {', '.join(WORKLOADS)} (default: all)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--alloc-conf", help="PYTORCH_CUDA_ALLOC_CONF for the workers (default: cleared)")
+    parser.add_argument("--alloc-conf", help="PYTORCH_ALLOC_CONF for the workers (default: cleared)")
     parser.add_argument("--memory-fraction", type=float,
                         help="torch.cuda.set_per_process_memory_fraction(F) before the workload")
     parser.add_argument("--no-history", action="store_true", help="run without recording (NAME.json only)")
@@ -564,10 +575,10 @@ def main(argv=None):
         parser.error(f"unknown workload(s) {', '.join(unknown) or '(none)'}; known: {', '.join(WORKLOADS)}")
     os.makedirs(args.outdir, exist_ok=True)
     environment = dict(os.environ)
-    environment.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    environment.pop("PYTORCH_ALLOC_CONF", None)
+    for name in ALLOC_CONF_NAMES:
+        environment.pop(name, None)
     if args.alloc_conf is not None:
-        environment["PYTORCH_CUDA_ALLOC_CONF"] = args.alloc_conf
+        environment["PYTORCH_ALLOC_CONF"] = environment["PYTORCH_CUDA_ALLOC_CONF"] = args.alloc_conf
     worker_options = ["--no-history"] if args.no_history else []
     if args.memory_fraction is not None:
         worker_options += ["--memory-fraction", str(args.memory_fraction)]

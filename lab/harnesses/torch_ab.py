@@ -11,7 +11,7 @@ starts empty and can be installed before the first CUDA allocation:
               (GPT-2-style LM from a transformers config, training with
               varying sequence lengths), gpt2_generate (generate() loop)
   allocators  pytorch (native CUDACachingAllocator), pytorch[expandable_segments],
-              pytorch[cudaMallocAsync] (PYTORCH_CUDA_ALLOC_CONF), and every
+              pytorch[cudaMallocAsync] (PYTORCH_ALLOC_CONF), and every
               vrambench strategy through the plug-in (python/vrambench/plugin.py;
               build/libvrambench_torch.so from `make plugin`)
 
@@ -325,9 +325,10 @@ def main():
             command += ["--quick"] if args.quick else []
             command += ["--plugin", args.plugin] if args.plugin else []
             env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONHASHSEED="0")
-            env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-            if NATIVE.get(allocator):
-                env["PYTORCH_CUDA_ALLOC_CONF"] = NATIVE[allocator]
+            for name in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"):
+                env.pop(name, None)  # PyTorch reads the first one set: PYTORCH_ALLOC_CONF, then the deprecated
+            if NATIVE.get(allocator):  # both names: older PyTorch reads only PYTORCH_CUDA_ALLOC_CONF
+                env["PYTORCH_ALLOC_CONF"] = env["PYTORCH_CUDA_ALLOC_CONF"] = NATIVE[allocator]
             t0 = time.monotonic()
             try:
                 done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S)

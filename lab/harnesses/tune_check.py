@@ -10,7 +10,7 @@
         differ from those chosen); FRACTION is empty when none is needed
     lab/harnesses/tune_check.py table DIR [--settings N] [--out FILE.json]
         for every DIR/tune-NAME.json, the real runs DIR/real-NAME-INDEX/NAME.json
-        (lab/harnesses/record_torch_traces.py --no-history under PYTORCH_CUDA_ALLOC_CONF):
+        (lab/harnesses/record_torch_traces.py --no-history under PYTORCH_ALLOC_CONF):
         a Markdown table of predicted against real peak reserved bytes on stdout,
         and the same as JSON in FILE.json
 
@@ -93,7 +93,7 @@ def table(directory, count=DEFAULT_SETTINGS):
 
 def markdown(rows):
     mib = lambda b: "-" if b is None else f"{b / 2**20:,.1f}"
-    lines = ["| workload | PYTORCH_CUDA_ALLOC_CONF | predicted peak reserved MiB | real MiB | error |",
+    lines = ["| workload | PYTORCH_ALLOC_CONF | predicted peak reserved MiB | real MiB | error |",
              "|---|---|---:|---:|---:|"]
     for row in rows:
         conf = row["pytorch_alloc_conf"] or '""'

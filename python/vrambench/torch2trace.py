@@ -290,12 +290,15 @@ def convert(snapshot, out, device=0, free_at="free_completed", path="snapshot"):
     write(_comment(f"converted by python/vrambench/torch2trace.py from {_shown(os.path.basename(path))}: "
                    f"device {device}, frees at {free_at}"))
     settings = snapshot.get("allocator_settings")
-    if isinstance(settings, dict) and settings.get("PYTORCH_CUDA_ALLOC_CONF"):
-        conf = settings["PYTORCH_CUDA_ALLOC_CONF"]
+    # The settings' text, under the name the snapshot's PyTorch gives it.
+    key = next((name for name in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+                if isinstance(settings, dict) and settings.get(name)), None)
+    if key:
+        conf = settings[key]
         if not isinstance(conf, str) or _has_control(conf):
-            raise InputError(f"{_shown(path)}: allocator_settings' PYTORCH_CUDA_ALLOC_CONF is not one line of text")
-        summary.cut_comments += len(f"# recorded with PYTORCH_CUDA_ALLOC_CONF={conf}".encode("utf-8")) > MAX_LINE_BYTES
-        write(_comment(f"recorded with PYTORCH_CUDA_ALLOC_CONF={conf}"))
+            raise InputError(f"{_shown(path)}: allocator_settings' {key} is not one line of text")
+        summary.cut_comments += len(f"# recorded with {key}={conf}".encode("utf-8")) > MAX_LINE_BYTES
+        write(_comment(f"recorded with {key}={conf}"))
 
     for entry, action in zip(entries, actions):
         time_us = entry.get("time_us")

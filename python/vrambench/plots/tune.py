@@ -29,7 +29,7 @@ MiB = float(1 << 20)
 
 
 def _label(entry):
-    """A short name: the PYTORCH_CUDA_ALLOC_CONF, or the strategy."""
+    """A short name: the PYTORCH_ALLOC_CONF, or the strategy."""
     if "pytorch_alloc_conf" in entry:
         return entry["pytorch_alloc_conf"] or "defaults"
     return entry["name"].split("/", 1)[1]
