@@ -311,7 +311,8 @@ int vb_cli_parse_capacity(const char *command, const char *option, const char *t
     if (bytes < minimum) {
         char given[32], least[32];
         vb_cli_format_bytes(bytes, given, sizeof given);
-        vb_cli_format_bytes(minimum, least, sizeof least);
+        if (minimum % VB_MiB == 0) snprintf(least, sizeof least, "%llu MiB", (unsigned long long)(minimum / VB_MiB));
+        else vb_cli_format_bytes(minimum, least, sizeof least);
         return vb_cli_error(VB_EXIT_USAGE, "%s: %s %s is below %s, the driver's smallest allocation", command, option,
                             given, least);
     }

@@ -203,7 +203,7 @@ static int parse_args(int argc, char **argv, int trace_command, run_args *args)
             break;
         case OPT_DEVICE: args->device = value; break;
         case OPT_SIM_CAPACITY:
-            if (vb_cli_parse_capacity(command, "--sim-capacity", value, 1, &args->sim_capacity) != 0)
+            if (vb_cli_parse_capacity(command, "--sim-capacity", value, 0, &args->sim_capacity) != 0)
                 return VB_EXIT_USAGE;
             args->sim_capacity_given = 1;
             break;

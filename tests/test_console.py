@@ -257,7 +257,7 @@ class OutOfMemory(Temporary):
         cases = [(["run", "--scenario", "views", "--sim-capacity", "24"], "below 2 MiB"),
                  (["run", "--scenario", "views", "--sim-capacity", "0"], "below 2 MiB"),
                  (["replay", GPT2, "--sim-capacity", "2MiB"], "too small for"),
-                 (["tune", GPT2, "--capacity", "1M"], "below 2MiB")]
+                 (["tune", GPT2, "--capacity", "1M"], "below 2 MiB")]
         for args, why in cases:
             with self.subTest(args=args):
                 out = self.path("r.json")

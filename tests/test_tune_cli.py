@@ -232,7 +232,7 @@ class Tune(Base):
             with self.subTest(name):
                 trace = write(os.path.join(self.dir, "huge.trace"), text)
                 out = os.path.join(self.dir, "tune.json")
-                status, stdout, stderr = vrambench("tune", trace, "--quiet", "--out", out)
+                status, stdout, stderr = vrambench("tune", trace, "--out", out)  # not --quiet: the table is read
                 self.assertEqual(status, 0, stderr)
                 recommendation = load_json(out)["recommendation"]
                 self.assertFalse(recommendation["fits"])
