@@ -586,12 +586,21 @@ void vb_allocator_note_peak(vb_allocator *allocator)
     allocator_unlock(allocator);
 }
 
+/* Narrows the limit interval of the run by a call's (vb_grant). */
+static void note_limit(vb_alloc_stats *s, const vb_grant *grant)
+{
+    if (grant->limit_same_from > s->limit_same_from) s->limit_same_from = grant->limit_same_from;
+    if (grant->limit_same_to && (!s->limit_same_to || grant->limit_same_to < s->limit_same_to))
+        s->limit_same_to = grant->limit_same_to;
+}
+
 /* The body of vb_malloc, under the lock. */
 static vb_status malloc_locked(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
 {
-    vb_grant grant = {0, 0, 0, 0};
+    vb_grant grant = {0};
     vb_status status = allocator->ops->malloc(allocator->state, size, stream, &grant);
     allocator->counted.alloc_retries += grant.retried != 0;
+    note_limit(&allocator->counted, &grant);
     if (status != VB_OK) {
         allocator->counted.ooms += status == VB_ERR_OOM;
         return status;
@@ -678,4 +687,44 @@ vb_status vb_empty_cache(vb_allocator *allocator)
     vb_status status = allocator->ops->empty_cache(allocator->state);
     allocator_unlock(allocator);
     return status;
+}
+
+/* vb_allocator_blocks' array as the visitor fills it. */
+typedef struct block_array {
+    vb_block_info *items;
+    size_t count, capacity;
+    int failed;
+} block_array;
+
+static void append_block(void *context, const vb_block_info *block)
+{
+    block_array *array = context;
+    if (array->count == array->capacity) {
+        size_t capacity = array->capacity ? array->capacity * 2 : 256;
+        vb_block_info *more = realloc(array->items, capacity * sizeof *more);
+        if (!more) {
+            array->failed = 1;
+            return;
+        }
+        array->items = more;
+        array->capacity = capacity;
+    }
+    array->items[array->count++] = *block;
+}
+
+vb_status vb_allocator_blocks(vb_allocator *allocator, vb_block_info **out, size_t *count)
+{
+    block_array array = {0};
+    if (allocator->ops->segments) {
+        allocator_lock(allocator);
+        allocator->ops->segments(allocator->state, append_block, &array);
+        allocator_unlock(allocator);
+    }
+    if (array.failed) {
+        free(array.items);
+        array = (block_array){0};
+    }
+    *out = array.items;
+    *count = array.count;
+    return array.failed ? vb_error(VB_ERR_HOST_OOM, "out of host memory") : VB_OK;
 }

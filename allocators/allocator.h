@@ -102,6 +102,13 @@ typedef struct vb_alloc_stats {
     uint64_t free_cached_bytes;    /* reserved bytes not handed out (filled on reading) */
     uint64_t largest_free_block;   /* the largest of those, contiguous (filled on reading) */
     uint64_t driver_calls[VB_DRIVER_CALL_KINDS]; /* every counted device call, by kind */
+    /* A configured memory limit (PyTorch's set_per_process_memory_fraction:
+     * allowed_memory_maximum), over every malloc so far: the run would have
+     * made the same decisions under any limit in [limit_same_from,
+     * limit_same_to), the interval the grants' intervals (vb_grant) have in
+     * common. limit_same_to 0: no bound above (both 0: any limit, as when
+     * the strategy has none). */
+    uint64_t limit_same_from, limit_same_to;
 } vb_alloc_stats;
 
 /* ------------------------------------------------------------------------ */
@@ -175,6 +182,12 @@ typedef struct vb_grant {
     uint64_t tag;       /* a word the seam keeps with the block and hands back to free and
                          * record_stream (async: the allocating stream), so a strategy needs no
                          * map of its own on the hot path; 0 when unused */
+    /* Whatever the status: when the call consulted a memory limit of the
+     * strategy's (memory_fraction), the limits under which every decision
+     * of the call would have come out the same: [limit_same_from,
+     * limit_same_to), limit_same_to 0 for no bound above (both 0: any
+     * limit). What `tune` and `explain` search capacities with (app/fit.h). */
+    uint64_t limit_same_from, limit_same_to;
 } vb_grant;
 
 typedef struct vb_allocator_ops {
@@ -322,6 +335,11 @@ const vb_alloc_stats *vb_seam_stats(vb_device *counting_device);
  * that keeps no map of its own frees what is left at destroy so). */
 void vb_seam_each_live(vb_device *counting_device, void (*visit)(void *context, vb_addr addr, uint64_t tag),
                        void *context);
+
+/* The blocks of every segment (the strategy's `segments`, in its order) in
+ * a new array, *count of them (free it); none for a strategy that cannot
+ * list them. VB_ERR_HOST_OOM when host memory runs out. */
+vb_status vb_allocator_blocks(vb_allocator *allocator, vb_block_info **out, size_t *count);
 
 /* External fragmentation of a stats snapshot: (free_cached - largest_free) /
  * free_cached, 0 when nothing is cached. */

@@ -159,7 +159,7 @@ static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_g
     }
     if (status != VB_OK) return status;
     /* The seam keeps the allocating stream with the block: no map here. */
-    *out = (vb_grant){addr, pool_size(size), out->retried, (uint64_t)(uintptr_t)stream};
+    *out = (vb_grant){.addr = addr, .size = pool_size(size), .retried = out->retried, .tag = (uint64_t)(uintptr_t)stream};
     return VB_OK;
 }
 

@@ -723,17 +723,46 @@ static vb_cc_block *get_free_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_str
     return block;
 }
 
+/* Narrows a call's interval of limits under which its decisions are the
+ * same (vb_grant) to [from, to); to 0: no bound above ([0, 0): every
+ * limit, nothing to note). */
+static void note_same_limits(vb_grant *grant, uint64_t from, uint64_t to)
+{
+    if (from > grant->limit_same_from) grant->limit_same_from = from;
+    if (to && (!grant->limit_same_to || to < grant->limit_same_to)) grant->limit_same_to = to;
+}
+
+/* PyTorch's gc_threshold under the limit `allowed`:
+ * size_t(garbage_collection_threshold x allowed_memory_maximum). */
+static uint64_t gc_threshold_at(const vb_cc_allocator *cc, uint64_t allowed)
+{
+    return (uint64_t)(cc->gc_threshold * (double)allowed);
+}
+
+/* The smallest limit whose gc_threshold is at least `bytes`. */
+static uint64_t gc_limit_from(const vb_cc_allocator *cc, uint64_t bytes)
+{
+    uint64_t limit = (uint64_t)((double)bytes / cc->gc_threshold);
+    while (limit > 0 && gc_threshold_at(cc, limit - 1) >= bytes) limit--;
+    while (gc_threshold_at(cc, limit) < bytes) limit++;
+    return limit;
+}
+
 /* garbage_collect_cached_blocks: when reserved memory exceeds
  * garbage_collection_threshold x the allowed memory, frees whole free
  * large-pool segments, the oldest first (age = get_free_block calls since
  * the block became free), rounds of "at least the average age" until enough
  * was reclaimed. No synchronization beyond what the driver free does. */
-static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
+static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
 {
-    if (!cc->source->release_block) return;
-    uint64_t threshold = (uint64_t)(cc->gc_threshold * (double)cc->allowed_memory_maximum);
-    if (cc->stats->reserved_bytes <= threshold) return;
-    uint64_t target = cc->stats->reserved_bytes - threshold, reclaimed = 0, total_age = 0;
+    if (!cc->source->release_block) return; /* no whole segment to free: the same under any limit */
+    uint64_t reserved = cc->stats->reserved_bytes;
+    uint64_t threshold = gc_threshold_at(cc, cc->allowed_memory_maximum);
+    if (reserved <= threshold) {
+        note_same_limits(grant, gc_limit_from(cc, reserved), 0); /* a smaller limit may collect */
+        return;
+    }
+    uint64_t target = reserved - threshold, reclaimed = 0, total_age = 0, before_last_round = 0;
     size_t freeable = 0;
     complete_blocks(&cc->large_pool);
     vb_ordered_set *blocks = &cc->large_pool.blocks;
@@ -745,6 +774,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
     int freed_one = 1;
     while (reclaimed < target && freed_one && freeable > 0) {
         double age_threshold = (double)total_age / (double)freeable;
+        before_last_round = reclaimed;
         freed_one = 0;
         vb_cc_block *b = block_of(vb_oset_first(blocks));
         while (b) {
@@ -759,16 +789,36 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc)
             b = next;
         }
     }
+    /* The same rounds run for any target in (before_last_round,
+     * reclaimed] (above it too when they stopped for want of blocks): a
+     * threshold in [reserved - reclaimed, reserved - before_last_round). */
+    int stopped_by_target = reclaimed >= target && freed_one && freeable > 0;
+    uint64_t lowest = stopped_by_target ? reserved - reclaimed : 0;
+    if (reclaimed > 0 || freeable > 0) /* none freeable from the start: nothing happens under any limit */
+        note_same_limits(grant, lowest ? gc_limit_from(cc, lowest) : 0,
+                         gc_limit_from(cc, reserved - before_last_round));
     forget_blocks(&cc->large_pool);
 }
 
-/* alloc_block: new memory from the source, unless memory_fraction forbids it. */
+/* alloc_block: new memory from the source, unless memory_fraction forbids
+ * it. PyTorch's check (DeviceCachingAllocator::alloc_block) is on the
+ * segment size get_allocation_size gives, `alloc_size`, whatever the source
+ * then takes: total_allocated_memory + alloc_size > allowed_memory_maximum.
+ * With expandable segments that is not what is mapped (a 12 MiB request
+ * maps a 20 MiB chunk, or none of it where the free end of the range
+ * holds part of it), so reserved memory can end above the limit, or a
+ * request be refused that mapping would have served. */
 static vb_status alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
-                             uint64_t alloc_size, vb_cc_block **out)
+                             uint64_t alloc_size, vb_cc_block **out, vb_grant *grant)
 {
-    if (cc->set_fraction && cc->stats->reserved_bytes + alloc_size > cc->allowed_memory_maximum)
-        return vb_error(VB_ERR_OOM, "%s: memory_fraction allows %llu bytes", cc->name,
-                        (unsigned long long)cc->allowed_memory_maximum);
+    if (cc->set_fraction) {
+        uint64_t demand = cc->stats->reserved_bytes + alloc_size;
+        int refused = demand > cc->allowed_memory_maximum;
+        note_same_limits(grant, refused ? 0 : demand, refused ? demand : 0);
+        if (refused)
+            return vb_error(VB_ERR_OOM, "%s: memory_fraction allows %llu bytes", cc->name,
+                            (unsigned long long)cc->allowed_memory_maximum);
+    }
     return cc->source->alloc_block(cc, pool, stream, size, alloc_size, out);
 }
 
@@ -849,17 +899,17 @@ vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *o
     vb_cc_block *block = get_free_block(cc, pool, stream, rounded);
     if (!block) {
         uint64_t alloc_size = vb_cc_allocation_size(rounded);
-        if (cc->set_fraction && cc->gc_threshold > 0.0) garbage_collect_cached_blocks(cc);
-        vb_status status = alloc_block(cc, pool, stream, rounded, alloc_size, &block);
+        if (cc->set_fraction && cc->gc_threshold > 0.0) garbage_collect_cached_blocks(cc, out);
+        vb_status status = alloc_block(cc, pool, stream, rounded, alloc_size, &block, out);
         if (status == VB_ERR_OOM && release_available_cached_blocks(cc, pool, stream, rounded))
-            status = alloc_block(cc, pool, stream, rounded, alloc_size, &block);
+            status = alloc_block(cc, pool, stream, rounded, alloc_size, &block, out);
         if (status == VB_ERR_OOM) {
             /* alloc_retries is PyTorch's num_alloc_retries: only this last
              * attempt, after the whole cache was released, counts, whether
              * or not it succeeds. */
             release_cached_blocks(cc);
             out->retried = 1;
-            status = alloc_block(cc, pool, stream, rounded, alloc_size, &block);
+            status = alloc_block(cc, pool, stream, rounded, alloc_size, &block, out);
         }
         if (status != VB_OK) {
             if (status != VB_ERR_OOM) return status;
@@ -1047,7 +1097,9 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
     if (settings->chunk_mb && granularity && cc->large_chunk % granularity != 0)
         return vb_error(VB_ERR_INVALID, "%s: chunk_mb=%llu is not a multiple of the device's granularity (%llu bytes)",
                         name, (unsigned long long)settings->chunk_mb, (unsigned long long)granularity);
-    if (settings->memory_fraction >= 0.0) {
+    /* setMemoryFraction (PyTorch 2.10 on): a fraction of 1 sets no limit at
+     * all (allowed_memory_maximum = nullopt), and so no garbage collection. */
+    if (settings->memory_fraction >= 0.0 && settings->memory_fraction < 1.0) {
         uint64_t free_bytes = 0, total_bytes = 0;
         vb_status status = dev->ops->mem_info(dev, &free_bytes, &total_bytes);
         if (status != VB_OK) return status;

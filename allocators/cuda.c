@@ -64,7 +64,7 @@ static vb_status cuda_malloc(void *state, uint64_t size, vb_stream stream, vb_gr
         cuda->device->ops->mem_free(cuda->device, addr);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    *out = (vb_grant){addr, rounded, 0, 0};
+    *out = (vb_grant){.addr = addr, .size = rounded};
     return VB_OK;
 }
 

@@ -142,6 +142,16 @@ int vb_cli_python_dir(char *out, size_t capacity);
 /* The python to run it with: $VB_PYTHON, else /usr/bin/python3 when there, else python3. */
 const char *vb_cli_python(void);
 
+/* The trace a command reads (app/cli_trace_input.c): TRACE as every input
+ * is read (app/input_file.h: a pipe or FIFO once, spooled), or for a
+ * PyTorch memory snapshot pickle the trace python/vrambench/torch2trace.py
+ * makes of it, spooled under the name "TRACE (converted by torch2trace)".
+ * Reads it through once. An exit status: 0 with *path the name to read, 2
+ * with one error line (unreadable, malformed, a pickle torch2trace
+ * refuses), 1 when the conversion cannot run. `command` names the command
+ * in messages; `converted` (room for 4200 bytes) holds a converted name. */
+int vb_cli_trace_input(const char *command, const char *input, char *converted, const char **path);
+
 
 /* What a size is, for help texts and error lines (one wording everywhere). */
 #define VB_CLI_SIZE_RULE                                                                              \
@@ -177,6 +187,7 @@ void vb_cli_format_bytes(uint64_t bytes, char *out, size_t capacity);
 
 int vb_cmd_list(int argc, char **argv);
 int vb_cmd_tune(int argc, char **argv);
+int vb_cmd_explain(int argc, char **argv);
 int vb_cmd_claims(int argc, char **argv);
 int vb_cmd_replay(int argc, char **argv);
 int vb_cmd_microbench(int argc, char **argv);

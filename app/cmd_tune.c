@@ -3,19 +3,12 @@
  *
  * TRACE is anything `replay` reads, or a PyTorch memory snapshot pickle
  * (torch.cuda.memory._dump_snapshot), which is converted first by running
- * python/vrambench/torch2trace.py (the one reader of pickles; its errors are
- * passed on, exit 2), its trace coming back through a pipe into a scratch
- * copy. TRACE is read as every input is (app/input_file.h): a pipe or FIFO
+ * python/vrambench/torch2trace.py (app/cli_trace_input.c). TRACE is read as every input is (app/input_file.h): a pipe or FIFO
  * once, spooled. The trace is read through once before anything runs, so a
  * malformed one costs one error line and exit 2; --out may not be TRACE. */
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -25,16 +18,22 @@
 #include "output_path.h"
 #include "replay.h"
 #include "tune.h"
+#include "fit.h"
 
-enum { OPT_DEVICE, OPT_CAPACITY, OPT_JOBS, OPT_OUT, OPT_FORCE, OPT_QUIET, OPT_SHARD, OPTION_COUNT };
+enum { OPT_DEVICE, OPT_CAPACITY, OPT_OVERHEAD, OPT_JOBS, OPT_OUT, OPT_FORCE, OPT_QUIET, OPT_SHARD, OPTION_COUNT };
 static const vb_cli_option options[OPTION_COUNT + 1] = {
     [OPT_DEVICE] = {"--device", NULL, "sim|cuda",
                     "where each candidate's main replay runs (default sim: memory exact, its times host-side);\n"
                     "the smallest-capacity search always runs on the simulated device",
                     0},
     [OPT_CAPACITY] = {"--capacity", NULL, "SIZE",
-                      "the device memory out-of-memory is counted at (default 80GiB; at least 2MiB), e.g.\n"
-                      "--capacity 24GiB. " VB_CLI_SIZE_RULE,
+                      "the memory out-of-memory is counted at (default 80GiB; 2MiB to " VB_FIT_MAX_CAPACITY_TEXT "), e.g. --capacity 24GiB:\n"
+                      "PyTorch's limit (set_per_process_memory_fraction) for its caching allocator, a device's memory\n"
+                      "for the others (docs/tune.md, Will it fit). " VB_CLI_SIZE_RULE,
+                      0},
+    [OPT_OVERHEAD] = {"--overhead", NULL, "SIZE",
+                      "what a GPU holds besides PyTorch's memory (the CUDA context, the libraries), for the smallest\n"
+                      "GPU (default 1GiB; lab/harnesses/fit_check.py measures it), e.g. --overhead 600MiB",
                       0},
     [OPT_JOBS] = {"--jobs", NULL, "N", "candidates replayed at once, one process each (1 to 256; default: the online CPUs)",
                   0},
@@ -61,76 +60,11 @@ static const vb_cli_usage usage = {
     options, 0,
     "example:\n  vrambench tune tests/fixtures/traces/gpt2.trace.gz --capacity 24GiB --out out/tune-gpt2.json"};
 
-/* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, or in the
- * product's Python package (vb_cli_python_dir). 0 when found. */
-static int find_torch2trace(char *out, size_t capacity)
-{
-    const char *env = getenv("VB_TORCH2TRACE");
-    if (env && *env) return snprintf(out, capacity, "%s", env) < (int)capacity ? 0 : -1;
-    char dir[PATH_MAX];
-    if (vb_cli_python_dir(dir, sizeof dir) != 0) return -1;
-    return (size_t)snprintf(out, capacity, "%s/vrambench/torch2trace.py", dir) < capacity && access(out, R_OK) == 0 ? 0
-                                                                                                                   : -1;
-}
-
-/* 1 if `path` (its spooled copy when it has one) starts like a pickle
- * (protocol 2 or later: 0x80, version). */
-static int is_pickle(const char *path)
-{
-    unsigned char head[2] = {0};
-    int fd = vb_input_open(path, NULL);
-    if (fd < 0) return 0;
-    ssize_t got = pread(fd, head, 2, 0);
-    close(fd);
-    return got == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
-}
-
-/* Converts the snapshot `pickle` with torch2trace.py, which reads it on its
- * stdin (the file, or its spooled copy) and writes the trace to a pipe; the
- * trace is spooled (app/input_file.h: an unlinked scratch file) under the
- * name `converted`, which the rest of the tune reads. The exit status to
- * give (0 done; torch2trace has said what is wrong). */
-static int convert_pickle(const char *pickle, const char *converted)
-{
-    char tool[PATH_MAX];
-    if (find_torch2trace(tool, sizeof tool) != 0)
-        return vb_cli_error(VB_EXIT_FAILURE,
-                            "tune: %s is a PyTorch snapshot, and python/vrambench/torch2trace.py, which reads it, is not found "
-                            "(set VB_TORCH2TRACE)", pickle);
-    int input = vb_input_open(pickle, NULL), trace_pipe[2] = {-1, -1};
-    if (input < 0) return vb_cli_error(VB_EXIT_USAGE, "tune: cannot read %s: %s", pickle, strerror(errno));
-    if (pipe2(trace_pipe, O_CLOEXEC) != 0) {
-        close(input);
-        return vb_cli_error(VB_EXIT_FAILURE, "tune: cannot make a pipe: %s", strerror(errno));
-    }
-    char name_option[PATH_MAX + 16]; /* the snapshot's name for torch2trace's messages */
-    snprintf(name_option, sizeof name_option, "--name=%s", pickle);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* dup2 leaves the copies open across exec. */
-        if (dup2(input, STDIN_FILENO) < 0 || dup2(trace_pipe[1], STDOUT_FILENO) < 0) _exit(VB_EXIT_FAILURE);
-        execlp("python3", "python3", tool, "-", "-", name_option, (char *)NULL);
-        fprintf(stderr, "vrambench: error: tune: cannot run python3 for %s: %s\n", tool, strerror(errno));
-        _exit(VB_EXIT_FAILURE);
-    }
-    int start_error = pid < 0 ? errno : 0;
-    close(input);
-    close(trace_pipe[1]);
-    vb_status spooled = pid < 0 ? VB_OK : vb_input_spool_fd(converted, trace_pipe[0]);
-    close(trace_pipe[0]); /* a child still writing (the copy hit its limit) gets EPIPE */
-    if (pid < 0) return vb_cli_error(VB_EXIT_FAILURE, "tune: cannot start python3: %s", strerror(start_error));
-    int status = 0;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
-        return vb_cli_error(VB_EXIT_FAILURE, "tune: converting %s failed", pickle);
-    if (WEXITSTATUS(status) != 0) return WEXITSTATUS(status) == VB_EXIT_USAGE ? VB_EXIT_USAGE : VB_EXIT_FAILURE;
-    return spooled == VB_OK ? VB_EXIT_OK : vb_cli_status_error(spooled);
-}
-
 int vb_cmd_tune(int argc, char **argv)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    vb_tune_options options = {.device = "sim", .jobs = cpus > 0 ? (unsigned)cpus : 1};
+    vb_tune_options options = {.device = "sim", .jobs = cpus > 0 ? (unsigned)cpus : 1,
+                               .overhead = VB_GPU_OVERHEAD_DEFAULT};
     const char *out = NULL, *trace_path = NULL;
     int force = 0;
     vb_cli_parser parser;
@@ -150,8 +84,16 @@ int vb_cmd_tune(int argc, char **argv)
             options.device = value;
             break;
         case OPT_CAPACITY:
-            if (vb_cli_parse_capacity("tune", "--capacity", value, VB_TUNE_CAPACITY_STEP, &options.capacity) != 0)
+            if (vb_cli_parse_capacity("tune", "--capacity", value, VB_FIT_STEP, &options.capacity) != 0)
                 return VB_EXIT_USAGE;
+            if (options.capacity > VB_FIT_MAX_CAPACITY)
+                return vb_cli_error(VB_EXIT_USAGE, "tune: --capacity %s is more than " VB_FIT_MAX_CAPACITY_TEXT
+                                                   ", the largest capacity a limit is replayed under", value);
+            break;
+        case OPT_OVERHEAD:
+            if (vb_cli_size_option("tune", "--overhead", value, &options.overhead) != VB_EXIT_OK) return VB_EXIT_USAGE;
+            if (options.overhead >= 64 * VB_GiB)
+                return vb_cli_error(VB_EXIT_USAGE, "tune: --overhead '%s' is 64GiB or more", value);
             break;
         case OPT_SHARD:
             if (vb_shard_parse(value, &options.shard) != 0)
@@ -180,15 +122,7 @@ int vb_cmd_tune(int argc, char **argv)
     /* The input is read the one way every command reads (app/input_file.h):
      * a pipe or FIFO once, into a scratch copy, which every later pass reads. */
     char out_path[4096] = "", converted[4200] = "";
-    int exit_status = VB_EXIT_OK;
-    if (vb_input_spool(trace_path) != VB_OK) return vb_cli_error(VB_EXIT_USAGE, "tune: %s", vb_last_error());
-    if (is_pickle(trace_path)) {
-        snprintf(converted, sizeof converted, "%s (converted by torch2trace)", trace_path);
-        exit_status = convert_pickle(trace_path, converted);
-        options.trace_path = converted;
-    }
-    if (exit_status == VB_EXIT_OK && vb_replay_check_trace(options.trace_path, NULL) != VB_OK)
-        exit_status = vb_cli_status_error(VB_ERR_INVALID);
+    int exit_status = vb_cli_trace_input("tune", trace_path, converted, &options.trace_path);
     if (exit_status == VB_EXIT_OK && out) {
         vb_device_info info = {.simulated = strcmp(options.device, "sim") == 0};
         snprintf(info.name, sizeof info.name, "%s", info.simulated ? "simulated device" : "cuda");

@@ -22,6 +22,7 @@ static const command commands[] = {
     {"run", vb_cmd_run, "scenarios x allocators on one device; a summary table and Google Benchmark JSON"},
     {"replay", vb_cmd_replay, "a recorded trace (vbtrace, RMM CSV, .gz) against allocators"},
     {"tune", vb_cmd_tune, "the PYTORCH_ALLOC_CONF a trace should use, and the smallest GPU it fits"},
+    {"explain", vb_cmd_explain, "why a trace runs out of memory under a capacity, and which settings would fit"},
     {"claims", vb_cmd_claims, "the documents' claims, each decided per allocator"},
     {"microbench", vb_cmd_microbench, "malloc+free latency per allocator and size in cache-hit steady state"},
     {"gen-trace", vb_cmd_gen_trace, "write a random allocation trace (RMM random_allocations style)"},

@@ -341,29 +341,6 @@ static void on_before_alloc(void *context, uint64_t size, uint32_t stream)
 /* The end state and the file                                               */
 /* ======================================================================== */
 
-/* Writes the segments list from the allocator's segment map now. */
-typedef struct segment_writer {
-    recorder *r;
-    vb_block_info *blocks;
-    size_t count, capacity;
-} segment_writer;
-
-static void gather_block(void *context, const vb_block_info *block)
-{
-    segment_writer *w = context;
-    if (w->count == w->capacity) {
-        size_t capacity = w->capacity ? w->capacity * 2 : 256;
-        vb_block_info *more = realloc(w->blocks, capacity * sizeof *more);
-        if (!more) {
-            w->r->failed = 1;
-            return;
-        }
-        w->blocks = more;
-        w->capacity = capacity;
-    }
-    w->blocks[w->count++] = *block;
-}
-
 /* The requested size of an allocated block (its own size if unknown). */
 static uint64_t requested_of(const recorder *r, const vb_block_info *block)
 {
@@ -372,10 +349,14 @@ static uint64_t requested_of(const recorder *r, const vb_block_info *block)
     return value >> STREAM_BITS;
 }
 
+/* Writes the segments list from the allocator's segment map now. */
 static void put_segments(recorder *r)
 {
-    segment_writer w = {r, NULL, 0, 0};
-    if (r->allocator->ops->segments) r->allocator->ops->segments(r->allocator->state, gather_block, &w);
+    struct {
+        vb_block_info *blocks;
+        size_t count;
+    } w;
+    if (vb_allocator_blocks(r->allocator, &w.blocks, &w.count) != VB_OK) r->failed = 1;
     put_byte(&r->p, ']');
     size_t in_batch = 0;
     for (size_t i = 0; i < w.count;) {
@@ -441,7 +422,7 @@ static void put_annotations(recorder *r)
 }
 
 /* The whole snapshot, its replay included, into the open file. */
-static vb_status write_snapshot(recorder *r, const char *trace_path, const vb_allocator_spec *spec)
+static vb_status write_snapshot(recorder *r, const char *trace_path, const vb_allocator_spec *spec, int stop_at_oom)
 {
     put_byte(&r->p, 0x80);
     put_byte(&r->p, 2);
@@ -449,11 +430,13 @@ static vb_status write_snapshot(recorder *r, const char *trace_path, const vb_al
     put_str(&r->p, "device_traces");
     put_byte(&r->p, ']'); /* the devices */
     put_byte(&r->p, ']'); /* device 0's entries */
-    vb_drive_hooks hooks = {r, on_before_alloc, on_after_alloc, on_before_free, on_mark, NULL};
+    vb_drive_hooks hooks = {.context = r, .before_alloc = on_before_alloc, .after_alloc = on_after_alloc,
+                            .before_free = on_before_free, .mark = on_mark};
     vb_drive_result result;
     vb_trace *trace = NULL;
     vb_status status = vb_trace_open(trace_path, &trace);
-    if (status == VB_OK) status = vb_drive(&(vb_drive_source){.trace = trace}, r->target, &hooks, 0, &result);
+    if (status == VB_OK)
+        status = vb_drive(&(vb_drive_source){.trace = trace}, r->target, &hooks, stop_at_oom, &result);
     vb_trace_close(trace);
     if (status != VB_OK) return status;
     note_segments(r);
@@ -475,6 +458,12 @@ static vb_status write_snapshot(recorder *r, const char *trace_path, const vb_al
 vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spec, uint64_t capacity,
                             const char *out_path)
 {
+    return vb_snapshot_write_until(trace_path, spec, capacity, 0, out_path);
+}
+
+vb_status vb_snapshot_write_until(const char *trace_path, const vb_allocator_spec *spec, uint64_t capacity,
+                                  int stop_at_oom, const char *out_path)
+{
     recorder *r = calloc(1, sizeof *r);
     vb_drive_target *target = calloc(1, sizeof *target);
     if (!r || !target) {
@@ -490,7 +479,7 @@ vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spe
     target->allocator = r->allocator;
     if (status == VB_OK) status = vb_output_open(&r->p.out, out_path);
     int opened = status == VB_OK;
-    if (status == VB_OK) status = write_snapshot(r, trace_path, spec);
+    if (status == VB_OK) status = write_snapshot(r, trace_path, spec, stop_at_oom);
     if (opened) {
         flush_bytes(&r->p);
         if (status == VB_OK) status = r->p.status; /* the first failed write, with its message */

@@ -442,6 +442,25 @@ static vb_status vbtrace_free(vb_trace *trace, char **fields, int count, vb_trac
     return vbtrace_freed(trace, id, stream, event);
 }
 
+/* `o SIZE [STREAM]`: an allocation of SIZE bytes that ran out of memory in
+ * the recorded program (torch2trace's `oom` entries): nothing allocated. */
+static vb_status vbtrace_failed(vb_trace *trace, char **fields, int count, vb_trace_event *event)
+{
+    if (count < 2 || count > 3)
+        return fail(trace, VB_ERR_INVALID, "malformed out-of-memory line: expected 'o SIZE [STREAM]'");
+    uint64_t size;
+    uint32_t stream;
+    if (!parse_decimal(fields[1], &size))
+        return fail(trace, VB_ERR_INVALID, "malformed size '%s' (expected a number of bytes)", fields[1]);
+    vb_status status = vbtrace_stream(trace, count == 3 ? fields[2] : NULL, &stream);
+    if (status != VB_OK) return status;
+    event->kind = VB_TRACE_FAILED_ALLOC;
+    event->id = 0;
+    event->size = size;
+    event->stream = stream;
+    return VB_OK;
+}
+
 /* `m NAME`: the name is the rest of the line, blanks around it dropped. */
 static vb_status vbtrace_mark(vb_trace *trace, char *rest, vb_trace_event *event)
 {
@@ -530,7 +549,8 @@ static vb_status vbtrace_next(vb_trace *trace, vb_trace_event *event)
         int count = split(line, ' ', fields, 4);
         if (strcmp(fields[0], "a") == 0) return vbtrace_alloc(trace, fields, count, event);
         if (strcmp(fields[0], "f") == 0) return vbtrace_free(trace, fields, count, event);
-        return fail(trace, VB_ERR_INVALID, "unknown action '%.40s' (expected a, f or m)", fields[0]);
+        if (strcmp(fields[0], "o") == 0) return vbtrace_failed(trace, fields, count, event);
+        return fail(trace, VB_ERR_INVALID, "unknown action '%.40s' (expected a, f, o or m)", fields[0]);
     }
 }
 

@@ -41,7 +41,7 @@ typedef enum vb_trace_kind {
     VB_TRACE_FREE,             /* id, stream */
     VB_TRACE_MARK,             /* name */
     VB_TRACE_FAILED_ALLOC,     /* size, stream: the recorded program's allocation failed
-                                * (RMM "allocate failure"); nothing was allocated */
+                                * (RMM "allocate failure", vbtrace `o`); nothing was allocated */
 } vb_trace_kind;
 
 typedef struct vb_trace_event {

@@ -145,6 +145,7 @@ static vb_status drive_free(cursor *c, vb_drive_target *target, const vb_drive_h
     if (addr == 0) return VB_OK;
     if (hooks && hooks->before_free) hooks->before_free(hooks->context, addr, event->stream);
     vb_status status = target->run ? vb_run_free(target->run, addr) : vb_free(target->allocator, addr);
+    if (status == VB_OK && hooks && hooks->after_free) hooks->after_free(hooks->context, addr, event->stream);
     if (status != VB_OK && c->source->trace)
         return vb_trace_error(c->source->trace, status, "free of id %llu failed: %s", (unsigned long long)event->id,
                               vb_last_error());

@@ -84,6 +84,8 @@ typedef struct vb_drive_hooks {
     vb_status (*mark)(void *context, const char *name);
     /* After every event, a marker included, with the result so far. */
     vb_status (*after_event)(void *context, const vb_drive_result *so_far);
+    /* After the block at `addr` was freed (GPU-progress modes, app/fit.c). */
+    void (*after_free)(void *context, vb_addr addr, uint32_t stream);
 } vb_drive_hooks;
 
 /* Drives the events of `source` through `target` to their end; with

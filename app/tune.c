@@ -21,10 +21,8 @@
 #include "scratch.h"
 #include "trace.h"
 #include "trace_drive.h"
+#include "fit.h"
 
-/* Largest capacity the bisection looks at when the trace does not fit the
- * given one: the most a simulated device can have (56 TiB). */
-#define MAX_PROBE_CAPACITY VB_SIM_MAX_CAPACITY
 /* A setting other than the defaults is recommended only when it saves at
  * least this fraction of the defaults' peak reserved bytes (or the defaults
  * run out of memory): below it, the defaults are the simpler answer. */
@@ -35,9 +33,11 @@
 /* ======================================================================== */
 
 /* PyTorch's settings tried, in PYTORCH_ALLOC_CONF's syntax. Garbage
- * collection acts only with a per-process memory fraction set (PyTorch's
- * set_fraction), so those carry one: 1.0, the whole device, so that it
- * acts near the device's capacity. */
+ * collection acts only under a per-process memory fraction, so those carry
+ * one: 0.99, near the whole device. Not 1.0: setMemoryFraction(1.0) sets no
+ * limit at all (allowed_memory_maximum = nullopt in the newest PyTorch read,
+ * allocators/caching_core.c), and then no collection either. Under tune's
+ * capacities the fraction is the capacity's (app/fit.h). */
 typedef struct grid_setting {
     const char *conf;
     double memory_fraction; /* < 0: none */
@@ -57,12 +57,12 @@ static const grid_setting pytorch_grid[] = {
     {"roundup_power2_divisions:16", -1},
     {"roundup_power2_divisions:[256:1,512:2,>:4]", -1},
     {"roundup_power2_divisions:[64:8,256:4,>:2]", -1},
-    {"garbage_collection_threshold:0.6", 1.0},
-    {"garbage_collection_threshold:0.8", 1.0},
+    {"garbage_collection_threshold:0.6", 0.99},
+    {"garbage_collection_threshold:0.8", 0.99},
     {"max_split_size_mb:256,roundup_power2_divisions:4", -1},
     {"max_split_size_mb:512,roundup_power2_divisions:[256:1,512:2,>:4]", -1},
     {"max_split_size_mb:128,roundup_power2_divisions:8", -1},
-    {"max_split_size_mb:256,garbage_collection_threshold:0.8", 1.0},
+    {"max_split_size_mb:256,garbage_collection_threshold:0.8", 0.99},
     {"max_split_size_mb:512,max_non_split_rounding_mb:256", -1},
     {"expandable_segments:True,roundup_power2_divisions:4", -1},
     {"expandable_segments:True,roundup_power2_divisions:[256:1,512:2,>:4]", -1},
@@ -113,85 +113,6 @@ const vb_tune_candidate *vb_tune_grid(size_t *count)
     }
     *count = grid_count;
     return grid;
-}
-
-/* ======================================================================== */
-/* Capacity probes                                                          */
-/* ======================================================================== */
-
-vb_status vb_tune_probe_capacity(const vb_drive_events *events, const char *spec_text, uint64_t capacity,
-                                 int stop_at_oom, vb_tune_probe *out)
-{
-    memset(out, 0, sizeof *out);
-    vb_allocator_spec spec;
-    vb_status status = vb_allocator_spec_parse(spec_text, &spec);
-    if (status != VB_OK) return status;
-    vb_allocator *allocator = NULL;
-    vb_drive_target *target = calloc(1, sizeof *target);
-    vb_config config = vb_allocator_spec_config(&spec);
-    status = target ? vb_sim_open(capacity, &target->device) : vb_error(VB_ERR_OOM, "out of host memory");
-    if (status == VB_OK) status = vb_allocator_create(spec.name, target->device, &config, &allocator);
-    vb_drive_result drive;
-    if (status == VB_OK) {
-        target->allocator = allocator;
-        status = vb_drive(&(vb_drive_source){.events = events}, target, NULL, stop_at_oom, &drive);
-    }
-    if (status == VB_OK) {
-        vb_alloc_stats stats;
-        vb_allocator_stats(allocator, &stats);
-        *out = (vb_tune_probe){drive.ooms == 0, drive.ooms, stats.alloc_retries, drive.first_oom_line,
-                               drive.first_oom_bytes};
-    }
-    vb_allocator_destroy(allocator); /* returns what the trace left live */
-    if (target && target->device) {
-        vb_drive_target_close(target);
-        vb_device_close(target->device);
-    }
-    free(target);
-    vb_allocator_spec_free(&spec);
-    return status;
-}
-
-/* 1 if the replay fits `capacity` (stopping at its first OOM). */
-static vb_status fits(const vb_drive_events *events, const char *spec, uint64_t capacity, int *out)
-{
-    vb_tune_probe probe;
-    vb_status status = vb_tune_probe_capacity(events, spec, capacity, 1, &probe);
-    *out = probe.fits;
-    return status;
-}
-
-vb_status vb_tune_min_capacity(const vb_drive_events *events, const char *spec, uint64_t known_fail,
-                               uint64_t known_fit, uint64_t start, uint64_t *out)
-{
-    const uint64_t step = VB_TUNE_CAPACITY_STEP;
-    uint64_t lo = known_fail / step, hi = known_fit ? (known_fit + step - 1) / step : 0; /* in steps */
-    vb_status status = VB_OK;
-    int ok = 0;
-    *out = 0;
-    if (!hi) { /* none known to fit: double until one does, the largest device last */
-        uint64_t capacity = start > step ? start / step * step : step;
-        if (capacity > MAX_PROBE_CAPACITY) capacity = MAX_PROBE_CAPACITY;
-        for (;;) {
-            status = fits(events, spec, capacity, &ok);
-            if (status != VB_OK) return status;
-            if (ok || capacity == MAX_PROBE_CAPACITY) break;
-            lo = capacity / step;
-            capacity = capacity > MAX_PROBE_CAPACITY / 2 ? MAX_PROBE_CAPACITY : capacity * 2;
-        }
-        if (!ok) return VB_OK;
-        hi = capacity / step;
-    }
-    if (lo >= hi) lo = 0;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        status = fits(events, spec, mid * step, &ok);
-        if (status != VB_OK) return status;
-        if (ok) hi = mid;
-        else lo = mid;
-    }
-    *out = hi * step;
-    return VB_OK;
 }
 
 /* ======================================================================== */
@@ -249,10 +170,51 @@ static void trace_demand(const vb_drive_events *events, uint64_t *peak_live, uin
     free(sizes);
 }
 
+/* The peak reserved bytes of a replay in a GPU-progress mode, on a sim
+ * large enough that it runs out nowhere. */
+static vb_status progress_peak(const vb_tune_options *options, const vb_tune_candidate *candidate, uint64_t start,
+                               vb_progress progress, uint64_t *peak)
+{
+    uint64_t capacity = start > VB_GiB ? start : VB_GiB;
+    for (;;) {
+        vb_fit_result r;
+        vb_status status = vb_fit_probe_progress(options->trace_path, candidate->spec, capacity, progress, &r);
+        if (status != VB_OK) return status;
+        if (r.fits || capacity >= VB_FIT_MAX_CAPACITY / 2) {
+            *peak = r.peak_reserved;
+            return VB_OK;
+        }
+        capacity *= 2;
+    }
+}
+
+/* The smallest GPU class whose memory, less the overhead, is at least
+ * `need` (a capacity from which up the replay fits) and on which a device
+ * of that memory runs it without OOM; NULL for none. */
+static const vb_gpu_class *smallest_gpu(const vb_tune_options *options, const vb_tune_candidate *candidate,
+                                        uint64_t need, int probe, vb_status *status)
+{
+    size_t count;
+    const vb_gpu_class *gpus = vb_gpu_classes(&count);
+    *status = VB_OK;
+    for (size_t i = 0; i < count; i++) {
+        if (gpus[i].total_bytes <= options->overhead) continue;
+        uint64_t usable = gpus[i].total_bytes - options->overhead;
+        if (usable < need) continue;
+        if (!probe) return &gpus[i];
+        vb_fit_result r;
+        *status = vb_fit_probe(options->events, candidate->spec, usable, VB_FIT_DEVICE, 1, &r);
+        if (*status != VB_OK) return NULL;
+        if (r.fits) return &gpus[i];
+    }
+    return NULL;
+}
+
 /* Adds what a tune says of a candidate to its entry: the PyTorch setting,
- * utilization, OOMs at the capacity, min_capacity_bytes. The main replay
- * ran at `options->capacity` on sim; on cuda a sim replay at that capacity
- * counts the OOMs. */
+ * utilization, OOMs at the capacity, the minimum capacities and the
+ * smallest GPU. A capacity is PyTorch's limit
+ * (set_per_process_memory_fraction, app/fit.h) for the strategies that
+ * have one, else a device's memory. The main replay ran on `options->device`. */
 static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candidate *candidate, json_t *entry,
                              int main_on_sim)
 {
@@ -260,56 +222,112 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     double allocated = entry_number(entry, "peak_allocated_bytes");
     double requested = entry_number(entry, "peak_requested_bytes");
     uint64_t capacity = options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY;
-    vb_tune_probe at_capacity = {0};
-    if (main_on_sim) {
-        at_capacity.ooms = (uint64_t)entry_number(entry, "ooms");
-        at_capacity.alloc_retries = (uint64_t)entry_number(entry, "alloc_retries");
-        at_capacity.first_oom_line = (uint64_t)entry_number(entry, "first_oom_line");
-        at_capacity.first_oom_bytes = (uint64_t)entry_number(entry, "first_oom_bytes");
+    vb_allocator_spec spec;
+    vb_status status = vb_allocator_spec_parse(candidate->spec, &spec);
+    if (status != VB_OK) return status;
+    int limited = vb_fit_has_limit(spec.name), is_async = strcmp(spec.name, "async") == 0;
+    int expandable = strcmp(spec.name, "expandable") == 0;
+    int collects = strstr(spec.label, "garbage_collection_threshold") != NULL;
+    vb_allocator_spec_free(&spec);
+
+    /* OOMs at the capacity: a probe under the limit (or, for the others on
+     * the GPU, a sim device of it); on sim the main replay counted them. */
+    vb_fit_result at = {0};
+    if (limited || !main_on_sim) {
+        status = vb_fit_probe(options->events, candidate->spec, capacity, VB_FIT_LIMIT, 0, &at);
+        if (status != VB_OK) return status;
     } else {
-        vb_status status = vb_tune_probe_capacity(options->events, candidate->spec, capacity, 0, &at_capacity);
-        if (status != VB_OK) return status;
+        at.ooms = (uint64_t)entry_number(entry, "ooms");
+        at.alloc_retries = (uint64_t)entry_number(entry, "alloc_retries");
+        at.first_oom_line = (uint64_t)entry_number(entry, "first_oom_line");
+        at.first_oom_bytes = (uint64_t)entry_number(entry, "first_oom_bytes");
     }
-    /* Bisection: a capacity below the requested peak of a replay without
-     * OOM cannot fit; the reserved peak of one does (the same calls see the
-     * same answers up to it). */
-    uint64_t min_capacity = 0;
-    uint64_t known_fit = at_capacity.ooms || !main_on_sim ? 0 : (uint64_t)reserved;
-    uint64_t known_fail = (uint64_t)requested / VB_TUNE_CAPACITY_STEP * VB_TUNE_CAPACITY_STEP;
-    if (known_fail >= (uint64_t)requested && known_fail) known_fail -= VB_TUNE_CAPACITY_STEP;
-    if (at_capacity.ooms) known_fail = capacity;
-    if (known_fit) {
-        int ok = 0;
-        uint64_t rounded = (known_fit + VB_TUNE_CAPACITY_STEP - 1) / VB_TUNE_CAPACITY_STEP * VB_TUNE_CAPACITY_STEP;
-        vb_status status = fits(options->events, candidate->spec, rounded, &ok);
-        if (status != VB_OK) return status;
-        known_fit = ok ? rounded : capacity;
-    } else if (!at_capacity.ooms) {
-        known_fit = capacity;
-    }
-    /* No device holds less than the trace's live bytes at its peak: past
+
+    /* min_capacity_bytes, under PyTorch's limit. The async backend's limit
+     * counts the bytes handed out (pytorch_used_bytes + size > limit), so
+     * it is the requested peak, exactly. */
+    vb_fit_min min = {0};
+    /* No capacity holds less than the trace's live bytes at its peak: past
      * the largest one, no probe can fit. */
     uint64_t peak_live = 0, largest = 0;
     trace_demand(options->events, &peak_live, &largest);
-    vb_status status = peak_live > MAX_PROBE_CAPACITY
-                           ? VB_OK
-                           : vb_tune_min_capacity(options->events, candidate->spec, known_fail, known_fit,
-                                                  at_capacity.ooms ? capacity * 2 : capacity, &min_capacity);
-    if (status != VB_OK) return status;
+    int hopeless = peak_live > VB_FIT_MAX_CAPACITY;
+    if (hopeless) {
+        /* found 0 */
+    } else if (is_async) {
+        min = (vb_fit_min){.found = 1, .capacity = (uint64_t)requested, .exact = 1};
+    } else {
+        status = vb_fit_min_capacity(options->events, candidate->spec, VB_FIT_LIMIT, capacity, &min);
+        if (status != VB_OK) return status;
+    }
+
+    /* A device's memory: the same as the limit for caching without garbage
+     * collection; searched for the others; for the async backend the pool's
+     * peak, from the two extremes of GPU progress (a pool makes the same
+     * choices on any device until one runs out: fitting is monotone). */
+    double reserved_min = reserved, reserved_max = reserved;
+    uint64_t device_min = min.capacity, device_max = min.capacity;
+    int device_exact = min.exact;
+    if (is_async && !hopeless) {
+        uint64_t fast = 0, late = 0;
+        status = progress_peak(options, candidate, 2 * (uint64_t)reserved, VB_PROGRESS_FAST, &fast);
+        if (status == VB_OK) status = progress_peak(options, candidate, 2 * (uint64_t)reserved, VB_PROGRESS_LATE, &late);
+        if (status != VB_OK) return status;
+        reserved_min = (double)(fast < (uint64_t)reserved ? fast : (uint64_t)reserved);
+        reserved_max = (double)(late > (uint64_t)reserved ? late : (uint64_t)reserved);
+        device_min = (uint64_t)reserved_min;
+        device_max = (uint64_t)reserved_max;
+        device_exact = 1;
+    } else if (limited && (collects || expandable) && !hopeless) {
+        vb_fit_min device;
+        status = vb_fit_min_capacity(options->events, candidate->spec, VB_FIT_DEVICE, capacity, &device);
+        if (status != VB_OK) return status;
+        device_min = device_max = device.found ? device.capacity : 0;
+        device_exact = 0;
+    }
+
+    /* The smallest GPU: its memory less the overhead holds both minimums
+     * (each fits from there up) and runs the replay as a device. */
+    const vb_gpu_class *gpu = NULL;
+    if (min.found && device_max) {
+        uint64_t need = min.capacity > device_max ? min.capacity : device_max;
+        gpu = smallest_gpu(options, candidate, need, !is_async, &status);
+        if (status != VB_OK) return status;
+    }
+
     int failed = 0;
     if (candidate->is_pytorch) failed |= json_object_set_new(entry, "pytorch_alloc_conf", json_string(candidate->conf));
     if (candidate->memory_fraction >= 0)
         failed |= json_object_set_new(entry, "memory_fraction", vb_json_number(candidate->memory_fraction));
     failed |= json_object_set_new(entry, "utilization", vb_json_number(reserved > 0 ? allocated / reserved : 0.0));
     failed |= json_object_set_new(entry, "capacity_bytes", vb_json_number((double)capacity));
-    failed |= json_object_set_new(entry, "ooms_at_capacity", vb_json_number((double)at_capacity.ooms));
-    failed |= json_object_set_new(entry, "alloc_retries_at_capacity", vb_json_number((double)at_capacity.alloc_retries));
-    if (at_capacity.first_oom_line) {
-        failed |= json_object_set_new(entry, "first_oom_line", vb_json_number((double)at_capacity.first_oom_line));
-        failed |= json_object_set_new(entry, "first_oom_bytes", vb_json_number((double)at_capacity.first_oom_bytes));
+    failed |= json_object_set_new(entry, "capacity_is_limit", json_boolean(limited));
+    failed |= json_object_set_new(entry, "ooms_at_capacity", vb_json_number((double)at.ooms));
+    failed |= json_object_set_new(entry, "alloc_retries_at_capacity", vb_json_number((double)at.alloc_retries));
+    if (at.first_oom_line) {
+        failed |= json_object_set_new(entry, "first_oom_line", vb_json_number((double)at.first_oom_line));
+        failed |= json_object_set_new(entry, "first_oom_bytes", vb_json_number((double)at.first_oom_bytes));
     }
     failed |= json_object_set_new(entry, "min_capacity_bytes",
-                                  min_capacity ? vb_json_number((double)min_capacity) : json_null());
+                                  min.found ? vb_json_number((double)min.capacity) : json_null());
+    failed |= json_object_set_new(entry, "min_capacity_exact", json_boolean(min.found && min.exact));
+    if (min.fails_at)
+        failed |= json_object_set_new(entry, "min_capacity_oom_below", vb_json_number((double)min.fails_at));
+    if (min.found && min.lowest_fit < min.capacity)
+        failed |= json_object_set_new(entry, "min_capacity_lowest_fit", vb_json_number((double)min.lowest_fit));
+    failed |= json_object_set_new(entry, "progress_dependent", json_boolean(is_async));
+    failed |= json_object_set_new(entry, "peak_reserved_bytes_min", vb_json_number(reserved_min));
+    failed |= json_object_set_new(entry, "peak_reserved_bytes_max", vb_json_number(reserved_max));
+    failed |= json_object_set_new(entry, "min_device_bytes_min", device_min ? vb_json_number((double)device_min) : json_null());
+    failed |= json_object_set_new(entry, "min_device_bytes_max", device_max ? vb_json_number((double)device_max) : json_null());
+    failed |= json_object_set_new(entry, "min_device_exact", json_boolean(device_max && device_exact));
+    failed |= json_object_set_new(entry, "gpu_overhead_bytes", vb_json_number((double)options->overhead));
+    failed |= json_object_set_new(entry, "smallest_gpu",
+                                  gpu ? json_pack("{s:s,s:s,s:o,s:o}", "name", gpu->name, "models", gpu->models,
+                                                  "total_bytes", vb_json_number((double)gpu->total_bytes),
+                                                  "usable_bytes",
+                                                  vb_json_number((double)(gpu->total_bytes - options->overhead)))
+                                      : json_null());
     return failed ? vb_error(VB_ERR_OOM, "out of host memory") : VB_OK;
 }
 
@@ -438,16 +456,29 @@ static vb_status evaluate_all(const vb_tune_options *options, const vb_tune_cand
 /* Pareto front, recommendation, table                                      */
 /* ======================================================================== */
 
+/* A candidate's figures as ranking reads them: where one depends on how
+ * far the GPU got, its side that protects the user (the most reserved,
+ * the larger minimum); OOMs at the capacity counted when that side passes
+ * it. */
 typedef struct figures {
     double reserved, allocated, driver_calls, time_ns, ooms, min_capacity;
 } figures;
 
 static figures figures_of(const json_t *entry)
 {
-    return (figures){entry_number(entry, "peak_reserved_bytes"), entry_number(entry, "peak_allocated_bytes"),
+    double reserved = entry_number(entry, "peak_reserved_bytes");
+    double reserved_max = entry_number(entry, "peak_reserved_bytes_max");
+    double min_capacity = entry_number(entry, "min_capacity_bytes");
+    double device_max = entry_number(entry, "min_device_bytes_max");
+    double capacity = entry_number(entry, "capacity_bytes");
+    double ooms = entry_number(entry, "ooms_at_capacity");
+    if (reserved_max > reserved) reserved = reserved_max;
+    if (min_capacity > 0 && device_max > min_capacity) min_capacity = device_max;
+    if (ooms == 0 && json_is_true(json_object_get(entry, "progress_dependent")) && capacity > 0 && reserved > capacity)
+        ooms = 1;
+    return (figures){reserved, entry_number(entry, "peak_allocated_bytes"),
                      entry_number(entry, "driver_alloc_calls") + entry_number(entry, "driver_free_calls"),
-                     entry_number(entry, "real_time"), entry_number(entry, "ooms_at_capacity"),
-                     entry_number(entry, "min_capacity_bytes")};
+                     entry_number(entry, "real_time"), ooms, min_capacity};
 }
 
 /* 1 if a is at least as good as b in peak reserved, driver calls and time,
@@ -502,14 +533,14 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
         char reason[160];
         if (!events) /* merged shards (vb_tune_conclude): the trace is not at hand */
             snprintf(reason, sizeof reason, "no candidate found a capacity it fits");
-        else if (largest > MAX_PROBE_CAPACITY)
+        else if (largest > VB_FIT_MAX_CAPACITY)
             snprintf(reason, sizeof reason, "its largest allocation alone is %.1f MiB", mib((double)largest));
         else
             snprintf(reason, sizeof reason, "it holds %.1f MiB live at its peak%s", mib((double)peak_live),
-                     peak_live > MAX_PROBE_CAPACITY ? "" : ", and the settings' rounding and fragmentation add more");
+                     peak_live > VB_FIT_MAX_CAPACITY ? "" : ", and the settings' rounding and fragmentation add more");
         snprintf(why, sizeof why,
-                 "nothing fits: every PyTorch setting runs out of memory at %.0f MiB and on every simulated device "
-                 "up to the largest (" VB_SIM_MAX_CAPACITY_TEXT "): %s",
+                 "nothing fits: every PyTorch setting runs out of memory at %.0f MiB and under every capacity "
+                 "up to the largest (" VB_FIT_MAX_CAPACITY_TEXT "): %s",
                  mib((double)capacity), reason);
     } else if (d->ooms == 0 && f[best].reserved > d->reserved * (1.0 - RECOMMEND_MIN_SAVING)) {
         chosen = defaults;
@@ -546,6 +577,14 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
                   d->min_capacity > 0 ? vb_json_number(d->min_capacity) : json_null(), "saving", saving,
                   "best_strategy", "name", json_string_value(json_object_get(entries[best_overall], "name")),
                   "peak_reserved_bytes", vb_json_number(f[best_overall].reserved));
+    /* What the user's GPU needs: the chosen setting's smallest common GPU
+     * (its overhead included) and the device memory behind it. */
+    const char *const carried[] = {"min_capacity_exact", "min_device_bytes_max", "peak_reserved_bytes_max",
+                                   "gpu_overhead_bytes", "smallest_gpu"};
+    for (size_t i = 0; recommendation && i < sizeof carried / sizeof carried[0]; i++) {
+        json_t *value = json_object_get(entries[chosen], carried[i]);
+        if (value) json_object_set(recommendation, carried[i], value);
+    }
     return recommendation;
 }
 
@@ -566,32 +605,58 @@ static size_t mark_pareto(json_t **entries, size_t count)
     return front;
 }
 
+/* "a" or, where the two sides differ, "a-b" (MiB, one decimal). */
+static void mib_range(char *out, size_t capacity, double low, double high)
+{
+    if (high > low) snprintf(out, capacity, "%.1f-%.1f", mib(low), mib(high));
+    else snprintf(out, capacity, "%.1f", mib(low));
+}
+
 /* The table: every candidate, the Pareto front marked, then the recommendation. */
 static void print_table(FILE *out, const vb_tune_options *options, const vb_device_info *info,
                         const vb_tune_candidate *grid, json_t **entries, size_t count, const json_t *recommendation)
 {
-    fprintf(out, "vrambench tune: %s on %s%s; OOMs at %.0f MiB (simulated); min capacity by bisection on the "
-                 "simulated device, to 2 MiB\n",
+    fprintf(out, "vrambench tune: %s on %s%s; OOMs at %.0f MiB (simulated); min cap: the smallest PyTorch limit "
+                 "(set_per_process_memory_fraction) from which up it fits\n",
             options->label, info->name, info->simulated ? " (SIMULATED: memory exact, times host-side)" : "",
             mib((double)(options->capacity ? options->capacity : VB_SIM_DEFAULT_CAPACITY)));
-    fprintf(out, "%-2s %-72s %9s %9s %5s %9s %7s %5s %9s %11s\n", "", VB_PYTORCH_CONF_ENV ", or [strategy]", "rsv MiB", "alloc MiB",
-            "util", "drv calls", "retries", "OOMs", info->simulated ? "host ms" : "time ms", "min cap MiB");
+    fprintf(out, "%-2s %-72s %15s %9s %5s %9s %7s %5s %9s %13s %15s %s\n", "", VB_PYTORCH_CONF_ENV ", or [strategy]",
+            "rsv MiB", "alloc MiB", "util", "drv calls", "retries", "OOMs", info->simulated ? "host ms" : "time ms", "min cap MiB", "device MiB",
+            "smallest GPU");
     for (size_t i = 0; i < count; i++) {
-        figures f = figures_of(entries[i]);
+        const json_t *e = entries[i];
+        figures f = figures_of(e);
         const char *label = grid[i].is_pytorch ? grid[i].conf : grid[i].spec;
-        char shown[300];
+        char shown[300], reserved[48], capacity[32] = "-", device[48] = "-", gpu[64] = "-";
         snprintf(shown, sizeof shown, grid[i].is_pytorch ? "'%s'%s" : "[%s]%s", label,
                  grid[i].memory_fraction >= 0 ? " +fraction" : "");
-        char capacity[32] = "-";
-        if (f.min_capacity > 0) snprintf(capacity, sizeof capacity, "%.0f", mib(f.min_capacity));
-        fprintf(out, "%-2s %-72s %9.1f %9.1f %5.3f %9.0f %7.0f %5.0f %9.2f %11s\n",
-                json_is_true(json_object_get(entries[i], "on_pareto_front")) ? "*" : "", shown, mib(f.reserved),
-                mib(f.allocated), f.reserved > 0 ? f.allocated / f.reserved : 0.0, f.driver_calls,
-                entry_number(entries[i], "alloc_retries_at_capacity"), f.ooms, f.time_ns / 1e6, capacity);
+        double low = entry_number(e, "peak_reserved_bytes_min"), high = entry_number(e, "peak_reserved_bytes_max");
+        mib_range(reserved, sizeof reserved, low > 0 ? low : entry_number(e, "peak_reserved_bytes"),
+                  high > 0 ? high : entry_number(e, "peak_reserved_bytes"));
+        double min_capacity = entry_number(e, "min_capacity_bytes"), lowest = entry_number(e, "min_capacity_lowest_fit");
+        if (min_capacity > 0 && json_is_true(json_object_get(e, "min_capacity_exact")))
+            snprintf(capacity, sizeof capacity, "%.0f", mib(min_capacity));
+        else if (min_capacity > 0 && lowest > 0)
+            snprintf(capacity, sizeof capacity, "~%.0f/%.0f", mib(lowest), mib(min_capacity));
+        else if (min_capacity > 0)
+            snprintf(capacity, sizeof capacity, "~%.0f", mib(min_capacity));
+        double device_low = entry_number(e, "min_device_bytes_min"), device_high = entry_number(e, "min_device_bytes_max");
+        if (device_high > 0) mib_range(device, sizeof device, device_low, device_high);
+        const char *gpu_name = json_string_value(json_object_get(json_object_get(e, "smallest_gpu"), "name"));
+        if (gpu_name) snprintf(gpu, sizeof gpu, "%s", gpu_name);
+        fprintf(out, "%-2s %-72s %15s %9.1f %5.3f %9.0f %7.0f %5.0f %9.2f %13s %15s %s\n",
+                json_is_true(json_object_get(e, "on_pareto_front")) ? "*" : "", shown, reserved, mib(f.allocated),
+                f.reserved > 0 ? f.allocated / f.reserved : 0.0, f.driver_calls,
+                entry_number(e, "alloc_retries_at_capacity"), f.ooms, f.time_ns / 1e6, capacity, device, gpu);
     }
     fprintf(out, "  * on the Pareto front of peak reserved, driver calls (allocs + frees) and replay time; util = peak "
-                 "allocated / peak reserved;\n    +fraction: with torch.cuda.set_per_process_memory_fraction(1.0), "
-                 "which garbage collection needs\n");
+                 "allocated / peak reserved;\n    +fraction: with torch.cuda.set_per_process_memory_fraction(0.99), "
+                 "which garbage collection needs;\n    min cap: from there up it fits, every capacity checked; "
+                 "~a/b: a bisection's answer a (it fits there), every capacity from b up checked;\n    a-b: from the "
+                 "GPU infinitely fast to as late as the trace allows (ranked by b); device MiB: the memory a GPU "
+                 "must leave\n    PyTorch (from there up it fits); smallest GPU: the first class whose smallest model "
+                 "holds that plus %.0f MiB overhead\n",
+            mib((double)options->overhead));
     if (info->simulated)
         fprintf(out, "  host ms: the replay's host-side time (the allocator's code and the simulated device's model), "
                      "not a GPU time\n");
@@ -613,6 +678,18 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
             json_string_value(json_object_get(recommendation, "why")),
             mib(entry_number(saving, "peak_reserved_bytes")), entry_number(saving, "peak_reserved_percent"),
             mib(entry_number(saving, "min_capacity_bytes")));
+    const json_t *gpu = json_object_get(recommendation, "smallest_gpu");
+    double need = entry_number(recommendation, "min_capacity_bytes");
+    if (entry_number(recommendation, "min_device_bytes_max") > need) need = entry_number(recommendation, "min_device_bytes_max");
+    if (json_is_object(gpu))
+        fprintf(out, "  smallest GPU: %s (%s): %.0f MiB for PyTorch + %.0f MiB overhead; its smallest model reports "
+                     "%.0f MiB\n",
+                json_string_value(json_object_get(gpu, "name")), json_string_value(json_object_get(gpu, "models")),
+                mib(need), mib(entry_number(recommendation, "gpu_overhead_bytes")),
+                mib(entry_number(gpu, "total_bytes")));
+    else if (json_object_get(recommendation, "smallest_gpu"))
+        fprintf(out, "  smallest GPU: none of the common sizes (up to 141 GiB) holds %.0f MiB + %.0f MiB overhead\n",
+                mib(need), mib(entry_number(recommendation, "gpu_overhead_bytes")));
 }
 
 /* ======================================================================== */

@@ -6,9 +6,13 @@
  * Each candidate is one allocator spec (app/runner.h): PyTorch's settings as
  * pytorch[CONF] (allocators/pytorch_conf.h), the other strategies by name.
  * Its figures come from one replay through the runner (app/replay.c) on the
- * chosen device, and its min_capacity_bytes from replays on simulated devices
- * of different capacities (bisection to 2 MiB), each stopped at its first
- * out-of-memory. Candidates are evaluated in parallel, one process each.
+ * chosen device; its capacities from replays on simulated devices
+ * (app/fit.h): min_capacity_bytes, the smallest limit
+ * (set_per_process_memory_fraction) from which up the replay has no OOM,
+ * searched exactly; the device memory it needs, for the async backend
+ * from two extremes of GPU progress (peak_reserved_bytes_min/_max,
+ * min_device_bytes_min/_max); and the smallest common GPU that holds it
+ * with the overhead. Candidates are evaluated in parallel, one process each.
  */
 #ifndef VB_TUNE_H
 #define VB_TUNE_H
@@ -22,9 +26,6 @@
 #include "base/status.h"
 #include "shard.h"
 #include "trace_drive.h"
-
-/* Bisection step of min_capacity_bytes (the driver's page). */
-#define VB_TUNE_CAPACITY_STEP VB_DRIVER_PAGE
 
 typedef struct vb_tune_candidate {
     char spec[320];          /* the allocator spec run: pytorch[CONF] or a strategy's name */
@@ -40,36 +41,13 @@ typedef struct vb_tune_candidate {
  * every other registered strategy. Static storage; `*count` entries. */
 const vb_tune_candidate *vb_tune_grid(size_t *count);
 
-/* What a replay on a sim device of a given capacity found. */
-typedef struct vb_tune_probe {
-    int fits;                          /* 1: no allocation ran out of memory */
-    uint64_t ooms, alloc_retries;
-    uint64_t first_oom_line, first_oom_bytes; /* line 0: no OOM */
-} vb_tune_probe;
-
-/* Replays `events` (app/trace_drive.h) with the allocator `spec` on a
- * fresh sim device of `capacity` bytes; with `stop_at_oom` it stops at the
- * first allocation that finds no memory. VB_ERR_INVALID for a bad spec. */
-vb_status vb_tune_probe_capacity(const vb_drive_events *events, const char *spec, uint64_t capacity, int stop_at_oom,
-                                 vb_tune_probe *out);
-
-/* The smallest capacity (a multiple of VB_TUNE_CAPACITY_STEP) on which the
- * replay has no OOM, by bisection between `known_fail` (0: none known) and
- * `known_fit` (0: none known; then found by doubling from `start`, up to
- * 2^46 bytes). 0 in *out when it fits nowhere below that. Fitting is not
- * strictly monotone in the capacity for strategies that free their cache
- * and retry on OOM (what follows depends on what was freed): the result
- * fits and one step less does not, but a smaller capacity elsewhere may
- * fit too. */
-vb_status vb_tune_min_capacity(const vb_drive_events *events, const char *spec, uint64_t known_fail,
-                               uint64_t known_fit, uint64_t start, uint64_t *out);
-
 typedef struct vb_tune_options {
     const char *trace_path;  /* a trace replay reads (a pickle is converted first, cmd_tune.c) */
     const vb_drive_events *events; /* set by vb_tune_run: the trace read once, for the probes */
     const char *label;       /* the results' scenario name: "tune:<file name>" */
     const char *device;      /* "sim" or "cuda" (main replays); bisection is always on sim */
     uint64_t capacity;       /* the device capacity OOMs are counted at (sim; 0: the sim default) */
+    uint64_t overhead;       /* what a GPU holds besides PyTorch's memory (the smallest GPU) */
     unsigned jobs;           /* processes at once (>= 1) */
     int quiet;               /* no progress lines */
     vb_shard shard;          /* --shard I/N: only these candidates ({0, 0} or 1/1: all) */

@@ -43,7 +43,7 @@ static vb_status spy_malloc(void *state, uint64_t size, vb_stream stream, vb_gra
 {
     spy_state *spy = state;
     (void)stream;
-    *out = (vb_grant){spy->next, size, 0, 0};
+    *out = (vb_grant){.addr = spy->next, .size = size};
     spy->next += vb_round_up(size, 512);
     vb_addr_map_put(&spy->sizes, out->addr, size);
     return VB_OK;

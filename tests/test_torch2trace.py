@@ -130,11 +130,18 @@ class Torch2TraceTest(unittest.TestCase):
         result = self.convert(snapshot(trace))
         self.assertEqual([line.split()[-1] for line in result.events() if line.startswith("a")], ["1", "0", "2"])
 
-    def test_oom_becomes_a_marker(self):
+    def test_oom_becomes_a_marker_and_the_failed_request(self):
         trace = [entry("alloc", 0x1000, 100), {"action": "oom", "size": 80 << 30, "device_free": 1 << 30,
                                                 "stream": 0, "frames": []}]
         result = self.convert(snapshot(trace))
-        self.assertIn("m oom", result.events())
+        self.assertEqual(result.events(), ["a 0 100 0", "m oom", f"o {80 << 30} 0"])
+        self.assertIn("ran out of memory 1 time", result.stderr)
+
+    def test_oom_on_a_side_stream_names_its_stream(self):
+        trace = [entry("alloc", 0x1000, 100, STREAM), {"action": "oom", "size": 4096, "device_free": 0,
+                                                       "stream": STREAM, "frames": []}]
+        result = self.convert(snapshot(trace))
+        self.assertEqual(result.events()[-1], "o 4096 1")
 
     def test_record_function_scopes_become_markers_in_time_order(self):
         trace = [entry("alloc", 0x1000, 100, time_us=10), entry("alloc", 0x2000, 100, time_us=30)]

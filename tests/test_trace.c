@@ -124,6 +124,29 @@ static void test_vbtrace_alloc_line_gives_id_size_and_stream(void **state)
     vb_trace_close(trace);
 }
 
+/* `o SIZE [STREAM]`: a request that ran out of memory in the recorded
+ * program (torch2trace's oom): nothing allocated, no id; malformed ones
+ * are refused with their line. */
+static void test_vbtrace_out_of_memory_line_is_a_recorded_failure(void **state)
+{
+    (void)state;
+    vb_trace *trace = open_ok(write_file("hand.trace", "vbtrace 1\na 1 10\no 83886080 3\no 512\nf 1\n"));
+    assert_int_equal(next_ok(trace).kind, VB_TRACE_ALLOC);
+    vb_trace_event event = next_ok(trace);
+    assert_int_equal(event.kind, VB_TRACE_FAILED_ALLOC);
+    assert_int_equal(event.size, 83886080);
+    assert_int_equal(event.stream, 3);
+    event = next_ok(trace);
+    assert_int_equal(event.kind, VB_TRACE_FAILED_ALLOC);
+    assert_int_equal(event.stream, 0);
+    assert_int_equal(next_ok(trace).kind, VB_TRACE_FREE);
+    vb_trace_close(trace);
+    expect_invalid_at("hand.trace", "vbtrace 1\no\n", 2);
+    expect_invalid_at("hand.trace", "vbtrace 1\no lots\n", 2);
+    expect_invalid_at("hand.trace", "vbtrace 1\no 1 2 3\n", 2);
+    expect_invalid_at("hand.trace", "vbtrace 1\no 1 4096\n", 2);
+}
+
 static void test_vbtrace_stream_defaults_to_zero(void **state)
 {
     (void)state;
@@ -972,7 +995,7 @@ static void test_replay_out_of_memory_is_counted_and_trace_goes_on(void **state)
     /* A 64 MiB device: the 100 MiB allocation fails, its free is skipped, and
      * the allocations after it are served. */
     replay_fixture fixture;
-    const char *path = write_file("oom.trace", "vbtrace 1\na 1 104857600\na 2 1000\nf 1\nf 2\na 3 2000\n");
+    const char *path = write_file("hand.trace", "vbtrace 1\na 1 104857600\na 2 1000\nf 1\nf 2\na 3 2000\n");
     assert_int_equal(replay(&fixture, path, 64 * VB_MiB), VB_OK);
     vb_alloc_stats stats;
     vb_allocator_stats(fixture.allocator, &stats);
@@ -1063,6 +1086,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vbtrace_alloc_line_gives_id_size_and_stream),
         cmocka_unit_test(test_vbtrace_stream_defaults_to_zero),
+        cmocka_unit_test(test_vbtrace_out_of_memory_line_is_a_recorded_failure),
         cmocka_unit_test(test_vbtrace_free_line_gives_its_id),
         cmocka_unit_test(test_vbtrace_marker_name_is_rest_of_line_trimmed),
         cmocka_unit_test(test_vbtrace_comments_and_blank_lines_are_skipped),

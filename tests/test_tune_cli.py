@@ -175,8 +175,14 @@ class Tune(Base):
             self.assertAlmostEqual(e["utilization"], e["peak_allocated_bytes"] / e["peak_reserved_bytes"])
             self.assertEqual(e["ooms_at_capacity"], 0)
             self.assertIsInstance(e["on_pareto_front"], bool)
-            self.assertEqual(e["min_capacity_bytes"] % STEP, 0)
-            self.assertLessEqual(e["min_capacity_bytes"], e["peak_reserved_bytes"] + STEP)
+            self.assertGreater(e["min_capacity_bytes"], 0)
+            if "expandable" not in e["name"]:  # expandable segments may map past the limit
+                self.assertLessEqual(e["min_capacity_bytes"], e["peak_reserved_bytes_max"] + STEP)
+            self.assertLessEqual(e["peak_reserved_bytes_min"], e["peak_reserved_bytes"])
+            self.assertLessEqual(e["peak_reserved_bytes"], e["peak_reserved_bytes_max"])
+            self.assertEqual(e["progress_dependent"], e["name"].endswith("backend:cudaMallocAsync]"))
+            if not e["progress_dependent"]:
+                self.assertEqual(e["peak_reserved_bytes_min"], e["peak_reserved_bytes_max"])
         rec = document["recommendation"]
         chosen = [e for e in entries if e["name"] == rec["name"]][0]
         defaults = [e for e in entries if e.get("pytorch_alloc_conf") == ""][0]
@@ -191,14 +197,72 @@ class Tune(Base):
         self.assertFalse(any("segments_at_peak" in entry for entry in entries))
         self.assertIn("Pareto", stdout)
 
+    def ooms_under_limit(self, trace, conf, limit):
+        """OOMs of a replay under PyTorch's limit: per_process_memory_fraction 0.5 of a sim of 2 x limit
+        (the limit to the byte, the device never the one to refuse)."""
+        spec = f"pytorch[{conf}{',' if conf else ''}per_process_memory_fraction:0.5]"
+        return self.ooms_at(trace, spec, 2 * limit)
+
     def test_min_capacity_is_the_smallest_that_fits(self):
         trace = self.random_trace(events=1500, seed=5)
         document, _ = self.tune(trace)
         by_name = {e["name"].split("/", 1)[1]: e for e in document["benchmarks"]}
-        for spec in ("pytorch[]", "pytorch[expandable_segments:True]", "cuda", "bfc"):
+        for conf in ("", "expandable_segments:True", "max_split_size_mb:64"):
+            e = by_name[f"pytorch[{conf}]"]
+            limit = e["min_capacity_bytes"]
+            self.assertTrue(e["capacity_is_limit"])
+            self.assertTrue(e["min_capacity_exact"], conf)
+            self.assertEqual(e["min_capacity_oom_below"], limit - 1)
+            for above in (0, STEP, 10 * STEP, 33 * STEP):  # it fits from there up
+                self.assertEqual(self.ooms_under_limit(trace, conf, limit + above), 0, conf)
+            self.assertGreater(self.ooms_under_limit(trace, conf, limit - 1), 0, conf)
+        for spec in ("cuda", "bfc"):  # a device's memory, by bisection
             capacity = by_name[spec]["min_capacity_bytes"]
+            self.assertFalse(by_name[spec]["capacity_is_limit"])
             self.assertEqual(self.ooms_at(trace, spec, capacity), 0, spec)
             self.assertGreater(self.ooms_at(trace, spec, capacity - STEP), 0, spec)
+
+    def test_min_capacity_is_safe_where_fitting_is_not_monotone(self):
+        # With max_split_size_mb:64 this trace fits under 1,144 MiB, runs out under 1,152 to 1,176 MiB and
+        # fits from 1,178 MiB up: a bisection may answer 1,144 MiB, where PyTorch would then run out 8 MiB
+        # above. The search answers 1,178 MiB.
+        path = os.path.join(self.dir, "nonmonotone.trace")
+        status, _, stderr = vrambench("gen-trace", "random", "--seed", "4", "--events", "2000", "--max-size", "200M",
+                                      "--max-live", "1G", "-o", path)
+        self.assertEqual(status, 0, stderr)
+        document, _ = self.tune(path)
+        e = [e for e in document["benchmarks"] if e.get("pytorch_alloc_conf") == "max_split_size_mb:64"][0]
+        self.assertTrue(e["min_capacity_exact"])
+        self.assertEqual(e["min_capacity_bytes"], 1178 * MiB)
+        conf = "max_split_size_mb:64"
+        self.assertEqual(self.ooms_under_limit(path, conf, 1144 * MiB), 0)  # an island below ...
+        for limit in (1152, 1160, 1176):  # ... then out of memory again
+            self.assertGreater(self.ooms_under_limit(path, conf, limit * MiB), 0, limit)
+        for limit in range(1178, 1260, 2):  # from the answer up it fits
+            self.assertEqual(self.ooms_under_limit(path, conf, limit * MiB), 0, limit)
+
+    def test_async_limit_counts_requested_bytes_and_its_device_is_an_interval(self):
+        trace = self.random_trace(events=1500, seed=5)
+        document, stdout = self.tune(trace)
+        e = [e for e in document["benchmarks"] if e.get("pytorch_alloc_conf") == "backend:cudaMallocAsync"][0]
+        self.assertEqual(e["min_capacity_bytes"], e["peak_requested_bytes"])  # pytorch_used_bytes + size > limit
+        self.assertEqual(e["min_device_bytes_min"], e["peak_reserved_bytes_min"])
+        self.assertEqual(e["min_device_bytes_max"], e["peak_reserved_bytes_max"])
+        self.assertLessEqual(e["min_device_bytes_min"], e["min_device_bytes_max"])
+
+    def test_smallest_gpu_holds_the_minimum_and_the_overhead(self):
+        trace = self.random_trace(events=1500, seed=5)
+        document, stdout = self.tune(trace, "--overhead", "900MiB", quiet=False)  # the table is read
+        for e in document["benchmarks"]:
+            gpu = e["smallest_gpu"]
+            self.assertIsNotNone(gpu, e["name"])
+            need = max(e["min_capacity_bytes"], e["min_device_bytes_max"] or 0)
+            self.assertEqual(e["gpu_overhead_bytes"], 900 * MiB)
+            self.assertEqual(gpu["usable_bytes"], gpu["total_bytes"] - 900 * MiB)
+            self.assertGreaterEqual(gpu["usable_bytes"], need)
+        rec = document["recommendation"]
+        self.assertIn("smallest_gpu", rec)
+        self.assertIn("smallest GPU: " + rec["smallest_gpu"]["name"], stdout)
 
     def test_a_small_capacity_counts_ooms_and_finds_the_first(self):
         trace = write(os.path.join(self.dir, "t.trace"), THREE_30MB)
@@ -226,7 +290,7 @@ class Tune(Base):
         TiB = 1 << 40
         cases = {
             "one allocation of 60 TiB": (f"vbtrace 1\na 1 {60 * TiB}\nf 1\n", "largest allocation alone"),
-            "60 TiB live at once": (f"vbtrace 1\na 1 {30 * TiB}\na 2 {30 * TiB}\nf 1\nf 2\n", "live at its peak"),
+            "40 TiB live at once": (f"vbtrace 1\na 1 {20 * TiB}\na 2 {20 * TiB}\nf 1\nf 2\n", "live at its peak"),
         }
         for name, (text, reason) in cases.items():
             with self.subTest(name):
@@ -238,7 +302,7 @@ class Tune(Base):
                 self.assertFalse(recommendation["fits"])
                 self.assertIsNone(recommendation["min_capacity_bytes"])
                 self.assertIn("nothing fits", recommendation["why"])
-                self.assertIn("56TiB", recommendation["why"])  # the largest device it tried
+                self.assertIn("28TiB", recommendation["why"])  # the largest capacity it tried (half the largest sim device)
                 self.assertIn(reason, recommendation["why"])
                 self.assertNotIn("(0 MiB)", stdout)
                 self.assertIn("recommendation: none", stdout)

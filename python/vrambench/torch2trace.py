@@ -21,7 +21,11 @@ What is converted (docs/trace-format.md describes the output):
                              it is done)
   free_requested          -> `f ID STREAM` instead, with --free-at free_requested
                              (when the program dropped the tensor)
-  oom, snapshot           -> `m oom`, `m snapshot` step markers
+  oom                     -> `m oom` (a step marker), then `o SIZE STREAM`: the request
+                             that ran out of memory (SIZE as PyTorch records it,
+                             rounded by its allocator), which `vrambench explain`
+                             replays to explain the OOM; `device_free` in a comment
+  snapshot                -> `m snapshot`
   record_function scopes  -> `m NAME` at their start, from the snapshot's
                              'external_annotations' (torch records them while
                              memory history is on)
@@ -139,6 +143,7 @@ class Summary:
         self.allocations = 0
         self.frees = 0
         self.markers = 0
+        self.ooms = 0  # out-of-memory entries carried as `o` lines
         self.segment_entries = 0
         self.skipped_frees = 0  # of allocations made before recording started
         self.reallocated_live = 0  # an alloc at an address that was still live
@@ -331,6 +336,10 @@ def convert(snapshot, out, device=0, free_at="free_completed", path="snapshot"):
             number = lambda key: entry[key] if _is_uint64(entry.get(key)) else "?"
             write(_comment(f"oom: {number('size')} bytes asked, {number('device_free')} free on the device"))
             mark("oom")
+            if _is_uint64(entry.get("size")):
+                stream = entry.get("stream", 0) or 0
+                write(f"o {entry['size']} {stream_id(stream) if _is_uint64(stream) else 0}\n")
+                summary.ooms += 1
         elif action == "snapshot":
             mark("snapshot")
         else:
@@ -351,6 +360,9 @@ def _report(summary, out_path):
     say(f"wrote {out_path}: {summary.allocations} allocations, {summary.frees} frees, "
         f"{summary.markers} markers, {summary.streams} stream(s); "
         f"{summary.segment_entries} segment entries not replayed")
+    if summary.ooms:
+        say(f"the recording ran out of memory {summary.ooms} time(s): carried as 'o SIZE STREAM' lines "
+            "(vrambench explain replays the first)")
     if summary.live_count:
         say(f"{summary.live_count} allocations ({summary.live_bytes} bytes) are still live at the end "
             "of the trace; they stay live in it (the replay reports them as live_at_end)")

@@ -1,0 +1,98 @@
+/* vrambench — the trace a command reads (cli.h, vb_cli_trace_input): a
+ * trace as every input is read (app/input_file.h), or a PyTorch memory
+ * snapshot pickle (torch.cuda.memory._dump_snapshot) converted first by
+ * python/vrambench/torch2trace.py, the one reader of pickles (its errors are
+ * passed on, exit 2), its trace coming back through a pipe into a scratch
+ * copy. `tune` and `explain` read their TRACE this way. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "input_file.h"
+#include "replay.h"
+
+/* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, or in the
+ * product's Python package (vb_cli_python_dir). 0 when found. */
+static int find_torch2trace(char *out, size_t capacity)
+{
+    const char *env = getenv("VB_TORCH2TRACE");
+    if (env && *env) return snprintf(out, capacity, "%s", env) < (int)capacity ? 0 : -1;
+    char dir[PATH_MAX];
+    if (vb_cli_python_dir(dir, sizeof dir) != 0) return -1;
+    return (size_t)snprintf(out, capacity, "%s/vrambench/torch2trace.py", dir) < capacity && access(out, R_OK) == 0 ? 0
+                                                                                                                   : -1;
+}
+
+/* 1 if `path` (its spooled copy when it has one) starts like a pickle
+ * (protocol 2 or later: 0x80, version). */
+static int is_pickle(const char *path)
+{
+    unsigned char head[2] = {0};
+    int fd = vb_input_open(path, NULL);
+    if (fd < 0) return 0;
+    ssize_t got = pread(fd, head, 2, 0);
+    close(fd);
+    return got == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+}
+
+/* Converts the snapshot `pickle` with torch2trace.py, which reads it on its
+ * stdin (the file, or its spooled copy) and writes the trace to a pipe; the
+ * trace is spooled (app/input_file.h: an unlinked scratch file) under the
+ * name `converted`, which the rest of the command reads. The exit status to
+ * give (0 done; torch2trace has said what is wrong). */
+static int convert_pickle(const char *command, const char *pickle, const char *converted)
+{
+    char tool[PATH_MAX];
+    if (find_torch2trace(tool, sizeof tool) != 0)
+        return vb_cli_error(VB_EXIT_FAILURE,
+                            "%s: %s is a PyTorch snapshot, and python/vrambench/torch2trace.py, which reads it, is not "
+                            "found (set VB_TORCH2TRACE)",
+                            command, pickle);
+    int input = vb_input_open(pickle, NULL), trace_pipe[2] = {-1, -1};
+    if (input < 0) return vb_cli_error(VB_EXIT_USAGE, "%s: cannot read %s: %s", command, pickle, strerror(errno));
+    if (pipe2(trace_pipe, O_CLOEXEC) != 0) {
+        close(input);
+        return vb_cli_error(VB_EXIT_FAILURE, "%s: cannot make a pipe: %s", command, strerror(errno));
+    }
+    char name_option[PATH_MAX + 16]; /* the snapshot's name for torch2trace's messages */
+    snprintf(name_option, sizeof name_option, "--name=%s", pickle);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* dup2 leaves the copies open across exec. */
+        if (dup2(input, STDIN_FILENO) < 0 || dup2(trace_pipe[1], STDOUT_FILENO) < 0) _exit(VB_EXIT_FAILURE);
+        execlp("python3", "python3", tool, "-", "-", name_option, (char *)NULL);
+        fprintf(stderr, "vrambench: error: %s: cannot run python3 for %s: %s\n", command, tool, strerror(errno));
+        _exit(VB_EXIT_FAILURE);
+    }
+    int start_error = pid < 0 ? errno : 0;
+    close(input);
+    close(trace_pipe[1]);
+    vb_status spooled = pid < 0 ? VB_OK : vb_input_spool_fd(converted, trace_pipe[0]);
+    close(trace_pipe[0]); /* a child still writing (the copy hit its limit) gets EPIPE */
+    if (pid < 0) return vb_cli_error(VB_EXIT_FAILURE, "%s: cannot start python3: %s", command, strerror(start_error));
+    int status = 0;
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+        return vb_cli_error(VB_EXIT_FAILURE, "%s: converting %s failed", command, pickle);
+    if (WEXITSTATUS(status) != 0) return WEXITSTATUS(status) == VB_EXIT_USAGE ? VB_EXIT_USAGE : VB_EXIT_FAILURE;
+    return spooled == VB_OK ? VB_EXIT_OK : vb_cli_status_error(spooled);
+}
+
+int vb_cli_trace_input(const char *command, const char *input, char *converted, const char **path)
+{
+    *path = input;
+    if (vb_input_spool(input) != VB_OK) return vb_cli_error(VB_EXIT_USAGE, "%s: %s", command, vb_last_error());
+    if (is_pickle(input)) {
+        snprintf(converted, 4200, "%s (converted by torch2trace)", input);
+        int status = convert_pickle(command, input, converted);
+        if (status != VB_EXIT_OK) return status;
+        *path = converted;
+    }
+    return vb_replay_check_trace(*path, NULL) == VB_OK ? VB_EXIT_OK : vb_cli_status_error(VB_ERR_INVALID);
+}

@@ -1,0 +1,532 @@
+/* vrambench — `explain`: a replay to its first out-of-memory, and why (see
+ * explain.h). */
+#include "explain.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fit.h"
+#include "json_report.h"
+#include "snapshot.h"
+#include "trace.h"
+#include "trace_drive.h"
+#include "tune.h"
+
+/* A stream of a pool with free bytes in segments that hold live blocks. */
+#define MAX_SHARES 64
+
+typedef struct share {
+    int pool;        /* 0: the strategy has no pools; 1 small; 2 large */
+    uint32_t stream; /* the trace's stream id */
+    uint64_t bytes;
+} share;
+
+/* The allocator's memory at one moment, reserved - allocated by cause. */
+typedef struct memory_state {
+    uint64_t reserved, allocated, requested, largest_free;
+    uint64_t in_live_segments, kept_whole, cached_segments, waiting, rounding;
+    share shares[MAX_SHARES];
+    size_t share_count;
+    int partial; /* more (pool, stream) pairs than MAX_SHARES: the rest summed into the last */
+} memory_state;
+
+/* ======================================================================== */
+/* The trace, cut at the recorded out-of-memory                              */
+/* ======================================================================== */
+
+/* What the trace says of a failure in the recorded program. */
+typedef struct recorded_oom {
+    int present;
+    uint64_t line, size;
+    uint32_t stream;
+} recorded_oom;
+
+/* The trace explained: the input, or a copy cut at its first recorded
+ * failure, which becomes an allocation (PyTorch's OOM, asked again).
+ * lines[k] is the input's line of the copy's line k + 2 (the header is
+ * line 1). */
+typedef struct explained_trace {
+    char path[4200];
+    char dir[64];
+    uint64_t *lines;
+    size_t line_count;
+    recorded_oom recorded;
+} explained_trace;
+
+static vb_status keep_line(explained_trace *t, uint64_t line, size_t *capacity)
+{
+    if (t->line_count == *capacity) {
+        *capacity = *capacity ? *capacity * 2 : 4096;
+        uint64_t *more = realloc(t->lines, *capacity * sizeof *more);
+        if (!more) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        t->lines = more;
+    }
+    t->lines[t->line_count++] = line;
+    return VB_OK;
+}
+
+/* Writes the copy up to the first recorded failure; none: the input is
+ * read as it is (no copy). */
+static vb_status cut_trace(const char *input, explained_trace *t)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->path, sizeof t->path, "%s", input);
+    vb_trace *trace = NULL;
+    vb_status status = vb_trace_open(input, &trace);
+    vb_trace_event event;
+    while (status == VB_OK) { /* a first look: is there a recorded failure? */
+        status = vb_trace_next(trace, &event);
+        if (status != VB_OK || event.kind == VB_TRACE_END) break;
+        if (event.kind == VB_TRACE_FAILED_ALLOC) {
+            t->recorded = (recorded_oom){1, vb_trace_line(trace), event.size, event.stream};
+            break;
+        }
+    }
+    vb_trace_close(trace);
+    if (status != VB_OK || !t->recorded.present) return status;
+
+    snprintf(t->dir, sizeof t->dir, "/tmp/vrambench-explain-XXXXXX");
+    if (!mkdtemp(t->dir)) {
+        t->dir[0] = '\0';
+        return vb_error(VB_ERR_IO, "cannot make a temporary directory: %s", strerror(errno));
+    }
+    snprintf(t->path, sizeof t->path, "%s/explained.trace", t->dir);
+    FILE *out = fopen(t->path, "w");
+    if (!out) return vb_error(VB_ERR_IO, "cannot write %s: %s", t->path, strerror(errno));
+    fputs("vbtrace 1\n", out);
+    status = vb_trace_open(input, &trace);
+    uint64_t next_id = 0;
+    size_t capacity = 0;
+    while (status == VB_OK) {
+        status = vb_trace_next(trace, &event);
+        if (status != VB_OK || event.kind == VB_TRACE_END) break;
+        switch (event.kind) {
+        case VB_TRACE_ALLOC:
+            vb_trace_tag(trace, next_id + 1);
+            fprintf(out, "a %llu %llu %u\n", (unsigned long long)next_id++, (unsigned long long)event.size,
+                    event.stream);
+            break;
+        case VB_TRACE_FREE: fprintf(out, "f %llu %u\n", (unsigned long long)(event.tag - 1), event.stream); break;
+        case VB_TRACE_MARK: fprintf(out, "m %s\n", event.name); break;
+        case VB_TRACE_FAILED_ALLOC:
+            fprintf(out, "a %llu %llu %u\n", (unsigned long long)next_id, (unsigned long long)event.size,
+                    event.stream);
+            break;
+        case VB_TRACE_END: break;
+        }
+        status = keep_line(t, vb_trace_line(trace), &capacity);
+        if (event.kind == VB_TRACE_FAILED_ALLOC) break;
+    }
+    vb_trace_close(trace);
+    if ((ferror(out) | fclose(out)) && status == VB_OK) status = vb_error(VB_ERR_IO, "cannot write %s", t->path);
+    return status;
+}
+
+/* The input's line of a line of the trace explained. */
+static uint64_t input_line(const explained_trace *t, uint64_t line)
+{
+    if (!t->dir[0]) return line;
+    return line >= 2 && line - 2 < t->line_count ? t->lines[line - 2] : line;
+}
+
+static void trace_done(explained_trace *t)
+{
+    free(t->lines);
+    if (t->dir[0]) {
+        unlink(t->path);
+        rmdir(t->dir);
+    }
+    memset(t, 0, sizeof *t);
+}
+
+/* ======================================================================== */
+/* One replay, held open                                                     */
+/* ======================================================================== */
+
+typedef struct session {
+    vb_drive_target target;
+    vb_allocator *allocator;
+    /* the first out-of-memory: its allocation's number (1-based), size and stream */
+    uint64_t allocations, failing, failing_size;
+    uint32_t failing_stream;
+    /* pass 2: the state when the failing request came */
+    const char *max_split;
+    int pools;
+    memory_state at_request;
+    int taken;
+} session;
+
+static vb_status session_open(session *s, const vb_allocator_spec *spec, uint64_t sim_capacity)
+{
+    vb_config config = vb_allocator_spec_config(spec);
+    vb_status status = vb_sim_open(sim_capacity, &s->target.device);
+    if (status == VB_OK) status = vb_allocator_create(spec->name, s->target.device, &config, &s->allocator);
+    s->target.allocator = s->allocator;
+    return status;
+}
+
+static void session_close(session *s)
+{
+    vb_allocator_destroy(s->allocator);
+    s->allocator = NULL;
+    if (s->target.device) {
+        vb_drive_target_close(&s->target);
+        vb_device_close(s->target.device);
+        s->target.device = NULL;
+    }
+}
+
+static vb_status session_drive(session *s, const char *path, const vb_drive_hooks *hooks, vb_drive_result *out)
+{
+    vb_trace *trace = NULL;
+    vb_status status = vb_trace_open(path, &trace);
+    if (status == VB_OK) status = vb_drive(&(vb_drive_source){.trace = trace}, &s->target, hooks, 1, out);
+    vb_trace_close(trace);
+    return status;
+}
+
+/* ======================================================================== */
+/* The memory by cause                                                       */
+/* ======================================================================== */
+
+static uint32_t stream_id(const session *s, vb_stream stream)
+{
+    for (uint32_t i = 0; i < VB_TRACE_MAX_STREAMS; i++)
+        if (s->target.streams[i] && s->target.streams[i] == stream) return i;
+    return 0;
+}
+
+static void add_share(memory_state *m, int pool, uint32_t stream, uint64_t bytes)
+{
+    for (size_t i = 0; i < m->share_count; i++)
+        if (m->shares[i].pool == pool && m->shares[i].stream == stream) {
+            m->shares[i].bytes += bytes;
+            return;
+        }
+    if (m->share_count == MAX_SHARES) {
+        m->shares[MAX_SHARES - 1].bytes += bytes;
+        m->partial = 1;
+        return;
+    }
+    m->shares[m->share_count++] = (share){pool, stream, bytes};
+}
+
+/* The allocator's memory now, by cause. `max_split` is max_split_size in
+ * bytes (0: none); `pools`: the strategy keeps PyTorch's small and large
+ * pools (a segment holding a live block of 1 MiB or less is small). */
+static vb_status take_state(session *s, uint64_t max_split, int pools, memory_state *m)
+{
+    memset(m, 0, sizeof *m);
+    vb_alloc_stats stats;
+    vb_allocator_stats(s->allocator, &stats);
+    m->reserved = stats.reserved_bytes;
+    m->allocated = stats.allocated_bytes;
+    m->requested = stats.requested_bytes;
+    m->largest_free = stats.largest_free_block;
+    struct {
+        vb_block_info *items;
+        size_t count;
+    } list;
+    vb_status status = vb_allocator_blocks(s->allocator, &list.items, &list.count);
+    if (status != VB_OK) return status;
+    uint64_t free_bytes = 0;
+    for (size_t i = 0; i < list.count;) {
+        size_t end = i;
+        int live = 0, small = 0;
+        while (end < list.count && list.items[end].segment == list.items[i].segment) {
+            if (list.items[end].allocated) {
+                live = 1;
+                small |= list.items[end].block_size <= VB_MiB;
+            }
+            end++;
+        }
+        for (size_t b = i; b < end; b++) {
+            const vb_block_info *block = &list.items[b];
+            if (block->allocated) continue;
+            free_bytes += block->block_size;
+            if (max_split && block->block_size >= max_split) m->kept_whole += block->block_size;
+            else if (live) add_share(m, pools ? (small ? 1 : 2) : 0, stream_id(s, block->stream), block->block_size);
+            else m->cached_segments += block->block_size;
+        }
+        i = end;
+    }
+    free(list.items);
+    for (size_t i = 0; i < m->share_count; i++) m->in_live_segments += m->shares[i].bytes;
+    uint64_t unallocated = m->reserved - m->allocated;
+    m->rounding = unallocated > free_bytes ? unallocated - free_bytes : 0;
+    return VB_OK;
+}
+
+/* ---- hooks ---- */
+
+static void count_and_note_oom(void *context, vb_addr addr, uint64_t size, uint32_t stream, int oom)
+{
+    (void)addr;
+    session *s = context;
+    s->allocations++;
+    if (oom && !s->failing) {
+        s->failing = s->allocations;
+        s->failing_size = size;
+        s->failing_stream = stream;
+    }
+}
+
+static uint64_t max_split_of(const session *s);
+
+static void state_before_failing(void *context, uint64_t size, uint32_t stream)
+{
+    (void)size;
+    (void)stream;
+    session *s = context;
+    if (++s->allocations != s->failing || s->taken) return;
+    s->taken = take_state(s, max_split_of(s), s->pools, &s->at_request) == VB_OK;
+}
+
+static uint64_t max_split_of(const session *s)
+{
+    if (!s->max_split) return 0;
+    char *end = NULL;
+    unsigned long long mib = strtoull(s->max_split, &end, 10);
+    return end != s->max_split && *end == '\0' && mib < UINT64_MAX / VB_MiB ? mib * VB_MiB : 0;
+}
+
+/* ======================================================================== */
+/* JSON and the table                                                        */
+/* ======================================================================== */
+
+static double mib(uint64_t bytes)
+{
+    return (double)bytes / (double)VB_MiB;
+}
+
+static const char *pool_name(int pool)
+{
+    return pool == 1 ? "small" : pool == 2 ? "large" : NULL;
+}
+
+static json_t *state_json(const memory_state *m)
+{
+    json_t *shares = json_array();
+    for (size_t i = 0; shares && i < m->share_count; i++) {
+        const char *pool = pool_name(m->shares[i].pool);
+        json_array_append_new(shares, json_pack("{s:o,s:I,s:o}", "pool", pool ? json_string(pool) : json_null(),
+                                                "stream", (json_int_t)m->shares[i].stream, "bytes",
+                                                vb_json_number((double)m->shares[i].bytes)));
+    }
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o,s:o},s:o,s:b}", "reserved_bytes",
+                     vb_json_number((double)m->reserved), "allocated_bytes", vb_json_number((double)m->allocated),
+                     "requested_bytes", vb_json_number((double)m->requested), "largest_free_block",
+                     vb_json_number((double)m->largest_free), "reserved_unallocated_bytes",
+                     vb_json_number((double)(m->reserved - m->allocated)), "by_cause", "free_in_live_segments",
+                     vb_json_number((double)m->in_live_segments), "kept_whole_by_max_split_size",
+                     vb_json_number((double)m->kept_whole), "cached_segments",
+                     vb_json_number((double)m->cached_segments), "waiting_on_events",
+                     vb_json_number((double)m->waiting), "rounding", vb_json_number((double)m->rounding),
+                     "free_in_live_segments", shares ? shares : json_array(), "more_streams_summed", m->partial);
+}
+
+static void print_state(FILE *out, const char *title, const memory_state *m)
+{
+    fprintf(out, "  %s:\n", title);
+    fprintf(out, "    reserved %.1f MiB, allocated %.1f MiB, requested %.1f MiB, largest free block %.1f MiB\n",
+            mib(m->reserved), mib(m->allocated), mib(m->requested), mib(m->largest_free));
+    fprintf(out, "    reserved but unallocated %.1f MiB:\n", mib(m->reserved - m->allocated));
+    fprintf(out, "      %10.1f MiB free in segments that hold live blocks", mib(m->in_live_segments));
+    for (size_t i = 0; i < m->share_count; i++) {
+        const char *pool = pool_name(m->shares[i].pool);
+        fprintf(out, "%s %s%sstream %u: %.1f", i ? "," : ":", pool ? pool : "", pool ? " pool, " : "",
+                m->shares[i].stream, mib(m->shares[i].bytes));
+    }
+    fprintf(out, "\n      %10.1f MiB in free blocks kept whole by max_split_size\n", mib(m->kept_whole));
+    fprintf(out, "      %10.1f MiB in cached segments with no live block\n", mib(m->cached_segments));
+    fprintf(out, "      %10.1f MiB waiting on other streams' events (a trace carries no record_stream)\n",
+            mib(m->waiting));
+    fprintf(out, "      %10.1f MiB of rounding (reserved in no block: driver pages, a pool's granules)\n",
+            mib(m->rounding));
+}
+
+/* ======================================================================== */
+/* What if: every tune candidate under the same capacity                     */
+/* ======================================================================== */
+
+static vb_status what_if(const vb_explain_options *options, const explained_trace *t, FILE *table, json_t **out)
+{
+    vb_drive_events events;
+    vb_status status = vb_drive_load(t->path, &events);
+    if (status != VB_OK) return status;
+    size_t count;
+    const vb_tune_candidate *grid = vb_tune_grid(&count);
+    json_t *list = json_array();
+    fprintf(table, "what if (each tune candidate under %.0f MiB):\n", mib(options->capacity));
+    for (size_t i = 0; i < count && status == VB_OK; i++) {
+        vb_fit_result r;
+        status = vb_fit_probe(&events, grid[i].spec, options->capacity, VB_FIT_LIMIT, 1, &r);
+        if (status != VB_OK) break;
+        /* By how much: under a limit, the capacities that make the same
+         * decisions; the strategies that never release memory to retry
+         * (cuda, and the async backend, which PyTorch does not retry) fit
+         * exactly when their peak does. */
+        double spare = -1, shortfall = -1;
+        if (r.limited) {
+            if (r.fits) spare = (double)(options->capacity - r.same_from);
+            else if (r.same_to) shortfall = (double)(r.same_to - options->capacity);
+        } else if (strstr(grid[i].spec, "cudaMallocAsync") || strcmp(grid[i].spec, "cuda") == 0) {
+            vb_fit_result whole;
+            status = vb_fit_probe(&events, grid[i].spec, VB_FIT_MAX_CAPACITY / 64, VB_FIT_DEVICE, 1, &whole);
+            if (status != VB_OK) break;
+            r.fits = whole.peak_reserved <= options->capacity;
+            if (r.fits) spare = (double)(options->capacity - whole.peak_reserved);
+            else shortfall = (double)(whole.peak_reserved - options->capacity);
+        }
+        const char *label = grid[i].is_pytorch ? grid[i].conf : grid[i].spec;
+        char margin[64] = "";
+        if (spare >= 0) snprintf(margin, sizeof margin, "fits, with at least %.0f MiB to spare", spare / (double)VB_MiB);
+        else if (shortfall >= 0)
+            snprintf(margin, sizeof margin, "OOM: needs at least %.0f MiB more", shortfall / (double)VB_MiB);
+        else snprintf(margin, sizeof margin, "%s", r.fits ? "fits" : "OOM");
+        char shown[300];
+        snprintf(shown, sizeof shown, grid[i].is_pytorch ? "'%s'%s" : "[%s]%s", label,
+                 grid[i].memory_fraction >= 0 ? " +fraction" : "");
+        fprintf(table, "  %-72s %s", shown, margin);
+        if (!r.fits && r.first_oom_line)
+            fprintf(table, " (first at line %llu)", (unsigned long long)input_line(t, r.first_oom_line));
+        fputc('\n', table);
+        json_array_append_new(
+            list, json_pack("{s:s,s:o,s:b,s:b,s:o,s:o,s:o}", "candidate", grid[i].spec, "pytorch_alloc_conf",
+                            grid[i].is_pytorch ? json_string(grid[i].conf) : json_null(), "capacity_is_limit",
+                            r.limited, "fits", r.fits, "first_oom_line",
+                            !r.fits && r.first_oom_line ? vb_json_number((double)input_line(t, r.first_oom_line))
+                                                        : json_null(),
+                            "spare_bytes_at_least", spare >= 0 ? vb_json_number(spare) : json_null(),
+                            "short_bytes_at_least", shortfall >= 0 ? vb_json_number(shortfall) : json_null()));
+    }
+    vb_drive_events_free(&events);
+    *out = list;
+    return status;
+}
+
+/* ======================================================================== */
+/* The whole explain                                                         */
+/* ======================================================================== */
+
+vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t **document)
+{
+    *document = NULL;
+    vb_allocator_spec spec;
+    uint64_t sim_capacity = 0;
+    int limited = 0;
+    vb_allocator_spec given;
+    vb_status status = vb_allocator_spec_parse(options->spec, &given);
+    if (status != VB_OK) return status;
+    char label[sizeof given.label];
+    snprintf(label, sizeof label, "%s", given.label);
+    vb_allocator_spec_free(&given);
+    status = vb_fit_spec(options->spec, options->capacity, VB_FIT_LIMIT, &spec, &sim_capacity, &limited);
+    if (status != VB_OK) return status;
+    explained_trace t;
+    status = cut_trace(options->trace_path, &t);
+    session *s = calloc(1, sizeof *s);
+    if (!s && status == VB_OK) status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    for (size_t i = 0; s && i < spec.entry_count; i++)
+        if (strcmp(spec.entries[i].key, "max_split_size_mb") == 0) s->max_split = spec.entries[i].value;
+    if (s) s->pools = vb_fit_has_limit(spec.name);
+
+    /* Pass 1: where the first OOM is. */
+    vb_drive_result result = {0};
+    vb_alloc_stats end_stats = {0};
+    memory_state at_oom = {0};
+    if (status == VB_OK) status = session_open(s, &spec, sim_capacity);
+    if (status == VB_OK) {
+        vb_drive_hooks hooks = {.context = s, .after_alloc = count_and_note_oom};
+        status = session_drive(s, t.path, &hooks, &result);
+    }
+    if (status == VB_OK) vb_allocator_stats(s->allocator, &end_stats);
+    uint64_t failing = s ? s->failing : 0;
+    if (s) session_close(s);
+    /* Pass 2: the same replay, the state taken when the failing request
+     * comes and when it has failed. */
+    if (status == VB_OK && failing) {
+        uint64_t failing_size = s->failing_size;
+        uint32_t failing_stream = s->failing_stream;
+        s->allocations = 0;
+        status = session_open(s, &spec, sim_capacity);
+        if (status == VB_OK) {
+            vb_drive_hooks hooks = {.context = s, .before_alloc = state_before_failing};
+            status = session_drive(s, t.path, &hooks, &result);
+        }
+        if (status == VB_OK && !s->taken) status = vb_error(VB_ERR_INVALID, "explain: the replay did not repeat itself");
+        if (status == VB_OK) status = take_state(s, max_split_of(s), s->pools, &at_oom);
+        s->failing_size = failing_size;
+        s->failing_stream = failing_stream;
+        session_close(s);
+    }
+
+    uint64_t line = failing ? input_line(&t, result.first_oom_line) : 0;
+    int at_recorded = failing && t.recorded.present && line == t.recorded.line;
+    json_t *doc = NULL;
+    if (status == VB_OK) {
+        fprintf(table, "vrambench explain: %s with %s under %.1f MiB (%s)\n", options->input_label, label,
+                mib(options->capacity),
+                limited ? "PyTorch's limit: set_per_process_memory_fraction" : "a device's memory");
+        json_t *oom = json_null();
+        if (failing) {
+            fprintf(table, "out of memory at trace line %llu: %llu bytes (%.1f MiB) asked on stream %u%s\n",
+                    (unsigned long long)line, (unsigned long long)s->failing_size, mib(s->failing_size),
+                    s->failing_stream,
+                    at_recorded ? " (the request the recorded program could not serve)"
+                    : t.recorded.present ? " (before the request the recorded program could not serve, at line "
+                                         : "");
+            if (!at_recorded && t.recorded.present)
+                fprintf(table, "%llu)\n", (unsigned long long)t.recorded.line);
+            print_state(table, "when the request came", &s->at_request);
+            print_state(table, "when the allocator gave up (after releasing what it could: PyTorch's message)",
+                        &at_oom);
+            oom = json_pack("{s:o,s:o,s:I,s:b,s:o,s:o}", "line", vb_json_number((double)line), "request_bytes",
+                            vb_json_number((double)s->failing_size), "stream", (json_int_t)s->failing_stream,
+                            "recorded", at_recorded, "at_request", state_json(&s->at_request), "at_oom",
+                            state_json(&at_oom));
+        } else {
+            fprintf(table, "it fits: no allocation runs out of memory (peak reserved %.1f MiB)\n",
+                    mib(end_stats.reserved_bytes_peak));
+            if (t.recorded.present)
+                fprintf(table, "  the request the recorded program could not serve (line %llu, %llu bytes) is served: "
+                               "the capacity given is more than it had\n",
+                        (unsigned long long)t.recorded.line, (unsigned long long)t.recorded.size);
+        }
+        json_t *recorded = t.recorded.present
+                               ? json_pack("{s:o,s:o,s:I,s:b}", "line", vb_json_number((double)t.recorded.line),
+                                           "request_bytes", vb_json_number((double)t.recorded.size), "stream",
+                                           (json_int_t)t.recorded.stream, "reproduced", at_recorded)
+                               : json_null();
+        doc = json_pack("{s:s,s:s,s:s,s:o,s:b,s:b,s:o,s:o,s:o,s:o}", "trace", options->input_label, "allocator",
+                        options->spec, "allocator_label", label, "capacity_bytes",
+                        vb_json_number((double)options->capacity), "capacity_is_limit", limited, "fits", !failing,
+                        "peak_reserved_bytes", vb_json_number((double)end_stats.reserved_bytes_peak), "oom", oom,
+                        "recorded_oom", recorded, "snapshot", json_null());
+        if (!doc) status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    }
+    if (status == VB_OK && options->what_if) {
+        json_t *list = NULL;
+        status = what_if(options, &t, table, &list);
+        if (list) json_object_set_new(doc, "what_if", list);
+    }
+    if (status == VB_OK && options->snapshot_path) {
+        status = vb_snapshot_write_until(t.path, &spec, sim_capacity, 1, options->snapshot_path);
+        if (status == VB_OK) {
+            json_object_set_new(doc, "snapshot", json_string(options->snapshot_path));
+            fprintf(table, "snapshot of %s: %s (PyTorch's viewer: pytorch.org/memory_viz)\n",
+                    failing ? "that moment" : "the end", options->snapshot_path);
+        }
+    }
+    free(s);
+    trace_done(&t);
+    vb_allocator_spec_free(&spec);
+    if (status != VB_OK) {
+        json_decref(doc);
+        return status;
+    }
+    *document = doc;
+    return VB_OK;
+}

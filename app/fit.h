@@ -1,0 +1,160 @@
+/* vrambench — will it fit: a trace replayed under a memory capacity as
+ * PyTorch meets one (app/fit.c). `tune` finds minimum capacities and the
+ * smallest GPU with it; `explain` replays to the first out-of-memory.
+ *
+ * A capacity means one of two things:
+ *   limit   what torch.cuda.set_per_process_memory_fraction(f) allows,
+ *           allowed_memory_maximum = size_t(f x total) bytes. PyTorch's
+ *           caching allocator checks it before it asks the driver for
+ *           memory (DeviceCachingAllocator::alloc_block:
+ *           total_allocated_memory + get_allocation_size(size) > allowed),
+ *           on its own reserved bytes only. With expandable segments the
+ *           check is on that segment size, not on what is mapped.
+ *   device  a device with that much memory for the allocator: the driver
+ *           refuses cudaMalloc / cuMemCreate past it. A real GPU's is its
+ *           total less what else holds memory: the CUDA context, the
+ *           libraries' workspaces, other processes.
+ * For `caching` (expandable_segments off, no garbage collection) the two
+ * are one: segments are whole 2 MiB pages and the limit's check and the
+ * driver refuse the same calls. They differ for expandable segments (the
+ * check on the segment size), for garbage collection (it acts only under
+ * a limit) and for the async backend (PyTorch's limit counts the bytes
+ * handed out, pytorch_used_bytes, not what the pool holds).
+ *
+ * Limit capacities are replayed on a sim device 2^k times as large with
+ * memory_fraction 2^-k: allowed_memory_maximum is then the capacity to the
+ * byte (a power of two times an integer is exact in a double), and the
+ * device never runs out first. Strategies without PyTorch's limit (async,
+ * bfc, ...) take a capacity as a device's.
+ *
+ * How far the GPU got decides where the async backend's pool puts blocks
+ * (base/device_sim_pool.c: a free is pending until the pool sees it
+ * complete). A replay queues no work: its frees complete as soon as the
+ * pool looks (VB_PROGRESS_REPLAY). The two extremes:
+ *   VB_PROGRESS_FAST  the GPU is infinitely fast: every free completes and
+ *                     the pool sees it at once (the device is synchronized
+ *                     after every free);
+ *   VB_PROGRESS_LATE  the GPU is as late as the trace allows: no free
+ *                     completes before the trace ends (a trace shows no
+ *                     synchronization; every stream is kept busy to the
+ *                     end), so the pool reuses only pending frees.
+ */
+#ifndef VB_FIT_H
+#define VB_FIT_H
+
+#include <stdint.h>
+
+#include "allocators/spec.h"
+#include "trace_drive.h"
+
+typedef enum vb_fit_kind {
+    VB_FIT_LIMIT = 0, /* PyTorch's memory fraction (strategies that have it; the others: device) */
+    VB_FIT_DEVICE,    /* a device with that much memory */
+} vb_fit_kind;
+
+typedef enum vb_progress {
+    VB_PROGRESS_REPLAY = 0,
+    VB_PROGRESS_FAST,
+    VB_PROGRESS_LATE,
+} vb_progress;
+
+/* The smallest capacity looked at (the driver's page) and the largest:
+ * half the simulated device's most (base/device.h), as a limit's replay
+ * needs a device twice its size. */
+#define VB_FIT_STEP VB_DRIVER_PAGE
+#define VB_FIT_MAX_CAPACITY (VB_SIM_MAX_CAPACITY / 2)
+#define VB_FIT_MAX_CAPACITY_TEXT "28TiB"
+
+/* What a replay under a capacity found. */
+typedef struct vb_fit_result {
+    int fits;                  /* 1: no allocation ran out of memory */
+    int limited;               /* 1: the capacity was PyTorch's limit; 0: a device's memory */
+    uint64_t ooms, alloc_retries;
+    uint64_t first_oom_line, first_oom_bytes; /* line 0: no OOM */
+    uint64_t peak_reserved, peak_requested;
+    /* Limits only: every capacity in [same_from, same_to) makes the same
+     * decisions, so has the same outcome (same_to 0: no bound above). */
+    uint64_t same_from, same_to;
+} vb_fit_result;
+
+/* 1 if the strategy `name` (caching, expandable) has PyTorch's limit. */
+int vb_fit_has_limit(const char *name);
+
+/* The spec and sim capacity that replay `spec_text` under `capacity` of
+ * `kind` (a limit: memory_fraction 2^-k on 2^k x capacity). *limited says
+ * which it is. VB_ERR_INVALID for a bad spec. Free the spec. */
+vb_status vb_fit_spec(const char *spec_text, uint64_t capacity, vb_fit_kind kind, vb_allocator_spec *spec,
+                      uint64_t *sim_capacity, int *limited);
+
+/* Replays `events` with `spec` under `capacity` (fresh sim); with
+ * `stop_at_oom`, stops at the first out-of-memory. */
+vb_status vb_fit_probe(const vb_drive_events *events, const char *spec, uint64_t capacity, vb_fit_kind kind,
+                       int stop_at_oom, vb_fit_result *out);
+
+/* Replays the trace at `path` with `spec` on a sim device of `capacity`
+ * (0: its default) in a GPU-progress mode. */
+vb_status vb_fit_probe_progress(const char *path, const char *spec, uint64_t capacity, vb_progress progress,
+                                vb_fit_result *out);
+
+/* What a GPU-progress mode keeps during one drive. */
+typedef struct vb_fit_progress {
+    vb_progress mode;
+    vb_drive_target *target;                  /* the drive's (its device a sim) */
+    unsigned char busy[VB_TRACE_MAX_STREAMS]; /* LATE: trace streams kept busy already */
+} vb_fit_progress;
+
+/* The hooks of `state`'s mode for a drive (VB_PROGRESS_REPLAY: none);
+ * `hooks` is zeroed first. */
+void vb_fit_progress_hooks(vb_fit_progress *state, vb_drive_hooks *hooks);
+
+/* The minimum capacity of a replay. */
+typedef struct vb_fit_min {
+    int found;            /* 0: it fits under no capacity up to VB_FIT_MAX_CAPACITY */
+    uint64_t capacity;    /* under a limit: it fits under this capacity and every larger one */
+    uint64_t fails_at;    /* a capacity just below it under which it runs out of memory (0: none found) */
+    int exact;            /* 1: `capacity` is where fitting from there up starts (fails_at below it) */
+    uint64_t lowest_fit;  /* the smallest capacity it was seen to fit under (<= capacity; below it only
+                           * when the budget ran out: found by bisection under the range checked) */
+    unsigned probes;      /* replays it took */
+} vb_fit_min;
+
+/* What one search may replay before it settles for what it has shown: at
+ * least VB_FIT_PROBE_BUDGET replays, more for short traces, up to
+ * VB_FIT_EVENT_BUDGET events in all (a few seconds). */
+#define VB_FIT_PROBE_BUDGET 400
+#define VB_FIT_EVENT_BUDGET 100000000ull
+
+/* The smallest capacity from which up the replay fits. Under a limit the
+ * search is safe, fitting being not monotone in the capacity (what the
+ * out-of-memory path frees changes what follows): from a capacity where
+ * the limit refuses nothing, down, each probe covers the capacities that
+ * make its decisions (same_from), until one runs out of memory: `capacity`
+ * is then the lowest from which all fit, `fails_at` one just below (exact
+ * 1). With max_split_size_mb almost every 2 MiB behaves apart: if the
+ * budget (above) runs out first, `capacity` is where the range checked ends (still
+ * safe, exact 0) and `lowest_fit` a bisection's answer below it. Under a
+ * device (strategies without the limit) it is a bisection from `start`,
+ * which takes fitting to be monotone (exact 0). */
+vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec, vb_fit_kind kind, uint64_t start,
+                              vb_fit_min *out);
+
+/* ---- GPUs ---- */
+
+/* A class of GPU by memory, and the memory CUDA reports on its smallest
+ * model (cudaMemGetInfo's total). */
+typedef struct vb_gpu_class {
+    const char *name;     /* "24 GiB" */
+    const char *models;
+    uint64_t total_bytes;
+    const char *source;   /* where total_bytes comes from */
+} vb_gpu_class;
+
+/* Common GPU sizes, smallest first; *count entries. */
+const vb_gpu_class *vb_gpu_classes(size_t *count);
+
+/* What a job needs on a GPU besides PyTorch's reserved memory, by
+ * default: the CUDA context, the libraries' own memory (cuBLAS, cuDNN
+ * handles and modules). lab/harnesses/fit_check.py measures it. */
+#define VB_GPU_OVERHEAD_DEFAULT (1024 * VB_MiB)
+
+#endif
