@@ -72,6 +72,10 @@ SECTIONS = (
      "Each workload recorded, tuned on the simulated device, then run again in a fresh PyTorch "
      "process per setting; real = `torch.cuda.max_memory_reserved()`. "
      "See [tune.md](../tune.md)."),
+    ("fit-check", "Minimum capacities checked against real PyTorch (lab/harnesses/fit_check.py)",
+     "Each workload recorded, tuned on the simulated device, then run again in fresh PyTorch "
+     "processes under `torch.cuda.set_per_process_memory_fraction` at tune's predicted minimum P "
+     "and around it; each cell is sim / PyTorch. See [tune.md](../tune.md)."),
     ("torch-ab", "PyTorch workloads per allocator (lab/harnesses/torch_ab.py)",
      "Every run a fresh process; vrambench strategies through the plug-in. "
      "See [plugin.md](../plugin.md#real-pytorch-workloads)."),
@@ -112,6 +116,9 @@ def classify(path):
     if raw.get("simulated") is True or context.get("simulated") is True:
         return None   # a simulated file: not a GPU's result (docs/stitch.md cites the trade-off data)
     rows = raw.get("rows")
+    if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "checks" in rows[0] \
+            and isinstance(raw.get("device_name"), str):
+        return Item(path, "fit-check", raw["device_name"], raw)
     if isinstance(rows, list) and rows and isinstance(rows[0], dict) \
             and "predicted_peak_reserved_bytes" in rows[0]:
         document = load_tune_check(path)
@@ -299,7 +306,35 @@ def render_kind(kind, items, slug):
             blocks.append(tables.tune_check_table(item.document))
         elif kind == "torch-ab":
             blocks.append(torch_ab.table(item.document))
+        elif kind == "fit-check":
+            blocks.append(fit_check_table(item.document))
     return blocks
+
+
+def fit_check_table(document):
+    """Markdown: per workload and setting, tune's predicted minimum and the
+    outcome (fits / OOM) on the sim and in PyTorch at each offset from it."""
+    def outcome(check):
+        sim = "fits" if check["sim"]["fits"] else "OOM"
+        real = "OOM" if check["real"].get("oom") else ("fits" if check["real"].get("completed") else "error")
+        return f"{sim} / {real}" + ("" if check.get("agree") else " **differ**")
+    offsets = sorted({check["offset_bytes"] for row in document["rows"] + document.get("async", [])
+                      for check in row["checks"]}, key=lambda o: (o != 0, o))
+    heads = ["P" if o == 0 else f"P {'+' if o > 0 else '-'} {abs(o) >> 20} MiB" for o in offsets]
+    lines = [f"{document['device_name']}, torch {document.get('torch_version')}, {document.get('started')}", "",
+             "| workload | setting | predicted minimum P (MiB) | " + " | ".join(heads) + " |",
+             "|---|---|---:|" + "---|" * len(heads)]
+    for row in document["rows"] + document.get("async", []):
+        by_offset = {check["offset_bytes"]: check for check in row["checks"]}
+        cells = [outcome(by_offset[o]) if o in by_offset else "" for o in offsets]
+        lines.append(f"| {row['workload']} | `{row['allocator_conf'] or '(defaults)'}` | "
+                     f"{row['predicted_min_capacity_bytes'] / MiB:,.1f} | " + " | ".join(cells) + " |")
+    verdict = document.get("verdict", {})
+    lines += ["", f"Checks agreeing: {verdict.get('checks_agree')}, differing: {verdict.get('checks_disagree')} "
+              f"(unsafe: {verdict.get('unsafe')}, conservative: {verdict.get('conservative')}). "
+              f"Overhead measured beside PyTorch's reserved memory (context, libraries): "
+              f"{document.get('overhead_bytes', 0) / MiB:,.1f} MiB."]
+    return "\n".join(lines)
 
 
 def folder_blocks(folder, items, logs, slug):
