@@ -12,6 +12,7 @@
 #   make check-sim          the newest committed GPU results re-run on the simulated device:
 #                           lists cases whose memory figures differ (RESULTS=FILE... to name files)
 #   make SANITIZER=address|undefined|thread test   (sim backend only unless CUDA=yes; see below)
+#   make test PYTHON_TESTS=no  the C suites only (CI's ThreadSanitizer and clang runs)
 #   make test CC=clang SANITIZER=undefined  the same with clang's UBSan (float-cast-overflow,
 #                           nonnull-attribute, ... that gcc's misses); clang builds go to build-clang/
 #   make fuzz               libFuzzer targets (tests/fuzz/, clang, ASan+UBSan), each run
@@ -222,7 +223,7 @@ test: deps
 	@build-aux/check-layers.sh $(ROOMS)
 	@$(MAKE) --no-print-directory test-build
 	@VRAMBENCH=$(BUILD)/vrambench VB_EXTERNAL_TEST_SO=$(EXTERNAL_TEST_SO) PYTHONPATH='$(CURDIR)/python' \
-	    VB_MAKE_ARGS='CC=$(CC) SANITIZER=$(SANITIZER) CUDA=$(CUDA)' TEST_LOG_DIR=$(BUILD)/test-logs build-aux/run-tests.sh --python $(PLOT_PYTHON) $(TEST_BIN)
+	    VB_MAKE_ARGS='CC=$(CC) SANITIZER=$(SANITIZER) CUDA=$(CUDA)' TEST_LOG_DIR=$(BUILD)/test-logs build-aux/run-tests.sh $(if $(filter no,$(PYTHON_TESTS)),,--python $(PLOT_PYTHON)) $(TEST_BIN)
 
 # Everything make test runs, built (a recipe of its own keeps make quiet about
 # targets that are up to date).
