@@ -12,7 +12,7 @@
 #   make check-sim          the newest committed GPU results re-run on the simulated device:
 #                           lists cases whose memory figures differ (RESULTS=FILE... to name files)
 #   make SANITIZER=address|undefined|thread test   (sim backend only unless CUDA=yes; see below)
-#   make test PYTHON_TESTS=no  the C suites only
+#   make test PYTHON_TESTS=no  the C suites only (CI's ThreadSanitizer and clang runs)
 #   make test CC=clang SANITIZER=undefined  the same with clang's UBSan (float-cast-overflow,
 #                           nonnull-attribute, ... that gcc's misses); clang builds go to build-clang/
 #   make fuzz               libFuzzer targets (tests/fuzz/, clang, ASan+UBSan), each run
