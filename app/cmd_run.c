@@ -31,7 +31,7 @@
 enum { RUN = 1, REPLAY = 2 };
 enum {
     OPT_SCENARIO, OPT_PARAM, OPT_ALLOCATOR, OPT_PYTORCH_CONF, OPT_CONFIG, OPT_DEVICE, OPT_SIM_CAPACITY,
-    OPT_REPETITIONS, OPT_MIN_TIME, OPT_MAX_ITERATIONS, OPT_OUT, OPT_FORCE, OPT_SNAPSHOT, OPT_FAIL_ON_OOM, OPT_QUIET,
+    OPT_SIM_PLACEMENT, OPT_REPETITIONS, OPT_MIN_TIME, OPT_MAX_ITERATIONS, OPT_OUT, OPT_FORCE, OPT_SNAPSHOT, OPT_FAIL_ON_OOM, OPT_QUIET,
     OPT_SHARD,
     OPTION_COUNT
 };
@@ -65,6 +65,11 @@ static const vb_cli_option options[OPTION_COUNT + 1] = {
                           "memory. At least 2MiB, one driver page; a replay's at least its first allocation needs.\n"
                           VB_CLI_SIZE_RULE,
                           0},
+    [OPT_SIM_PLACEMENT] = {"--sim-placement", NULL, "top-down|rising",
+                           "where the simulated driver puts cudaMalloc's fresh addresses (default top-down, as the\n"
+                           "driver mostly does; rising: the other extreme tune also tries, docs/tune.md). It decides\n"
+                           "PyTorch's best-fit ties between equal free blocks, e.g. --sim-placement rising",
+                           0},
     [OPT_REPETITIONS] = {"--repetitions", NULL, "N",
                          "timed repetitions of each case, each on a fresh allocator (1 to 1000; default 1),\n"
                          "e.g. --repetitions 3",
@@ -133,6 +138,8 @@ typedef struct run_args {
     vb_runner_options options;
     uint64_t sim_capacity;
     int sim_capacity_given;
+    vb_sim_placement sim_placement;
+    int sim_placement_given;
     int quiet;
     int force;                 /* --force: a templated --out may replace a file */
     int fail_on_oom;           /* exit 3 when any case counted an OOM */
@@ -207,6 +214,17 @@ static int parse_args(int argc, char **argv, int trace_command, run_args *args)
                 return VB_EXIT_USAGE;
             args->sim_capacity_given = 1;
             break;
+        case OPT_SIM_PLACEMENT: {
+            static const char *const placements[] = {"top-down", "rising", NULL};
+            if (strcmp(value, placements[0]) != 0 && strcmp(value, placements[1]) != 0) {
+                char hint[96];
+                return vb_cli_error(VB_EXIT_USAGE, "%s: bad --sim-placement '%s' (top-down or rising)%s", command,
+                                    value, vb_cli_did_you_mean(value, placements, hint, sizeof hint));
+            }
+            args->sim_placement = strcmp(value, "rising") == 0 ? VB_SIM_PLACE_RISING : VB_SIM_PLACE_TOP_DOWN;
+            args->sim_placement_given = 1;
+            break;
+        }
         case OPT_REPETITIONS:
             if (parse_whole(value, 1, 1000, &number) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "%s: bad --repetitions '%s' (a whole number from 1 to 1000)",
@@ -544,10 +562,17 @@ int vb_run_command(int argc, char **argv, int trace_command)
         goto done;
     }
     /* On the GPU the capacity is a cap (base/device.h, cuda_cap_bytes). */
-    vb_device_options device_options = {.sim_capacity_bytes = args.sim_capacity, .cuda_cap_bytes = args.sim_capacity};
+    vb_device_options device_options = {.sim_capacity_bytes = args.sim_capacity, .cuda_cap_bytes = args.sim_capacity,
+                                        .sim_placement = args.sim_placement};
     status = vb_device_open(args.device, &device_options, &state.device);
     if (status != VB_OK) {
         exit_status = vb_cli_status_error(status);
+        goto done;
+    }
+    if (args.sim_placement_given && !vb_device_is_sim(state.device)) {
+        exit_status = vb_cli_error(VB_EXIT_USAGE, "%s: --sim-placement is the simulated device's (a GPU's driver "
+                                                  "places its own segments): add --device sim",
+                                   args.trace ? "replay" : "run");
         goto done;
     }
     vb_device_info info;
@@ -609,7 +634,7 @@ int vb_run_command(int argc, char **argv, int trace_command)
     if (args.snapshot) {
         /* The same replay again on a sim device of the run's capacity (the
          * memory a strategy takes is the device's no matter which). */
-        status = vb_snapshot_write(args.trace, &state.specs[0], args.sim_capacity, args.snapshot);
+        status = vb_snapshot_write(args.trace, &state.specs[0], args.sim_capacity, args.sim_placement, args.snapshot);
         if (status != VB_OK) {
             exit_status = vb_cli_status_error(status);
             goto done;

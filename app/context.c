@@ -136,6 +136,10 @@ json_t *vb_report_context(vb_device *dev, const char *executable, const vb_alloc
         failed |= json_object_set_new(context, "device_kind",
                                       vb_json_text(info.kind == VB_DEVICE_CUDA ? "cuda" : "sim"));
         failed |= json_object_set_new(context, "simulated", json_boolean(info.simulated));
+        if (info.simulated)
+            failed |= json_object_set_new(context, "sim_placement",
+                                          json_string(vb_sim_placement_of(dev) == VB_SIM_PLACE_RISING ? "rising"
+                                                                                                       : "top-down"));
         failed |= json_object_set_new(context, "device_name", vb_json_text(info.name));
         failed |= json_object_set_new(context, "driver_version", json_integer(info.driver_version));
         failed |= json_object_set_new(context, "runtime_version", json_integer(info.runtime_version));

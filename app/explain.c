@@ -361,20 +361,36 @@ static vb_status what_if(const vb_explain_options *options, const explained_trac
     json_t *list = json_array();
     fprintf(table, "what if (each tune candidate under %.0f MiB):\n", mib(options->capacity));
     for (size_t i = 0; i < count && status == VB_OK; i++) {
-        vb_fit_result r;
-        status = vb_fit_probe(&events, grid[i].spec, options->capacity, VB_FIT_LIMIT, 1, &r);
+        vb_fit_result r, rising = {0};
+        status = vb_fit_probe(&events, grid[i].spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 1, &r);
         if (status != VB_OK) break;
+        /* Where the driver's placement of segments decides (app/fit.h), it
+         * fits when it fits under both placements the sim models. */
+        int placed = vb_fit_placement_matters(grid[i].spec);
+        if (placed) {
+            status = vb_fit_probe(&events, grid[i].spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 1, &rising);
+            if (status != VB_OK) break;
+        }
+        int split = placed && r.fits != rising.fits;
         /* By how much: under a limit, the capacities that make the same
-         * decisions; the strategies that never release memory to retry
-         * (cuda, and the async backend, which PyTorch does not retry) fit
-         * exactly when their peak does. */
+         * decisions (under both placements: the nearer bound); the
+         * strategies that never release memory to retry (cuda, and the
+         * async backend, which PyTorch does not retry) fit exactly when
+         * their peak does. */
         double spare = -1, shortfall = -1;
-        if (r.limited) {
-            if (r.fits) spare = (double)(options->capacity - r.same_from);
-            else if (r.same_to) shortfall = (double)(r.same_to - options->capacity);
+        if (split) {
+            r.fits = 0;
+            if (!r.first_oom_line) r.first_oom_line = rising.first_oom_line;
+        } else if (r.limited) {
+            uint64_t same_from = r.same_from, same_to = r.same_to;
+            if (placed && rising.same_from > same_from) same_from = rising.same_from;
+            if (placed && rising.same_to && (!same_to || rising.same_to < same_to)) same_to = rising.same_to;
+            if (r.fits) spare = (double)(options->capacity - same_from);
+            else if (same_to) shortfall = (double)(same_to - options->capacity);
         } else if (strstr(grid[i].spec, "cudaMallocAsync") || strcmp(grid[i].spec, "cuda") == 0) {
             vb_fit_result whole;
-            status = vb_fit_probe(&events, grid[i].spec, VB_FIT_MAX_CAPACITY / 64, VB_FIT_DEVICE, 1, &whole);
+            status = vb_fit_probe(&events, grid[i].spec, VB_FIT_MAX_CAPACITY / 64, VB_FIT_DEVICE, VB_SIM_PLACE_TOP_DOWN,
+                                  1, &whole);
             if (status != VB_OK) break;
             r.fits = whole.peak_reserved <= options->capacity;
             if (r.fits) spare = (double)(options->capacity - whole.peak_reserved);
@@ -382,7 +398,8 @@ static vb_status what_if(const vb_explain_options *options, const explained_trac
         }
         const char *label = grid[i].is_pytorch ? grid[i].conf : grid[i].spec;
         char margin[64] = "";
-        if (spare >= 0) snprintf(margin, sizeof margin, "fits, with at least %.0f MiB to spare", spare / (double)VB_MiB);
+        if (split) snprintf(margin, sizeof margin, "OOM or fits: where the driver places segments decides");
+        else if (spare >= 0) snprintf(margin, sizeof margin, "fits, with at least %.0f MiB to spare", spare / (double)VB_MiB);
         else if (shortfall >= 0)
             snprintf(margin, sizeof margin, "OOM: needs at least %.0f MiB more", shortfall / (double)VB_MiB);
         else snprintf(margin, sizeof margin, "%s", r.fits ? "fits" : "OOM");
@@ -394,9 +411,9 @@ static vb_status what_if(const vb_explain_options *options, const explained_trac
             fprintf(table, " (first at line %llu)", (unsigned long long)input_line(t, r.first_oom_line));
         fputc('\n', table);
         json_array_append_new(
-            list, json_pack("{s:s,s:o,s:b,s:b,s:o,s:o,s:o}", "candidate", grid[i].spec, "pytorch_alloc_conf",
+            list, json_pack("{s:s,s:o,s:b,s:b,s:b,s:o,s:o,s:o}", "candidate", grid[i].spec, "pytorch_alloc_conf",
                             grid[i].is_pytorch ? json_string(grid[i].conf) : json_null(), "capacity_is_limit",
-                            r.limited, "fits", r.fits, "first_oom_line",
+                            r.limited, "fits", r.fits, "placement_dependent", split, "first_oom_line",
                             !r.fits && r.first_oom_line ? vb_json_number((double)input_line(t, r.first_oom_line))
                                                         : json_null(),
                             "spare_bytes_at_least", spare >= 0 ? vb_json_number(spare) : json_null(),
@@ -513,7 +530,7 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
         if (list) json_object_set_new(doc, "what_if", list);
     }
     if (status == VB_OK && options->snapshot_path) {
-        status = vb_snapshot_write_until(t.path, &spec, sim_capacity, 1, options->snapshot_path);
+        status = vb_snapshot_write_until(t.path, &spec, sim_capacity, VB_SIM_PLACE_TOP_DOWN, 1, options->snapshot_path);
         if (status == VB_OK) {
             json_object_set_new(doc, "snapshot", json_string(options->snapshot_path));
             fprintf(table, "snapshot of %s: %s (PyTorch's viewer: pytorch.org/memory_viz)\n",

@@ -81,9 +81,10 @@ void vb_fit_progress_hooks(vb_fit_progress *state, vb_drive_hooks *hooks)
 
 /* ---- probes ---- */
 
-/* One drive of `source` with `spec` on a fresh sim of `sim_capacity`. */
+/* One drive of `source` with `spec` on a fresh sim of `sim_capacity`
+ * placing cudaMalloc's fresh addresses as `placement` says. */
 static vb_status run_probe(const vb_drive_source *source, const vb_allocator_spec *spec, uint64_t sim_capacity,
-                           vb_progress progress, int stop_at_oom, vb_fit_result *out)
+                           vb_sim_placement placement, vb_progress progress, int stop_at_oom, vb_fit_result *out)
 {
     vb_allocator *allocator = NULL;
     vb_drive_target *target = calloc(1, sizeof *target);
@@ -91,6 +92,7 @@ static vb_status run_probe(const vb_drive_source *source, const vb_allocator_spe
     vb_config config = vb_allocator_spec_config(spec);
     vb_status status = target && state ? vb_sim_open(sim_capacity, &target->device)
                                        : vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    if (status == VB_OK) status = vb_sim_set_placement(target->device, placement);
     if (status == VB_OK) status = vb_allocator_create(spec->name, target->device, &config, &allocator);
     vb_drive_result drive;
     if (status == VB_OK) {
@@ -124,15 +126,15 @@ static vb_status run_probe(const vb_drive_source *source, const vb_allocator_spe
 }
 
 vb_status vb_fit_probe(const vb_drive_events *events, const char *spec_text, uint64_t capacity, vb_fit_kind kind,
-                       int stop_at_oom, vb_fit_result *out)
+                       vb_sim_placement placement, int stop_at_oom, vb_fit_result *out)
 {
     memset(out, 0, sizeof *out);
     vb_allocator_spec spec;
     uint64_t sim_capacity = 0;
     vb_status status = vb_fit_spec(spec_text, capacity, kind, &spec, &sim_capacity, &out->limited);
     if (status != VB_OK) return status;
-    status = run_probe(&(vb_drive_source){.events = events}, &spec, sim_capacity, VB_PROGRESS_REPLAY, stop_at_oom,
-                       out);
+    status = run_probe(&(vb_drive_source){.events = events}, &spec, sim_capacity, placement, VB_PROGRESS_REPLAY,
+                       stop_at_oom, out);
     vb_allocator_spec_free(&spec);
     return status;
 }
@@ -147,7 +149,8 @@ vb_status vb_fit_probe_progress(const char *path, const char *spec_text, uint64_
     vb_trace *trace = NULL;
     status = vb_trace_open(path, &trace);
     if (status == VB_OK)
-        status = run_probe(&(vb_drive_source){.trace = trace}, &spec, capacity, progress, 0, out);
+        status = run_probe(&(vb_drive_source){.trace = trace}, &spec, capacity, VB_SIM_PLACE_TOP_DOWN, progress, 0,
+                           out);
     vb_trace_close(trace);
     vb_allocator_spec_free(&spec);
     return status;
@@ -157,13 +160,13 @@ vb_status vb_fit_probe_progress(const char *path, const char *spec_text, uint64_
 
 /* Narrows [*lo, *hi] (in VB_FIT_STEPs; it fits at *hi and not at *lo) to
  * neighbours, taking fitting to be monotone between them. */
-static vb_status bisect(const vb_drive_events *events, const char *spec, vb_fit_kind kind, uint64_t *lo, uint64_t *hi,
-                        vb_fit_min *out)
+static vb_status bisect(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
+                        vb_sim_placement placement, uint64_t *lo, uint64_t *hi, vb_fit_min *out)
 {
     while (*hi - *lo > 1) {
         uint64_t mid = *lo + (*hi - *lo) / 2;
         vb_fit_result r;
-        vb_status status = vb_fit_probe(events, spec, mid * VB_FIT_STEP, kind, 1, &r);
+        vb_status status = vb_fit_probe(events, spec, mid * VB_FIT_STEP, kind, placement, 1, &r);
         if (status != VB_OK) return status;
         out->probes++;
         *(r.fits ? hi : lo) = mid;
@@ -174,12 +177,13 @@ static vb_status bisect(const vb_drive_events *events, const char *spec, vb_fit_
 /* Under a limit: from a capacity under which the limit refuses nothing
  * (the replay is then the same under every larger one), down, one probe
  * per run of capacities that make the same decisions. */
-static vb_status limit_search(const vb_drive_events *events, const char *spec, uint64_t start, vb_fit_min *out)
+static vb_status limit_search(const vb_drive_events *events, const char *spec, vb_sim_placement placement,
+                              uint64_t start, vb_fit_min *out)
 {
     vb_fit_result r;
     uint64_t top = start >= VB_FIT_STEP ? start : VB_FIT_STEP;
     for (;;) {
-        vb_status status = vb_fit_probe(events, spec, top, VB_FIT_LIMIT, 1, &r);
+        vb_status status = vb_fit_probe(events, spec, top, VB_FIT_LIMIT, placement, 1, &r);
         if (status != VB_OK) return status;
         out->probes++;
         if (r.fits && r.same_to == 0) break;
@@ -192,7 +196,7 @@ static vb_status limit_search(const vb_drive_events *events, const char *spec, u
     if (budget < VB_FIT_PROBE_BUDGET) budget = VB_FIT_PROBE_BUDGET;
     while (lowest > 0 && out->probes < budget) {
         uint64_t capacity = lowest - 1;
-        vb_status status = vb_fit_probe(events, spec, capacity, VB_FIT_LIMIT, 1, &r);
+        vb_status status = vb_fit_probe(events, spec, capacity, VB_FIT_LIMIT, placement, 1, &r);
         if (status != VB_OK) return status;
         out->probes++;
         if (!r.fits) {
@@ -208,25 +212,26 @@ static vb_status limit_search(const vb_drive_events *events, const char *spec, u
      * takes fitting to be monotone) finds where it fits at least. */
     uint64_t hi = lowest / VB_FIT_STEP; /* in steps */
     if (hi == 0) return VB_OK;
-    vb_status status = vb_fit_probe(events, spec, hi * VB_FIT_STEP, VB_FIT_LIMIT, 1, &r);
+    vb_status status = vb_fit_probe(events, spec, hi * VB_FIT_STEP, VB_FIT_LIMIT, placement, 1, &r);
     if (status != VB_OK) return status;
     out->probes++;
     if (!r.fits) return VB_OK;
     uint64_t lo = 0;
-    status = bisect(events, spec, VB_FIT_LIMIT, &lo, &hi, out);
+    status = bisect(events, spec, VB_FIT_LIMIT, placement, &lo, &hi, out);
     if (status == VB_OK) out->lowest_fit = hi * VB_FIT_STEP;
     return status;
 }
 
 /* Under a device: bisection to VB_FIT_STEP between a capacity that fits
  * (doubling from `start`) and 0. */
-static vb_status device_search(const vb_drive_events *events, const char *spec, uint64_t start, vb_fit_min *out)
+static vb_status device_search(const vb_drive_events *events, const char *spec, vb_sim_placement placement,
+                               uint64_t start, vb_fit_min *out)
 {
     const uint64_t step = VB_FIT_STEP;
     vb_fit_result r;
     uint64_t lo = 0, hi = start > step ? start / step : 1; /* in steps */
     for (;;) {
-        vb_status status = vb_fit_probe(events, spec, hi * step, VB_FIT_DEVICE, 1, &r);
+        vb_status status = vb_fit_probe(events, spec, hi * step, VB_FIT_DEVICE, placement, 1, &r);
         if (status != VB_OK) return status;
         out->probes++;
         if (r.fits) break;
@@ -234,7 +239,7 @@ static vb_status device_search(const vb_drive_events *events, const char *spec, 
         if (hi * step >= VB_FIT_MAX_CAPACITY) return VB_OK;
         hi *= 2;
     }
-    vb_status status = bisect(events, spec, VB_FIT_DEVICE, &lo, &hi, out);
+    vb_status status = bisect(events, spec, VB_FIT_DEVICE, placement, &lo, &hi, out);
     if (status != VB_OK) return status;
     out->found = 1;
     out->capacity = out->lowest_fit = hi * step;
@@ -242,8 +247,8 @@ static vb_status device_search(const vb_drive_events *events, const char *spec, 
     return VB_OK;
 }
 
-vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec_text, vb_fit_kind kind, uint64_t start,
-                              vb_fit_min *out)
+vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec_text, vb_fit_kind kind,
+                              vb_sim_placement placement, uint64_t start, vb_fit_min *out)
 {
     memset(out, 0, sizeof *out);
     vb_allocator_spec spec;
@@ -251,7 +256,42 @@ vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec_te
     if (status != VB_OK) return status;
     int limited = kind == VB_FIT_LIMIT && vb_fit_has_limit(spec.name);
     vb_allocator_spec_free(&spec);
-    return limited ? limit_search(events, spec_text, start, out) : device_search(events, spec_text, start, out);
+    return limited ? limit_search(events, spec_text, placement, start, out)
+                   : device_search(events, spec_text, placement, start, out);
+}
+
+int vb_fit_placement_matters(const char *spec_text)
+{
+    vb_allocator_spec spec;
+    if (vb_allocator_spec_parse(spec_text, &spec) != VB_OK) return 0;
+    int matters = strcmp(spec.name, "caching") == 0;
+    vb_allocator_spec_free(&spec);
+    return matters;
+}
+
+vb_status vb_fit_min_capacity_placed(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
+                                     uint64_t start, vb_fit_min *safe, uint64_t *low)
+{
+    vb_status status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_TOP_DOWN, start, safe);
+    *low = safe->found ? safe->capacity : 0;
+    if (status != VB_OK || !safe->found || !vb_fit_placement_matters(spec)) return status;
+    vb_fit_min rising;
+    status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_RISING, start, &rising);
+    if (status != VB_OK) return status;
+    unsigned probes = safe->probes + rising.probes;
+    if (!rising.found) {
+        *safe = rising; /* fits under no capacity when placed rising */
+        *low = 0;
+    } else {
+        *low = rising.capacity < safe->capacity ? rising.capacity : safe->capacity;
+        int exact = safe->exact && rising.exact;
+        uint64_t lowest_fit = safe->lowest_fit > rising.lowest_fit ? safe->lowest_fit : rising.lowest_fit;
+        if (rising.capacity > safe->capacity) *safe = rising; /* its fails_at is just below */
+        safe->exact = exact;
+        safe->lowest_fit = lowest_fit;
+    }
+    safe->probes = probes;
+    return VB_OK;
 }
 
 /* ---- GPUs ---- */

@@ -86,10 +86,11 @@ int vb_fit_has_limit(const char *name);
 vb_status vb_fit_spec(const char *spec_text, uint64_t capacity, vb_fit_kind kind, vb_allocator_spec *spec,
                       uint64_t *sim_capacity, int *limited);
 
-/* Replays `events` with `spec` under `capacity` (fresh sim); with
- * `stop_at_oom`, stops at the first out-of-memory. */
+/* Replays `events` with `spec` under `capacity` (fresh sim, its fresh
+ * cudaMalloc addresses placed as `placement` says); with `stop_at_oom`,
+ * stops at the first out-of-memory. */
 vb_status vb_fit_probe(const vb_drive_events *events, const char *spec, uint64_t capacity, vb_fit_kind kind,
-                       int stop_at_oom, vb_fit_result *out);
+                       vb_sim_placement placement, int stop_at_oom, vb_fit_result *out);
 
 /* Replays the trace at `path` with `spec` on a sim device of `capacity`
  * (0: its default) in a GPU-progress mode. */
@@ -135,8 +136,24 @@ typedef struct vb_fit_min {
  * safe, exact 0) and `lowest_fit` a bisection's answer below it. Under a
  * device (strategies without the limit) it is a bisection from `start`,
  * which takes fitting to be monotone (exact 0). */
-vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec, vb_fit_kind kind, uint64_t start,
-                              vb_fit_min *out);
+vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
+                              vb_sim_placement placement, uint64_t start, vb_fit_min *out);
+
+/* 1 when where the driver places cudaMalloc's segments can change whether
+ * `spec_text` fits: PyTorch's caching allocator without expandable
+ * segments (best fit breaks ties between equal free blocks by address).
+ * Expandable segments take their addresses from one reservation, and the
+ * other strategies are not PyTorch's (their answers are the sim's
+ * top-down placement's). */
+int vb_fit_placement_matters(const char *spec_text);
+
+/* The minimum capacity under both placements the sim models
+ * (VB_SIM_PLACE_TOP_DOWN and VB_SIM_PLACE_RISING; one search where
+ * placement does not matter): `safe` fits from there up under either
+ * (the larger of the two; exact when both are), `*low` is the smaller
+ * (the interval PyTorch's real minimum was found in: docs/tune.md). */
+vb_status vb_fit_min_capacity_placed(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
+                                     uint64_t start, vb_fit_min *safe, uint64_t *low);
 
 /* ---- GPUs ---- */
 

@@ -456,13 +456,14 @@ static vb_status write_snapshot(recorder *r, const char *trace_path, const vb_al
 }
 
 vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spec, uint64_t capacity,
+                            vb_sim_placement placement,
                             const char *out_path)
 {
-    return vb_snapshot_write_until(trace_path, spec, capacity, 0, out_path);
+    return vb_snapshot_write_until(trace_path, spec, capacity, placement, 0, out_path);
 }
 
 vb_status vb_snapshot_write_until(const char *trace_path, const vb_allocator_spec *spec, uint64_t capacity,
-                                  int stop_at_oom, const char *out_path)
+                                  vb_sim_placement placement, int stop_at_oom, const char *out_path)
 {
     recorder *r = calloc(1, sizeof *r);
     vb_drive_target *target = calloc(1, sizeof *target);
@@ -475,6 +476,7 @@ vb_status vb_snapshot_write_until(const char *trace_path, const vb_allocator_spe
     r->expandable = strcmp(spec->name, "expandable") == 0;
     vb_config config = vb_allocator_spec_config(spec);
     vb_status status = vb_sim_open(capacity, &target->device);
+    if (status == VB_OK) status = vb_sim_set_placement(target->device, placement);
     if (status == VB_OK) status = vb_allocator_create(spec->name, target->device, &config, &r->allocator);
     target->allocator = r->allocator;
     if (status == VB_OK) status = vb_output_open(&r->p.out, out_path);

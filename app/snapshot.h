@@ -40,13 +40,13 @@
  * it, then a rename: never a partial file, never through a symlink). VB_ERR_INVALID
  * for a bad trace or spec, VB_ERR_IO when the file cannot be written. */
 vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spec, uint64_t capacity,
-                            const char *out_path);
+                            vb_sim_placement placement, const char *out_path);
 
 /* vb_snapshot_write that, with `stop_at_oom`, stops at the first allocation
  * that finds no memory: the segments are those of that moment (after the
  * allocator's out-of-memory path gave back what it could) and the last
  * trace entry is its oom (`vrambench explain --snapshot`). */
 vb_status vb_snapshot_write_until(const char *trace_path, const vb_allocator_spec *spec, uint64_t capacity,
-                                  int stop_at_oom, const char *out_path);
+                                  vb_sim_placement placement, int stop_at_oom, const char *out_path);
 
 #endif

@@ -203,7 +203,9 @@ static const vb_gpu_class *smallest_gpu(const vb_tune_options *options, const vb
         if (usable < need) continue;
         if (!probe) return &gpus[i];
         vb_fit_result r;
-        *status = vb_fit_probe(options->events, candidate->spec, usable, VB_FIT_DEVICE, 1, &r);
+        *status = vb_fit_probe(options->events, candidate->spec, usable, VB_FIT_DEVICE, VB_SIM_PLACE_TOP_DOWN, 1, &r);
+        if (*status == VB_OK && r.fits && vb_fit_placement_matters(candidate->spec))
+            *status = vb_fit_probe(options->events, candidate->spec, usable, VB_FIT_DEVICE, VB_SIM_PLACE_RISING, 1, &r);
         if (*status != VB_OK) return NULL;
         if (r.fits) return &gpus[i];
     }
@@ -234,7 +236,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
      * the GPU, a sim device of it); on sim the main replay counted them. */
     vb_fit_result at = {0};
     if (limited || !main_on_sim) {
-        status = vb_fit_probe(options->events, candidate->spec, capacity, VB_FIT_LIMIT, 0, &at);
+        status = vb_fit_probe(options->events, candidate->spec, capacity, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 0, &at);
         if (status != VB_OK) return status;
     } else {
         at.ooms = (uint64_t)entry_number(entry, "ooms");
@@ -243,10 +245,13 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
         at.first_oom_bytes = (uint64_t)entry_number(entry, "first_oom_bytes");
     }
 
-    /* min_capacity_bytes, under PyTorch's limit. The async backend's limit
-     * counts the bytes handed out (pytorch_used_bytes + size > limit), so
-     * it is the requested peak, exactly. */
+    /* min_capacity_bytes, under PyTorch's limit: where the driver's
+     * placement of segments decides (app/fit.h), the larger of the two
+     * placements' (min_capacity_bytes_min the smaller). The async
+     * backend's limit counts the bytes handed out (pytorch_used_bytes +
+     * size > limit), so it is the requested peak, exactly. */
     vb_fit_min min = {0};
+    uint64_t min_low = 0;
     /* No capacity holds less than the trace's live bytes at its peak: past
      * the largest one, no probe can fit. */
     uint64_t peak_live = 0, largest = 0;
@@ -256,8 +261,9 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
         /* found 0 */
     } else if (is_async) {
         min = (vb_fit_min){.found = 1, .capacity = (uint64_t)requested, .exact = 1};
+        min_low = min.capacity;
     } else {
-        status = vb_fit_min_capacity(options->events, candidate->spec, VB_FIT_LIMIT, capacity, &min);
+        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_LIMIT, capacity, &min, &min_low);
         if (status != VB_OK) return status;
     }
 
@@ -266,7 +272,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
      * peak, from the two extremes of GPU progress (a pool makes the same
      * choices on any device until one runs out: fitting is monotone). */
     double reserved_min = reserved, reserved_max = reserved;
-    uint64_t device_min = min.capacity, device_max = min.capacity;
+    uint64_t device_min = min_low, device_max = min.capacity;
     int device_exact = min.exact;
     if (is_async && !hopeless) {
         uint64_t fast = 0, late = 0;
@@ -280,9 +286,12 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
         device_exact = 1;
     } else if (limited && (collects || expandable) && !hopeless) {
         vb_fit_min device;
-        status = vb_fit_min_capacity(options->events, candidate->spec, VB_FIT_DEVICE, capacity, &device);
+        uint64_t device_low = 0;
+        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_DEVICE, capacity, &device,
+                                            &device_low);
         if (status != VB_OK) return status;
-        device_min = device_max = device.found ? device.capacity : 0;
+        device_max = device.found ? device.capacity : 0;
+        device_min = device.found ? device_low : 0;
         device_exact = 0;
     }
 
@@ -315,6 +324,10 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
         failed |= json_object_set_new(entry, "min_capacity_oom_below", vb_json_number((double)min.fails_at));
     if (min.found && min.lowest_fit < min.capacity)
         failed |= json_object_set_new(entry, "min_capacity_lowest_fit", vb_json_number((double)min.lowest_fit));
+    failed |= json_object_set_new(entry, "min_capacity_bytes_min", min.found ? vb_json_number((double)min_low) : json_null());
+    failed |= json_object_set_new(entry, "min_capacity_bytes_max",
+                                  min.found ? vb_json_number((double)min.capacity) : json_null());
+    failed |= json_object_set_new(entry, "placement_dependent", json_boolean(min.found && min_low < min.capacity));
     failed |= json_object_set_new(entry, "progress_dependent", json_boolean(is_async));
     failed |= json_object_set_new(entry, "peak_reserved_bytes_min", vb_json_number(reserved_min));
     failed |= json_object_set_new(entry, "peak_reserved_bytes_max", vb_json_number(reserved_max));

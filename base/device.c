@@ -56,11 +56,22 @@ static vb_status open_sim(const vb_device_options *options, vb_device **out)
 {
     uint64_t capacity = options ? options->sim_capacity_bytes : 0;
     int ordinal = options ? options->ordinal : 0;
-    if (options && options->sim_machine) return sim_open_on(options->sim_machine, ordinal, capacity, out);
-    vb_sim_machine *machine = NULL;
-    VB_TRY(vb_sim_machine_create(VB_SIM_DEFAULT_DEVICES, NULL, &machine));
-    vb_status status = sim_open_on(machine, ordinal, capacity, out);
-    vb_sim_machine_release(machine); /* its devices keep it */
+    vb_status status;
+    if (options && options->sim_machine) {
+        status = sim_open_on(options->sim_machine, ordinal, capacity, out);
+    } else {
+        vb_sim_machine *machine = NULL;
+        VB_TRY(vb_sim_machine_create(VB_SIM_DEFAULT_DEVICES, NULL, &machine));
+        status = sim_open_on(machine, ordinal, capacity, out);
+        vb_sim_machine_release(machine); /* its devices keep it */
+    }
+    if (status == VB_OK && options && options->sim_placement != VB_SIM_PLACE_TOP_DOWN) {
+        status = vb_sim_set_placement(*out, options->sim_placement);
+        if (status != VB_OK) {
+            vb_device_close(*out);
+            *out = NULL;
+        }
+    }
     return status;
 }
 

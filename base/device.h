@@ -67,6 +67,17 @@ typedef struct vb_device_info {
                                * opened (NVML before vs cudaMemGetInfo after); 0 when unknown */
 } vb_device_info;
 
+/* Where the simulated driver puts cudaMalloc's fresh addresses (freed ranges
+ * are reused lowest first either way): the order PyTorch's best fit reads
+ * when it breaks a tie between equal free blocks by address. The driver
+ * does both (docs/sim-models.md, "cudaMalloc placement"): top-down is what
+ * it mostly does and the default; rising is the other extreme, which tune
+ * replays too where a minimum capacity depends on it (docs/tune.md). */
+typedef enum vb_sim_placement {
+    VB_SIM_PLACE_TOP_DOWN = 0, /* fresh addresses right below all others */
+    VB_SIM_PLACE_RISING,       /* fresh addresses right above all others */
+} vb_sim_placement;
+
 /* How to open a device. Zero-initialise and set what you need. */
 typedef struct vb_device_options {
     uint64_t sim_capacity_bytes;   /* sim only; 0 = default 80 GiB; at most VB_SIM_MAX_CAPACITY */
@@ -79,6 +90,7 @@ typedef struct vb_device_options {
     vb_sim_machine *sim_machine;   /* sim only: the simulated machine whose device `ordinal` opens
                                     * (vb_sim_machine_create); NULL: a machine of its own of
                                     * VB_SIM_DEFAULT_DEVICES devices that can all access each other */
+    vb_sim_placement sim_placement; /* sim only: where cudaMalloc's fresh addresses go (default top-down) */
 } vb_device_options;
 
 #define VB_SIM_DEFAULT_CAPACITY (80 * VB_GiB)
@@ -295,6 +307,14 @@ vb_device *vb_device_uncapped(vb_device *dev);
 /* Opens a sim device of the given capacity (0 = 80 GiB): the one device of
  * a machine of its own; VB_ERR_INVALID above VB_SIM_MAX_CAPACITY. */
 vb_status vb_sim_open(uint64_t capacity_bytes, vb_device **out);
+
+/* Sets where `dev` (a sim device that has not allocated yet) puts
+ * cudaMalloc's fresh addresses; VB_ERR_INVALID on any other device or
+ * after its first mem_alloc. */
+vb_status vb_sim_set_placement(vb_device *dev, vb_sim_placement placement);
+
+/* The placement of a sim device (top-down for any other device). */
+vb_sim_placement vb_sim_placement_of(vb_device *dev);
 
 /* A simulated machine of `device_count` devices (1 to VB_SIM_MAX_DEVICES),
  * where device p may access device d's memory when can_access[p *

@@ -56,6 +56,8 @@ typedef struct sim_state {
     int ordinal;                  /* its index there */
     uint64_t peers;               /* bit p: device p may access its memory (itself included) */
     vb_addr mem_top;              /* mem_alloc's addresses lie below it, down to mem_low */
+    int rising;                   /* VB_SIM_PLACE_RISING: fresh mem_alloc addresses go at mem_top, up */
+    int mem_allocated;            /* 1 once mem_alloc has taken addresses (the placement is then fixed) */
     vb_addr_map page_access;      /* mapped page number -> the devices vm_set_access opened it to
                                    * (bit per ordinal) */
 } sim_state;

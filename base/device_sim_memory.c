@@ -7,17 +7,19 @@
  *  - A block over 2 MiB takes its size rounded up to 2 MiB pages of its own.
  *    It (and a new page) takes the lowest-addressed freed range that holds
  *    it, from its start; with none, fresh addresses right below all others
- *    (top-down, as the driver hands them out: the order PyTorch's best-fit
- *    tie-break reads). Freed neighbours merge; a freed range stays one even
- *    when nothing lies below it.
+ *    (top-down, as the driver mostly hands them out: the order PyTorch's
+ *    best-fit tie-break reads), or, placed VB_SIM_PLACE_RISING, right above
+ *    all others (the driver's rising runs, as one extreme: device.h).
+ *    Freed neighbours merge; a freed range stays one even when nothing lies
+ *    below (or above) it.
  *  - Smaller blocks are packed into shared 2 MiB pages at 512 B multiples: a
  *    small block takes the smallest free piece of a page that holds it
  *    (lowest address on ties), else a new page, from its start; pieces of a
  *    page merge when freed, never across pages; a page goes back when its
  *    last block is freed (driver_pages.h counts what that uses).
- *  - Left out: the driver's 32 MiB alignment of many new segments, its runs
- *    of segments in rising order inside ranges above earlier ones, and the
- *    ranges the CUDA libraries' own allocations hold.
+ *  - Left out: the driver's 32 MiB alignment of many new segments, when it
+ *    switches between top-down and rising runs (inside ranges above earlier
+ *    ones), and the ranges the CUDA libraries' own allocations hold.
  */
 #include "device_sim_internal.h"
 
@@ -83,8 +85,36 @@ static sim_range *adjacent(vb_ordered_set *set, sim_range *range, int after)
 
 /* ---- large blocks and pages: address ranges of 2 MiB multiples ---- */
 
+/* Rising placement's fresh addresses start this far above the device's
+ * first address: the stream-ordered pools take theirs from there up
+ * (sim_next_address), a few times the device's memory at most, and the
+ * next device's addresses start 2^52 above. */
+#define RISING_OFFSET ((vb_addr)1 << 50)
+
+vb_status vb_sim_set_placement(vb_device *dev, vb_sim_placement placement)
+{
+    if (!vb_device_is_sim(dev)) return vb_error(VB_ERR_INVALID, "a placement is set on a simulated device only");
+    if (placement != VB_SIM_PLACE_TOP_DOWN && placement != VB_SIM_PLACE_RISING)
+        return vb_error(VB_ERR_INVALID, "unknown placement %d", (int)placement);
+    sim_state *sim = sim_of(vb_device_uncapped(dev));
+    pthread_mutex_lock(&sim->lock);
+    int taken = sim->mem_allocated;
+    if (!taken) {
+        sim->rising = placement == VB_SIM_PLACE_RISING;
+        sim->mem_low = sim->mem_top = sim->next_addr + (sim->rising ? RISING_OFFSET : 0);
+    }
+    pthread_mutex_unlock(&sim->lock);
+    return taken ? vb_error(VB_ERR_INVALID, "the placement is set before the device's first cudaMalloc") : VB_OK;
+}
+
+vb_sim_placement vb_sim_placement_of(vb_device *dev)
+{
+    return vb_device_is_sim(dev) && sim_of(vb_device_uncapped(dev))->rising ? VB_SIM_PLACE_RISING
+                                                                            : VB_SIM_PLACE_TOP_DOWN;
+}
+
 /* Addresses for `bytes`: the lowest freed range that holds them, from its
- * start, else fresh ones right below all others. */
+ * start, else fresh ones right below (rising: above) all others. */
 static vb_addr va_take(vb_device *dev, uint64_t bytes)
 {
     sim_state *sim = sim_of(dev);
@@ -99,6 +129,11 @@ static vb_addr va_take(vb_device *dev, uint64_t bytes)
             free(range);
         }
         return addr;
+    }
+    sim->mem_allocated = 1;
+    if (sim->rising) {
+        sim->mem_top += bytes;
+        return sim->mem_top - bytes;
     }
     sim->mem_low -= bytes;
     return sim->mem_low;

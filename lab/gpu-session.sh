@@ -36,14 +36,15 @@
 #                                 recommended setting and four others, fresh process
 #                                 each: predicted against real peak reserved
 #                                 (lab/harnesses/tune_check.py)
-#   lab/gpu-session.sh fit-check  will it fit (issue 23): lab/harnesses/fit_check.py records three workloads
+#   lab/gpu-session.sh fit-check  will it fit (issue 23): lab/harnesses/fit_check.py records five workloads
 #                                 of its own under four settings, tunes each trace, and runs each again,
 #                                 fresh process each, under set_per_process_memory_fraction at tune's
-#                                 min_capacity_bytes P, P - 2 MiB, P - 64 MiB and P + 64 MiB (and the async
-#                                 backend at its limit, its pool's peak against tune's interval); what a job
-#                                 holds besides PyTorch's memory (the GPU overhead). The build and the check
-#                                 take under 8 minutes: $OUT/fit-check-DATE.json and .md, the traces and
-#                                 tune files in $OUT/fit-check-traces.tar.gz
+#                                 min_capacity_bytes P and P + 64 MiB, at the interval's low end L
+#                                 (min_capacity_bytes_min) when L < P, L - 2 MiB and L - 64 MiB (and the
+#                                 async backend at its limit, its pool's peak against tune's interval); what
+#                                 a job holds besides PyTorch's memory (the GPU overhead). The build and the
+#                                 check take under 9 minutes: $OUT/fit-check-DATE.json and .md, the traces
+#                                 and tune files in $OUT/fit-check-traces.tar.gz
 #   lab/gpu-session.sh stitch   times the driver's VM calls by handle size
 #                                 (lab/probes/probe_driver.c: probe-driver-DATE.txt),
 #                                 records the torch workloads (resnet50, gpt2,
@@ -272,10 +273,10 @@ for stage in "$@"; do
         ;;
     fit-check)
         make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
-        # No run starts after 300 s, none lasts over 120 s; the outer timeout is a backstop.
+        # No run starts after 400 s, none lasts over 120 s; the outer timeout is a backstop.
         rm -rf "$KEEP/fit"
-        PYTHONUNBUFFERED=1 timeout 380 python3 lab/harnesses/fit_check.py "$KEEP/fit" --vrambench build/vrambench \
-            --budget-s 300 --jobs 4 || echo "fit_check: a check disagrees, or it FAILED (see fit-check-$day.md)"
+        PYTHONUNBUFFERED=1 timeout 480 python3 lab/harnesses/fit_check.py "$KEEP/fit" --vrambench build/vrambench \
+            --budget-s 400 --jobs 6 || echo "fit_check: a check disagrees, or it FAILED (see fit-check-$day.md)"
         cp "$KEEP/fit/fit-check.json" "$OUT/fit-check-$day.json" 2>/dev/null || echo "no fit-check.json"
         cp "$KEEP/fit/fit-check.md" "$OUT/fit-check-$day.md" 2>/dev/null
         (cd "$KEEP/fit" && tar czf "$OUT/fit-check-traces.tar.gz" runs/*.trace.gz runs/tune-*.json runs/*.json) \

@@ -64,7 +64,15 @@ static vb_drive_events load(const char *text, const char **path_out)
 static vb_fit_result probe(const vb_drive_events *events, const char *spec, uint64_t capacity, vb_fit_kind kind)
 {
     vb_fit_result r;
-    assert_int_equal(vb_fit_probe(events, spec, capacity, kind, 0, &r), VB_OK);
+    assert_int_equal(vb_fit_probe(events, spec, capacity, kind, VB_SIM_PLACE_TOP_DOWN, 0, &r), VB_OK);
+    return r;
+}
+
+static vb_fit_result probe_placed(const vb_drive_events *events, const char *spec, uint64_t capacity,
+                                  vb_sim_placement placement)
+{
+    vb_fit_result r;
+    assert_int_equal(vb_fit_probe(events, spec, capacity, VB_FIT_LIMIT, placement, 0, &r), VB_OK);
     return r;
 }
 
@@ -311,7 +319,7 @@ static void test_min_capacity_fits_from_there_up(void **state)
                                  "pytorch[garbage_collection_threshold:0.6]"};
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
         vb_fit_min m;
-        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, 4 * VB_GiB, &m), VB_OK);
+        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, &m), VB_OK);
         assert_true(m.found);
         assert_true(m.exact);
         assert_int_equal(m.fails_at, m.capacity - 1);
@@ -320,6 +328,58 @@ static void test_min_capacity_fits_from_there_up(void **state)
         for (uint64_t c = m.capacity; c <= peak + 40 * MiB; c += 2 * MiB)
             assert_true(probe(&e, specs[s], c, VB_FIT_LIMIT).fits);
     }
+    vb_drive_events_free(&e);
+}
+
+/* Two free 20 MiB blocks tie for a 10 MiB request: the tail of a 40 MiB
+ * segment (its head live) and a whole 20 MiB segment made after it. Best
+ * fit takes the lower address: placed top-down, the newer segment, so the
+ * 40 MiB one frees up whole and later serves 30 MiB (60 MiB reserved);
+ * placed rising, the older one's tail, so 30 MiB needs a new segment, and
+ * under a limit only the whole 20 MiB one can be released for it (70 MiB). */
+static const char *placement_trace(void)
+{
+    return "a 0 41943040\n"  /* S1: 40 MiB */
+           "f 0\n"
+           "a 1 20971520\n"  /* S1's head */
+           "a 2 20971520\n"  /* S1's tail */
+           "a 3 20971520\n"  /* S2: 20 MiB */
+           "f 2\n"
+           "f 3\n"           /* the tie: S1's tail and S2 */
+           "a 4 10485760\n"
+           "f 1\n"
+           "a 5 31457280\n"; /* 30 MiB */
+}
+
+/* Where the driver puts segments can decide whether a job fits: the
+ * minimum under both placements is the larger one's, exact, it fits under
+ * either from there up, and the smaller one is the interval's low end. */
+static void min_capacity_covers_both_placements(void **state)
+{
+    (void)state;
+    vb_drive_events e = load(placement_trace(), NULL);
+    const char *spec = "pytorch[]";
+    assert_int_equal(probe_placed(&e, spec, 4 * VB_GiB, VB_SIM_PLACE_TOP_DOWN).peak_reserved, 60 * MiB);
+    assert_int_equal(probe_placed(&e, spec, 4 * VB_GiB, VB_SIM_PLACE_RISING).peak_reserved, 90 * MiB);
+    vb_fit_min down, up, both;
+    uint64_t low = 0;
+    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, &down), VB_OK);
+    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 4 * VB_GiB, &up), VB_OK);
+    assert_int_equal(down.capacity, 60 * MiB);
+    assert_int_equal(up.capacity, 70 * MiB);
+    assert_int_equal(vb_fit_min_capacity_placed(&e, spec, VB_FIT_LIMIT, 4 * VB_GiB, &both, &low), VB_OK);
+    assert_true(both.found && both.exact);
+    assert_int_equal(both.capacity, 70 * MiB);
+    assert_int_equal(low, 60 * MiB);
+    assert_int_equal(both.fails_at, 70 * MiB - 1);
+    assert_false(probe_placed(&e, spec, both.fails_at, VB_SIM_PLACE_RISING).fits);
+    for (uint64_t c = both.capacity; c <= 100 * MiB; c += 2 * MiB) {
+        assert_true(probe_placed(&e, spec, c, VB_SIM_PLACE_TOP_DOWN).fits);
+        assert_true(probe_placed(&e, spec, c, VB_SIM_PLACE_RISING).fits);
+    }
+    /* Expandable segments take one reservation's addresses: one search. */
+    assert_false(vb_fit_placement_matters("pytorch[expandable_segments:True]"));
+    assert_true(vb_fit_placement_matters("pytorch[roundup_power2_divisions:4]"));
     vb_drive_events_free(&e);
 }
 
@@ -387,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_same_limit_interval_gives_the_same_replay),
         cmocka_unit_test(test_min_capacity_fits_from_there_up),
         cmocka_unit_test(test_limit_spec_is_exact),
+        cmocka_unit_test(min_capacity_covers_both_placements),
         cmocka_unit_test(test_progress_extremes_bound_the_pool),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -63,10 +63,11 @@ class Check(unittest.TestCase):
                 return {"completed": True, "oom": False, "peak_reserved": 1, "used_after_workload": 700 * MiB,
                         "reserved_now": 200 * MiB, "device_name": "fake", "torch_version": "0"}
             if conf == fit_check.ASYNC:  # its limit counts the bytes handed out: it fits from their peak, P, up
-                fits = not tag.endswith("-async--64")
-            else:
-                fits = fit_check.sim_verdict(VRAMBENCH, self.trace, conf, limit, outdir, "fake-" + tag)["fits"]
-            if unsafe_at_prediction and tag.endswith("-0") and "async" not in tag:
+                fits = not tag.endswith("-async-64")
+            else:  # as the sim placed top-down (where the two placements differ, the driver's is one of them)
+                verdict = fit_check.sim_verdict(VRAMBENCH, self.trace, conf, limit, outdir, "fake-" + tag)
+                fits = verdict["by_placement"]["top-down"]
+            if unsafe_at_prediction and tag.endswith("-max+0"):
                 fits = False
             return {"completed": fits, "oom": not fits, "num_alloc_retries": 0, "num_ooms": int(not fits),
                     "peak_reserved": 123}
@@ -93,11 +94,15 @@ class Check(unittest.TestCase):
         self.assertEqual(len(document["rows"]), 4)  # the four settings
         self.assertEqual(len(document["async"]), 1)
         for row in document["rows"]:
-            checks = {c["offset_bytes"]: c for c in row["checks"]}
-            self.assertTrue(checks[0]["sim"]["fits"])  # the prediction fits ...
+            checks = {c["point"]: c for c in row["checks"]}
+            self.assertTrue(checks["P"]["sim"]["fits"])  # the prediction fits under both placements ...
+            low, high = row["predicted_min_capacity_bytes_min"], row["predicted_min_capacity_bytes"]
+            self.assertLessEqual(low, high)
+            self.assertEqual(checks["L - 2 MiB"]["limit_bytes"], low - 2 * MiB)
             if row["min_capacity_exact"]:
-                self.assertFalse(checks[-2 * MiB]["sim"]["fits"])  # ... and the next limit down does not
-            self.assertTrue(checks[64 * MiB]["sim"]["fits"])
+                self.assertFalse(checks["L - 2 MiB"]["sim"]["fits"])  # ... and below the interval under neither
+            self.assertTrue(checks["P + 64 MiB"]["sim"]["fits"])
+            self.assertEqual("L" in checks, low < high)  # inside the interval where it is one
         self.assertEqual(document["overhead_bytes"], 500 * MiB - (document["baseline_used_bytes"] or 0))
         self.assertIn("| mlp_varbatch | `(defaults)` |", table)
 

@@ -284,6 +284,36 @@ static void freed_ranges_are_reused_lowest_first(void **state)
     assert_int_equal(used_of(dev), 10 * MiB);
 }
 
+/* Fresh addresses go below all others by default and above them placed
+ * rising; freed ranges are reused lowest first either way; the placement
+ * is fixed once cudaMalloc has handed out addresses. */
+static void placement_orders_fresh_addresses(void **state)
+{
+    vb_device *down = open_sim(state, 0), *up = open_sim(state, 0);
+    assert_int_equal(vb_sim_placement_of(down), VB_SIM_PLACE_TOP_DOWN);
+    assert_int_equal(vb_sim_set_placement(up, VB_SIM_PLACE_RISING), VB_OK);
+    assert_int_equal(vb_sim_placement_of(up), VB_SIM_PLACE_RISING);
+    vb_device *devices[2] = {down, up};
+    for (int i = 0; i < 2; i++) {
+        vb_device *dev = devices[i];
+        vb_addr first, second, third, again;
+        assert_int_equal(dev->ops->mem_alloc(dev, 20 * MiB, &first), VB_OK);
+        assert_int_equal(dev->ops->mem_alloc(dev, 20 * MiB, &second), VB_OK);
+        assert_int_equal(dev->ops->mem_alloc(dev, 4 * MiB, &third), VB_OK);
+        if (i == 0) assert_true(third < second && second < first);
+        else assert_true(first < second && second < third);
+        assert_int_equal(second > first ? second - first : first - second, 20 * MiB); /* adjacent */
+        assert_int_equal(dev->ops->mem_free(dev, first), VB_OK);
+        assert_int_equal(dev->ops->mem_free(dev, second), VB_OK);
+        assert_int_equal(dev->ops->mem_alloc(dev, 8 * MiB, &again), VB_OK);
+        assert_int_equal(again, first < second ? first : second); /* the freed range's start */
+        assert_int_equal(vb_sim_owner(dev, again), 0); /* the machine knows whose memory it is */
+        vb_clear_error();
+        assert_int_equal(vb_sim_set_placement(dev, VB_SIM_PLACE_TOP_DOWN), VB_ERR_INVALID);
+        assert_non_null(strstr(vb_last_error(), "first cudaMalloc"));
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Determinism                                                               */
 /* ------------------------------------------------------------------------ */
@@ -722,6 +752,7 @@ int main(void)
         SIM_TEST(addresses_are_aligned_and_freed_ones_reused),
         SIM_TEST(small_blocks_pack_into_shared_pages),
         SIM_TEST(freed_ranges_are_reused_lowest_first),
+        SIM_TEST(placement_orders_fresh_addresses),
         SIM_TEST(same_sequence_gives_same_addresses_and_figures),
         SIM_TEST(event_completes_when_the_clock_reaches_the_work_end),
         SIM_TEST(work_on_one_stream_runs_in_order),

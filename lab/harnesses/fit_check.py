@@ -16,14 +16,20 @@ models are built from code and fed random data. It:
     context, cuBLAS/cuDNN: total - free from cudaMemGetInfo, less
     memory_reserved(), less what the GPU had in use before: nvidia-smi);
  2. converts each snapshot (python/vrambench/torch2trace.py) and runs
-    `vrambench tune` on it: the setting's min_capacity_bytes, the smallest
-    PyTorch limit from which up the replay fits; and the sim's own verdict at
-    each capacity tried below (`replay` under per_process_memory_fraction 0.5
-    of a sim twice as large: the limit to the byte);
+    `vrambench tune` on it: the setting's min_capacity_bytes P, the smallest
+    PyTorch limit from which up the replay fits under both placements of
+    segments the sim models, and min_capacity_bytes_min L, the smaller of
+    the two placements' (L = P where placement does not matter); and the
+    sim's own verdict at each capacity tried below (`replay` under
+    per_process_memory_fraction 0.5 of a sim twice as large: the limit to the
+    byte; with --sim-placement top-down and rising: "fits" when both fit,
+    "OOM" when neither does, "either" when they differ);
  3. runs each workload again, fresh process each, under
     torch.cuda.set_per_process_memory_fraction at the prediction P, at
-    P - 2 MiB (the next limit down that can differ), P - 64 MiB and
-    P + 64 MiB: out of memory or not, num_alloc_retries, num_ooms. The
+    L - 2 MiB (the next limit down that can differ), L - 64 MiB and
+    P + 64 MiB, and at L where L < P: out of memory or not,
+    num_alloc_retries, num_ooms. PyTorch must fit at P and above and run out
+    below L; between them the interval says either may happen. The
     fraction is chosen so that PyTorch's size_t(fraction x total) is P to the
     byte (the nearest double can be a byte short, and a limit one byte under
     the minimum runs out);
@@ -35,7 +41,7 @@ models are built from code and fed random data. It:
 Writes OUTDIR/fit-check.json and OUTDIR/fit-check.md (the table). Runs that
 would start after --budget-s are skipped and listed; each process is killed
 after 120 s. Exit status 0 when every check that ran agrees (the real outcome
-is the sim's at every capacity, and it fits at P), 1 otherwise, 2 for bad
+is the sim's at every capacity where the sim gives one, and it fits at P), 1 otherwise, 2 for bad
 arguments.
 """
 
@@ -52,12 +58,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MiB = 1 << 20
-WORKLOADS = ("transformer", "cnn_amp", "mlp_varbatch")
+WORKLOADS = ("transformer", "cnn_amp", "mlp_varbatch", "lstm_varlen", "unet_bf16")
 SETTINGS = ("", "max_split_size_mb:128", "expandable_segments:True", "roundup_power2_divisions:4")
 ASYNC = "backend:cudaMallocAsync"
-# Capacities tried, as offsets from the prediction: at it, the next limit down that can make another decision
-# (limits and segments are whole 2 MiB pages), and 64 MiB either side.
-OFFSETS = (0, -2 * MiB, -64 * MiB, 64 * MiB)
+# Capacities tried: (name, which end of the predicted interval [L, P], offset from it): at P, the next limit
+# below L that can make another decision (limits and segments are whole 2 MiB pages), 64 MiB below L and above P,
+# and L itself where L < P (inside the interval: no verdict, what PyTorch did is recorded).
+POINTS = (("P", "max", 0), ("L - 2 MiB", "min", -2 * MiB), ("L - 64 MiB", "min", -64 * MiB),
+          ("P + 64 MiB", "max", 64 * MiB), ("L", "min", 0))
+PLACEMENTS = ("top-down", "rising")
 PROCESS_TIMEOUT_S = 120
 MAX_ENTRIES = 2_000_000
 
@@ -151,7 +160,97 @@ def mlp_varbatch_workload(torch, device):
     return {"model": "MLP 8x2048", "batches": batches, "optimizer": "SGD"}
 
 
-BUILDERS = {"transformer": transformer_workload, "cnn_amp": cnn_amp_workload, "mlp_varbatch": mlp_varbatch_workload}
+def lstm_varlen_workload(torch, device):
+    """A 2-layer LSTM language model (cuDNN's RNN: workspaces of odd sizes), 1024 wide, vocabulary 16384, Adam,
+    14 steps at batches 16..64 and sequence lengths 32..400."""
+    torch.manual_seed(1)
+    torch.backends.cudnn.benchmark = False
+    vocab, width = 16384, 1024
+
+    class LanguageModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(vocab, width)
+            self.rnn = torch.nn.LSTM(width, width, num_layers=2, batch_first=True)
+            self.head = torch.nn.Linear(width, vocab)
+
+        def forward(self, tokens):
+            hidden, _ = self.rnn(self.embed(tokens))
+            return self.head(hidden)
+
+    model = LanguageModel().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    shapes = [(32, 100), (16, 400), (64, 32), (48, 250), (16, 333), (64, 128), (24, 400), (40, 77), (64, 200),
+              (16, 50), (32, 380), (56, 160), (20, 300), (64, 64)]
+    generator = torch.Generator().manual_seed(2)
+    for batch, length in shapes:
+        tokens = torch.randint(0, vocab, (batch, length + 1), generator=generator).to(device)
+        logits = model(tokens[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        del tokens, logits, loss
+    return {"model": "LSTM 2x1024, vocab 16384", "shapes": shapes, "optimizer": "Adam"}
+
+
+def unet_bf16_workload(torch, device):
+    """A small U-Net (torch.nn only: 4 levels, 32..256 channels, skip connections, transposed convolutions) for
+    segmentation under autocast bfloat16, AdamW, 10 steps of 8 images at 96..320 pixels, 12 classes."""
+    torch.manual_seed(1)
+    torch.backends.cudnn.benchmark = False
+
+    def block(inputs, outputs):
+        return torch.nn.Sequential(torch.nn.Conv2d(inputs, outputs, 3, padding=1), torch.nn.BatchNorm2d(outputs),
+                                   torch.nn.ReLU(inplace=True), torch.nn.Conv2d(outputs, outputs, 3, padding=1),
+                                   torch.nn.BatchNorm2d(outputs), torch.nn.ReLU(inplace=True))
+
+    class UNet(torch.nn.Module):
+        def __init__(self, widths=(32, 64, 128, 256), classes=12):
+            super().__init__()
+            self.down = torch.nn.ModuleList()
+            channels = 3
+            for width in widths:
+                self.down.append(block(channels, width))
+                channels = width
+            self.up = torch.nn.ModuleList()
+            self.merge = torch.nn.ModuleList()
+            for width in reversed(widths[:-1]):
+                self.up.append(torch.nn.ConvTranspose2d(channels, width, 2, stride=2))
+                self.merge.append(block(2 * width, width))
+                channels = width
+            self.head = torch.nn.Conv2d(channels, classes, 1)
+
+        def forward(self, images):
+            skips = []
+            hidden = images
+            for index, level in enumerate(self.down):
+                hidden = level(hidden)
+                if index < len(self.down) - 1:
+                    skips.append(hidden)
+                    hidden = torch.nn.functional.max_pool2d(hidden, 2)
+            for up, merge in zip(self.up, self.merge):
+                hidden = merge(torch.cat([up(hidden), skips.pop()], dim=1))
+            return self.head(hidden)
+
+    model = UNet().to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sizes = [128, 320, 96, 256, 192, 320, 160, 224, 288, 128]
+    generator = torch.Generator().manual_seed(2)
+    for size in sizes:
+        images = torch.randn(8, 3, size, size, generator=generator).to(device)
+        masks = torch.randint(0, 12, (8, size, size), generator=generator).to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(images), masks)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        del images, masks, loss
+    return {"model": "U-Net 4 levels 32..256", "batch": 8, "sizes": sizes, "amp": "bfloat16"}
+
+
+BUILDERS = {"transformer": transformer_workload, "cnn_amp": cnn_amp_workload, "mlp_varbatch": mlp_varbatch_workload,
+            "lstm_varlen": lstm_varlen_workload, "unet_bf16": unet_bf16_workload}
 
 
 def fraction_for(limit, total):
@@ -279,19 +378,34 @@ def vrambench(binary, *args, timeout=300):
     return done.returncode, done.stdout, done.stderr
 
 
-def sim_verdict(binary, trace, conf, limit, outdir, tag):
-    """The sim under PyTorch's limit `limit` (per_process_memory_fraction 0.5 of a sim of 2 x limit):
-    {fits, alloc_retries, ooms, first_oom_line}."""
+def sim_verdict_placed(binary, trace, conf, limit, outdir, tag, placement):
+    """The sim under PyTorch's limit `limit` (per_process_memory_fraction 0.5 of a sim of 2 x limit), its fresh
+    segments placed `placement`: {fits, alloc_retries, ooms, first_oom_line}."""
     spec = f"pytorch[{conf}{',' if conf else ''}per_process_memory_fraction:0.5]"
-    out = os.path.join(outdir, "runs", f"sim-{tag}.json")
+    out = os.path.join(outdir, "runs", f"sim-{tag}-{placement}.json")
     status, _, stderr = vrambench(binary, "replay", trace, "--allocator", spec, "--device", "sim", "--sim-capacity",
-                                  str(2 * limit), "--fail-on-oom", "--quiet", "--out", out)
+                                  str(2 * limit), "--sim-placement", placement, "--fail-on-oom", "--quiet", "--out",
+                                  out)
     if status not in (0, 3):
         return {"error": stderr.strip()[-400:]}
     with open(out) as file:
         entry = json.load(file)["benchmarks"][0]
     return {"fits": status == 0, "alloc_retries": entry.get("alloc_retries"), "ooms": entry.get("ooms"),
             "first_oom_line": entry.get("first_oom_line")}
+
+
+def sim_verdict(binary, trace, conf, limit, outdir, tag):
+    """The sim's verdict under both placements: fits True when both fit, False when neither does, None (either)
+    when they differ; the top-down replay's figures; and each placement's own."""
+    placed = {placement: sim_verdict_placed(binary, trace, conf, limit, outdir, tag, placement)
+              for placement in PLACEMENTS}
+    errors = [v["error"] for v in placed.values() if "error" in v]
+    if errors:
+        return {"error": errors[0]}
+    outcomes = {v["fits"] for v in placed.values()}
+    verdict = dict(placed["top-down"], by_placement={p: v["fits"] for p, v in placed.items()})
+    verdict["fits"] = outcomes.pop() if len(outcomes) == 1 else None
+    return verdict
 
 
 def convert(snapshot, trace):
@@ -335,7 +449,7 @@ def check(args):
     workloads = [w for w in args.workloads.split(",") if w]
     settings = args.settings.split(";") if args.settings is not None else list(SETTINGS)
     document = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "workloads": workloads,
-                "settings": settings, "offsets_bytes": list(OFFSETS), "baseline_used_bytes": baseline_used_bytes(),
+                "settings": settings, "points": [{"point": p, "from": end, "offset_bytes": o} for p, end, o in POINTS], "baseline_used_bytes": baseline_used_bytes(),
                 "recordings": [], "rows": [], "async": [], "skipped": []}
 
     # 1. Recordings: each workload's first setting alone on the GPU (what it holds besides PyTorch's memory is
@@ -382,17 +496,23 @@ def check(args):
             document["rows"].append(row)
             continue
         prediction = int(entry["min_capacity_bytes"])
+        low = int(entry.get("min_capacity_bytes_min") or prediction)
         recording = next(r for r in document["recordings"] if r.get("tag") == tag)
-        row.update(predicted_min_capacity_bytes=prediction, min_capacity_exact=entry.get("min_capacity_exact"),
+        row.update(predicted_min_capacity_bytes=prediction, predicted_min_capacity_bytes_min=low,
+                   placement_dependent=entry.get("placement_dependent"),
+                   min_capacity_exact=entry.get("min_capacity_exact"),
                    min_capacity_lowest_fit=entry.get("min_capacity_lowest_fit"),
                    predicted_peak_reserved_bytes=entry.get("peak_reserved_bytes"),
                    recorded_peak_reserved_bytes=recording.get("peak_reserved"),
                    smallest_gpu=(entry.get("smallest_gpu") or {}).get("name"), checks=[])
-        for offset in OFFSETS:
-            limit = prediction + offset
-            sim = sim_verdict(binary, trace, conf, limit, outdir, f"{tag}-{offset // MiB}")
-            row["checks"].append({"offset_bytes": offset, "limit_bytes": limit, "sim": sim})
-            plans.append((offsets_rank(offset), row, row["checks"][-1], name, conf, limit, f"{tag}-{offset // MiB}"))
+        for rank, (point, end, offset) in enumerate(POINTS):
+            if point == "L" and low >= prediction:
+                continue
+            limit = (prediction if end == "max" else low) + offset
+            label = f"{tag}-{end}{offset // MiB:+d}"
+            sim = sim_verdict(binary, trace, conf, limit, outdir, label)
+            row["checks"].append({"point": point, "offset_bytes": offset, "limit_bytes": limit, "sim": sim})
+            plans.append((rank, row, row["checks"][-1], name, conf, limit, label))
         document["rows"].append(row)
         if conf == "":  # the async backend on the defaults' trace
             tune_path = os.path.join(outdir, "runs", f"tune-{tag}.json")
@@ -404,12 +524,12 @@ def check(args):
                     "min_device_bytes_min": async_entry.get("min_device_bytes_min"),
                     "min_device_bytes_max": async_entry.get("min_device_bytes_max"),
                     "peak_reserved_bytes_replay": async_entry.get("peak_reserved_bytes"), "checks": []}
-            for offset in (0, -64 * MiB, 64 * MiB):
+            for rank, (point, offset) in enumerate((("P", 0), ("P - 64 MiB", -64 * MiB), ("P + 64 MiB", 64 * MiB))):
                 limit = arow["predicted_min_capacity_bytes"] + offset
-                probe = {"offset_bytes": offset, "limit_bytes": limit,
+                probe = {"point": point, "offset_bytes": offset, "limit_bytes": limit,
                          "sim": {"fits": async_entry["peak_requested_bytes"] <= limit}}
                 arow["checks"].append(probe)
-                plans.append((offsets_rank(offset) + 4, arow, probe, name, ASYNC, limit, f"{name}-async-{offset // MiB}"))
+                plans.append((rank + len(POINTS), arow, probe, name, ASYNC, limit, f"{name}-async{offset // MiB:+d}"))
             document["async"].append(arow)
 
     # 3. Real runs, most telling first, several at once (each process's limit counts only its own memory).
@@ -440,10 +560,6 @@ def check(args):
     return 0 if document["verdict"]["all_agree"] else 1
 
 
-def offsets_rank(offset):
-    return OFFSETS.index(offset) if offset in OFFSETS else len(OFFSETS)
-
-
 def real_fits(real):
     if not real or real.get("skipped") or (real.get("error") and not real.get("oom")):
         return None
@@ -455,12 +571,16 @@ def summary(check_):
     outcome = real_fits(real)
     sim = check_.get("sim", {}).get("fits")
     shown = "skipped" if real.get("skipped") else "error" if outcome is None else "fits" if outcome else "OOM"
-    return (f"limit {check_['limit_bytes'] / MiB:,.1f} MiB: sim {'fits' if sim else 'OOM'}, PyTorch {shown} "
+    return (f"limit {check_['limit_bytes'] / MiB:,.1f} MiB: sim {sim_word(sim)}, PyTorch {shown} "
             f"(retries {real.get('num_alloc_retries')}, ooms {real.get('num_ooms')})")
 
 
+def sim_word(fits):
+    return {True: "fits", False: "OOM", None: "either"}[fits]
+
+
 def verdicts(document):
-    agree = disagree = unsafe = conservative = 0
+    agree = disagree = unsafe = conservative = inside = 0
     misses = []
     for row in document["rows"] + document["async"]:
         for check_ in row.get("checks", []):
@@ -468,6 +588,7 @@ def verdicts(document):
             sim = check_.get("sim", {}).get("fits")
             if real is None or sim is None:
                 check_["agree"] = None
+                inside += real is not None and sim is None and "error" not in check_.get("sim", {})
                 continue
             check_["agree"] = real == sim
             agree += real == sim
@@ -476,7 +597,7 @@ def verdicts(document):
                 unsafe += sim and not real
                 conservative += real and not sim
                 misses.append(f"{row['workload']} '{row['allocator_conf']}' at {check_['limit_bytes']} B: "
-                              f"sim {'fits' if sim else 'OOM'}, PyTorch {'fits' if real else 'OOM'}")
+                              f"sim {sim_word(sim)}, PyTorch {'fits' if real else 'OOM'}")
     for arow in document["async"]:
         peaks = [c.get("real", {}).get("peak_reserved") for c in arow["checks"] if c.get("real", {}).get("completed")]
         if peaks:
@@ -484,7 +605,7 @@ def verdicts(document):
             low, high = arow.get("min_device_bytes_min"), arow.get("min_device_bytes_max")
             arow["real_peak_within_interval"] = low is not None and high is not None and low <= max(peaks) <= high
     document["verdict"] = {"checks_agree": agree, "checks_disagree": disagree, "unsafe": unsafe,
-                           "conservative": conservative, "misses": misses,
+                           "conservative": conservative, "inside_interval": inside, "misses": misses,
                            "async_within_interval": [a.get("real_peak_within_interval") for a in document["async"]],
                            "all_agree": disagree == 0 and agree > 0}
 
@@ -492,38 +613,42 @@ def verdicts(document):
 def markdown(document):
     mib = lambda b: "-" if b is None else f"{b / MiB:,.1f}"
     cell = lambda c: "-" if c is None else ("skipped" if (c.get("real") or {}).get("skipped") else
-                                            f"{'fits' if c['sim'].get('fits') else 'OOM'} / "
+                                            f"{sim_word(c['sim'].get('fits'))} / "
                                             f"{ {True: 'fits', False: 'OOM', None: 'error'}[real_fits(c.get('real'))]}"
                                             f"{'' if c.get('agree') in (True, None) else ' **MISS**'}")
     lines = [f"fit-check on {document.get('device_name')} (torch {document.get('torch_version')}), "
              f"{document.get('started')}: sim / PyTorch at each limit (set_per_process_memory_fraction)", "",
-             "| workload | PYTORCH_CUDA_ALLOC_CONF | predicted min MiB | exact | at P | P - 2 MiB | P - 64 MiB | "
-             "P + 64 MiB | retries at P sim/real | peak reserved replay/real MiB | smallest GPU |",
-             "|---|---|---:|---|---|---|---|---|---|---|---|"]
+             "| workload | PYTORCH_CUDA_ALLOC_CONF | predicted min L-P MiB | exact | at P | P + 64 MiB | at L | "
+             "L - 2 MiB | L - 64 MiB | retries at P sim/real | peak reserved replay/real MiB | smallest GPU |",
+             "|---|---|---:|---|---|---|---|---|---|---|---|---|"]
     for row in document["rows"]:
         if "error" in row:
             lines.append(f"| {row['workload']} | `{row['allocator_conf']}` | error: {row['error'][:80]} |")
             continue
-        checks = {c["offset_bytes"]: c for c in row["checks"]}
-        at = checks.get(0, {})
+        checks = {c["point"]: c for c in row["checks"]}
+        at = checks.get("P", {})
+        low, high = row.get("predicted_min_capacity_bytes_min"), row["predicted_min_capacity_bytes"]
+        predicted = mib(high) if low in (None, high) else f"{mib(low)}-{mib(high)}"
         lines.append(
-            f"| {row['workload']} | `{row['allocator_conf'] or '(defaults)'}` | {mib(row['predicted_min_capacity_bytes'])} "
-            f"| {'yes' if row.get('min_capacity_exact') else 'no'} | {cell(checks.get(0))} | {cell(checks.get(-2 * MiB))} "
-            f"| {cell(checks.get(-64 * MiB))} | {cell(checks.get(64 * MiB))} "
+            f"| {row['workload']} | `{row['allocator_conf'] or '(defaults)'}` | {predicted} "
+            f"| {'yes' if row.get('min_capacity_exact') else 'no'} | {cell(checks.get('P'))} "
+            f"| {cell(checks.get('P + 64 MiB'))} | {cell(checks.get('L'))} | {cell(checks.get('L - 2 MiB'))} "
+            f"| {cell(checks.get('L - 64 MiB'))} "
             f"| {at.get('sim', {}).get('alloc_retries')}/{(at.get('real') or {}).get('num_alloc_retries')} "
             f"| {mib(row.get('predicted_peak_reserved_bytes'))}/{mib(row.get('recorded_peak_reserved_bytes'))} "
             f"| {row.get('smallest_gpu') or '-'} |")
     lines += ["", "| workload | async: predicted limit (requested peak) MiB | at P | P - 64 MiB | P + 64 MiB | "
                   "device MiB fast-late | real pool peak MiB | within |", "|---|---:|---|---|---|---|---:|---|"]
     for arow in document["async"]:
-        checks = {c["offset_bytes"]: c for c in arow["checks"]}
-        lines.append(f"| {arow['workload']} | {mib(arow['predicted_min_capacity_bytes'])} | {cell(checks.get(0))} "
-                     f"| {cell(checks.get(-64 * MiB))} | {cell(checks.get(64 * MiB))} "
+        checks = {c["point"]: c for c in arow["checks"]}
+        lines.append(f"| {arow['workload']} | {mib(arow['predicted_min_capacity_bytes'])} | {cell(checks.get('P'))} "
+                     f"| {cell(checks.get('P - 64 MiB'))} | {cell(checks.get('P + 64 MiB'))} "
                      f"| {mib(arow.get('min_device_bytes_min'))}-{mib(arow.get('min_device_bytes_max'))} "
                      f"| {mib(arow.get('real_peak_reserved_bytes'))} | {arow.get('real_peak_within_interval')} |")
     verdict = document["verdict"]
     lines += ["", f"checks agreeing: {verdict['checks_agree']}, disagreeing: {verdict['checks_disagree']} "
-                  f"(unsafe: {verdict['unsafe']}, conservative: {verdict['conservative']}); "
+                  f"(unsafe: {verdict['unsafe']}, conservative: {verdict['conservative']}); inside the interval "
+                  f"(either outcome predicted): {verdict['inside_interval']}; "
                   f"overhead to add for a GPU size: {mib(document.get('overhead_bytes'))} MiB; "
                   f"skipped for time: {len(document['skipped'])}"]
     lines += [f"- {miss}" for miss in verdict["misses"]]

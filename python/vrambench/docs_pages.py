@@ -312,26 +312,37 @@ def render_kind(kind, items, slug):
 
 
 def fit_check_table(document):
-    """Markdown: per workload and setting, tune's predicted minimum and the
-    outcome (fits / OOM) on the sim and in PyTorch at each offset from it."""
+    """Markdown: per workload and setting, tune's predicted minimum (the
+    interval L-P where the driver's placement of segments decides) and the
+    outcome (fits / OOM / either) on the sim and in PyTorch at each limit
+    tried around it."""
     def outcome(check):
-        sim = "fits" if check["sim"]["fits"] else "OOM"
+        sim = {True: "fits", False: "OOM", None: "either"}[check["sim"].get("fits")]
         real = "OOM" if check["real"].get("oom") else ("fits" if check["real"].get("completed") else "error")
-        return f"{sim} / {real}" + ("" if check.get("agree") else " **differ**")
-    offsets = sorted({check["offset_bytes"] for row in document["rows"] + document.get("async", [])
-                      for check in row["checks"]}, key=lambda o: (o != 0, o))
-    heads = ["P" if o == 0 else f"P {'+' if o > 0 else '-'} {abs(o) >> 20} MiB" for o in offsets]
+        return f"{sim} / {real}" + ("" if check.get("agree") in (True, None) else " **differ**")
+
+    def point(check):  # older files name a check by its offset from P alone
+        offset = check["offset_bytes"]
+        return check.get("point") or ("P" if offset == 0 else f"P {'+' if offset > 0 else '-'} {abs(offset) >> 20} MiB")
+    order = ["P", "P + 64 MiB", "L", "L - 2 MiB", "L - 64 MiB", "P - 2 MiB", "P - 64 MiB"]
+    heads = [p for p in order if any(point(c) == p for row in document["rows"] + document.get("async", [])
+                                     for c in row["checks"])]
     lines = [f"{document['device_name']}, torch {document.get('torch_version')}, {document.get('started')}", "",
-             "| workload | setting | predicted minimum P (MiB) | " + " | ".join(heads) + " |",
+             "| workload | setting | predicted minimum L-P (MiB) | " + " | ".join(heads) + " |",
              "|---|---|---:|" + "---|" * len(heads)]
     for row in document["rows"] + document.get("async", []):
-        by_offset = {check["offset_bytes"]: check for check in row["checks"]}
-        cells = [outcome(by_offset[o]) if o in by_offset else "" for o in offsets]
-        lines.append(f"| {row['workload']} | `{row['allocator_conf'] or '(defaults)'}` | "
-                     f"{row['predicted_min_capacity_bytes'] / MiB:,.1f} | " + " | ".join(cells) + " |")
+        by_point = {point(check): check for check in row["checks"]}
+        cells = [outcome(by_point[p]) if p in by_point else "" for p in heads]
+        high = row["predicted_min_capacity_bytes"]
+        low = row.get("predicted_min_capacity_bytes_min", high)
+        predicted = f"{high / MiB:,.1f}" if low == high else f"{low / MiB:,.1f}-{high / MiB:,.1f}"
+        lines.append(f"| {row['workload']} | `{row['allocator_conf'] or '(defaults)'}` | {predicted} | "
+                     + " | ".join(cells) + " |")
     verdict = document.get("verdict", {})
+    inside = verdict.get("inside_interval")
     lines += ["", f"Checks agreeing: {verdict.get('checks_agree')}, differing: {verdict.get('checks_disagree')} "
-              f"(unsafe: {verdict.get('unsafe')}, conservative: {verdict.get('conservative')}). "
+              f"(unsafe: {verdict.get('unsafe')}, conservative: {verdict.get('conservative')})"
+              + (f"; inside an interval (either outcome predicted): {inside}" if inside is not None else "") + ". "
               f"Overhead measured beside PyTorch's reserved memory (context, libraries): "
               f"{document.get('overhead_bytes', 0) / MiB:,.1f} MiB."]
     return "\n".join(lines)
