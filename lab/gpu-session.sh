@@ -44,7 +44,7 @@
 #                                 async backend at its limit, its pool's peak against tune's interval); what
 #                                 a job holds besides PyTorch's memory (the GPU overhead). The build and the
 #                                 check take under 9 minutes: $OUT/fit-check-DATE.json and .md, the traces
-#                                 and tune files in $OUT/fit-check-traces.tar.gz
+#                                 and PyTorch runs in $OUT/fit-check-traces.tar.gz
 #   lab/gpu-session.sh stitch   times the driver's VM calls by handle size
 #                                 (lab/probes/probe_driver.c: probe-driver-DATE.txt),
 #                                 records the torch workloads (resnet50, gpt2,
@@ -279,7 +279,8 @@ for stage in "$@"; do
             --budget-s 400 --jobs 6 || echo "fit_check: a check disagrees, or it FAILED (see fit-check-$day.md)"
         cp "$KEEP/fit/fit-check.json" "$OUT/fit-check-$day.json" 2>/dev/null || echo "no fit-check.json"
         cp "$KEEP/fit/fit-check.md" "$OUT/fit-check-$day.md" 2>/dev/null
-        (cd "$KEEP/fit" && tar czf "$OUT/fit-check-traces.tar.gz" runs/*.trace.gz runs/tune-*.json runs/*.json) \
+        # The traces and what PyTorch did; tune's and the sim's files are made again from the traces.
+        (cd "$KEEP/fit" && tar czf "$OUT/fit-check-traces.tar.gz" runs/*.trace.gz runs/record-*.json runs/run-*.json) \
             2>/dev/null || echo "no fit-check traces to pack"
         ;;
     stitch)
