@@ -273,6 +273,19 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
      * choices on any device until one runs out: fitting is monotone). */
     double reserved_min = reserved, reserved_max = reserved;
     uint64_t device_min = min_low, device_max = min.capacity;
+    /* The peak too is an interval where the placement of segments decides:
+     * the main replay's (top-down) and the rising one's, on sim; the OOMs
+     * at the capacity are the side's that has more. */
+    int peaks_differ = 0;
+    if (limited && main_on_sim && !hopeless && vb_fit_placement_matters(candidate->spec)) {
+        vb_fit_result rising;
+        status = vb_fit_probe(options->events, candidate->spec, capacity, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 0, &rising);
+        if (status != VB_OK) return status;
+        if ((double)rising.peak_reserved < reserved_min) reserved_min = (double)rising.peak_reserved;
+        if ((double)rising.peak_reserved > reserved_max) reserved_max = (double)rising.peak_reserved;
+        if (rising.ooms > at.ooms) at = rising;
+        peaks_differ = reserved_min < reserved_max;
+    }
     int device_exact = min.exact;
     if (is_async && !hopeless) {
         uint64_t fast = 0, late = 0;
@@ -327,7 +340,8 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     failed |= json_object_set_new(entry, "min_capacity_bytes_min", min.found ? vb_json_number((double)min_low) : json_null());
     failed |= json_object_set_new(entry, "min_capacity_bytes_max",
                                   min.found ? vb_json_number((double)min.capacity) : json_null());
-    failed |= json_object_set_new(entry, "placement_dependent", json_boolean(min.found && min_low < min.capacity));
+    failed |= json_object_set_new(entry, "placement_dependent",
+                                  json_boolean((min.found && min_low < min.capacity) || peaks_differ));
     failed |= json_object_set_new(entry, "progress_dependent", json_boolean(is_async));
     failed |= json_object_set_new(entry, "peak_reserved_bytes_min", vb_json_number(reserved_min));
     failed |= json_object_set_new(entry, "peak_reserved_bytes_max", vb_json_number(reserved_max));
@@ -647,7 +661,11 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
         mib_range(reserved, sizeof reserved, low > 0 ? low : entry_number(e, "peak_reserved_bytes"),
                   high > 0 ? high : entry_number(e, "peak_reserved_bytes"));
         double min_capacity = entry_number(e, "min_capacity_bytes"), lowest = entry_number(e, "min_capacity_lowest_fit");
-        if (min_capacity > 0 && json_is_true(json_object_get(e, "min_capacity_exact")))
+        double placed_low = entry_number(e, "min_capacity_bytes_min");
+        if (min_capacity > 0 && json_is_true(json_object_get(e, "min_capacity_exact")) && placed_low > 0 &&
+            placed_low < min_capacity)
+            snprintf(capacity, sizeof capacity, "%.0f-%.0f", mib(placed_low), mib(min_capacity));
+        else if (min_capacity > 0 && json_is_true(json_object_get(e, "min_capacity_exact")))
             snprintf(capacity, sizeof capacity, "%.0f", mib(min_capacity));
         else if (min_capacity > 0 && lowest > 0)
             snprintf(capacity, sizeof capacity, "~%.0f/%.0f", mib(lowest), mib(min_capacity));
@@ -665,10 +683,12 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
     fprintf(out, "  * on the Pareto front of peak reserved, driver calls (allocs + frees) and replay time; util = peak "
                  "allocated / peak reserved;\n    +fraction: with torch.cuda.set_per_process_memory_fraction(0.99), "
                  "which garbage collection needs;\n    min cap: from there up it fits, every capacity checked; "
-                 "~a/b: a bisection's answer a (it fits there), every capacity from b up checked;\n    a-b: from the "
-                 "GPU infinitely fast to as late as the trace allows (ranked by b); device MiB: the memory a GPU "
-                 "must leave\n    PyTorch (from there up it fits); smallest GPU: the first class whose smallest model "
-                 "holds that plus %.0f MiB overhead\n",
+                 "~a/b: a bisection's answer a (it fits there), every capacity from b up checked;\n    a-b: the "
+                 "async backend: from the GPU infinitely fast to as late as the trace allows; PyTorch's caching\n"
+                 "    allocator: from the driver placing new segments below all others to above them (ranked by b; "
+                 "min cap: it fits from b up\n    either way); device MiB: the memory a GPU must leave PyTorch (from "
+                 "there up it fits); smallest GPU: the first class\n    whose smallest model holds that plus %.0f MiB "
+                 "overhead\n",
             mib((double)options->overhead));
     if (info->simulated)
         fprintf(out, "  host ms: the replay's host-side time (the allocator's code and the simulated device's model), "

@@ -452,7 +452,28 @@ def headline(devices):
         lines += ["", f"`vrambench tune` predicted PyTorch's peak reserved memory to the byte in {exact} of "
                   f"{len(rows)} runs of real PyTorch ({len(workloads)} workloads{each}; "
                   f"{link(checks[-1].path, '.')})."]
+    fits = [item for item in device["items"] + [i for _, items, _ in device["folders"] for i in items]
+            if item.kind == "fit-check"]
+    if fits:
+        lines += ["", fit_check_headline(fits[-1])]
     return "\n".join(lines)
+
+
+def fit_check_headline(item):
+    """One sentence of a fit-check file: how often PyTorch fit at tune's minimum (and 64 MiB above it) and
+    ran out below it, under its memory fraction."""
+    rows = [row for row in item.document["rows"] if "checks" in row]
+    def outcomes(points, fits):
+        checks = [c for row in rows for c in row["checks"] if c.get("point") in points and c.get("real")
+                  and not c["real"].get("skipped") and not (c["real"].get("error") and not c["real"].get("oom"))]
+        return sum(1 for c in checks if (c["real"].get("completed") and not c["real"].get("oom")) == fits), len(checks)
+    fit, at = outcomes(("P", "P + 64 MiB"), True)
+    ran_out, below = outcomes(("L - 2 MiB", "L - 64 MiB"), False)
+    workloads = len({row["workload"] for row in rows})
+    return (f"Its minimum memory limits, run in real PyTorch under `set_per_process_memory_fraction` "
+            f"({workloads} workloads, {len(rows)} settings in all): the job fit in {fit} of {at} runs at the minimum "
+            f"and 64 MiB above, and ran out of memory in {ran_out} of {below} runs 2 and 64 MiB below it (below the "
+            f"low end of its interval where the driver's placement of segments decides; {link(item.path, '.')}).")
 
 
 def render(results_dir):
