@@ -480,6 +480,21 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
         session_close(s);
     }
 
+    /* The replay places new segments top-down, as the driver mostly does;
+     * where that decides (app/fit.h), the other placement's outcome too. */
+    vb_fit_result rising = {0};
+    int placed = status == VB_OK && vb_fit_placement_matters(options->spec);
+    if (placed) {
+        vb_drive_events events;
+        status = vb_drive_load(t.path, &events);
+        if (status == VB_OK) {
+            status = vb_fit_probe(&events, options->spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 1,
+                                  &rising);
+            vb_drive_events_free(&events);
+        }
+    }
+    int placement_decides = placed && rising.fits == (failing != 0);
+
     uint64_t line = failing ? input_line(&t, result.first_oom_line) : 0;
     int at_recorded = failing && t.recorded.present && line == t.recorded.line;
     json_t *doc = NULL;
@@ -512,6 +527,13 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
                                "the capacity given is more than it had\n",
                         (unsigned long long)t.recorded.line, (unsigned long long)t.recorded.size);
         }
+        if (placement_decides && failing)
+            fprintf(table, "  (with the driver placing new segments above the others instead of below, it fits: "
+                           "where the driver puts segments decides here; docs/tune.md)\n");
+        else if (placement_decides)
+            fprintf(table, "  but with the driver placing new segments above the others instead of below, it runs out "
+                           "at trace line %llu: where the driver puts segments decides here (docs/tune.md)\n",
+                    (unsigned long long)input_line(&t, rising.first_oom_line));
         json_t *recorded = t.recorded.present
                                ? json_pack("{s:o,s:o,s:I,s:b}", "line", vb_json_number((double)t.recorded.line),
                                            "request_bytes", vb_json_number((double)t.recorded.size), "stream",
@@ -523,6 +545,10 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
                         "peak_reserved_bytes", vb_json_number((double)end_stats.reserved_bytes_peak), "oom", oom,
                         "recorded_oom", recorded, "snapshot", json_null());
         if (!doc) status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        if (doc && placed &&
+            json_object_set_new(doc, "fits_by_placement",
+                                json_pack("{s:b,s:b}", "top-down", !failing, "rising", rising.fits)) != 0)
+            status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     if (status == VB_OK && options->what_if) {
         json_t *list = NULL;

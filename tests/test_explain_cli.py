@@ -140,6 +140,25 @@ class Explain(unittest.TestCase):
             checked += 1
         self.assertEqual(checked, 3)
 
+    def test_where_segment_placement_decides_it_says_so(self):
+        # Two free 20 MiB blocks tie for a 10 MiB request (tests/test_fit.c, placement_trace): placed top-down
+        # the job peaks at 60 MiB; placed rising it needs a new 30 MiB segment and, under 64 MiB, runs out.
+        trace = self.path("placement.trace")
+        with open(trace, "w") as f:
+            f.write("vbtrace 1\na 0 41943040\nf 0\na 1 20971520\na 2 20971520\na 3 20971520\nf 2\nf 3\n"
+                    "a 4 10485760\nf 1\na 5 31457280\n")
+        document, stdout = self.explain(trace, "64MiB")
+        self.assertTrue(document["fits"])
+        self.assertEqual(document["fits_by_placement"], {"top-down": True, "rising": False})
+        self.assertIn("where the driver puts segments decides", stdout)
+        by_conf = {e["pytorch_alloc_conf"]: e for e in document["what_if"] if e["pytorch_alloc_conf"] is not None}
+        self.assertTrue(by_conf[""]["placement_dependent"])
+        self.assertFalse(by_conf[""]["fits"])  # the side that protects the user
+        self.assertFalse(by_conf["expandable_segments:True"]["placement_dependent"])
+        document, _ = self.explain(trace, "80MiB")  # room for both
+        self.assertEqual(document["fits_by_placement"], {"top-down": True, "rising": True})
+        self.assertFalse(by_conf["expandable_segments:True"].get("placement_dependent"))
+
     def test_snapshot_of_the_moment_opens_as_plain_data(self):
         trace = os.path.join(FIXTURES, "traces", "gpt2.trace.gz")
         snapshot = self.path("oom.pickle")
