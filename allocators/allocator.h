@@ -267,10 +267,15 @@ typedef struct vb_allocator {
     double external_frag_at_peak;  /* (free_cached - largest_free) / free_cached then */
     /* The seam's own (allocator.c); read them through vb_allocator_stats. */
     vb_alloc_stats counted;        /* everything but pool memory and the cached figures */
-    vb_addr_map live;              /* address of a live block -> its slot in `blocks` */
-    struct vb_live_block *blocks;  /* requested and allocated bytes of live blocks */
+    struct vb_live_block *blocks;  /* the live blocks, by slot (a block's key names its slot) */
     size_t block_count, block_capacity;
     uint64_t free_slots;           /* a list through freed slots: index + 1, 0 = empty */
+    /* Address of a live block -> its slot, kept only from the first call
+     * that names a block by its address (vb_free, vb_record_stream): a
+     * caller that frees by key (vb_free_keyed: a trace's replay) never
+     * pays for it, and the hash lookup per malloc and free it would cost. */
+    vb_addr_map live;
+    int live_indexed;              /* `live` holds every live block */
     vb_device counting_device;     /* what the strategy is given */
     vb_device_ops counting_ops;
     vb_addr_map driver_blocks;     /* mem_alloc address -> its requested size */
@@ -303,6 +308,21 @@ vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb
  * live (unknown, or freed already) is VB_ERR_INVALID and never reaches the
  * strategy. */
 vb_status vb_free(vb_allocator *allocator, vb_addr addr);
+
+/* vb_malloc that also gives the block's key in *key (0 with address 0):
+ * what vb_free_keyed takes to free it with no look-up by address, for a
+ * caller that keeps a word per allocation anyway (a trace's replay: the
+ * reader keeps it with the trace's id). A key names its block until the
+ * block is freed, never another block after it. */
+vb_status vb_malloc_keyed(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out, uint64_t *key);
+
+/* vb_free of the block `key` names. Key 0 is a no-op; a key that names no
+ * live block (freed already, or never given) is VB_ERR_INVALID and never
+ * reaches the strategy. */
+vb_status vb_free_keyed(vb_allocator *allocator, uint64_t key);
+
+/* The address of the live block `key` names; 0 when it names none. */
+vb_addr vb_keyed_addr(vb_allocator *allocator, uint64_t key);
 
 /* record_stream through the ops table (a no-op where the strategy has none). */
 vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream);

@@ -920,28 +920,46 @@ vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *o
         }
     }
     vb_cc_block *handed = alloc_found_block(cc, block, rounded, size, should_split(cc, block, rounded));
-    if (vb_addr_map_put(&cc->allocated_blocks, handed->addr, (uint64_t)(uintptr_t)handed) != 0) {
+    if (cc->allocated_indexed &&
+        vb_addr_map_put(&cc->allocated_blocks, handed->addr, (uint64_t)(uintptr_t)handed) != 0) {
         handed->allocated = 0;
         free_block(cc, handed);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     out->addr = handed->addr;
     out->size = handed->size;
+    out->tag = (uint64_t)(uintptr_t)handed;
     return VB_OK;
 }
 
-/* The allocated block at `addr`, or NULL. */
-static vb_cc_block *allocated_block(vb_cc_allocator *cc, vb_addr addr, int remove)
+/* Indexes every block handed out by address (vb_cc_allocated_at's first
+ * call); 0, or -1 when host memory runs out (nothing indexed then). */
+static int index_allocated(vb_cc_allocator *cc)
 {
-    uint64_t value = 0;
-    int found = remove ? vb_addr_map_remove(&cc->allocated_blocks, addr, &value)
-                       : vb_addr_map_get(&cc->allocated_blocks, addr, &value);
-    return found ? (vb_cc_block *)(uintptr_t)value : NULL;
+    for (vb_oset_node *node = vb_oset_first(&cc->segments); node; node = vb_oset_next(&cc->segments, node))
+        for (vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_segment, node)->head; block; block = block->next)
+            if (block->allocated == 1 &&
+                vb_addr_map_put(&cc->allocated_blocks, block->addr, (uint64_t)(uintptr_t)block) != 0) {
+                vb_addr_map_clear(&cc->allocated_blocks);
+                return -1;
+            }
+    cc->allocated_indexed = 1;
+    return 0;
 }
 
 vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr)
 {
-    return allocated_block(cc, addr, 0);
+    uint64_t value = 0;
+    if (!cc->allocated_indexed && index_allocated(cc) != 0) return NULL;
+    return vb_addr_map_get(&cc->allocated_blocks, addr, &value) ? (vb_cc_block *)(uintptr_t)value : NULL;
+}
+
+/* The block the seam's tag names, handed out at `addr` (the tag is the
+ * block struct malloc gave as its grant's tag), or NULL when it is not one. */
+static vb_cc_block *tagged_block(vb_addr addr, uint64_t tag)
+{
+    vb_cc_block *block = (vb_cc_block *)(uintptr_t)tag;
+    return block && block->allocated == 1 && block->addr == addr ? block : NULL;
 }
 
 /* free: the block is cached at once, or, when record_stream named other
@@ -951,12 +969,12 @@ vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr)
  * and requested means what docs/design.md says: asked for and not yet freed. */
 vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag)
 {
-    (void)tag; /* unused: its own bookkeeping knows the block */
     vb_cc_allocator *cc = state;
-    vb_cc_block *block = allocated_block(cc, addr, 1);
+    vb_cc_block *block = tagged_block(addr, tag);
     if (!block)
         return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated (unknown or freed twice)",
                         cc->name, (unsigned long long)addr);
+    if (cc->allocated_indexed) vb_addr_map_remove(&cc->allocated_blocks, addr, NULL);
     block->allocated = 0;
     if (block->use_count) insert_events(cc, block);
     if (block->event_count == 0) free_block(cc, block);
@@ -967,9 +985,8 @@ vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag)
  * needs no event: its own order protects it). */
 vb_status vb_cc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream)
 {
-    (void)tag; /* unused: its own bookkeeping knows the block */
     vb_cc_allocator *cc = state;
-    vb_cc_block *block = allocated_block(cc, addr, 0);
+    vb_cc_block *block = tagged_block(addr, tag);
     if (!block)
         return vb_error(VB_ERR_INVALID, "%s: record_stream on 0x%llx, which is not allocated", cc->name,
                         (unsigned long long)addr);

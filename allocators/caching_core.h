@@ -233,7 +233,11 @@ struct vb_cc_allocator {
     size_t stitch_arena_ranges;
 
     vb_cc_pool small_pool, large_pool;
-    vb_addr_map allocated_blocks; /* address -> block, for free and record_stream */
+    /* Address -> block handed out, for vb_cc_allocated_at only (free and
+     * record_stream get the block as the seam's tag): made by its first
+     * call, kept from then on. */
+    vb_addr_map allocated_blocks;
+    int allocated_indexed;        /* allocated_blocks holds every block handed out */
     vb_ordered_set segments;      /* by base address */
     vb_cc_block *spare_blocks;    /* recycled structs, linked by next */
 
@@ -336,7 +340,9 @@ static inline int vb_cc_block_is_split(const vb_cc_block *block)
     return block->prev != NULL || block->next != NULL;
 }
 
-/* The block handed out at `addr`, or NULL. */
+/* The block handed out at `addr`, or NULL. The first call indexes the
+ * blocks handed out by address (a walk over the segments), and every
+ * malloc and free keeps that index from then on. */
 vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr);
 
 /* Adds / removes a segment in the allocator's address-ordered set. */

@@ -48,17 +48,19 @@ void vb_drive_events_free(vb_drive_events *events)
     memset(events, 0, sizeof *events);
 }
 
-/* A drive's place in its source, and where the addresses of the loaded
- * events' allocations are kept (a trace's reader keeps them as tags). */
+/* A drive's place in its source, and where the keys of the loaded events'
+ * allocations are kept (a trace's reader keeps them as tags). A key is
+ * the allocator's for the block (vb_malloc_keyed), so a free needs no
+ * look-up by address. */
 typedef struct cursor {
     const vb_drive_source *source;
     size_t next;                 /* loaded: the next item */
     const vb_drive_event *item;  /* loaded: the current one */
-    vb_addr *addresses;          /* loaded: each allocation's address (0: none) */
+    uint64_t *keys;              /* loaded: each allocation's block key (0: none) */
 } cursor;
 
 /* The next event: read from the trace, or the next loaded one as the
- * reader would give it (a FREE's tag its allocation's address). */
+ * reader would give it (a FREE's tag its allocation's block key). */
 static vb_status next_event(cursor *c, vb_trace_event *event)
 {
     if (c->source->trace) return vb_trace_next(c->source->trace, event);
@@ -72,16 +74,16 @@ static vb_status next_event(cursor *c, vb_trace_event *event)
         .id = item->slot,
         .size = item->size,
         .stream = item->stream,
-        .tag = item->is_alloc ? 0 : c->addresses[item->slot],
+        .tag = item->is_alloc ? 0 : c->keys[item->slot],
     };
     return VB_OK;
 }
 
-/* Keeps the address the current allocation got (0: none) for its free. */
-static void keep_address(cursor *c, vb_addr addr)
+/* Keeps the block key the current allocation got (0: none) for its free. */
+static void keep_key(cursor *c, uint64_t key)
 {
-    if (c->source->trace) vb_trace_tag(c->source->trace, addr);
-    else c->addresses[c->item->slot] = addr;
+    if (c->source->trace) vb_trace_tag(c->source->trace, key);
+    else c->keys[c->item->slot] = key;
 }
 
 /* The trace line of the current event. */
@@ -117,11 +119,13 @@ static vb_status drive_alloc(cursor *c, vb_drive_target *target, const vb_drive_
                      : status;
     if (hooks && hooks->before_alloc) hooks->before_alloc(hooks->context, event->size, event->stream);
     vb_addr addr = 0;
-    status = target->run ? vb_run_malloc(target->run, event->size, stream, &addr)
-                         : vb_malloc(target->allocator, event->size, stream, &addr);
+    uint64_t key = 0;
+    status = target->run ? vb_run_malloc_keyed(target->run, event->size, stream, &addr, &key)
+                         : vb_malloc_keyed(target->allocator, event->size, stream, &addr, &key);
     int oom = status == VB_ERR_OOM;
     if (oom) {
         addr = 0;
+        key = 0;
         if (!out->ooms++) {
             out->first_oom_line = current_line(c);
             out->first_oom_bytes = event->size;
@@ -132,19 +136,23 @@ static vb_status drive_alloc(cursor *c, vb_drive_target *target, const vb_drive_
                      : status;
     }
     if (hooks && hooks->after_alloc) hooks->after_alloc(hooks->context, addr, event->size, event->stream, oom);
-    keep_address(c, addr);
+    keep_key(c, key);
     return VB_OK;
 }
 
-/* One free; the free of an allocation that found no memory (address 0) is
- * skipped. */
+/* One free, by the block's key; the free of an allocation that found no
+ * memory (key 0) is skipped. The address is looked up only for hooks that
+ * want it. */
 static vb_status drive_free(cursor *c, vb_drive_target *target, const vb_drive_hooks *hooks,
                             const vb_trace_event *event)
 {
-    vb_addr addr = event->tag;
-    if (addr == 0) return VB_OK;
+    uint64_t key = event->tag;
+    if (key == 0) return VB_OK;
+    vb_addr addr = 0;
+    if (hooks && (hooks->before_free || hooks->after_free))
+        addr = vb_keyed_addr(target->run ? vb_run_allocator(target->run) : target->allocator, key);
     if (hooks && hooks->before_free) hooks->before_free(hooks->context, addr, event->stream);
-    vb_status status = target->run ? vb_run_free(target->run, addr) : vb_free(target->allocator, addr);
+    vb_status status = target->run ? vb_run_free_keyed(target->run, key) : vb_free_keyed(target->allocator, key);
     if (status == VB_OK && hooks && hooks->after_free) hooks->after_free(hooks->context, addr, event->stream);
     if (status != VB_OK && c->source->trace)
         return vb_trace_error(c->source->trace, status, "free of id %llu failed: %s", (unsigned long long)event->id,
@@ -158,8 +166,8 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
     memset(out, 0, sizeof *out);
     cursor c = {.source = source};
     if (!source->trace) {
-        c.addresses = calloc(source->events->slots ? source->events->slots : 1, sizeof *c.addresses);
-        if (!c.addresses) return vb_error(VB_ERR_OOM, "out of host memory");
+        c.keys = calloc(source->events->slots ? source->events->slots : 1, sizeof *c.keys);
+        if (!c.keys) return vb_error(VB_ERR_OOM, "out of host memory");
     }
     vb_trace_event event;
     vb_status status;
@@ -184,7 +192,7 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
             if (status != VB_OK) break;
         }
     }
-    free(c.addresses);
+    free(c.keys);
     return status;
 }
 
