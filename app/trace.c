@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "base/addr_map.h"
+#include "base/id_map.h"
 #include "input_file.h"
 #include "text.h"
 
@@ -65,7 +66,8 @@ struct vb_trace {
     uint64_t total_bytes;      /* uncompressed size, 0 when unknown */
     vb_status failure;         /* sticky: once a call failed, all later ones do */
     char *failure_message;
-    vb_addr_map live;          /* vbtrace: id + 1 -> tag; RMM: pointer -> record index */
+    vb_id_map ids;             /* vbtrace: id -> tag (ids mostly come in order: base/id_map.h) */
+    vb_addr_map live;          /* RMM: pointer -> record index */
     uint64_t *tag_slot;        /* where vb_trace_tag stores: the last ALLOC's tag, else NULL */
     rmm_record *records;       /* RMM: id and tag of each live allocation */
     size_t record_count, record_capacity;
@@ -374,7 +376,7 @@ static vb_status vbtrace_stream(vb_trace *trace, char *field, uint32_t *stream)
     return VB_OK;
 }
 
-/* Parses an ID field (any number but the largest, which the map cannot key). */
+/* Parses an ID field (any number but the largest, which the id map cannot hold). */
 static vb_status vbtrace_id(vb_trace *trace, const char *field, uint64_t *id)
 {
     if (!parse_decimal(field, id) || *id == UINT64_MAX)
@@ -387,7 +389,7 @@ static vb_status vbtrace_allocated(vb_trace *trace, uint64_t id, uint64_t size, 
                                    vb_trace_event *event)
 {
     int added;
-    uint64_t *tag = vb_addr_map_slot(&trace->live, id + 1, &added);
+    uint64_t *tag = vb_id_map_slot(&trace->ids, id, &added);
     if (!tag) return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
     if (!added)
         return fail(trace, VB_ERR_INVALID, "id %llu allocated again while it is live", (unsigned long long)id);
@@ -402,7 +404,7 @@ static vb_status vbtrace_allocated(vb_trace *trace, uint64_t id, uint64_t size, 
 /* A live allocation of `id` is freed; fills the event. */
 static vb_status vbtrace_freed(vb_trace *trace, uint64_t id, uint32_t stream, vb_trace_event *event)
 {
-    if (!vb_addr_map_remove(&trace->live, id + 1, &event->tag))
+    if (!vb_id_map_remove(&trace->ids, id, &event->tag))
         return fail(trace, VB_ERR_INVALID, "free of id %llu, which is not live (never allocated, or already freed)",
                     (unsigned long long)id);
     event->kind = VB_TRACE_FREE;
@@ -764,7 +766,7 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
         vb_trace_close(trace);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    trace->live.sparse = 1; /* a lookup on every allocation and free */
+    trace->live.sparse = 1; /* RMM: a lookup on every allocation and free */
     trace->total_bytes = uncompressed_size(fd, &info);
     trace->input.fd = fd;
     trace->input.seekable = S_ISREG(info.st_mode); /* pread from 0: a spooled copy's offset is shared */
@@ -792,6 +794,7 @@ void vb_trace_close(vb_trace *trace)
     if (trace->input.inflating) inflateEnd(&trace->input.z);
     if (trace->input.fd >= 0) close(trace->input.fd);
     free(trace->input.bytes);
+    vb_id_map_clear(&trace->ids);
     vb_addr_map_clear(&trace->live);
     vb_addr_map_clear(&trace->rmm_streams);
     free(trace->records);
@@ -822,31 +825,29 @@ void vb_trace_tag(vb_trace *trace, uint64_t tag)
     if (trace->tag_slot) *trace->tag_slot = tag;
 }
 
-/* vb_trace_each_live's walk over the live map. */
+/* vb_trace_each_live's walk over RMM's live map, whose values index the records. */
 typedef struct live_walk {
     const vb_trace *trace;
     void (*visit)(void *context, uint64_t id, uint64_t tag);
     void *context;
 } live_walk;
 
-/* One live map entry as (id, tag): vbtrace keys are id + 1 with the tag as
- * value; RMM values index the records. */
-static void visit_live(void *context, uint64_t key, uint64_t value)
+static void visit_rmm_live(void *context, uint64_t pointer, uint64_t record)
 {
+    (void)pointer;
     const live_walk *walk = context;
-    if (walk->trace->format == VB_TRACE_FORMAT_RMM_CSV) {
-        const rmm_record *record = &walk->trace->records[value];
-        walk->visit(walk->context, record->id, record->tag);
-    } else {
-        walk->visit(walk->context, key - 1, value);
-    }
+    walk->visit(walk->context, walk->trace->records[record].id, walk->trace->records[record].tag);
 }
 
 void vb_trace_each_live(const vb_trace *trace, void (*visit)(void *context, uint64_t id, uint64_t tag),
                         void *context)
 {
+    if (trace->format != VB_TRACE_FORMAT_RMM_CSV) {
+        vb_id_map_each(&trace->ids, visit, context);
+        return;
+    }
     live_walk walk = {trace, visit, context};
-    vb_addr_map_each(&trace->live, visit_live, &walk);
+    vb_addr_map_each(&trace->live, visit_rmm_live, &walk);
 }
 
 /* Accessors: see trace.h. */
@@ -867,7 +868,7 @@ uint64_t vb_trace_line(const vb_trace *trace)
 
 uint64_t vb_trace_live_count(const vb_trace *trace)
 {
-    return trace->live.count;
+    return trace->format == VB_TRACE_FORMAT_RMM_CSV ? trace->live.count : vb_id_map_count(&trace->ids);
 }
 
 uint64_t vb_trace_consumed_bytes(const vb_trace *trace)
