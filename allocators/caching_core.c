@@ -20,6 +20,28 @@
 _Static_assert(offsetof(vb_cc_block, class_node) == 0 &&
                    offsetof(vb_cc_block, addr) + sizeof(vb_addr) <= VB_CC_BLOCK_ALIGNMENT,
                "a block's size-class node and order key share its first cache line");
+_Static_assert(offsetof(vb_cc_block, mapped) < 2 * VB_CC_BLOCK_ALIGNMENT,
+               "what a free reads of a block is in its first two cache lines");
+
+/* Block structs are carved out of slabs, each a cache line of header and
+ * then its structs: no heap block (and its header and alignment padding)
+ * per struct, no malloc on the hot path. Slabs double in size up to
+ * SLAB_MAX_BLOCKS, so a small allocator takes little memory. */
+#define SLAB_FIRST_BLOCKS 16
+#define SLAB_MAX_BLOCKS 4096
+
+typedef struct vb_cc_slab {
+    struct vb_cc_slab *next;      /* the slab made before this one */
+    size_t capacity, used;        /* structs it holds, and how many were handed out */
+} vb_cc_slab;
+
+_Static_assert(sizeof(vb_cc_slab) <= VB_CC_BLOCK_ALIGNMENT, "a slab's header fits its first cache line");
+
+/* The slab's i-th struct. */
+static vb_cc_block *slab_block(vb_cc_slab *slab, size_t i)
+{
+    return (vb_cc_block *)(void *)((char *)slab + VB_CC_BLOCK_ALIGNMENT + i * BLOCK_BYTES);
+}
 
 static vb_cc_block *block_of(const vb_oset_node *node)
 {
@@ -340,6 +362,24 @@ static vb_cc_block *index_after(const vb_cc_block *block)
 /* Block structs, sets, splice, merge                                         */
 /* ------------------------------------------------------------------------ */
 
+/* A struct never handed out before, from the newest slab (or a new one,
+ * twice its size); zeroed. NULL when host memory runs out. */
+static vb_cc_block *slab_take(vb_cc_allocator *cc)
+{
+    vb_cc_slab *slab = cc->slabs;
+    if (!slab || slab->used == slab->capacity) {
+        size_t capacity = !slab ? SLAB_FIRST_BLOCKS
+                                : slab->capacity < SLAB_MAX_BLOCKS ? 2 * slab->capacity : SLAB_MAX_BLOCKS;
+        vb_cc_slab *grown = aligned_alloc(VB_CC_BLOCK_ALIGNMENT, VB_CC_BLOCK_ALIGNMENT + capacity * BLOCK_BYTES);
+        if (!grown) return NULL;
+        *grown = (vb_cc_slab){slab, capacity, 0};
+        cc->slabs = slab = grown;
+    }
+    vb_cc_block *block = slab_block(slab, slab->used++);
+    memset(block, 0, sizeof *block);
+    return block;
+}
+
 vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, vb_stream stream,
                              vb_cc_pool *pool, vb_cc_segment *segment)
 {
@@ -347,9 +387,8 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     if (block) {
         cc->spare_blocks = block->next;
     } else {
-        block = aligned_alloc(VB_CC_BLOCK_ALIGNMENT, BLOCK_BYTES);
+        block = slab_take(cc);
         if (!block) return NULL;
-        memset(block, 0, sizeof *block);
     }
     /* The uses array survives recycling so record_stream allocates only once. */
     vb_stream *uses = block->uses;
@@ -449,10 +488,21 @@ void vb_cc_segment_remove(vb_cc_allocator *cc, vb_cc_segment *segment)
     vb_oset_remove(&cc->segments, &segment->node);
 }
 
+/* Asks for the two cache lines of a block that a merge reads (NULL is
+ * fine: a prefetch never faults). */
+static void prefetch_block(const vb_cc_block *block)
+{
+    __builtin_prefetch(block);
+    __builtin_prefetch((const char *)block + VB_CC_BLOCK_ALIGNMENT);
+}
+
 /* free_block: a block nobody uses any more joins its free neighbours and
- * goes back into its pool. */
+ * goes back into its pool. Both neighbours are asked for first, so that
+ * their cache misses overlap instead of following one another. */
 static void free_block(vb_cc_allocator *cc, vb_cc_block *block)
 {
+    prefetch_block(block->prev);
+    prefetch_block(block->next);
     vb_cc_try_merge(cc, block, block->prev);
     vb_cc_try_merge(cc, block, block->next);
     if (cc->source->take_freed && cc->source->take_freed(cc, block)) return;
@@ -1159,11 +1209,16 @@ vb_status vb_cc_create_with(vb_device *dev, const vb_config *config, const vb_op
     return VB_OK;
 }
 
-/* Frees a block struct and its uses array. */
-static void block_delete(vb_cc_block *block)
+/* Frees every slab and the uses array of every struct handed out of them. */
+static void free_slabs(vb_cc_allocator *cc)
 {
-    free(block->uses);
-    free(block);
+    while (cc->slabs) {
+        vb_cc_slab *slab = cc->slabs;
+        for (size_t i = 0; i < slab->used; i++) free(slab_block(slab, i)->uses);
+        cc->slabs = slab->next;
+        free(slab);
+    }
+    cc->spare_blocks = NULL;
 }
 
 /* Returns everything to the device: outstanding events are waited for,
@@ -1181,20 +1236,12 @@ void vb_cc_destroy(void *state)
             vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
             node = next;
             if (segment->borrowed != borrowed) continue;
-            for (vb_cc_block *block = segment->head, *after; block; block = after) {
-                after = block->next;
-                block_delete(block);
-            }
-            segment->head = NULL;
+            segment->head = NULL; /* its block structs go with the slabs */
             vb_cc_segment_remove(cc, segment);
             cc->source->destroy_segment(cc, segment);
         }
     }
-    while (cc->spare_blocks) {
-        vb_cc_block *next = cc->spare_blocks->next;
-        block_delete(cc->spare_blocks);
-        cc->spare_blocks = next;
-    }
+    free_slabs(cc);
     for (size_t i = 0; i < cc->spare_event_count; i++) cc->device->ops->event_destroy(cc->device, cc->spare_events[i]);
     free(cc->spare_events);
     for (size_t i = 0; i < cc->event_stream_count; i++) free(cc->event_streams[i].ring);

@@ -66,31 +66,37 @@ typedef struct vb_cc_allocator vb_cc_allocator;
  * (the stitched range shows it), until the stitched range goes. */
 #define VB_CC_LENT 2
 
-/* A block: a piece of a segment, handed out or free. Block structs are
- * recycled through the allocator's spare list, never freed on the hot path. */
+/* A block: a piece of a segment, handed out or free. Block structs come
+ * from slabs of the allocator's, are recycled through its spare list and
+ * are freed with it (destroy), never one by one. */
 typedef struct vb_cc_size_index vb_cc_size_index;
 
 typedef struct vb_cc_block {
-    /* The size-class node and the fields the free sets order by come
-     * first: block structs are 64-byte aligned, so a step of a best-fit
-     * walk reads one cache line. */
+    /* First cache line: the size-class node and the fields the free sets
+     * order by (block structs are 64-byte aligned, so a step of a
+     * best-fit walk reads one line), and the address neighbour before. */
     vb_oset_node class_node;      /* in its size class's set (free, mapped, indexed) */
     vb_stream stream;             /* the allocation stream: only it reuses the block */
     uint64_t size;
     vb_addr addr;
-    vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
-    uint64_t requested;           /* what the caller asked for, while allocated */
+    struct vb_cc_block *prev;     /* address neighbours in the segment (spare list: next) */
+    /* Second line: the rest of what malloc, free and a merge read and
+     * write, so that a free touches two lines of each block it meets. */
+    struct vb_cc_block *next;
     vb_cc_pool *pool;
     vb_cc_segment *segment;
-    struct vb_cc_block *prev, *next; /* address neighbours in the segment (spare list: next) */
     vb_cc_size_index *size_index; /* where class_node is (NULL: not indexed) */
-    uint32_t size_class;
-    int allocated;                /* 1 handed out; VB_CC_LENT: lent to a stitched range (stitch) */
-    int mapped;                   /* 0 only for unmapped address space of an expandable segment */
-    int event_count;              /* outstanding events of other streams' uses */
+    uint64_t requested;           /* what the caller asked for, while allocated */
     uint64_t gc_count_base;       /* pool->get_free_blocks_call_count when it became free */
+    uint32_t size_class;
+    int event_count;              /* outstanding events of other streams' uses */
+    uint32_t use_count;           /* streams in `uses` */
+    uint8_t allocated;            /* 1 handed out; VB_CC_LENT: lent to a stitched range (stitch) */
+    uint8_t mapped;               /* 0 only for unmapped address space of an expandable segment */
+    /* Third line: what only some pools and record_stream use. */
+    uint32_t use_capacity;        /* the uses array is kept when the struct is recycled */
+    vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
     vb_stream *uses;              /* streams record_stream named (never the block's own) */
-    uint32_t use_count, use_capacity; /* the array is kept when the struct is recycled */
 } vb_cc_block;
 
 /* One of the two pools: free blocks of <= 1 MiB requests, or larger. The
@@ -240,6 +246,7 @@ struct vb_cc_allocator {
     int allocated_indexed;        /* allocated_blocks holds every block handed out */
     vb_ordered_set segments;      /* by base address */
     vb_cc_block *spare_blocks;    /* recycled structs, linked by next */
+    struct vb_cc_slab *slabs;     /* where every block struct lives: the newest slab first */
 
     vb_cc_stream_events *event_streams;
     size_t event_stream_count, event_stream_capacity;
