@@ -214,6 +214,11 @@ typedef struct vb_allocator_ops {
      * free has completed. May be NULL when the strategy never reuses memory
      * itself (it then relies on the device, as cudaFree does). */
     vb_status (*record_stream)(void *state, vb_addr addr, uint64_t tag, vb_stream stream);
+    /* A hint that the block with `tag` is to be freed soon: asks for the
+     * cache lines its free will read, stage 0 the block's own, stage 1
+     * (called later, once stage 0's have arrived) what lies past it (a
+     * merge's neighbours). Changes nothing. May be NULL. */
+    void (*prefetch_free)(void *state, uint64_t tag, int stage);
     /* Returns every cached, unused byte it can to the device. */
     vb_status (*empty_cache)(void *state);
     /* The largest contiguous run of reserved bytes not handed out (a block a
@@ -323,6 +328,18 @@ vb_status vb_free_keyed(vb_allocator *allocator, uint64_t key);
 
 /* The address of the live block `key` names; 0 when it names none. */
 vb_addr vb_keyed_addr(vb_allocator *allocator, uint64_t key);
+
+/* A hint that vb_free_keyed(key) is to come a few calls from now: asks for
+ * the cache lines it will read, so that their misses overlap with the
+ * calls before it instead of following one another. In stages, each
+ * called a little later than the one before, as it reads what the one
+ * before asked for: 0 the seam's record of the block, 1 the strategy's
+ * block, 2 what the strategy's free reads past it (ops->prefetch_free).
+ * Changes nothing; a key that names no live block is ignored. It reads the
+ * allocator without its lock: call it only from the thread that mallocs
+ * and frees with it (as a trace's replay does). */
+#define VB_PREFETCH_STAGES 3
+void vb_prefetch_free(const vb_allocator *allocator, uint64_t key, int stage);
 
 /* record_stream through the ops table (a no-op where the strategy has none). */
 vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream);

@@ -362,6 +362,14 @@ static vb_cc_block *index_after(const vb_cc_block *block)
 /* Block structs, sets, splice, merge                                         */
 /* ------------------------------------------------------------------------ */
 
+/* Asks for the two cache lines of a block that malloc, free and a merge read (NULL is
+ * fine: a prefetch never faults). */
+static void prefetch_block(const vb_cc_block *block)
+{
+    __builtin_prefetch(block);
+    __builtin_prefetch((const char *)block + VB_CC_BLOCK_ALIGNMENT);
+}
+
 /* A struct never handed out before, from the newest slab (or a new one,
  * twice its size); zeroed. NULL when host memory runs out. */
 static vb_cc_block *slab_take(vb_cc_allocator *cc)
@@ -386,6 +394,7 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     vb_cc_block *block = cc->spare_blocks;
     if (block) {
         cc->spare_blocks = block->next;
+        prefetch_block(cc->spare_blocks); /* the next struct taken, asked for now (NULL is fine) */
     } else {
         block = slab_take(cc);
         if (!block) return NULL;
@@ -486,14 +495,6 @@ void vb_cc_segment_add(vb_cc_allocator *cc, vb_cc_segment *segment)
 void vb_cc_segment_remove(vb_cc_allocator *cc, vb_cc_segment *segment)
 {
     vb_oset_remove(&cc->segments, &segment->node);
-}
-
-/* Asks for the two cache lines of a block that a merge reads (NULL is
- * fine: a prefetch never faults). */
-static void prefetch_block(const vb_cc_block *block)
-{
-    __builtin_prefetch(block);
-    __builtin_prefetch((const char *)block + VB_CC_BLOCK_ALIGNMENT);
 }
 
 /* free_block: a block nobody uses any more joins its free neighbours and
@@ -1029,6 +1030,20 @@ vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag)
     if (block->use_count) insert_events(cc, block);
     if (block->event_count == 0) free_block(cc, block);
     return VB_OK;
+}
+
+/* prefetch_free: the block (the tag is its struct), then its address
+ * neighbours, which free_block merges with. */
+void vb_cc_prefetch_free(void *state, uint64_t tag, int stage)
+{
+    (void)state;
+    const vb_cc_block *block = (const vb_cc_block *)(uintptr_t)tag;
+    if (stage == 0) {
+        prefetch_block(block);
+        return;
+    }
+    prefetch_block(block->prev);
+    prefetch_block(block->next);
 }
 
 /* record_stream: remembers a use on another stream (the allocation stream

@@ -279,6 +279,7 @@ void vb_cc_destroy(void *state);
 vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out);
 vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag);
 vb_status vb_cc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream);
+void vb_cc_prefetch_free(void *state, uint64_t tag, int stage);
 vb_status vb_cc_empty_cache(void *state);
 uint64_t vb_cc_largest_free_block(void *state);
 void vb_cc_segments(void *state, vb_block_visitor visit, void *context);
@@ -287,8 +288,8 @@ void vb_cc_segments(void *state, vb_block_visitor visit, void *context);
  * the strategies differ only in name, options and create. */
 #define VB_CC_SHARED_OPS                                                                                \
     .destroy = vb_cc_destroy, .malloc = vb_cc_malloc, .free = vb_cc_free,                               \
-    .record_stream = vb_cc_record_stream, .empty_cache = vb_cc_empty_cache,                                \
-    .largest_free_block = vb_cc_largest_free_block,                                                     \
+    .record_stream = vb_cc_record_stream, .prefetch_free = vb_cc_prefetch_free,                         \
+    .empty_cache = vb_cc_empty_cache, .largest_free_block = vb_cc_largest_free_block,                   \
     .segments = vb_cc_segments
 
 /* ---- the policy's pure functions (exposed for tests) ---- */

@@ -74,6 +74,13 @@ struct vb_trace {
     uint64_t free_record;      /* RMM: a free list through records[].id, + 1 (0: empty) */
     uint64_t next_rmm_id;      /* RMM allocations are numbered in order */
     vb_addr_map rmm_streams;   /* RMM stream handle (non-zero) -> small stream id */
+    /* vb_trace_lookahead: a line ahead of the last one read and where it
+     * starts in the buffer (line 0: none, as after a refill moved the
+     * bytes), and the ids freed on the lines it passed, by line number. */
+    uint64_t ahead_line;
+    size_t ahead_at;
+    uint64_t ahead_ids[VB_TRACE_LOOKAHEAD_FAR];   /* at [line % FAR]: id + 1 of its free, 0: none */
+    uint64_t ahead_lines[VB_TRACE_LOOKAHEAD_FAR]; /* the line each entry is about */
     uint64_t rmm_stream_count; /* small ids handed out, 0 (the default stream) included */
     char name[VB_TRACE_MAX_NAME + 1];
 };
@@ -240,6 +247,7 @@ static vb_status refill(vb_trace *trace)
     memmove(trace->buffer, trace->buffer + trace->start, pending);
     trace->start = 0;
     trace->end = pending;
+    trace->ahead_line = 0; /* its place moved with the bytes */
     size_t got;
     vb_status status = input_read(trace, trace->buffer + pending, TRACE_BUFFER_BYTES - pending, &got);
     if (status != VB_OK) return status;
@@ -554,6 +562,61 @@ static vb_status vbtrace_next(vb_trace *trace, vb_trace_event *event)
         if (strcmp(fields[0], "o") == 0) return vbtrace_failed(trace, fields, count, event);
         return fail(trace, VB_ERR_INVALID, "unknown action '%.40s' (expected a, f, o or m)", fields[0]);
     }
+}
+
+/* The id the line at buffer offset `at` frees, + 1, when it is a free the
+ * way vbtrace_fast reads one and is wholly buffered; else 0. */
+static uint64_t free_on_line(const vb_trace *trace, size_t at)
+{
+    const char *begin = trace->buffer + at, *cursor = begin + 2;
+    uint64_t id, stream;
+    if (begin[0] != 'f' || begin[1] != ' ' || !fast_decimal(&cursor, &id) || id == UINT64_MAX) return 0;
+    if (*cursor == ' ') {
+        cursor++;
+        if (!fast_decimal(&cursor, &stream)) return 0;
+    }
+    return *cursor == '\n' && cursor != trace->buffer + trace->end ? id + 1 : 0;
+}
+
+/* Notes the free on the lookahead's line (0 when it is none or not wholly
+ * buffered yet) and asks for where the reader keeps its id's tag. */
+static void note_ahead_line(vb_trace *trace)
+{
+    size_t at = trace->ahead_line % VB_TRACE_LOOKAHEAD_FAR;
+    trace->ahead_lines[at] = trace->ahead_line;
+    trace->ahead_ids[at] = free_on_line(trace, trace->ahead_at);
+    if (trace->ahead_ids[at]) vb_id_map_prefetch(&trace->ids, trace->ahead_ids[at] - 1);
+}
+
+/* Moves the lookahead line by line up to line `target` (or as far as the
+ * buffer goes), noting each line it reaches. It starts again at the next
+ * line to read when it fell behind the reading or a refill moved the bytes. */
+static void look_ahead_to(vb_trace *trace, uint64_t target)
+{
+    if (trace->ahead_line <= trace->line) {
+        trace->ahead_line = trace->line + 1;
+        trace->ahead_at = trace->start;
+        note_ahead_line(trace);
+    }
+    while (trace->ahead_line < target) {
+        const char *newline = memchr(trace->buffer + trace->ahead_at, '\n', trace->end - trace->ahead_at);
+        if (!newline) return;
+        trace->ahead_at = (size_t)(newline - trace->buffer) + 1;
+        trace->ahead_line++;
+        note_ahead_line(trace);
+    }
+}
+
+/* Notes the lines up to VB_TRACE_LOOKAHEAD_FAR on; gives the tag of the
+ * free VB_TRACE_LOOKAHEAD lines on, noted before. */
+int vb_trace_lookahead(vb_trace *trace, uint64_t *tag)
+{
+    if (trace->format != VB_TRACE_FORMAT_VBTRACE || trace->failure != VB_OK) return 0;
+    look_ahead_to(trace, trace->line + VB_TRACE_LOOKAHEAD_FAR);
+    uint64_t near = trace->line + VB_TRACE_LOOKAHEAD;
+    size_t at = near % VB_TRACE_LOOKAHEAD_FAR;
+    if (trace->ahead_lines[at] != near || !trace->ahead_ids[at]) return 0;
+    return vb_id_map_get(&trace->ids, trace->ahead_ids[at] - 1, tag);
 }
 
 /* ------------------------------------------------------------------------ */

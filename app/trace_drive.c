@@ -48,6 +48,22 @@ void vb_drive_events_free(vb_drive_events *events)
     memset(events, 0, sizeof *events);
 }
 
+/* Prefetching the frees to come (vb_prefetch_free): the key of the free
+ * VB_TRACE_LOOKAHEAD events ahead is taken each event, and its stages
+ * asked for as it comes nearer, each a little after the one before, so
+ * that each finds what the one before asked for in the cache. */
+#define LOOKAHEAD VB_TRACE_LOOKAHEAD
+#define UPCOMING_KEYS 8 /* a power of two above LOOKAHEAD */
+_Static_assert(LOOKAHEAD > VB_PREFETCH_STAGES && LOOKAHEAD < UPCOMING_KEYS, "room for the stages in the ring");
+
+/* The events ahead at which each stage is asked for. */
+static const unsigned stage_ahead[VB_PREFETCH_STAGES] = {LOOKAHEAD, 3, 1};
+
+typedef struct upcoming {
+    uint64_t keys[UPCOMING_KEYS]; /* by the event they were taken at, modulo the ring (0: none) */
+    uint64_t taken;               /* events so far */
+} upcoming;
+
 /* A drive's place in its source, and where the keys of the loaded events'
  * allocations are kept (a trace's reader keeps them as tags). A key is
  * the allocator's for the block (vb_malloc_keyed), so a free needs no
@@ -57,7 +73,37 @@ typedef struct cursor {
     size_t next;                 /* loaded: the next item */
     const vb_drive_event *item;  /* loaded: the current one */
     uint64_t *keys;              /* loaded: each allocation's block key (0: none) */
+    vb_allocator *allocator;     /* where the frees go */
+    upcoming ahead;
 } cursor;
+
+/* The key of the free LOOKAHEAD events after the current one, as known now
+ * (0: none, or not known yet); for loaded events, it also asks for the
+ * key of the one VB_TRACE_LOOKAHEAD_FAR events ahead. */
+static uint64_t key_ahead(cursor *c)
+{
+    if (c->source->trace) {
+        uint64_t tag = 0;
+        return vb_trace_lookahead(c->source->trace, &tag) ? tag : 0;
+    }
+    const vb_drive_events *events = c->source->events;
+    size_t far = c->next - 1 + VB_TRACE_LOOKAHEAD_FAR, near = c->next - 1 + LOOKAHEAD;
+    if (far < events->count && !events->items[far].is_alloc) __builtin_prefetch(&c->keys[events->items[far].slot]);
+    return near < events->count && !events->items[near].is_alloc ? c->keys[events->items[near].slot] : 0;
+}
+
+/* Before each event: takes the key ahead and asks for each stage of the
+ * frees as they come nearer. */
+static void prefetch_frees(cursor *c)
+{
+    upcoming *ahead = &c->ahead;
+    ahead->keys[ahead->taken % UPCOMING_KEYS] = key_ahead(c);
+    for (int stage = 0; stage < VB_PREFETCH_STAGES; stage++) {
+        uint64_t key = ahead->keys[(ahead->taken - (LOOKAHEAD - stage_ahead[stage])) % UPCOMING_KEYS];
+        if (key && ahead->taken >= LOOKAHEAD - stage_ahead[stage]) vb_prefetch_free(c->allocator, key, stage);
+    }
+    ahead->taken++;
+}
 
 /* The next event: read from the trace, or the next loaded one as the
  * reader would give it (a FREE's tag its allocation's block key). */
@@ -164,7 +210,7 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
                    int stop_at_oom, vb_drive_result *out)
 {
     memset(out, 0, sizeof *out);
-    cursor c = {.source = source};
+    cursor c = {.source = source, .allocator = target->run ? vb_run_allocator(target->run) : target->allocator};
     if (!source->trace) {
         c.keys = calloc(source->events->slots ? source->events->slots : 1, sizeof *c.keys);
         if (!c.keys) return vb_error(VB_ERR_OOM, "out of host memory");
@@ -172,6 +218,7 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
     vb_trace_event event;
     vb_status status;
     while ((status = next_event(&c, &event)) == VB_OK && event.kind != VB_TRACE_END) {
+        prefetch_frees(&c);
         switch (event.kind) {
         case VB_TRACE_ALLOC: status = drive_alloc(&c, target, hooks, &event, out); break;
         case VB_TRACE_FREE: status = drive_free(&c, target, hooks, &event); break;

@@ -133,6 +133,20 @@ uint64_t *vb_id_map_slot(vb_id_map *map, uint64_t id, int *added)
     return &map->values[slot];
 }
 
+int vb_id_map_get(const vb_id_map *map, uint64_t id, uint64_t *value)
+{
+    if (in_window(map, id) && is_held(map, slot_of(map, id))) {
+        *value = map->values[slot_of(map, id)];
+        return 1;
+    }
+    return map->outside.count && id != UINT64_MAX && vb_addr_map_get(&map->outside, id + 1, value);
+}
+
+void vb_id_map_prefetch(const vb_id_map *map, uint64_t id)
+{
+    if (in_window(map, id)) __builtin_prefetch(&map->values[slot_of(map, id)]);
+}
+
 int vb_id_map_remove(vb_id_map *map, uint64_t id, uint64_t *value)
 {
     if (in_window(map, id)) {

@@ -146,8 +146,8 @@ static uint64_t draw_id(id_kind kind, uint64_t *rng, uint64_t *next_in_order)
     return (*next_in_order)++;
 }
 
-/* Runs `operations` random inserts (`insert_percent` of them) and removes
- * (of held ids, and now and then of an id drawn at random) against a
+/* Runs `operations` random inserts (`insert_percent` of them), removes (of
+ * held ids) and look-ups (of ids drawn at random, held or not) against a
  * vb_addr_map as the reference, checking every result and the count, and
  * every `full_check_every` operations every held id and a walk with
  * vb_id_map_each. */
@@ -188,7 +188,11 @@ static void random_ops_against_reference(id_kind kind, size_t operations, size_t
         } else {
             uint64_t id = draw_id(kind, &rng, &next_in_order);
             int was_held = vb_addr_map_get(&reference, id + 1, &expected);
-            if (was_held) continue;
+            assert_int_equal(vb_id_map_get(&map, id, &value), was_held);
+            if (was_held) {
+                assert_int_equal(value, expected);
+                continue;
+            }
             assert_false(vb_id_map_remove(&map, id, NULL));
         }
         assert_int_equal(vb_id_map_count(&map), held_count);
@@ -196,6 +200,8 @@ static void random_ops_against_reference(id_kind kind, size_t operations, size_t
             tally want = {0, 0, 0};
             for (size_t h = 0; h < held_count; h++) {
                 assert_true(vb_addr_map_get(&reference, held[h] + 1, &expected));
+                assert_true(vb_id_map_get(&map, held[h], &value));
+                assert_int_equal(value, expected);
                 int added = -1;
                 uint64_t *slot = vb_id_map_slot(&map, held[h], &added);
                 assert_int_equal(added, 0);

@@ -243,6 +243,69 @@ static void test_frees_by_key_and_by_address_mix(void **state)
     }
 }
 
+/* splitmix64, for seeded random sequences. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Runs a seeded sequence of mallocs and frees by key on `name` (a fresh
+ * sim); with `hints`, before every call it asks vb_prefetch_free for every
+ * stage of live keys, of keys of freed blocks and of keys that never named
+ * anything. The addresses handed out, one after another, go to `addrs`. */
+static void keyed_sequence(const char *name, int hints, vb_addr *addrs, size_t count, vb_alloc_stats *stats)
+{
+    enum { LIVE = 64 };
+    vb_device *dev;
+    vb_allocator *allocator;
+    assert_int_equal(vb_sim_open(4 * VB_GiB, &dev), VB_OK);
+    assert_int_equal(vb_allocator_create(name, dev, NULL, &allocator), VB_OK);
+    uint64_t keys[LIVE] = {0}, stale[LIVE] = {0}, rng = 3, garbage = 5;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t pick = next_random(&rng), slot = pick % LIVE;
+        if (hints)
+            for (int stage = 0; stage < VB_PREFETCH_STAGES; stage++) {
+                vb_prefetch_free(allocator, keys[(slot + 1) % LIVE], stage);
+                vb_prefetch_free(allocator, stale[(slot + 2) % LIVE], stage);
+                vb_prefetch_free(allocator, next_random(&garbage), stage);
+            }
+        addrs[i] = 0;
+        if (keys[slot]) {
+            assert_int_equal(vb_free_keyed(allocator, keys[slot]), VB_OK);
+            stale[slot] = keys[slot];
+            keys[slot] = 0;
+        } else {
+            uint64_t size = 1 + (pick >> 8) % (pick & 1 ? 64 * VB_MiB : VB_MiB);
+            vb_status status = vb_malloc_keyed(allocator, size, NULL, &addrs[i], &keys[slot]);
+            assert_true(status == VB_OK || status == VB_ERR_OOM);
+        }
+    }
+    vb_allocator_stats(allocator, stats);
+    vb_allocator_destroy(allocator);
+    vb_device_close(dev);
+}
+
+/* Prefetch hints change no decision of any strategy (the same addresses,
+ * the same statistics), whatever key they name. */
+static void test_prefetch_hints_change_nothing(void **state)
+{
+    (void)state;
+    enum { CALLS = 4000 };
+    static vb_addr plain[CALLS], hinted[CALLS];
+    for (size_t i = 0; vb_allocator_registry[i]; i++) {
+        const char *name = vb_allocator_registry[i]->name;
+        vb_alloc_stats plain_stats, hinted_stats;
+        keyed_sequence(name, 0, plain, CALLS, &plain_stats);
+        keyed_sequence(name, 1, hinted, CALLS, &hinted_stats);
+        for (size_t call = 0; call < CALLS; call++)
+            if (plain[call] != hinted[call]) fail_msg("%s: call %zu gave another address with hints", name, call);
+        assert_memory_equal(&plain_stats, &hinted_stats, sizeof plain_stats);
+    }
+}
+
 /* async: mallocs and frees make no pool query (issue: no instrumentation in
  * the hot path); the reserved figure and its peak come from the pool when
  * the stats are read, and a peak reset restarts the pool's mark. */
@@ -285,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_unknown_and_double_free_are_refused),
         cmocka_unit_test(test_a_key_names_its_block_only),
         cmocka_unit_test(test_frees_by_key_and_by_address_mix),
+        cmocka_unit_test(test_prefetch_hints_change_nothing),
         cmocka_unit_test(test_async_reads_the_pool_only_with_the_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
