@@ -36,6 +36,15 @@ typedef struct rmm_record {
     uint64_t id, tag;
 } rmm_record;
 
+/* A line of the form the fast path reads ("a ID SIZE [STREAM]", "f ID
+ * [STREAM]", single spaces, wholly buffered), parsed. */
+typedef struct fast_line {
+    uint64_t line;             /* its number; 0: no line parsed here */
+    char action;               /* 'a' or 'f'; 0: the line is not of that form (or not whole yet) */
+    size_t length;             /* its bytes, the newline included */
+    uint64_t id, size, stream;
+} fast_line;
+
 /* The bytes of the file, decompressed when they are gzip (RFC 1952: one
  * member or several in a row, as `cat a.gz b.gz` makes; anything else after
  * a member is an error, where zlib's gzread would drop it silently). */
@@ -76,11 +85,11 @@ struct vb_trace {
     vb_addr_map rmm_streams;   /* RMM stream handle (non-zero) -> small stream id */
     /* vb_trace_lookahead: a line ahead of the last one read and where it
      * starts in the buffer (line 0: none, as after a refill moved the
-     * bytes), and the ids freed on the lines it passed, by line number. */
+     * bytes), and the lines it passed, parsed, by line number: the fast
+     * path reads a line parsed so without parsing it again. */
     uint64_t ahead_line;
     size_t ahead_at;
-    uint64_t ahead_ids[VB_TRACE_LOOKAHEAD_FAR];   /* at [line % FAR]: id + 1 of its free, 0: none */
-    uint64_t ahead_lines[VB_TRACE_LOOKAHEAD_FAR]; /* the line each entry is about */
+    fast_line ahead[VB_TRACE_LOOKAHEAD_FAR]; /* line L at [L % FAR] */
     uint64_t rmm_stream_count; /* small ids handed out, 0 (the default stream) included */
     char name[VB_TRACE_MAX_NAME + 1];
 };
@@ -510,32 +519,49 @@ static int fast_decimal(const char **cursor, uint64_t *out)
     return 1;
 }
 
-/* The fast path for the lines that make up nearly every trace, written with
- * single spaces as gen-trace and torch2trace write them: "a ID SIZE
- * [STREAM]" and "f ID [STREAM]". It parses in place, without copying or
- * splitting the line, and stops at the '\n' kept after the buffered bytes,
- * so it never reads past them. Returns 0, having consumed nothing, for any
- * other line (or one not wholly buffered yet): the general path then reads
- * it, with its checks and error messages. Otherwise returns 1 with the
- * line consumed and *status the outcome. */
+/* Parses the line at buffer offset `at` the way the fast path reads
+ * lines: "a ID SIZE [STREAM]" and "f ID [STREAM]" with single spaces, as
+ * gen-trace and torch2trace write them. It parses in place, without
+ * copying or splitting the line, and stops at the '\n' kept after the
+ * buffered bytes, so it never reads past them. out->action is 0 for any
+ * other line (or one not wholly buffered yet): the general path reads
+ * it, with its checks and error messages. */
+static void parse_fast_line(const vb_trace *trace, size_t at, fast_line *out)
+{
+    const char *begin = trace->buffer + at, *cursor = begin + 2;
+    out->action = 0;
+    out->size = out->stream = 0;
+    char action = begin[0];
+    if ((action != 'a' && action != 'f') || begin[1] != ' ' || !fast_decimal(&cursor, &out->id)) return;
+    if (action == 'a' && (*cursor++ != ' ' || !fast_decimal(&cursor, &out->size))) return;
+    if (*cursor == ' ') {
+        cursor++;
+        if (!fast_decimal(&cursor, &out->stream) || out->stream >= VB_TRACE_MAX_STREAMS) return;
+    }
+    if (*cursor != '\n' || cursor == trace->buffer + trace->end) return;
+    out->length = (size_t)(cursor - begin) + 1;
+    out->action = action;
+}
+
+/* The fast path for the lines that make up nearly every trace (see
+ * parse_fast_line), taken parsed from the lookahead when it passed the
+ * line. Returns 0, having consumed nothing, for any other line: the
+ * general path then reads it. Otherwise returns 1 with the line consumed
+ * and *status the outcome. */
 static int vbtrace_fast(vb_trace *trace, vb_trace_event *event, vb_status *status)
 {
-    const char *begin = trace->buffer + trace->start, *at = begin + 2;
-    char action = begin[0];
-    uint64_t id, size = 0, stream = 0;
-    if ((action != 'a' && action != 'f') || begin[1] != ' ' || !fast_decimal(&at, &id)) return 0;
-    if (action == 'a' && (*at++ != ' ' || !fast_decimal(&at, &size))) return 0;
-    if (*at == ' ') {
-        at++;
-        if (!fast_decimal(&at, &stream) || stream >= VB_TRACE_MAX_STREAMS) return 0;
+    fast_line parsed;
+    const fast_line *line = &trace->ahead[(trace->line + 1) % VB_TRACE_LOOKAHEAD_FAR];
+    if (line->line != trace->line + 1 || !line->action) {
+        parse_fast_line(trace, trace->start, &parsed);
+        line = &parsed;
     }
-    if (*at != '\n' || at == trace->buffer + trace->end) return 0;
-    size_t length = (size_t)(at - begin) + 1;
-    trace->start += length;
-    trace->consumed_bytes += length;
+    if (!line->action) return 0;
+    trace->start += line->length;
+    trace->consumed_bytes += line->length;
     trace->line++;
-    *status = action == 'a' ? vbtrace_allocated(trace, id, size, (uint32_t)stream, event)
-                            : vbtrace_freed(trace, id, (uint32_t)stream, event);
+    *status = line->action == 'a' ? vbtrace_allocated(trace, line->id, line->size, (uint32_t)line->stream, event)
+                                  : vbtrace_freed(trace, line->id, (uint32_t)line->stream, event);
     return 1;
 }
 
@@ -564,32 +590,18 @@ static vb_status vbtrace_next(vb_trace *trace, vb_trace_event *event)
     }
 }
 
-/* The id the line at buffer offset `at` frees, + 1, when it is a free the
- * way vbtrace_fast reads one and is wholly buffered; else 0. */
-static uint64_t free_on_line(const vb_trace *trace, size_t at)
-{
-    const char *begin = trace->buffer + at, *cursor = begin + 2;
-    uint64_t id, stream;
-    if (begin[0] != 'f' || begin[1] != ' ' || !fast_decimal(&cursor, &id) || id == UINT64_MAX) return 0;
-    if (*cursor == ' ') {
-        cursor++;
-        if (!fast_decimal(&cursor, &stream)) return 0;
-    }
-    return *cursor == '\n' && cursor != trace->buffer + trace->end ? id + 1 : 0;
-}
-
-/* Notes the free on the lookahead's line (0 when it is none or not wholly
- * buffered yet) and asks for where the reader keeps its id's tag. */
+/* Parses the lookahead's line into its place in the ring and, for a free,
+ * asks for where the reader keeps its id's tag. */
 static void note_ahead_line(vb_trace *trace)
 {
-    size_t at = trace->ahead_line % VB_TRACE_LOOKAHEAD_FAR;
-    trace->ahead_lines[at] = trace->ahead_line;
-    trace->ahead_ids[at] = free_on_line(trace, trace->ahead_at);
-    if (trace->ahead_ids[at]) vb_id_map_prefetch(&trace->ids, trace->ahead_ids[at] - 1);
+    fast_line *line = &trace->ahead[trace->ahead_line % VB_TRACE_LOOKAHEAD_FAR];
+    parse_fast_line(trace, trace->ahead_at, line);
+    line->line = trace->ahead_line;
+    if (line->action == 'f') vb_id_map_prefetch(&trace->ids, line->id);
 }
 
 /* Moves the lookahead line by line up to line `target` (or as far as the
- * buffer goes), noting each line it reaches. It starts again at the next
+ * buffer goes), parsing each line it reaches. It starts again at the next
  * line to read when it fell behind the reading or a refill moved the bytes. */
 static void look_ahead_to(vb_trace *trace, uint64_t target)
 {
@@ -599,24 +611,28 @@ static void look_ahead_to(vb_trace *trace, uint64_t target)
         note_ahead_line(trace);
     }
     while (trace->ahead_line < target) {
-        const char *newline = memchr(trace->buffer + trace->ahead_at, '\n', trace->end - trace->ahead_at);
-        if (!newline) return;
-        trace->ahead_at = (size_t)(newline - trace->buffer) + 1;
+        const fast_line *line = &trace->ahead[trace->ahead_line % VB_TRACE_LOOKAHEAD_FAR];
+        if (line->action) {
+            trace->ahead_at += line->length;
+        } else {
+            const char *newline = memchr(trace->buffer + trace->ahead_at, '\n', trace->end - trace->ahead_at);
+            if (!newline) return;
+            trace->ahead_at = (size_t)(newline - trace->buffer) + 1;
+        }
         trace->ahead_line++;
         note_ahead_line(trace);
     }
 }
 
-/* Notes the lines up to VB_TRACE_LOOKAHEAD_FAR on; gives the tag of the
- * free VB_TRACE_LOOKAHEAD lines on, noted before. */
+/* Parses the lines up to VB_TRACE_LOOKAHEAD_FAR on; gives the tag of the
+ * free VB_TRACE_LOOKAHEAD lines on, parsed before. */
 int vb_trace_lookahead(vb_trace *trace, uint64_t *tag)
 {
     if (trace->format != VB_TRACE_FORMAT_VBTRACE || trace->failure != VB_OK) return 0;
     look_ahead_to(trace, trace->line + VB_TRACE_LOOKAHEAD_FAR);
-    uint64_t near = trace->line + VB_TRACE_LOOKAHEAD;
-    size_t at = near % VB_TRACE_LOOKAHEAD_FAR;
-    if (trace->ahead_lines[at] != near || !trace->ahead_ids[at]) return 0;
-    return vb_id_map_get(&trace->ids, trace->ahead_ids[at] - 1, tag);
+    const fast_line *line = &trace->ahead[(trace->line + VB_TRACE_LOOKAHEAD) % VB_TRACE_LOOKAHEAD_FAR];
+    if (line->line != trace->line + VB_TRACE_LOOKAHEAD || line->action != 'f') return 0;
+    return vb_id_map_get(&trace->ids, line->id, tag);
 }
 
 /* ------------------------------------------------------------------------ */
