@@ -22,6 +22,7 @@ _Static_assert(offsetof(vb_cc_block, class_node) == 0 &&
                "a block's size-class node and order key share its first cache line");
 _Static_assert(offsetof(vb_cc_block, mapped) < 2 * VB_CC_BLOCK_ALIGNMENT,
                "what a free reads of a block is in its first two cache lines");
+_Static_assert(sizeof(vb_cc_block) == 176, "vb_cc_block_new sets every field: add a new one there");
 
 /* Block structs are carved out of slabs, each a cache line of header and
  * then its structs: no heap block (and its header and alignment padding)
@@ -371,7 +372,7 @@ static void prefetch_block(const vb_cc_block *block)
 }
 
 /* A struct never handed out before, from the newest slab (or a new one,
- * twice its size); zeroed. NULL when host memory runs out. */
+ * twice its size), with no uses array. NULL when host memory runs out. */
 static vb_cc_block *slab_take(vb_cc_allocator *cc)
 {
     vb_cc_slab *slab = cc->slabs;
@@ -384,7 +385,8 @@ static vb_cc_block *slab_take(vb_cc_allocator *cc)
         cc->slabs = slab = grown;
     }
     vb_cc_block *block = slab_block(slab, slab->used++);
-    memset(block, 0, sizeof *block);
+    block->uses = NULL; /* what vb_cc_block_new keeps of a struct; it sets the rest */
+    block->use_capacity = 0;
     return block;
 }
 
@@ -399,18 +401,26 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
         block = slab_take(cc);
         if (!block) return NULL;
     }
-    /* The uses array survives recycling so record_stream allocates only once. */
-    vb_stream *uses = block->uses;
-    uint32_t use_capacity = block->use_capacity;
-    memset(block, 0, sizeof *block);
-    block->uses = uses;
-    block->use_capacity = use_capacity;
-    block->addr = addr;
-    block->size = size;
+    /* Every field set, one by one: a memset (or a struct assignment, which
+     * the compiler makes one) of the struct is a string instruction that
+     * takes longer to start than these stores take. The uses array
+     * survives recycling so record_stream allocates only once. */
+    block->class_node = (vb_oset_node){NULL, NULL, NULL, 0};
     block->stream = stream;
+    block->size = size;
+    block->addr = addr;
+    block->prev = block->next = NULL;
     block->pool = pool;
     block->segment = segment;
+    block->size_index = NULL;
+    block->requested = 0;
+    block->gc_count_base = 0;
+    block->size_class = 0;
+    block->event_count = 0;
+    block->use_count = 0;
+    block->allocated = 0;
     block->mapped = 1;
+    block->node = (vb_oset_node){NULL, NULL, NULL, 0};
     return block;
 }
 
