@@ -108,31 +108,48 @@ static uint64_t block_age(const vb_cc_block *block)
 /* ------------------------------------------------------------------------ */
 
 /* A pool's free blocks of one stream are also kept by size class: 512-byte
- * granules, exact below 16 of them, else 16 classes per power of two (as
- * TLSF does), each class a small ordered set, with a bitmap of the classes
- * that hold blocks. The best fit is the lower bound in the request's own
- * class or else the first block of the next class that holds any: a short
- * walk and a bit scan instead of a walk down the whole free set. The order,
- * and so every choice the policy makes, is the same; pool->blocks, the
- * whole free set in that order, is only built when something walks it (see
- * complete_blocks). */
-#define SIZE_CLASSES 832 /* granule counts below 2^55, i.e. every 64-bit size */
-#define CLASS_WORDS (SIZE_CLASSES / 64)
+ * granules, each count below EXACT_CLASSES (sizes below 1 MiB: every
+ * size a small request rounds to) a class of its own, above that 16
+ * classes per power of two (as TLSF does), each class a small ordered set,
+ * with a bitmap of the classes that hold blocks. The best fit is the lower
+ * bound in the request's own class or else the first block of the next
+ * class that holds any: a short walk and a bit scan instead of a walk
+ * down the whole free set. The order, and so every choice the policy
+ * makes, is the same; pool->blocks, the whole free set in that order, is
+ * only built when something walks it (see complete_blocks). The sets come
+ * in pages of 64 classes, each made when one of its classes first takes
+ * a block, so an index takes memory for the sizes its stream frees only. */
+#define EXACT_CLASSES 2048
+#define SIZE_CLASSES (EXACT_CLASSES + (55 - 11) * 16) /* granule counts below 2^55, i.e. every 64-bit size */
+#define CLASS_WORDS ((SIZE_CLASSES + 63) / 64)
+_Static_assert(CLASS_WORDS <= 64, "word_in_use has a bit per word of classes");
 
 struct vb_cc_size_index {
     vb_stream stream;
     uint64_t word_in_use;                /* bit w: class_in_use[w] != 0 */
-    uint64_t class_in_use[CLASS_WORDS];  /* bit c % 64 of word c / 64: classes[c] holds blocks */
-    vb_ordered_set classes[SIZE_CLASSES];
+    uint64_t class_in_use[CLASS_WORDS];  /* bit c % 64 of word c / 64: class c holds blocks */
+    vb_ordered_set *class_pages[CLASS_WORDS]; /* classes 64 w .. 64 w + 63; NULL until one holds a block */
 };
 
 /* The class of `size`: monotone in size, so classes partition the order. */
 static uint32_t size_class(uint64_t size)
 {
     uint64_t granules = size / VB_CC_MIN_BLOCK_SIZE;
-    if (granules < 16) return (uint32_t)granules;
-    uint32_t power = 63 - (uint32_t)__builtin_clzll(granules);
-    return 16 + (power - 4) * 16 + (uint32_t)((granules >> (power - 4)) & 15);
+    if (granules < EXACT_CLASSES) return (uint32_t)granules;
+    uint32_t power = 63 - (uint32_t)__builtin_clzll(granules); /* >= 11 */
+    return EXACT_CLASSES + (power - 11) * 16 + (uint32_t)((granules >> (power - 4)) & 15);
+}
+
+/* The set of class `c`, whose page exists (it holds blocks, or held some). */
+static vb_ordered_set *class_set(const vb_cc_size_index *index, uint32_t c)
+{
+    return &index->class_pages[c / 64][c % 64];
+}
+
+/* 1 when class `c` holds blocks. */
+static int class_in_use(const vb_cc_size_index *index, uint32_t c)
+{
+    return (int)(index->class_in_use[c / 64] >> (c % 64) & 1);
 }
 
 /* The first class after `c` that holds blocks, or -1. */
@@ -177,8 +194,8 @@ static void fill_blocks(vb_cc_pool *pool)
         vb_cc_size_index *index = pool->indexes[i];
         int first = index->class_in_use[0] & 1 ? 0 : next_class_in_use(index, 0);
         for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c))
-            for (vb_oset_node *node = vb_oset_first(&index->classes[c]); node;
-                 node = vb_oset_next(&index->classes[c], node)) {
+            for (vb_oset_node *node = vb_oset_first(class_set(index, (uint32_t)c)); node;
+                 node = vb_oset_next(class_set(index, (uint32_t)c), node)) {
                 vb_cc_block *block = block_of_class(node);
                 if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
                 else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
@@ -268,7 +285,6 @@ static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create
         return NULL;
     }
     index->stream = stream;
-    for (size_t c = 0; c < SIZE_CLASSES; c++) vb_oset_init(&index->classes[c], compare_in_class);
     /* Kept sorted by stream, as the free set orders streams (fill_blocks). */
     size_t at = pool->index_count;
     while (at > 0 && (uintptr_t)pool->indexes[at - 1]->stream > (uintptr_t)stream) {
@@ -283,21 +299,31 @@ static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create
 /* Frees a pool's indexes. */
 static void free_indexes(vb_cc_pool *pool)
 {
-    for (size_t i = 0; i < pool->index_count; i++) free(pool->indexes[i]);
+    for (size_t i = 0; i < pool->index_count; i++) {
+        for (size_t w = 0; w < CLASS_WORDS; w++) free(pool->indexes[i]->class_pages[w]);
+        free(pool->indexes[i]);
+    }
     free(pool->indexes);
     pool->indexes = NULL;
     pool->index_count = pool->index_capacity = 0;
 }
 
-/* Adds a free block to its class. */
-static void index_add(vb_cc_size_index *index, vb_cc_block *block)
+/* Adds a free block to its class, making the class's page on first use.
+ * 0, or -1 when host memory runs out for the page (nothing added). */
+static int index_add(vb_cc_size_index *index, vb_cc_block *block)
 {
     uint32_t c = size_class(block->size);
-    vb_oset_insert_by(&index->classes[c], &block->class_node, compare_in_class);
+    vb_ordered_set **page = &index->class_pages[c / 64];
+    if (!*page) {
+        if (!(*page = malloc(64 * sizeof **page))) return -1;
+        for (size_t i = 0; i < 64; i++) vb_oset_init(&(*page)[i], compare_in_class);
+    }
+    vb_oset_insert_by(class_set(index, c), &block->class_node, compare_in_class);
     index->class_in_use[c / 64] |= 1ULL << (c % 64);
     index->word_in_use |= 1ULL << (c / 64);
     block->size_index = index;
     block->size_class = c;
+    return 0;
 }
 
 /* Takes a block out of its class (by where it was put, whatever its size
@@ -306,8 +332,8 @@ static void index_remove(vb_cc_block *block)
 {
     vb_cc_size_index *index = block->size_index;
     uint32_t c = block->size_class;
-    vb_oset_remove(&index->classes[c], &block->class_node);
-    if (index->classes[c].count == 0) {
+    vb_oset_remove(class_set(index, c), &block->class_node);
+    if (class_set(index, c)->count == 0) {
         index->class_in_use[c / 64] &= ~(1ULL << (c % 64));
         if (!index->class_in_use[c / 64]) index->word_in_use &= ~(1ULL << (c / 64));
     }
@@ -320,10 +346,11 @@ static vb_cc_block *index_lower_bound(const vb_cc_size_index *index, uint64_t si
 {
     uint32_t c = size_class(size);
     vb_cc_block probe = {.size = size, .addr = 0};
-    vb_oset_node *found = vb_oset_lower_bound_by(&index->classes[c], &probe.class_node, compare_in_class);
+    vb_oset_node *found =
+        class_in_use(index, c) ? vb_oset_lower_bound_by(class_set(index, c), &probe.class_node, compare_in_class) : NULL;
     if (found) return block_of_class(found);
     int next = next_class_in_use(index, c);
-    return next < 0 ? NULL : block_of_class(vb_oset_first(&index->classes[next]));
+    return next < 0 ? NULL : block_of_class(vb_oset_first(class_set(index, (uint32_t)next)));
 }
 
 /* The last block of (size, address) < (size, 0) in the index, or NULL. */
@@ -331,10 +358,10 @@ static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t si
 {
     uint32_t c = size_class(size);
     vb_cc_block probe = {.size = size, .addr = 0};
-    vb_oset_node *found = vb_oset_last_before(&index->classes[c], &probe.class_node);
+    vb_oset_node *found = class_in_use(index, c) ? vb_oset_last_before(class_set(index, c), &probe.class_node) : NULL;
     if (found) return block_of_class(found);
     int before = prev_class_in_use(index, c);
-    return before < 0 ? NULL : block_of_class(vb_oset_last(&index->classes[before]));
+    return before < 0 ? NULL : block_of_class(vb_oset_last(class_set(index, (uint32_t)before)));
 }
 
 /* The indexed block just before `block` (indexed) in its stream's order,
@@ -342,10 +369,10 @@ static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t si
 static vb_cc_block *index_before(const vb_cc_block *block)
 {
     const vb_cc_size_index *index = block->size_index;
-    vb_oset_node *node = vb_oset_prev(&index->classes[block->size_class], &block->class_node);
+    vb_oset_node *node = vb_oset_prev(class_set(index, block->size_class), &block->class_node);
     if (node) return block_of_class(node);
     int c = prev_class_in_use(index, block->size_class);
-    return c < 0 ? NULL : block_of_class(vb_oset_last(&index->classes[c]));
+    return c < 0 ? NULL : block_of_class(vb_oset_last(class_set(index, (uint32_t)c)));
 }
 
 /* The indexed block just after `block` (indexed) in its stream's order,
@@ -353,10 +380,10 @@ static vb_cc_block *index_before(const vb_cc_block *block)
 static vb_cc_block *index_after(const vb_cc_block *block)
 {
     const vb_cc_size_index *index = block->size_index;
-    vb_oset_node *node = vb_oset_next(&index->classes[block->size_class], &block->class_node);
+    vb_oset_node *node = vb_oset_next(class_set(index, block->size_class), &block->class_node);
     if (node) return block_of_class(node);
     int c = next_class_in_use(index, block->size_class);
-    return c < 0 ? NULL : block_of_class(vb_oset_first(&index->classes[c]));
+    return c < 0 ? NULL : block_of_class(vb_oset_first(class_set(index, (uint32_t)c)));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -437,7 +464,7 @@ void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 {
     block->gc_count_base = pool->get_free_blocks_call_count;
     vb_cc_size_index *index = pool->unindexed ? NULL : index_of(pool, block->stream, 1);
-    if (index) index_add(index, block);
+    if (index && index_add(index, block) != 0) stop_indexing(pool); /* host memory ran out: pool->blocks keeps it */
     if (pool->blocks_kept) {
         vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
         count_update(pool);
@@ -462,7 +489,7 @@ void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_bl
     }
     for (size_t i = 0; i < pool->index_count; i++) {
         int c = last_class_in_use(pool->indexes[i]);
-        for (vb_cc_block *block = c < 0 ? NULL : block_of_class(vb_oset_last(&pool->indexes[i]->classes[c])); block;
+        for (vb_cc_block *block = c < 0 ? NULL : block_of_class(vb_oset_last(class_set(pool->indexes[i], (uint32_t)c))); block;
              block = index_before(block))
             if (!visit(context, block)) return;
     }
@@ -1096,7 +1123,7 @@ static uint64_t largest_in(const vb_cc_pool *pool)
         const vb_cc_size_index *index = pool->indexes[i];
         int c = last_class_in_use(index);
         if (c < 0) continue;
-        vb_cc_block *last = block_of_class(vb_oset_last(&index->classes[c]));
+        vb_cc_block *last = block_of_class(vb_oset_last(class_set(index, (uint32_t)c)));
         if (last->size > largest) largest = last->size;
     }
     return largest;
