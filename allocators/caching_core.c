@@ -390,10 +390,12 @@ static vb_cc_block *index_after(const vb_cc_block *block)
 /* Block structs, sets, splice, merge                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Asks for the two cache lines of a block that malloc, free and a merge read (NULL is
- * fine: a prefetch never faults). */
+/* Asks for the two cache lines of a block that malloc, free and a merge
+ * read (none for NULL: a prefetch would not fault, but the arithmetic on a
+ * null pointer is undefined). */
 static void prefetch_block(const vb_cc_block *block)
 {
+    if (!block) return;
     __builtin_prefetch(block);
     __builtin_prefetch((const char *)block + VB_CC_BLOCK_ALIGNMENT);
 }
@@ -423,7 +425,7 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     vb_cc_block *block = cc->spare_blocks;
     if (block) {
         cc->spare_blocks = block->next;
-        prefetch_block(cc->spare_blocks); /* the next struct taken, asked for now (NULL is fine) */
+        prefetch_block(cc->spare_blocks); /* the next struct taken, asked for now */
     } else {
         block = slab_take(cc);
         if (!block) return NULL;
