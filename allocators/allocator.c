@@ -17,12 +17,21 @@ const char *const vb_driver_call_names[VB_DRIVER_CALL_KINDS] = {
     [VB_CALL_POOL_USAGE] = "pool_usage",
 };
 
-/* What the seam keeps of one live block. A free slot holds the index + 1
- * of the next free slot in `requested`. */
+/* What the seam keeps of one live block, in its slot. A free slot has
+ * address 0 and holds the index + 1 of the next free slot in `requested`.
+ * A block's key is its slot + 1 with the slot's generation above it (bit
+ * 32 up), so that a key stays the key of that block only. */
 typedef struct vb_live_block {
+    vb_addr addr;                  /* 0: a free slot */
     uint64_t requested, allocated;
     uint64_t tag;                  /* the strategy's word for the block (vb_grant.tag) */
+    uint32_t generation;           /* blocks freed from the slot so far */
 } vb_live_block;
+
+/* Slots a key can name: its low 32 bits hold slot + 1. */
+#define KEY_SLOTS UINT32_MAX
+/* What stands for "no slot". */
+#define NO_SLOT UINT64_MAX
 
 /* ------------------------------------------------------------------------ */
 /* Counting: use and reservation, with their peaks                           */
@@ -296,36 +305,60 @@ const vb_alloc_stats *vb_seam_stats(vb_device *counting_device)
 /* Live blocks                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* vb_seam_each_live's walk over the live map: the tag from the block's slot. */
-typedef struct live_walk {
-    const vb_allocator *allocator;
-    void (*visit)(void *context, vb_addr addr, uint64_t tag);
-    void *context;
-} live_walk;
-
-static void visit_live(void *context, uint64_t addr, uint64_t slot)
-{
-    live_walk *walk = context;
-    walk->visit(walk->context, addr, walk->allocator->blocks[slot].tag);
-}
-
+/* Every live block's address and tag, slot by slot. */
 void vb_seam_each_live(vb_device *counting_device, void (*visit)(void *context, vb_addr addr, uint64_t tag),
                        void *context)
 {
     vb_allocator *allocator = seam_of(counting_device);
     if (!allocator) return;
-    live_walk walk = {allocator, visit, context};
-    vb_addr_map_each(&allocator->live, visit_live, &walk);
+    for (size_t slot = 0; slot < allocator->block_count; slot++)
+        if (allocator->blocks[slot].addr) visit(context, allocator->blocks[slot].addr, allocator->blocks[slot].tag);
 }
 
-/* Records a live block; 0, -1 when host memory runs out, -2 when `addr` is
- * live already (a strategy's bug). */
-static int track_block(vb_allocator *allocator, vb_addr addr, uint64_t requested, const vb_grant *grant)
+/* Makes sure `live` indexes every live block by address, building it from
+ * the slots the first time a call names a block by its address. A strategy
+ * that handed out one address twice while it was live is caught here (or,
+ * once the index is kept, at the malloc that does it). */
+static vb_status index_live(vb_allocator *allocator)
+{
+    if (allocator->live_indexed) return VB_OK;
+    for (size_t slot = 0; slot < allocator->block_count; slot++) {
+        vb_addr addr = allocator->blocks[slot].addr;
+        if (!addr) continue;
+        int added = 0;
+        uint64_t *value = vb_addr_map_slot(&allocator->live, addr, &added);
+        if (!value || !added) {
+            vb_addr_map_clear(&allocator->live);
+            if (!value) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+            return vb_error(VB_ERR_INVALID, "%s: malloc handed out 0x%llx while it was still live",
+                            allocator->ops->name, (unsigned long long)addr);
+        }
+        *value = slot;
+    }
+    allocator->live_indexed = 1;
+    return VB_OK;
+}
+
+/* The slot of the live block `key` names, or NO_SLOT. */
+static uint64_t slot_of_key(const vb_allocator *allocator, uint64_t key)
+{
+    uint64_t slot = (key & KEY_SLOTS) - 1;
+    if ((key & KEY_SLOTS) == 0 || slot >= allocator->block_count) return NO_SLOT;
+    const vb_live_block *block = &allocator->blocks[slot];
+    return block->addr && block->generation == (uint32_t)(key >> 32) ? slot : NO_SLOT;
+}
+
+/* Records a live block and gives its key; 0, -1 when host memory runs out
+ * (or the slots a key can name), -2 when `addr` is live already (a
+ * strategy's bug, seen where the address index is kept). */
+static int track_block(vb_allocator *allocator, vb_addr addr, uint64_t requested, const vb_grant *grant,
+                       uint64_t *key)
 {
     uint64_t slot;
     if (allocator->free_slots) {
         slot = allocator->free_slots - 1;
     } else {
+        if (allocator->block_count == KEY_SLOTS) return -1;
         if (allocator->block_count == allocator->block_capacity) {
             size_t capacity = allocator->block_capacity ? allocator->block_capacity * 2 : 256;
             vb_live_block *blocks = realloc(allocator->blocks, capacity * sizeof *blocks);
@@ -334,16 +367,46 @@ static int track_block(vb_allocator *allocator, vb_addr addr, uint64_t requested
             allocator->block_capacity = capacity;
         }
         slot = allocator->block_count;
+        allocator->blocks[slot].generation = 0;
     }
-    int added = 0;
-    uint64_t *value = vb_addr_map_slot(&allocator->live, addr, &added);
-    if (!value) return -1;
-    if (!added) return -2;
-    *value = slot;
-    if (allocator->free_slots) allocator->free_slots = allocator->blocks[slot].requested;
-    else allocator->block_count++;
-    allocator->blocks[slot] = (vb_live_block){requested, grant->size, grant->tag};
+    if (allocator->live_indexed) {
+        int added = 0;
+        uint64_t *value = vb_addr_map_slot(&allocator->live, addr, &added);
+        if (!value) return -1;
+        if (!added) return -2;
+        *value = slot;
+    }
+    vb_live_block *block = &allocator->blocks[slot];
+    if (allocator->free_slots) {
+        allocator->free_slots = block->requested;
+        /* The next malloc reads the slot now first on the list: its miss,
+         * asked for now, overlaps with this call's work. */
+        if (allocator->free_slots) __builtin_prefetch(&allocator->blocks[allocator->free_slots - 1]);
+    } else {
+        allocator->block_count++;
+    }
+    block->addr = addr;
+    block->requested = requested;
+    block->allocated = grant->size;
+    block->tag = grant->tag;
+    *key = (uint64_t)block->generation << 32 | (slot + 1);
     return 0;
+}
+
+/* Frees the live block of `slot` through the strategy and empties the slot
+ * (its address is out of `live` already); on failure nothing changes. */
+static vb_status free_slot(vb_allocator *allocator, uint64_t slot)
+{
+    vb_live_block *block = &allocator->blocks[slot];
+    vb_status status = allocator->ops->free(allocator->state, block->addr, block->tag);
+    if (status != VB_OK) return status;
+    allocator->counted.requested_bytes -= block->requested;
+    allocator->counted.allocated_bytes -= block->allocated;
+    block->addr = 0;
+    block->generation++;
+    block->requested = allocator->free_slots;
+    allocator->free_slots = slot + 1;
+    return VB_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -595,7 +658,8 @@ static void note_limit(vb_alloc_stats *s, const vb_grant *grant)
 }
 
 /* The body of vb_malloc, under the lock. */
-static vb_status malloc_locked(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
+static vb_status malloc_locked(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out,
+                               uint64_t *out_key)
 {
     vb_grant grant = {0};
     vb_status status = allocator->ops->malloc(allocator->state, size, stream, &grant);
@@ -605,7 +669,8 @@ static vb_status malloc_locked(vb_allocator *allocator, uint64_t size, vb_stream
         allocator->counted.ooms += status == VB_ERR_OOM;
         return status;
     }
-    int tracked = track_block(allocator, grant.addr, size, &grant);
+    uint64_t key = 0;
+    int tracked = track_block(allocator, grant.addr, size, &grant, &key);
     if (tracked == -2)
         return vb_error(VB_ERR_INVALID, "%s: malloc handed out 0x%llx, which is still live", allocator->ops->name,
                         (unsigned long long)grant.addr);
@@ -616,6 +681,7 @@ static vb_status malloc_locked(vb_allocator *allocator, uint64_t size, vb_stream
     add_use(&allocator->counted, size, grant.size);
     if (allocator->counted.reserved_bytes_peak > allocator->seen_reserved_peak) note_fragmentation(allocator);
     *out = grant.addr;
+    if (out_key) *out_key = key;
     return VB_OK;
 }
 
@@ -623,36 +689,36 @@ static vb_status malloc_locked(vb_allocator *allocator, uint64_t size, vb_stream
  * When the call raised the reserved peak, the fragmentation "at peak" is
  * taken now: peaks rise only when memory comes from the device, rare next
  * to cache hits, so the walk stays off the hot path. */
-vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
+vb_status vb_malloc_keyed(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out, uint64_t *key)
 {
+    if (key) *key = 0;
     if (size == 0) {
         *out = 0;
         return VB_OK;
     }
     allocator_lock(allocator);
-    vb_status status = malloc_locked(allocator, size, stream, out);
+    vb_status status = malloc_locked(allocator, size, stream, out, key);
     allocator_unlock(allocator);
     return status;
 }
 
-/* The body of vb_free, under the lock. */
+vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out)
+{
+    return vb_malloc_keyed(allocator, size, stream, out, NULL);
+}
+
+/* The body of vb_free, under the lock: the slot from the address index. */
 static vb_status free_locked(vb_allocator *allocator, vb_addr addr)
 {
+    vb_status status = index_live(allocator);
+    if (status != VB_OK) return status;
     uint64_t slot;
     if (!vb_addr_map_remove(&allocator->live, addr, &slot))
         return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated (unknown or freed twice)",
                         allocator->ops->name, (unsigned long long)addr);
-    vb_status status = allocator->ops->free(allocator->state, addr, allocator->blocks[slot].tag);
-    if (status != VB_OK) {
-        vb_addr_map_put(&allocator->live, addr, slot); /* cannot fail: the entry's room is still there */
-        return status;
-    }
-    vb_live_block *block = &allocator->blocks[slot];
-    allocator->counted.requested_bytes -= block->requested;
-    allocator->counted.allocated_bytes -= block->allocated;
-    block->requested = allocator->free_slots;
-    allocator->free_slots = slot + 1;
-    return VB_OK;
+    status = free_slot(allocator, slot);
+    if (status != VB_OK) vb_addr_map_put(&allocator->live, addr, slot); /* cannot fail: the entry's room is still there */
+    return status;
 }
 
 /* free with the shared rule that address 0 is a no-op; an address that is
@@ -666,16 +732,65 @@ vb_status vb_free(vb_allocator *allocator, vb_addr addr)
     return status;
 }
 
+/* The body of vb_free_keyed, under the lock: the slot from the key. */
+static vb_status free_keyed_locked(vb_allocator *allocator, uint64_t key)
+{
+    uint64_t slot = slot_of_key(allocator, key);
+    if (slot == NO_SLOT)
+        return vb_error(VB_ERR_INVALID, "%s: free of block key 0x%llx, which names no live block (freed twice?)",
+                        allocator->ops->name, (unsigned long long)key);
+    vb_addr addr = allocator->blocks[slot].addr;
+    if (allocator->live_indexed) vb_addr_map_remove(&allocator->live, addr, NULL);
+    vb_status status = free_slot(allocator, slot);
+    if (status != VB_OK && allocator->live_indexed) vb_addr_map_put(&allocator->live, addr, slot);
+    return status;
+}
+
+/* free by key; key 0 is a no-op, as address 0 is to vb_free. */
+vb_status vb_free_keyed(vb_allocator *allocator, uint64_t key)
+{
+    if (key == 0) return VB_OK;
+    allocator_lock(allocator);
+    vb_status status = free_keyed_locked(allocator, key);
+    allocator_unlock(allocator);
+    return status;
+}
+
+/* Stage 0 touches the slot's line only; the later ones read the slot. */
+void vb_prefetch_free(const vb_allocator *allocator, uint64_t key, int stage)
+{
+    uint64_t slot = (key & KEY_SLOTS) - 1;
+    if ((key & KEY_SLOTS) == 0 || slot >= allocator->block_count) return;
+    if (stage == 0) {
+        __builtin_prefetch(&allocator->blocks[slot]);
+        return;
+    }
+    if (slot_of_key(allocator, key) == NO_SLOT || !allocator->ops->prefetch_free) return;
+    allocator->ops->prefetch_free(allocator->state, allocator->blocks[slot].tag, stage - 1);
+}
+
+/* The address in the key's slot, under the lock (a malloc may move the slots). */
+vb_addr vb_keyed_addr(vb_allocator *allocator, uint64_t key)
+{
+    allocator_lock(allocator);
+    uint64_t slot = slot_of_key(allocator, key);
+    vb_addr addr = slot == NO_SLOT ? 0 : allocator->blocks[slot].addr;
+    allocator_unlock(allocator);
+    return addr;
+}
+
 /* record_stream, a no-op for strategies that rely on the device's ordering. */
 vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream)
 {
     if (!allocator->ops->record_stream || addr == 0) return VB_OK;
     allocator_lock(allocator);
     uint64_t slot;
-    vb_status status = vb_addr_map_get(&allocator->live, addr, &slot)
-                           ? allocator->ops->record_stream(allocator->state, addr, allocator->blocks[slot].tag, stream)
-                           : vb_error(VB_ERR_INVALID, "%s: record_stream on 0x%llx, which is not allocated",
-                                      allocator->ops->name, (unsigned long long)addr);
+    vb_status status = index_live(allocator);
+    if (status == VB_OK)
+        status = vb_addr_map_get(&allocator->live, addr, &slot)
+                     ? allocator->ops->record_stream(allocator->state, addr, allocator->blocks[slot].tag, stream)
+                     : vb_error(VB_ERR_INVALID, "%s: record_stream on 0x%llx, which is not allocated",
+                                allocator->ops->name, (unsigned long long)addr);
     allocator_unlock(allocator);
     return status;
 }

@@ -214,6 +214,11 @@ typedef struct vb_allocator_ops {
      * free has completed. May be NULL when the strategy never reuses memory
      * itself (it then relies on the device, as cudaFree does). */
     vb_status (*record_stream)(void *state, vb_addr addr, uint64_t tag, vb_stream stream);
+    /* A hint that the block with `tag` is to be freed soon: asks for the
+     * cache lines its free will read, stage 0 the block's own, stage 1
+     * (called later, once stage 0's have arrived) what lies past it (a
+     * merge's neighbours). Changes nothing. May be NULL. */
+    void (*prefetch_free)(void *state, uint64_t tag, int stage);
     /* Returns every cached, unused byte it can to the device. */
     vb_status (*empty_cache)(void *state);
     /* The largest contiguous run of reserved bytes not handed out (a block a
@@ -267,10 +272,15 @@ typedef struct vb_allocator {
     double external_frag_at_peak;  /* (free_cached - largest_free) / free_cached then */
     /* The seam's own (allocator.c); read them through vb_allocator_stats. */
     vb_alloc_stats counted;        /* everything but pool memory and the cached figures */
-    vb_addr_map live;              /* address of a live block -> its slot in `blocks` */
-    struct vb_live_block *blocks;  /* requested and allocated bytes of live blocks */
+    struct vb_live_block *blocks;  /* the live blocks, by slot (a block's key names its slot) */
     size_t block_count, block_capacity;
     uint64_t free_slots;           /* a list through freed slots: index + 1, 0 = empty */
+    /* Address of a live block -> its slot, kept only from the first call
+     * that names a block by its address (vb_free, vb_record_stream): a
+     * caller that frees by key (vb_free_keyed: a trace's replay) never
+     * pays for it, and the hash lookup per malloc and free it would cost. */
+    vb_addr_map live;
+    int live_indexed;              /* `live` holds every live block */
     vb_device counting_device;     /* what the strategy is given */
     vb_device_ops counting_ops;
     vb_addr_map driver_blocks;     /* mem_alloc address -> its requested size */
@@ -303,6 +313,33 @@ vb_status vb_malloc(vb_allocator *allocator, uint64_t size, vb_stream stream, vb
  * live (unknown, or freed already) is VB_ERR_INVALID and never reaches the
  * strategy. */
 vb_status vb_free(vb_allocator *allocator, vb_addr addr);
+
+/* vb_malloc that also gives the block's key in *key (0 with address 0):
+ * what vb_free_keyed takes to free it with no look-up by address, for a
+ * caller that keeps a word per allocation anyway (a trace's replay: the
+ * reader keeps it with the trace's id). A key names its block until the
+ * block is freed, never another block after it. */
+vb_status vb_malloc_keyed(vb_allocator *allocator, uint64_t size, vb_stream stream, vb_addr *out, uint64_t *key);
+
+/* vb_free of the block `key` names. Key 0 is a no-op; a key that names no
+ * live block (freed already, or never given) is VB_ERR_INVALID and never
+ * reaches the strategy. */
+vb_status vb_free_keyed(vb_allocator *allocator, uint64_t key);
+
+/* The address of the live block `key` names; 0 when it names none. */
+vb_addr vb_keyed_addr(vb_allocator *allocator, uint64_t key);
+
+/* A hint that vb_free_keyed(key) is to come a few calls from now: asks for
+ * the cache lines it will read, so that their misses overlap with the
+ * calls before it instead of following one another. In stages, each
+ * called a little later than the one before, as it reads what the one
+ * before asked for: 0 the seam's record of the block, 1 the strategy's
+ * block, 2 what the strategy's free reads past it (ops->prefetch_free).
+ * Changes nothing; a key that names no live block is ignored. It reads the
+ * allocator without its lock: call it only from the thread that mallocs
+ * and frees with it (as a trace's replay does). */
+#define VB_PREFETCH_STAGES 3
+void vb_prefetch_free(const vb_allocator *allocator, uint64_t key, int stage);
 
 /* record_stream through the ops table (a no-op where the strategy has none). */
 vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream);

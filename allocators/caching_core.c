@@ -20,6 +20,29 @@
 _Static_assert(offsetof(vb_cc_block, class_node) == 0 &&
                    offsetof(vb_cc_block, addr) + sizeof(vb_addr) <= VB_CC_BLOCK_ALIGNMENT,
                "a block's size-class node and order key share its first cache line");
+_Static_assert(offsetof(vb_cc_block, mapped) < 2 * VB_CC_BLOCK_ALIGNMENT,
+               "what a free reads of a block is in its first two cache lines");
+_Static_assert(sizeof(vb_cc_block) == 176, "vb_cc_block_new sets every field: add a new one there");
+
+/* Block structs are carved out of slabs, each a cache line of header and
+ * then its structs: no heap block (and its header and alignment padding)
+ * per struct, no malloc on the hot path. Slabs double in size up to
+ * SLAB_MAX_BLOCKS, so a small allocator takes little memory. */
+#define SLAB_FIRST_BLOCKS 16
+#define SLAB_MAX_BLOCKS 4096
+
+typedef struct vb_cc_slab {
+    struct vb_cc_slab *next;      /* the slab made before this one */
+    size_t capacity, used;        /* structs it holds, and how many were handed out */
+} vb_cc_slab;
+
+_Static_assert(sizeof(vb_cc_slab) <= VB_CC_BLOCK_ALIGNMENT, "a slab's header fits its first cache line");
+
+/* The slab's i-th struct. */
+static vb_cc_block *slab_block(vb_cc_slab *slab, size_t i)
+{
+    return (vb_cc_block *)(void *)((char *)slab + VB_CC_BLOCK_ALIGNMENT + i * BLOCK_BYTES);
+}
 
 static vb_cc_block *block_of(const vb_oset_node *node)
 {
@@ -85,31 +108,48 @@ static uint64_t block_age(const vb_cc_block *block)
 /* ------------------------------------------------------------------------ */
 
 /* A pool's free blocks of one stream are also kept by size class: 512-byte
- * granules, exact below 16 of them, else 16 classes per power of two (as
- * TLSF does), each class a small ordered set, with a bitmap of the classes
- * that hold blocks. The best fit is the lower bound in the request's own
- * class or else the first block of the next class that holds any: a short
- * walk and a bit scan instead of a walk down the whole free set. The order,
- * and so every choice the policy makes, is the same; pool->blocks, the
- * whole free set in that order, is only built when something walks it (see
- * complete_blocks). */
-#define SIZE_CLASSES 832 /* granule counts below 2^55, i.e. every 64-bit size */
-#define CLASS_WORDS (SIZE_CLASSES / 64)
+ * granules, each count below EXACT_CLASSES (sizes below 1 MiB: every
+ * size a small request rounds to) a class of its own, above that 16
+ * classes per power of two (as TLSF does), each class a small ordered set,
+ * with a bitmap of the classes that hold blocks. The best fit is the lower
+ * bound in the request's own class or else the first block of the next
+ * class that holds any: a short walk and a bit scan instead of a walk
+ * down the whole free set. The order, and so every choice the policy
+ * makes, is the same; pool->blocks, the whole free set in that order, is
+ * only built when something walks it (see complete_blocks). The sets come
+ * in pages of 64 classes, each made when one of its classes first takes
+ * a block, so an index takes memory for the sizes its stream frees only. */
+#define EXACT_CLASSES 2048
+#define SIZE_CLASSES (EXACT_CLASSES + (55 - 11) * 16) /* granule counts below 2^55, i.e. every 64-bit size */
+#define CLASS_WORDS ((SIZE_CLASSES + 63) / 64)
+_Static_assert(CLASS_WORDS <= 64, "word_in_use has a bit per word of classes");
 
 struct vb_cc_size_index {
     vb_stream stream;
     uint64_t word_in_use;                /* bit w: class_in_use[w] != 0 */
-    uint64_t class_in_use[CLASS_WORDS];  /* bit c % 64 of word c / 64: classes[c] holds blocks */
-    vb_ordered_set classes[SIZE_CLASSES];
+    uint64_t class_in_use[CLASS_WORDS];  /* bit c % 64 of word c / 64: class c holds blocks */
+    vb_ordered_set *class_pages[CLASS_WORDS]; /* classes 64 w .. 64 w + 63; NULL until one holds a block */
 };
 
 /* The class of `size`: monotone in size, so classes partition the order. */
 static uint32_t size_class(uint64_t size)
 {
     uint64_t granules = size / VB_CC_MIN_BLOCK_SIZE;
-    if (granules < 16) return (uint32_t)granules;
-    uint32_t power = 63 - (uint32_t)__builtin_clzll(granules);
-    return 16 + (power - 4) * 16 + (uint32_t)((granules >> (power - 4)) & 15);
+    if (granules < EXACT_CLASSES) return (uint32_t)granules;
+    uint32_t power = 63 - (uint32_t)__builtin_clzll(granules); /* >= 11 */
+    return EXACT_CLASSES + (power - 11) * 16 + (uint32_t)((granules >> (power - 4)) & 15);
+}
+
+/* The set of class `c`, whose page exists (it holds blocks, or held some). */
+static vb_ordered_set *class_set(const vb_cc_size_index *index, uint32_t c)
+{
+    return &index->class_pages[c / 64][c % 64];
+}
+
+/* 1 when class `c` holds blocks. */
+static int class_in_use(const vb_cc_size_index *index, uint32_t c)
+{
+    return (int)(index->class_in_use[c / 64] >> (c % 64) & 1);
 }
 
 /* The first class after `c` that holds blocks, or -1. */
@@ -154,8 +194,8 @@ static void fill_blocks(vb_cc_pool *pool)
         vb_cc_size_index *index = pool->indexes[i];
         int first = index->class_in_use[0] & 1 ? 0 : next_class_in_use(index, 0);
         for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c))
-            for (vb_oset_node *node = vb_oset_first(&index->classes[c]); node;
-                 node = vb_oset_next(&index->classes[c], node)) {
+            for (vb_oset_node *node = vb_oset_first(class_set(index, (uint32_t)c)); node;
+                 node = vb_oset_next(class_set(index, (uint32_t)c), node)) {
                 vb_cc_block *block = block_of_class(node);
                 if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
                 else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
@@ -245,7 +285,6 @@ static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create
         return NULL;
     }
     index->stream = stream;
-    for (size_t c = 0; c < SIZE_CLASSES; c++) vb_oset_init(&index->classes[c], compare_in_class);
     /* Kept sorted by stream, as the free set orders streams (fill_blocks). */
     size_t at = pool->index_count;
     while (at > 0 && (uintptr_t)pool->indexes[at - 1]->stream > (uintptr_t)stream) {
@@ -260,21 +299,31 @@ static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create
 /* Frees a pool's indexes. */
 static void free_indexes(vb_cc_pool *pool)
 {
-    for (size_t i = 0; i < pool->index_count; i++) free(pool->indexes[i]);
+    for (size_t i = 0; i < pool->index_count; i++) {
+        for (size_t w = 0; w < CLASS_WORDS; w++) free(pool->indexes[i]->class_pages[w]);
+        free(pool->indexes[i]);
+    }
     free(pool->indexes);
     pool->indexes = NULL;
     pool->index_count = pool->index_capacity = 0;
 }
 
-/* Adds a free block to its class. */
-static void index_add(vb_cc_size_index *index, vb_cc_block *block)
+/* Adds a free block to its class, making the class's page on first use.
+ * 0, or -1 when host memory runs out for the page (nothing added). */
+static int index_add(vb_cc_size_index *index, vb_cc_block *block)
 {
     uint32_t c = size_class(block->size);
-    vb_oset_insert_by(&index->classes[c], &block->class_node, compare_in_class);
+    vb_ordered_set **page = &index->class_pages[c / 64];
+    if (!*page) {
+        if (!(*page = malloc(64 * sizeof **page))) return -1;
+        for (size_t i = 0; i < 64; i++) vb_oset_init(&(*page)[i], compare_in_class);
+    }
+    vb_oset_insert_by(class_set(index, c), &block->class_node, compare_in_class);
     index->class_in_use[c / 64] |= 1ULL << (c % 64);
     index->word_in_use |= 1ULL << (c / 64);
     block->size_index = index;
     block->size_class = c;
+    return 0;
 }
 
 /* Takes a block out of its class (by where it was put, whatever its size
@@ -283,8 +332,8 @@ static void index_remove(vb_cc_block *block)
 {
     vb_cc_size_index *index = block->size_index;
     uint32_t c = block->size_class;
-    vb_oset_remove(&index->classes[c], &block->class_node);
-    if (index->classes[c].count == 0) {
+    vb_oset_remove(class_set(index, c), &block->class_node);
+    if (class_set(index, c)->count == 0) {
         index->class_in_use[c / 64] &= ~(1ULL << (c % 64));
         if (!index->class_in_use[c / 64]) index->word_in_use &= ~(1ULL << (c / 64));
     }
@@ -297,10 +346,11 @@ static vb_cc_block *index_lower_bound(const vb_cc_size_index *index, uint64_t si
 {
     uint32_t c = size_class(size);
     vb_cc_block probe = {.size = size, .addr = 0};
-    vb_oset_node *found = vb_oset_lower_bound_by(&index->classes[c], &probe.class_node, compare_in_class);
+    vb_oset_node *found =
+        class_in_use(index, c) ? vb_oset_lower_bound_by(class_set(index, c), &probe.class_node, compare_in_class) : NULL;
     if (found) return block_of_class(found);
     int next = next_class_in_use(index, c);
-    return next < 0 ? NULL : block_of_class(vb_oset_first(&index->classes[next]));
+    return next < 0 ? NULL : block_of_class(vb_oset_first(class_set(index, (uint32_t)next)));
 }
 
 /* The last block of (size, address) < (size, 0) in the index, or NULL. */
@@ -308,10 +358,10 @@ static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t si
 {
     uint32_t c = size_class(size);
     vb_cc_block probe = {.size = size, .addr = 0};
-    vb_oset_node *found = vb_oset_last_before(&index->classes[c], &probe.class_node);
+    vb_oset_node *found = class_in_use(index, c) ? vb_oset_last_before(class_set(index, c), &probe.class_node) : NULL;
     if (found) return block_of_class(found);
     int before = prev_class_in_use(index, c);
-    return before < 0 ? NULL : block_of_class(vb_oset_last(&index->classes[before]));
+    return before < 0 ? NULL : block_of_class(vb_oset_last(class_set(index, (uint32_t)before)));
 }
 
 /* The indexed block just before `block` (indexed) in its stream's order,
@@ -319,10 +369,10 @@ static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t si
 static vb_cc_block *index_before(const vb_cc_block *block)
 {
     const vb_cc_size_index *index = block->size_index;
-    vb_oset_node *node = vb_oset_prev(&index->classes[block->size_class], &block->class_node);
+    vb_oset_node *node = vb_oset_prev(class_set(index, block->size_class), &block->class_node);
     if (node) return block_of_class(node);
     int c = prev_class_in_use(index, block->size_class);
-    return c < 0 ? NULL : block_of_class(vb_oset_last(&index->classes[c]));
+    return c < 0 ? NULL : block_of_class(vb_oset_last(class_set(index, (uint32_t)c)));
 }
 
 /* The indexed block just after `block` (indexed) in its stream's order,
@@ -330,15 +380,44 @@ static vb_cc_block *index_before(const vb_cc_block *block)
 static vb_cc_block *index_after(const vb_cc_block *block)
 {
     const vb_cc_size_index *index = block->size_index;
-    vb_oset_node *node = vb_oset_next(&index->classes[block->size_class], &block->class_node);
+    vb_oset_node *node = vb_oset_next(class_set(index, block->size_class), &block->class_node);
     if (node) return block_of_class(node);
     int c = next_class_in_use(index, block->size_class);
-    return c < 0 ? NULL : block_of_class(vb_oset_first(&index->classes[c]));
+    return c < 0 ? NULL : block_of_class(vb_oset_first(class_set(index, (uint32_t)c)));
 }
 
 /* ------------------------------------------------------------------------ */
 /* Block structs, sets, splice, merge                                         */
 /* ------------------------------------------------------------------------ */
+
+/* Asks for the two cache lines of a block that malloc, free and a merge
+ * read (none for NULL: a prefetch would not fault, but the arithmetic on a
+ * null pointer is undefined). */
+static void prefetch_block(const vb_cc_block *block)
+{
+    if (!block) return;
+    __builtin_prefetch(block);
+    __builtin_prefetch((const char *)block + VB_CC_BLOCK_ALIGNMENT);
+}
+
+/* A struct never handed out before, from the newest slab (or a new one,
+ * twice its size), with no uses array. NULL when host memory runs out. */
+static vb_cc_block *slab_take(vb_cc_allocator *cc)
+{
+    vb_cc_slab *slab = cc->slabs;
+    if (!slab || slab->used == slab->capacity) {
+        size_t capacity = !slab ? SLAB_FIRST_BLOCKS
+                                : slab->capacity < SLAB_MAX_BLOCKS ? 2 * slab->capacity : SLAB_MAX_BLOCKS;
+        vb_cc_slab *grown = aligned_alloc(VB_CC_BLOCK_ALIGNMENT, VB_CC_BLOCK_ALIGNMENT + capacity * BLOCK_BYTES);
+        if (!grown) return NULL;
+        *grown = (vb_cc_slab){slab, capacity, 0};
+        cc->slabs = slab = grown;
+    }
+    vb_cc_block *block = slab_block(slab, slab->used++);
+    block->uses = NULL; /* what vb_cc_block_new keeps of a struct; it sets the rest */
+    block->use_capacity = 0;
+    return block;
+}
 
 vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, vb_stream stream,
                              vb_cc_pool *pool, vb_cc_segment *segment)
@@ -346,23 +425,31 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     vb_cc_block *block = cc->spare_blocks;
     if (block) {
         cc->spare_blocks = block->next;
+        prefetch_block(cc->spare_blocks); /* the next struct taken, asked for now */
     } else {
-        block = aligned_alloc(VB_CC_BLOCK_ALIGNMENT, BLOCK_BYTES);
+        block = slab_take(cc);
         if (!block) return NULL;
-        memset(block, 0, sizeof *block);
     }
-    /* The uses array survives recycling so record_stream allocates only once. */
-    vb_stream *uses = block->uses;
-    uint32_t use_capacity = block->use_capacity;
-    memset(block, 0, sizeof *block);
-    block->uses = uses;
-    block->use_capacity = use_capacity;
-    block->addr = addr;
-    block->size = size;
+    /* Every field set, one by one: a memset (or a struct assignment, which
+     * the compiler makes one) of the struct is a string instruction that
+     * takes longer to start than these stores take. The uses array
+     * survives recycling so record_stream allocates only once. */
+    block->class_node = (vb_oset_node){NULL, NULL, NULL, 0};
     block->stream = stream;
+    block->size = size;
+    block->addr = addr;
+    block->prev = block->next = NULL;
     block->pool = pool;
     block->segment = segment;
+    block->size_index = NULL;
+    block->requested = 0;
+    block->gc_count_base = 0;
+    block->size_class = 0;
+    block->event_count = 0;
+    block->use_count = 0;
+    block->allocated = 0;
     block->mapped = 1;
+    block->node = (vb_oset_node){NULL, NULL, NULL, 0};
     return block;
 }
 
@@ -379,7 +466,7 @@ void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 {
     block->gc_count_base = pool->get_free_blocks_call_count;
     vb_cc_size_index *index = pool->unindexed ? NULL : index_of(pool, block->stream, 1);
-    if (index) index_add(index, block);
+    if (index && index_add(index, block) != 0) stop_indexing(pool); /* host memory ran out: pool->blocks keeps it */
     if (pool->blocks_kept) {
         vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
         count_update(pool);
@@ -404,7 +491,7 @@ void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_bl
     }
     for (size_t i = 0; i < pool->index_count; i++) {
         int c = last_class_in_use(pool->indexes[i]);
-        for (vb_cc_block *block = c < 0 ? NULL : block_of_class(vb_oset_last(&pool->indexes[i]->classes[c])); block;
+        for (vb_cc_block *block = c < 0 ? NULL : block_of_class(vb_oset_last(class_set(pool->indexes[i], (uint32_t)c))); block;
              block = index_before(block))
             if (!visit(context, block)) return;
     }
@@ -450,9 +537,12 @@ void vb_cc_segment_remove(vb_cc_allocator *cc, vb_cc_segment *segment)
 }
 
 /* free_block: a block nobody uses any more joins its free neighbours and
- * goes back into its pool. */
+ * goes back into its pool. Both neighbours are asked for first, so that
+ * their cache misses overlap instead of following one another. */
 static void free_block(vb_cc_allocator *cc, vb_cc_block *block)
 {
+    prefetch_block(block->prev);
+    prefetch_block(block->next);
     vb_cc_try_merge(cc, block, block->prev);
     vb_cc_try_merge(cc, block, block->next);
     if (cc->source->take_freed && cc->source->take_freed(cc, block)) return;
@@ -920,28 +1010,46 @@ vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *o
         }
     }
     vb_cc_block *handed = alloc_found_block(cc, block, rounded, size, should_split(cc, block, rounded));
-    if (vb_addr_map_put(&cc->allocated_blocks, handed->addr, (uint64_t)(uintptr_t)handed) != 0) {
+    if (cc->allocated_indexed &&
+        vb_addr_map_put(&cc->allocated_blocks, handed->addr, (uint64_t)(uintptr_t)handed) != 0) {
         handed->allocated = 0;
         free_block(cc, handed);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     out->addr = handed->addr;
     out->size = handed->size;
+    out->tag = (uint64_t)(uintptr_t)handed;
     return VB_OK;
 }
 
-/* The allocated block at `addr`, or NULL. */
-static vb_cc_block *allocated_block(vb_cc_allocator *cc, vb_addr addr, int remove)
+/* Indexes every block handed out by address (vb_cc_allocated_at's first
+ * call); 0, or -1 when host memory runs out (nothing indexed then). */
+static int index_allocated(vb_cc_allocator *cc)
 {
-    uint64_t value = 0;
-    int found = remove ? vb_addr_map_remove(&cc->allocated_blocks, addr, &value)
-                       : vb_addr_map_get(&cc->allocated_blocks, addr, &value);
-    return found ? (vb_cc_block *)(uintptr_t)value : NULL;
+    for (vb_oset_node *node = vb_oset_first(&cc->segments); node; node = vb_oset_next(&cc->segments, node))
+        for (vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_segment, node)->head; block; block = block->next)
+            if (block->allocated == 1 &&
+                vb_addr_map_put(&cc->allocated_blocks, block->addr, (uint64_t)(uintptr_t)block) != 0) {
+                vb_addr_map_clear(&cc->allocated_blocks);
+                return -1;
+            }
+    cc->allocated_indexed = 1;
+    return 0;
 }
 
 vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr)
 {
-    return allocated_block(cc, addr, 0);
+    uint64_t value = 0;
+    if (!cc->allocated_indexed && index_allocated(cc) != 0) return NULL;
+    return vb_addr_map_get(&cc->allocated_blocks, addr, &value) ? (vb_cc_block *)(uintptr_t)value : NULL;
+}
+
+/* The block the seam's tag names, handed out at `addr` (the tag is the
+ * block struct malloc gave as its grant's tag), or NULL when it is not one. */
+static vb_cc_block *tagged_block(vb_addr addr, uint64_t tag)
+{
+    vb_cc_block *block = (vb_cc_block *)(uintptr_t)tag;
+    return block && block->allocated == 1 && block->addr == addr ? block : NULL;
 }
 
 /* free: the block is cached at once, or, when record_stream named other
@@ -951,25 +1059,38 @@ vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr)
  * and requested means what docs/design.md says: asked for and not yet freed. */
 vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag)
 {
-    (void)tag; /* unused: its own bookkeeping knows the block */
     vb_cc_allocator *cc = state;
-    vb_cc_block *block = allocated_block(cc, addr, 1);
+    vb_cc_block *block = tagged_block(addr, tag);
     if (!block)
         return vb_error(VB_ERR_INVALID, "%s: free of 0x%llx, which is not allocated (unknown or freed twice)",
                         cc->name, (unsigned long long)addr);
+    if (cc->allocated_indexed) vb_addr_map_remove(&cc->allocated_blocks, addr, NULL);
     block->allocated = 0;
     if (block->use_count) insert_events(cc, block);
     if (block->event_count == 0) free_block(cc, block);
     return VB_OK;
 }
 
+/* prefetch_free: the block (the tag is its struct), then its address
+ * neighbours, which free_block merges with. */
+void vb_cc_prefetch_free(void *state, uint64_t tag, int stage)
+{
+    (void)state;
+    const vb_cc_block *block = (const vb_cc_block *)(uintptr_t)tag;
+    if (stage == 0) {
+        prefetch_block(block);
+        return;
+    }
+    prefetch_block(block->prev);
+    prefetch_block(block->next);
+}
+
 /* record_stream: remembers a use on another stream (the allocation stream
  * needs no event: its own order protects it). */
 vb_status vb_cc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream)
 {
-    (void)tag; /* unused: its own bookkeeping knows the block */
     vb_cc_allocator *cc = state;
-    vb_cc_block *block = allocated_block(cc, addr, 0);
+    vb_cc_block *block = tagged_block(addr, tag);
     if (!block)
         return vb_error(VB_ERR_INVALID, "%s: record_stream on 0x%llx, which is not allocated", cc->name,
                         (unsigned long long)addr);
@@ -1004,7 +1125,7 @@ static uint64_t largest_in(const vb_cc_pool *pool)
         const vb_cc_size_index *index = pool->indexes[i];
         int c = last_class_in_use(index);
         if (c < 0) continue;
-        vb_cc_block *last = block_of_class(vb_oset_last(&index->classes[c]));
+        vb_cc_block *last = block_of_class(vb_oset_last(class_set(index, (uint32_t)c)));
         if (last->size > largest) largest = last->size;
     }
     return largest;
@@ -1142,11 +1263,16 @@ vb_status vb_cc_create_with(vb_device *dev, const vb_config *config, const vb_op
     return VB_OK;
 }
 
-/* Frees a block struct and its uses array. */
-static void block_delete(vb_cc_block *block)
+/* Frees every slab and the uses array of every struct handed out of them. */
+static void free_slabs(vb_cc_allocator *cc)
 {
-    free(block->uses);
-    free(block);
+    while (cc->slabs) {
+        vb_cc_slab *slab = cc->slabs;
+        for (size_t i = 0; i < slab->used; i++) free(slab_block(slab, i)->uses);
+        cc->slabs = slab->next;
+        free(slab);
+    }
+    cc->spare_blocks = NULL;
 }
 
 /* Returns everything to the device: outstanding events are waited for,
@@ -1164,20 +1290,12 @@ void vb_cc_destroy(void *state)
             vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
             node = next;
             if (segment->borrowed != borrowed) continue;
-            for (vb_cc_block *block = segment->head, *after; block; block = after) {
-                after = block->next;
-                block_delete(block);
-            }
-            segment->head = NULL;
+            segment->head = NULL; /* its block structs go with the slabs */
             vb_cc_segment_remove(cc, segment);
             cc->source->destroy_segment(cc, segment);
         }
     }
-    while (cc->spare_blocks) {
-        vb_cc_block *next = cc->spare_blocks->next;
-        block_delete(cc->spare_blocks);
-        cc->spare_blocks = next;
-    }
+    free_slabs(cc);
     for (size_t i = 0; i < cc->spare_event_count; i++) cc->device->ops->event_destroy(cc->device, cc->spare_events[i]);
     free(cc->spare_events);
     for (size_t i = 0; i < cc->event_stream_count; i++) free(cc->event_streams[i].ring);

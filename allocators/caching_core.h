@@ -66,31 +66,37 @@ typedef struct vb_cc_allocator vb_cc_allocator;
  * (the stitched range shows it), until the stitched range goes. */
 #define VB_CC_LENT 2
 
-/* A block: a piece of a segment, handed out or free. Block structs are
- * recycled through the allocator's spare list, never freed on the hot path. */
+/* A block: a piece of a segment, handed out or free. Block structs come
+ * from slabs of the allocator's, are recycled through its spare list and
+ * are freed with it (destroy), never one by one. */
 typedef struct vb_cc_size_index vb_cc_size_index;
 
 typedef struct vb_cc_block {
-    /* The size-class node and the fields the free sets order by come
-     * first: block structs are 64-byte aligned, so a step of a best-fit
-     * walk reads one cache line. */
+    /* First cache line: the size-class node and the fields the free sets
+     * order by (block structs are 64-byte aligned, so a step of a
+     * best-fit walk reads one line), and the address neighbour before. */
     vb_oset_node class_node;      /* in its size class's set (free, mapped, indexed) */
     vb_stream stream;             /* the allocation stream: only it reuses the block */
     uint64_t size;
     vb_addr addr;
-    vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
-    uint64_t requested;           /* what the caller asked for, while allocated */
+    struct vb_cc_block *prev;     /* address neighbours in the segment (spare list: next) */
+    /* Second line: the rest of what malloc, free and a merge read and
+     * write, so that a free touches two lines of each block it meets. */
+    struct vb_cc_block *next;
     vb_cc_pool *pool;
     vb_cc_segment *segment;
-    struct vb_cc_block *prev, *next; /* address neighbours in the segment (spare list: next) */
     vb_cc_size_index *size_index; /* where class_node is (NULL: not indexed) */
-    uint32_t size_class;
-    int allocated;                /* 1 handed out; VB_CC_LENT: lent to a stitched range (stitch) */
-    int mapped;                   /* 0 only for unmapped address space of an expandable segment */
-    int event_count;              /* outstanding events of other streams' uses */
+    uint64_t requested;           /* what the caller asked for, while allocated */
     uint64_t gc_count_base;       /* pool->get_free_blocks_call_count when it became free */
+    uint32_t size_class;
+    int event_count;              /* outstanding events of other streams' uses */
+    uint32_t use_count;           /* streams in `uses` */
+    uint8_t allocated;            /* 1 handed out; VB_CC_LENT: lent to a stitched range (stitch) */
+    uint8_t mapped;               /* 0 only for unmapped address space of an expandable segment */
+    /* Third line: what only some pools and record_stream use. */
+    uint32_t use_capacity;        /* the uses array is kept when the struct is recycled */
+    vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
     vb_stream *uses;              /* streams record_stream named (never the block's own) */
-    uint32_t use_count, use_capacity; /* the array is kept when the struct is recycled */
 } vb_cc_block;
 
 /* One of the two pools: free blocks of <= 1 MiB requests, or larger. The
@@ -233,9 +239,14 @@ struct vb_cc_allocator {
     size_t stitch_arena_ranges;
 
     vb_cc_pool small_pool, large_pool;
-    vb_addr_map allocated_blocks; /* address -> block, for free and record_stream */
+    /* Address -> block handed out, for vb_cc_allocated_at only (free and
+     * record_stream get the block as the seam's tag): made by its first
+     * call, kept from then on. */
+    vb_addr_map allocated_blocks;
+    int allocated_indexed;        /* allocated_blocks holds every block handed out */
     vb_ordered_set segments;      /* by base address */
     vb_cc_block *spare_blocks;    /* recycled structs, linked by next */
+    struct vb_cc_slab *slabs;     /* where every block struct lives: the newest slab first */
 
     vb_cc_stream_events *event_streams;
     size_t event_stream_count, event_stream_capacity;
@@ -268,6 +279,7 @@ void vb_cc_destroy(void *state);
 vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out);
 vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag);
 vb_status vb_cc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream);
+void vb_cc_prefetch_free(void *state, uint64_t tag, int stage);
 vb_status vb_cc_empty_cache(void *state);
 uint64_t vb_cc_largest_free_block(void *state);
 void vb_cc_segments(void *state, vb_block_visitor visit, void *context);
@@ -276,8 +288,8 @@ void vb_cc_segments(void *state, vb_block_visitor visit, void *context);
  * the strategies differ only in name, options and create. */
 #define VB_CC_SHARED_OPS                                                                                \
     .destroy = vb_cc_destroy, .malloc = vb_cc_malloc, .free = vb_cc_free,                               \
-    .record_stream = vb_cc_record_stream, .empty_cache = vb_cc_empty_cache,                                \
-    .largest_free_block = vb_cc_largest_free_block,                                                     \
+    .record_stream = vb_cc_record_stream, .prefetch_free = vb_cc_prefetch_free,                         \
+    .empty_cache = vb_cc_empty_cache, .largest_free_block = vb_cc_largest_free_block,                   \
     .segments = vb_cc_segments
 
 /* ---- the policy's pure functions (exposed for tests) ---- */
@@ -336,7 +348,9 @@ static inline int vb_cc_block_is_split(const vb_cc_block *block)
     return block->prev != NULL || block->next != NULL;
 }
 
-/* The block handed out at `addr`, or NULL. */
+/* The block handed out at `addr`, or NULL. The first call indexes the
+ * blocks handed out by address (a walk over the segments), and every
+ * malloc and free keeps that index from then on. */
 vb_cc_block *vb_cc_allocated_at(vb_cc_allocator *cc, vb_addr addr);
 
 /* Adds / removes a segment in the allocator's address-ordered set. */

@@ -162,11 +162,12 @@ static vb_status on_after_event(void *context, const vb_drive_result *so_far)
     return take_regular_sample(state, so_far->events);
 }
 
-/* Frees one allocation the trace left live (its tag is its address). */
-static void free_leftover(void *context, uint64_t id, uint64_t addr)
+/* Frees one allocation the trace left live (its tag is its block's key,
+ * 0 for one that found no memory). */
+static void free_leftover(void *context, uint64_t id, uint64_t key)
 {
     (void)id;
-    if (addr) vb_free(vb_run_allocator(context), addr);
+    vb_free_keyed(vb_run_allocator(context), key);
 }
 
 /* Samples the end, reports the counters and frees what the trace left live. */

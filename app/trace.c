@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "base/addr_map.h"
+#include "base/id_map.h"
 #include "input_file.h"
 #include "text.h"
 
@@ -34,6 +35,15 @@
 typedef struct rmm_record {
     uint64_t id, tag;
 } rmm_record;
+
+/* A line of the form the fast path reads ("a ID SIZE [STREAM]", "f ID
+ * [STREAM]", single spaces, wholly buffered), parsed. */
+typedef struct fast_line {
+    uint64_t line;             /* its number; 0: no line parsed here */
+    char action;               /* 'a' or 'f'; 0: the line is not of that form (or not whole yet) */
+    size_t length;             /* its bytes, the newline included */
+    uint64_t id, size, stream;
+} fast_line;
 
 /* The bytes of the file, decompressed when they are gzip (RFC 1952: one
  * member or several in a row, as `cat a.gz b.gz` makes; anything else after
@@ -65,13 +75,21 @@ struct vb_trace {
     uint64_t total_bytes;      /* uncompressed size, 0 when unknown */
     vb_status failure;         /* sticky: once a call failed, all later ones do */
     char *failure_message;
-    vb_addr_map live;          /* vbtrace: id + 1 -> tag; RMM: pointer -> record index */
+    vb_id_map ids;             /* vbtrace: id -> tag (ids mostly come in order: base/id_map.h) */
+    vb_addr_map live;          /* RMM: pointer -> record index */
     uint64_t *tag_slot;        /* where vb_trace_tag stores: the last ALLOC's tag, else NULL */
     rmm_record *records;       /* RMM: id and tag of each live allocation */
     size_t record_count, record_capacity;
     uint64_t free_record;      /* RMM: a free list through records[].id, + 1 (0: empty) */
     uint64_t next_rmm_id;      /* RMM allocations are numbered in order */
     vb_addr_map rmm_streams;   /* RMM stream handle (non-zero) -> small stream id */
+    /* vb_trace_lookahead: a line ahead of the last one read and where it
+     * starts in the buffer (line 0: none, as after a refill moved the
+     * bytes), and the lines it passed, parsed, by line number: the fast
+     * path reads a line parsed so without parsing it again. */
+    uint64_t ahead_line;
+    size_t ahead_at;
+    fast_line ahead[VB_TRACE_LOOKAHEAD_FAR]; /* line L at [L % FAR] */
     uint64_t rmm_stream_count; /* small ids handed out, 0 (the default stream) included */
     char name[VB_TRACE_MAX_NAME + 1];
 };
@@ -238,6 +256,7 @@ static vb_status refill(vb_trace *trace)
     memmove(trace->buffer, trace->buffer + trace->start, pending);
     trace->start = 0;
     trace->end = pending;
+    trace->ahead_line = 0; /* its place moved with the bytes */
     size_t got;
     vb_status status = input_read(trace, trace->buffer + pending, TRACE_BUFFER_BYTES - pending, &got);
     if (status != VB_OK) return status;
@@ -374,7 +393,7 @@ static vb_status vbtrace_stream(vb_trace *trace, char *field, uint32_t *stream)
     return VB_OK;
 }
 
-/* Parses an ID field (any number but the largest, which the map cannot key). */
+/* Parses an ID field (any number but the largest, which the id map cannot hold). */
 static vb_status vbtrace_id(vb_trace *trace, const char *field, uint64_t *id)
 {
     if (!parse_decimal(field, id) || *id == UINT64_MAX)
@@ -387,7 +406,7 @@ static vb_status vbtrace_allocated(vb_trace *trace, uint64_t id, uint64_t size, 
                                    vb_trace_event *event)
 {
     int added;
-    uint64_t *tag = vb_addr_map_slot(&trace->live, id + 1, &added);
+    uint64_t *tag = vb_id_map_slot(&trace->ids, id, &added);
     if (!tag) return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
     if (!added)
         return fail(trace, VB_ERR_INVALID, "id %llu allocated again while it is live", (unsigned long long)id);
@@ -402,7 +421,7 @@ static vb_status vbtrace_allocated(vb_trace *trace, uint64_t id, uint64_t size, 
 /* A live allocation of `id` is freed; fills the event. */
 static vb_status vbtrace_freed(vb_trace *trace, uint64_t id, uint32_t stream, vb_trace_event *event)
 {
-    if (!vb_addr_map_remove(&trace->live, id + 1, &event->tag))
+    if (!vb_id_map_remove(&trace->ids, id, &event->tag))
         return fail(trace, VB_ERR_INVALID, "free of id %llu, which is not live (never allocated, or already freed)",
                     (unsigned long long)id);
     event->kind = VB_TRACE_FREE;
@@ -500,32 +519,49 @@ static int fast_decimal(const char **cursor, uint64_t *out)
     return 1;
 }
 
-/* The fast path for the lines that make up nearly every trace, written with
- * single spaces as gen-trace and torch2trace write them: "a ID SIZE
- * [STREAM]" and "f ID [STREAM]". It parses in place, without copying or
- * splitting the line, and stops at the '\n' kept after the buffered bytes,
- * so it never reads past them. Returns 0, having consumed nothing, for any
- * other line (or one not wholly buffered yet): the general path then reads
- * it, with its checks and error messages. Otherwise returns 1 with the
- * line consumed and *status the outcome. */
+/* Parses the line at buffer offset `at` the way the fast path reads
+ * lines: "a ID SIZE [STREAM]" and "f ID [STREAM]" with single spaces, as
+ * gen-trace and torch2trace write them. It parses in place, without
+ * copying or splitting the line, and stops at the '\n' kept after the
+ * buffered bytes, so it never reads past them. out->action is 0 for any
+ * other line (or one not wholly buffered yet): the general path reads
+ * it, with its checks and error messages. */
+static void parse_fast_line(const vb_trace *trace, size_t at, fast_line *out)
+{
+    const char *begin = trace->buffer + at, *cursor = begin + 2;
+    out->action = 0;
+    out->size = out->stream = 0;
+    char action = begin[0];
+    if ((action != 'a' && action != 'f') || begin[1] != ' ' || !fast_decimal(&cursor, &out->id)) return;
+    if (action == 'a' && (*cursor++ != ' ' || !fast_decimal(&cursor, &out->size))) return;
+    if (*cursor == ' ') {
+        cursor++;
+        if (!fast_decimal(&cursor, &out->stream) || out->stream >= VB_TRACE_MAX_STREAMS) return;
+    }
+    if (*cursor != '\n' || cursor == trace->buffer + trace->end) return;
+    out->length = (size_t)(cursor - begin) + 1;
+    out->action = action;
+}
+
+/* The fast path for the lines that make up nearly every trace (see
+ * parse_fast_line), taken parsed from the lookahead when it passed the
+ * line. Returns 0, having consumed nothing, for any other line: the
+ * general path then reads it. Otherwise returns 1 with the line consumed
+ * and *status the outcome. */
 static int vbtrace_fast(vb_trace *trace, vb_trace_event *event, vb_status *status)
 {
-    const char *begin = trace->buffer + trace->start, *at = begin + 2;
-    char action = begin[0];
-    uint64_t id, size = 0, stream = 0;
-    if ((action != 'a' && action != 'f') || begin[1] != ' ' || !fast_decimal(&at, &id)) return 0;
-    if (action == 'a' && (*at++ != ' ' || !fast_decimal(&at, &size))) return 0;
-    if (*at == ' ') {
-        at++;
-        if (!fast_decimal(&at, &stream) || stream >= VB_TRACE_MAX_STREAMS) return 0;
+    fast_line parsed;
+    const fast_line *line = &trace->ahead[(trace->line + 1) % VB_TRACE_LOOKAHEAD_FAR];
+    if (line->line != trace->line + 1 || !line->action) {
+        parse_fast_line(trace, trace->start, &parsed);
+        line = &parsed;
     }
-    if (*at != '\n' || at == trace->buffer + trace->end) return 0;
-    size_t length = (size_t)(at - begin) + 1;
-    trace->start += length;
-    trace->consumed_bytes += length;
+    if (!line->action) return 0;
+    trace->start += line->length;
+    trace->consumed_bytes += line->length;
     trace->line++;
-    *status = action == 'a' ? vbtrace_allocated(trace, id, size, (uint32_t)stream, event)
-                            : vbtrace_freed(trace, id, (uint32_t)stream, event);
+    *status = line->action == 'a' ? vbtrace_allocated(trace, line->id, line->size, (uint32_t)line->stream, event)
+                                  : vbtrace_freed(trace, line->id, (uint32_t)line->stream, event);
     return 1;
 }
 
@@ -552,6 +588,51 @@ static vb_status vbtrace_next(vb_trace *trace, vb_trace_event *event)
         if (strcmp(fields[0], "o") == 0) return vbtrace_failed(trace, fields, count, event);
         return fail(trace, VB_ERR_INVALID, "unknown action '%.40s' (expected a, f, o or m)", fields[0]);
     }
+}
+
+/* Parses the lookahead's line into its place in the ring and, for a free,
+ * asks for where the reader keeps its id's tag. */
+static void note_ahead_line(vb_trace *trace)
+{
+    fast_line *line = &trace->ahead[trace->ahead_line % VB_TRACE_LOOKAHEAD_FAR];
+    parse_fast_line(trace, trace->ahead_at, line);
+    line->line = trace->ahead_line;
+    if (line->action == 'f') vb_id_map_prefetch(&trace->ids, line->id);
+}
+
+/* Moves the lookahead line by line up to line `target` (or as far as the
+ * buffer goes), parsing each line it reaches. It starts again at the next
+ * line to read when it fell behind the reading or a refill moved the bytes. */
+static void look_ahead_to(vb_trace *trace, uint64_t target)
+{
+    if (trace->ahead_line <= trace->line) {
+        trace->ahead_line = trace->line + 1;
+        trace->ahead_at = trace->start;
+        note_ahead_line(trace);
+    }
+    while (trace->ahead_line < target) {
+        const fast_line *line = &trace->ahead[trace->ahead_line % VB_TRACE_LOOKAHEAD_FAR];
+        if (line->action) {
+            trace->ahead_at += line->length;
+        } else {
+            const char *newline = memchr(trace->buffer + trace->ahead_at, '\n', trace->end - trace->ahead_at);
+            if (!newline) return;
+            trace->ahead_at = (size_t)(newline - trace->buffer) + 1;
+        }
+        trace->ahead_line++;
+        note_ahead_line(trace);
+    }
+}
+
+/* Parses the lines up to VB_TRACE_LOOKAHEAD_FAR on; gives the tag of the
+ * free VB_TRACE_LOOKAHEAD lines on, parsed before. */
+int vb_trace_lookahead(vb_trace *trace, uint64_t *tag)
+{
+    if (trace->format != VB_TRACE_FORMAT_VBTRACE || trace->failure != VB_OK) return 0;
+    look_ahead_to(trace, trace->line + VB_TRACE_LOOKAHEAD_FAR);
+    const fast_line *line = &trace->ahead[(trace->line + VB_TRACE_LOOKAHEAD) % VB_TRACE_LOOKAHEAD_FAR];
+    if (line->line != trace->line + VB_TRACE_LOOKAHEAD || line->action != 'f') return 0;
+    return vb_id_map_get(&trace->ids, line->id, tag);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -764,7 +845,7 @@ vb_status vb_trace_open(const char *path, vb_trace **out)
         vb_trace_close(trace);
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    trace->live.sparse = 1; /* a lookup on every allocation and free */
+    trace->live.sparse = 1; /* RMM: a lookup on every allocation and free */
     trace->total_bytes = uncompressed_size(fd, &info);
     trace->input.fd = fd;
     trace->input.seekable = S_ISREG(info.st_mode); /* pread from 0: a spooled copy's offset is shared */
@@ -792,6 +873,7 @@ void vb_trace_close(vb_trace *trace)
     if (trace->input.inflating) inflateEnd(&trace->input.z);
     if (trace->input.fd >= 0) close(trace->input.fd);
     free(trace->input.bytes);
+    vb_id_map_clear(&trace->ids);
     vb_addr_map_clear(&trace->live);
     vb_addr_map_clear(&trace->rmm_streams);
     free(trace->records);
@@ -822,31 +904,29 @@ void vb_trace_tag(vb_trace *trace, uint64_t tag)
     if (trace->tag_slot) *trace->tag_slot = tag;
 }
 
-/* vb_trace_each_live's walk over the live map. */
+/* vb_trace_each_live's walk over RMM's live map, whose values index the records. */
 typedef struct live_walk {
     const vb_trace *trace;
     void (*visit)(void *context, uint64_t id, uint64_t tag);
     void *context;
 } live_walk;
 
-/* One live map entry as (id, tag): vbtrace keys are id + 1 with the tag as
- * value; RMM values index the records. */
-static void visit_live(void *context, uint64_t key, uint64_t value)
+static void visit_rmm_live(void *context, uint64_t pointer, uint64_t record)
 {
+    (void)pointer;
     const live_walk *walk = context;
-    if (walk->trace->format == VB_TRACE_FORMAT_RMM_CSV) {
-        const rmm_record *record = &walk->trace->records[value];
-        walk->visit(walk->context, record->id, record->tag);
-    } else {
-        walk->visit(walk->context, key - 1, value);
-    }
+    walk->visit(walk->context, walk->trace->records[record].id, walk->trace->records[record].tag);
 }
 
 void vb_trace_each_live(const vb_trace *trace, void (*visit)(void *context, uint64_t id, uint64_t tag),
                         void *context)
 {
+    if (trace->format != VB_TRACE_FORMAT_RMM_CSV) {
+        vb_id_map_each(&trace->ids, visit, context);
+        return;
+    }
     live_walk walk = {trace, visit, context};
-    vb_addr_map_each(&trace->live, visit_live, &walk);
+    vb_addr_map_each(&trace->live, visit_rmm_live, &walk);
 }
 
 /* Accessors: see trace.h. */
@@ -867,7 +947,7 @@ uint64_t vb_trace_line(const vb_trace *trace)
 
 uint64_t vb_trace_live_count(const vb_trace *trace)
 {
-    return trace->live.count;
+    return trace->format == VB_TRACE_FORMAT_RMM_CSV ? trace->live.count : vb_id_map_count(&trace->ids);
 }
 
 uint64_t vb_trace_consumed_bytes(const vb_trace *trace)

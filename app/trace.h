@@ -85,6 +85,21 @@ vb_status vb_trace_next(vb_trace *trace, vb_trace_event *event);
  * its own from ids to addresses. */
 void vb_trace_tag(vb_trace *trace, uint64_t tag);
 
+/* A prefetching aid for a consumer that keeps one word per allocation (its
+ * tag) and looks it up at the free: the tag of the allocation that the
+ * line VB_TRACE_LOOKAHEAD lines after the last one read frees, as the
+ * reader holds it now, in *tag (1), or 0 when that line is no free of a
+ * tagged allocation, is not read into the buffer yet, or is not written
+ * as gen-trace and torch2trace write frees ("f ID [STREAM]", single
+ * spaces). It also asks for where the reader keeps the tag of the free a
+ * few lines further on (VB_TRACE_LOOKAHEAD_FAR), so that its own look-up
+ * then finds it in the cache. Only vbtrace files; changes nothing the
+ * events depend on (the line is not read, not checked: a malformed line
+ * is an error when it is read, not now). */
+#define VB_TRACE_LOOKAHEAD 5
+#define VB_TRACE_LOOKAHEAD_FAR 8
+int vb_trace_lookahead(vb_trace *trace, uint64_t *tag);
+
 /* Calls `visit` for every allocation still live, with its id and tag, in
  * no particular order. The trace must not be read meanwhile. */
 void vb_trace_each_live(const vb_trace *trace, void (*visit)(void *context, uint64_t id, uint64_t tag),

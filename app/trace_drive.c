@@ -48,17 +48,65 @@ void vb_drive_events_free(vb_drive_events *events)
     memset(events, 0, sizeof *events);
 }
 
-/* A drive's place in its source, and where the addresses of the loaded
- * events' allocations are kept (a trace's reader keeps them as tags). */
+/* Prefetching the frees to come (vb_prefetch_free): the key of the free
+ * VB_TRACE_LOOKAHEAD events ahead is taken each event, and its stages
+ * asked for as it comes nearer, each a little after the one before, so
+ * that each finds what the one before asked for in the cache. */
+#define LOOKAHEAD VB_TRACE_LOOKAHEAD
+#define UPCOMING_KEYS 8 /* a power of two above LOOKAHEAD */
+_Static_assert(LOOKAHEAD > VB_PREFETCH_STAGES && LOOKAHEAD < UPCOMING_KEYS, "room for the stages in the ring");
+
+/* The events ahead at which each stage is asked for. */
+static const unsigned stage_ahead[VB_PREFETCH_STAGES] = {LOOKAHEAD, 3, 1};
+
+typedef struct upcoming {
+    uint64_t keys[UPCOMING_KEYS]; /* by the event they were taken at, modulo the ring (0: none) */
+    uint64_t taken;               /* events so far */
+} upcoming;
+
+/* A drive's place in its source, and where the keys of the loaded events'
+ * allocations are kept (a trace's reader keeps them as tags). A key is
+ * the allocator's for the block (vb_malloc_keyed), so a free needs no
+ * look-up by address. */
 typedef struct cursor {
     const vb_drive_source *source;
     size_t next;                 /* loaded: the next item */
     const vb_drive_event *item;  /* loaded: the current one */
-    vb_addr *addresses;          /* loaded: each allocation's address (0: none) */
+    uint64_t *keys;              /* loaded: each allocation's block key (0: none) */
+    vb_allocator *allocator;     /* where the frees go */
+    upcoming ahead;
 } cursor;
 
+/* The key of the free LOOKAHEAD events after the current one, as known now
+ * (0: none, or not known yet); for loaded events, it also asks for the
+ * key of the one VB_TRACE_LOOKAHEAD_FAR events ahead. */
+static uint64_t key_ahead(cursor *c)
+{
+    if (c->source->trace) {
+        uint64_t tag = 0;
+        return vb_trace_lookahead(c->source->trace, &tag) ? tag : 0;
+    }
+    const vb_drive_events *events = c->source->events;
+    size_t far = c->next - 1 + VB_TRACE_LOOKAHEAD_FAR, near = c->next - 1 + LOOKAHEAD;
+    if (far < events->count && !events->items[far].is_alloc) __builtin_prefetch(&c->keys[events->items[far].slot]);
+    return near < events->count && !events->items[near].is_alloc ? c->keys[events->items[near].slot] : 0;
+}
+
+/* Before each event: takes the key ahead and asks for each stage of the
+ * frees as they come nearer. */
+static void prefetch_frees(cursor *c)
+{
+    upcoming *ahead = &c->ahead;
+    ahead->keys[ahead->taken % UPCOMING_KEYS] = key_ahead(c);
+    for (int stage = 0; stage < VB_PREFETCH_STAGES; stage++) {
+        uint64_t key = ahead->keys[(ahead->taken - (LOOKAHEAD - stage_ahead[stage])) % UPCOMING_KEYS];
+        if (key && ahead->taken >= LOOKAHEAD - stage_ahead[stage]) vb_prefetch_free(c->allocator, key, stage);
+    }
+    ahead->taken++;
+}
+
 /* The next event: read from the trace, or the next loaded one as the
- * reader would give it (a FREE's tag its allocation's address). */
+ * reader would give it (a FREE's tag its allocation's block key). */
 static vb_status next_event(cursor *c, vb_trace_event *event)
 {
     if (c->source->trace) return vb_trace_next(c->source->trace, event);
@@ -72,16 +120,16 @@ static vb_status next_event(cursor *c, vb_trace_event *event)
         .id = item->slot,
         .size = item->size,
         .stream = item->stream,
-        .tag = item->is_alloc ? 0 : c->addresses[item->slot],
+        .tag = item->is_alloc ? 0 : c->keys[item->slot],
     };
     return VB_OK;
 }
 
-/* Keeps the address the current allocation got (0: none) for its free. */
-static void keep_address(cursor *c, vb_addr addr)
+/* Keeps the block key the current allocation got (0: none) for its free. */
+static void keep_key(cursor *c, uint64_t key)
 {
-    if (c->source->trace) vb_trace_tag(c->source->trace, addr);
-    else c->addresses[c->item->slot] = addr;
+    if (c->source->trace) vb_trace_tag(c->source->trace, key);
+    else c->keys[c->item->slot] = key;
 }
 
 /* The trace line of the current event. */
@@ -117,11 +165,13 @@ static vb_status drive_alloc(cursor *c, vb_drive_target *target, const vb_drive_
                      : status;
     if (hooks && hooks->before_alloc) hooks->before_alloc(hooks->context, event->size, event->stream);
     vb_addr addr = 0;
-    status = target->run ? vb_run_malloc(target->run, event->size, stream, &addr)
-                         : vb_malloc(target->allocator, event->size, stream, &addr);
+    uint64_t key = 0;
+    status = target->run ? vb_run_malloc_keyed(target->run, event->size, stream, &addr, &key)
+                         : vb_malloc_keyed(target->allocator, event->size, stream, &addr, &key);
     int oom = status == VB_ERR_OOM;
     if (oom) {
         addr = 0;
+        key = 0;
         if (!out->ooms++) {
             out->first_oom_line = current_line(c);
             out->first_oom_bytes = event->size;
@@ -132,19 +182,23 @@ static vb_status drive_alloc(cursor *c, vb_drive_target *target, const vb_drive_
                      : status;
     }
     if (hooks && hooks->after_alloc) hooks->after_alloc(hooks->context, addr, event->size, event->stream, oom);
-    keep_address(c, addr);
+    keep_key(c, key);
     return VB_OK;
 }
 
-/* One free; the free of an allocation that found no memory (address 0) is
- * skipped. */
+/* One free, by the block's key; the free of an allocation that found no
+ * memory (key 0) is skipped. The address is looked up only for hooks that
+ * want it. */
 static vb_status drive_free(cursor *c, vb_drive_target *target, const vb_drive_hooks *hooks,
                             const vb_trace_event *event)
 {
-    vb_addr addr = event->tag;
-    if (addr == 0) return VB_OK;
+    uint64_t key = event->tag;
+    if (key == 0) return VB_OK;
+    vb_addr addr = 0;
+    if (hooks && (hooks->before_free || hooks->after_free))
+        addr = vb_keyed_addr(target->run ? vb_run_allocator(target->run) : target->allocator, key);
     if (hooks && hooks->before_free) hooks->before_free(hooks->context, addr, event->stream);
-    vb_status status = target->run ? vb_run_free(target->run, addr) : vb_free(target->allocator, addr);
+    vb_status status = target->run ? vb_run_free_keyed(target->run, key) : vb_free_keyed(target->allocator, key);
     if (status == VB_OK && hooks && hooks->after_free) hooks->after_free(hooks->context, addr, event->stream);
     if (status != VB_OK && c->source->trace)
         return vb_trace_error(c->source->trace, status, "free of id %llu failed: %s", (unsigned long long)event->id,
@@ -156,14 +210,15 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
                    int stop_at_oom, vb_drive_result *out)
 {
     memset(out, 0, sizeof *out);
-    cursor c = {.source = source};
+    cursor c = {.source = source, .allocator = target->run ? vb_run_allocator(target->run) : target->allocator};
     if (!source->trace) {
-        c.addresses = calloc(source->events->slots ? source->events->slots : 1, sizeof *c.addresses);
-        if (!c.addresses) return vb_error(VB_ERR_OOM, "out of host memory");
+        c.keys = calloc(source->events->slots ? source->events->slots : 1, sizeof *c.keys);
+        if (!c.keys) return vb_error(VB_ERR_OOM, "out of host memory");
     }
     vb_trace_event event;
     vb_status status;
     while ((status = next_event(&c, &event)) == VB_OK && event.kind != VB_TRACE_END) {
+        prefetch_frees(&c);
         switch (event.kind) {
         case VB_TRACE_ALLOC: status = drive_alloc(&c, target, hooks, &event, out); break;
         case VB_TRACE_FREE: status = drive_free(&c, target, hooks, &event); break;
@@ -184,7 +239,7 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
             if (status != VB_OK) break;
         }
     }
-    free(c.addresses);
+    free(c.keys);
     return status;
 }
 

@@ -356,17 +356,17 @@ static vb_status after_malloc(vb_run *run, vb_status status, vb_addr addr, uint6
     return status;
 }
 
-vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out)
+vb_status vb_run_malloc_keyed(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out, uint64_t *key)
 {
     uint64_t seen_peak = run->allocator->seen_reserved_peak;
     vb_status status;
     if (take_latency(run, &run->malloc_countdown)) {
         uint64_t start = vb_now_ns();
-        status = vb_malloc(run->allocator, size, stream, out);
+        status = vb_malloc_keyed(run->allocator, size, stream, out, key);
         if (vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) != 0)
             return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     } else {
-        status = vb_malloc(run->allocator, size, stream, out);
+        status = vb_malloc_keyed(run->allocator, size, stream, out, key);
     }
     if (status == VB_ERR_OOM && !run->first_oom_bytes) run->first_oom_bytes = size;
     if (status == VB_OK && run->sampling && run->allocator->pool_count) {
@@ -386,19 +386,36 @@ vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *o
     return after_malloc(run, status, status == VB_OK ? *out : 0, size, raised);
 }
 
+vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out)
+{
+    return vb_run_malloc_keyed(run, size, stream, out, NULL);
+}
+
 uint64_t vb_run_first_oom_bytes(const vb_run *run)
 {
     return run->first_oom_bytes;
 }
 
-vb_status vb_run_free(vb_run *run, vb_addr addr)
+/* A free by address (key 0) or by key, its latency recorded when picked. */
+static vb_status run_free(vb_run *run, vb_addr addr, uint64_t key)
 {
-    if (!take_latency(run, &run->free_countdown)) return vb_free(run->allocator, addr);
+    if (!take_latency(run, &run->free_countdown))
+        return key ? vb_free_keyed(run->allocator, key) : vb_free(run->allocator, addr);
     uint64_t start = vb_now_ns();
-    vb_status status = vb_free(run->allocator, addr);
+    vb_status status = key ? vb_free_keyed(run->allocator, key) : vb_free(run->allocator, addr);
     if (vb_samples_add(&run->free_ns, (double)(vb_now_ns() - start)) != 0)
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     return status;
+}
+
+vb_status vb_run_free(vb_run *run, vb_addr addr)
+{
+    return run_free(run, addr, 0);
+}
+
+vb_status vb_run_free_keyed(vb_run *run, uint64_t key)
+{
+    return key ? run_free(run, 0, key) : VB_OK;
 }
 
 vb_status vb_run_empty_cache(vb_run *run)

@@ -145,6 +145,10 @@ const char *vb_run_parameter(vb_run *run);
 vb_status vb_run_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out);
 /* Frees through the allocator and records the call's latency. */
 vb_status vb_run_free(vb_run *run, vb_addr addr);
+/* vb_run_malloc and vb_run_free by the block's key (vb_malloc_keyed,
+ * vb_free_keyed): no look-up by address, for a trace's replay. */
+vb_status vb_run_malloc_keyed(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out, uint64_t *key);
+vb_status vb_run_free_keyed(vb_run *run, uint64_t key);
 /* empty_cache through the allocator. */
 vb_status vb_run_empty_cache(vb_run *run);
 

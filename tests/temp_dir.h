@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#define VB_TEMP_DIR_MAX_FILES 64
+#define VB_TEMP_DIR_MAX_FILES 96
 
 typedef struct vb_temp_dir {
     char path[64];                          /* the directory */

@@ -6,7 +6,9 @@
  * large sizes, many repeated sizes, frees in random order, now and then
  * empty_cache, a device small enough to hit out-of-memory and its retries)
  * — one indexed, one with indexing stopped — and requires every address,
- * every status and the final statistics to be identical. */
+ * every status and the final statistics to be identical. The index by
+ * address that vb_cc_allocated_at makes on its first call is checked here
+ * too: it must know the blocks handed out before that call and after. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -163,6 +165,60 @@ static void stopping_indexing_midway_changes_nothing(void **state)
     run_twins("expandable", NULL, 7, OPERATIONS / 2);
 }
 
+/* 1 if `addr` is live in `t`. */
+static int twin_holds(const twin *t, vb_addr addr)
+{
+    for (size_t slot = 0; slot < LIVE_SLOTS; slot++)
+        if (t->live[slot] == addr) return 1;
+    return 0;
+}
+
+/* vb_cc_allocated_at answers for every address the seeded sequence has
+ * seen: the block handed out there while it is live, NULL once freed. */
+static void check_allocated_at(twin *t, const vb_addr *seen, size_t seen_count)
+{
+    vb_cc_allocator *cc = t->allocator->state;
+    for (size_t i = 0; i < seen_count; i++) {
+        vb_cc_block *block = vb_cc_allocated_at(cc, seen[i]);
+        if (twin_holds(t, seen[i])) {
+            assert_non_null(block);
+            assert_int_equal(block->addr, seen[i]);
+            assert_int_equal(block->allocated, 1);
+        } else {
+            assert_null(block);
+        }
+    }
+}
+
+/* The address index is made on vb_cc_allocated_at's first call, midway,
+ * and kept from then on by every malloc and free. */
+static void allocated_at_knows_blocks_from_before_and_after_its_first_call(void **state)
+{
+    (void)state;
+    const char *const names[] = {"caching", "expandable"};
+    enum { OPS = 6 * LIVE_SLOTS, SEEN = OPS };
+    for (size_t n = 0; n < 2; n++) {
+        twin t;
+        twin_open(&t, names[n], NULL);
+        vb_addr seen[SEEN];
+        size_t seen_count = 0;
+        uint64_t rng = 8 + n;
+        for (size_t op = 0; op < OPS; op++) {
+            if (op == OPS / 2) check_allocated_at(&t, seen, seen_count); /* the first call: the index is made */
+            uint64_t choice = next_random(&rng);
+            size_t slot = (size_t)(choice >> 16) % LIVE_SLOTS;
+            if (t.live[slot]) {
+                assert_int_equal(vb_free(t.allocator, t.live[slot]), VB_OK);
+                t.live[slot] = 0;
+            } else if (vb_malloc(t.allocator, random_size(&rng), t.streams[choice % 2], &t.live[slot]) == VB_OK) {
+                seen[seen_count++] = t.live[slot];
+            }
+        }
+        check_allocated_at(&t, seen, seen_count);
+        twin_close(&t);
+    }
+}
+
 /* Runs every caching index test. */
 int main(void)
 {
@@ -173,6 +229,7 @@ int main(void)
         cmocka_unit_test(caching_index_matches_with_power2_rounding),
         cmocka_unit_test(expandable_index_matches_walking_the_free_set),
         cmocka_unit_test(stopping_indexing_midway_changes_nothing),
+        cmocka_unit_test(allocated_at_knows_blocks_from_before_and_after_its_first_call),
     };
     return cmocka_run_group_tests_name("caching_index", tests, NULL, NULL);
 }

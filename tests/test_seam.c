@@ -162,6 +162,150 @@ static void test_unknown_and_double_free_are_refused(void **state)
     vb_device_close(dev);
 }
 
+/* A block's key frees that block only: once it is freed, its key names
+ * nothing, even after another block takes its slot, and a second free by
+ * it is refused and changes nothing (every strategy). */
+static void test_a_key_names_its_block_only(void **state)
+{
+    (void)state;
+    for (size_t i = 0; vb_allocator_registry[i]; i++) {
+        const char *name = vb_allocator_registry[i]->name;
+        vb_device *dev;
+        vb_allocator *allocator;
+        assert_int_equal(vb_sim_open(0, &dev), VB_OK);
+        assert_int_equal(vb_allocator_create(name, dev, NULL, &allocator), VB_OK);
+        vb_addr a, b, c;
+        uint64_t key_a, key_b, key_c;
+        assert_int_equal(vb_malloc_keyed(allocator, 1000, NULL, &a, &key_a), VB_OK);
+        assert_int_equal(vb_malloc_keyed(allocator, 3 * VB_MiB, NULL, &b, &key_b), VB_OK);
+        assert_true(key_a != 0 && key_b != 0 && key_a != key_b);
+        assert_int_equal(vb_keyed_addr(allocator, key_a), a);
+        assert_int_equal(vb_free_keyed(allocator, key_a), VB_OK);
+        assert_int_equal(vb_keyed_addr(allocator, key_a), 0);
+        assert_int_equal(vb_free_keyed(allocator, key_a), VB_ERR_INVALID);
+        assert_int_equal(vb_malloc_keyed(allocator, 1000, NULL, &c, &key_c), VB_OK);
+        if (vb_free_keyed(allocator, key_a) != VB_ERR_INVALID)
+            fail_msg("%s: the key of a freed block freed the block allocated after it", name);
+        assert_int_equal(vb_free_keyed(allocator, 0), VB_OK);
+        vb_alloc_stats stats;
+        vb_allocator_stats(allocator, &stats);
+        assert_int_equal(stats.requested_bytes, 3 * VB_MiB + 1000);
+        assert_int_equal(vb_free_keyed(allocator, key_c), VB_OK);
+        assert_int_equal(vb_free(allocator, b), VB_OK);
+        assert_int_equal(vb_free_keyed(allocator, key_b), VB_ERR_INVALID);
+        vb_allocator_stats(allocator, &stats);
+        assert_int_equal(stats.requested_bytes, 0);
+        assert_int_equal(stats.allocated_bytes, 0);
+        vb_allocator_destroy(allocator);
+        vb_device_close(dev);
+    }
+}
+
+/* Frees by key and by address mix on one allocator: blocks allocated
+ * before the first free by address are found by it, a block freed by key
+ * is no longer live by address, and record_stream finds blocks by address
+ * (every strategy). */
+static void test_frees_by_key_and_by_address_mix(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 64 };
+    for (size_t i = 0; vb_allocator_registry[i]; i++) {
+        const char *name = vb_allocator_registry[i]->name;
+        vb_device *dev;
+        vb_allocator *allocator;
+        vb_stream other;
+        assert_int_equal(vb_sim_open(0, &dev), VB_OK);
+        assert_int_equal(dev->ops->stream_create(dev, &other), VB_OK);
+        assert_int_equal(vb_allocator_create(name, dev, NULL, &allocator), VB_OK);
+        vb_addr addrs[BLOCKS];
+        uint64_t keys[BLOCKS];
+        for (int b = 0; b < BLOCKS; b++)
+            assert_int_equal(vb_malloc_keyed(allocator, (uint64_t)(b + 1) * 4096, NULL, &addrs[b], &keys[b]), VB_OK);
+        for (int b = 0; b < BLOCKS; b += 4) assert_int_equal(vb_free_keyed(allocator, keys[b]), VB_OK);
+        for (int b = 1; b < BLOCKS; b += 4) {
+            if (vb_free(allocator, addrs[b]) != VB_OK) fail_msg("%s: free by address of a keyed block refused", name);
+            assert_int_equal(vb_free_keyed(allocator, keys[b]), VB_ERR_INVALID);
+        }
+        for (int b = 0; b < BLOCKS; b += 4) assert_int_equal(vb_free(allocator, addrs[b]), VB_ERR_INVALID);
+        assert_int_equal(vb_record_stream(allocator, addrs[2], other), VB_OK);
+        if (allocator->ops->record_stream) /* else a no-op, whatever the address */
+            assert_int_equal(vb_record_stream(allocator, addrs[0], other), VB_ERR_INVALID);
+        for (int b = 2; b < BLOCKS; b += 4) assert_int_equal(vb_free_keyed(allocator, keys[b]), VB_OK);
+        for (int b = 3; b < BLOCKS; b += 4) assert_int_equal(vb_free(allocator, addrs[b]), VB_OK);
+        for (int b = 2; b < BLOCKS; b += 4) assert_int_equal(vb_free(allocator, addrs[b]), VB_ERR_INVALID);
+        vb_alloc_stats stats;
+        vb_allocator_stats(allocator, &stats);
+        assert_int_equal(stats.requested_bytes, 0);
+        assert_int_equal(stats.allocated_bytes, 0);
+        vb_allocator_destroy(allocator);
+        dev->ops->stream_destroy(dev, other);
+        vb_device_close(dev);
+    }
+}
+
+/* splitmix64, for seeded random sequences. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Runs a seeded sequence of mallocs and frees by key on `name` (a fresh
+ * sim); with `hints`, before every call it asks vb_prefetch_free for every
+ * stage of live keys, of keys of freed blocks and of keys that never named
+ * anything. The addresses handed out, one after another, go to `addrs`. */
+static void keyed_sequence(const char *name, int hints, vb_addr *addrs, size_t count, vb_alloc_stats *stats)
+{
+    enum { LIVE = 64 };
+    vb_device *dev;
+    vb_allocator *allocator;
+    assert_int_equal(vb_sim_open(4 * VB_GiB, &dev), VB_OK);
+    assert_int_equal(vb_allocator_create(name, dev, NULL, &allocator), VB_OK);
+    uint64_t keys[LIVE] = {0}, stale[LIVE] = {0}, rng = 3, garbage = 5;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t pick = next_random(&rng), slot = pick % LIVE;
+        if (hints)
+            for (int stage = 0; stage < VB_PREFETCH_STAGES; stage++) {
+                vb_prefetch_free(allocator, keys[(slot + 1) % LIVE], stage);
+                vb_prefetch_free(allocator, stale[(slot + 2) % LIVE], stage);
+                vb_prefetch_free(allocator, next_random(&garbage), stage);
+            }
+        addrs[i] = 0;
+        if (keys[slot]) {
+            assert_int_equal(vb_free_keyed(allocator, keys[slot]), VB_OK);
+            stale[slot] = keys[slot];
+            keys[slot] = 0;
+        } else {
+            uint64_t size = 1 + (pick >> 8) % (pick & 1 ? 64 * VB_MiB : VB_MiB);
+            vb_status status = vb_malloc_keyed(allocator, size, NULL, &addrs[i], &keys[slot]);
+            assert_true(status == VB_OK || status == VB_ERR_OOM);
+        }
+    }
+    vb_allocator_stats(allocator, stats);
+    vb_allocator_destroy(allocator);
+    vb_device_close(dev);
+}
+
+/* Prefetch hints change no decision of any strategy (the same addresses,
+ * the same statistics), whatever key they name. */
+static void test_prefetch_hints_change_nothing(void **state)
+{
+    (void)state;
+    enum { CALLS = 4000 };
+    static vb_addr plain[CALLS], hinted[CALLS];
+    for (size_t i = 0; vb_allocator_registry[i]; i++) {
+        const char *name = vb_allocator_registry[i]->name;
+        vb_alloc_stats plain_stats, hinted_stats;
+        keyed_sequence(name, 0, plain, CALLS, &plain_stats);
+        keyed_sequence(name, 1, hinted, CALLS, &hinted_stats);
+        for (size_t call = 0; call < CALLS; call++)
+            if (plain[call] != hinted[call]) fail_msg("%s: call %zu gave another address with hints", name, call);
+        assert_memory_equal(&plain_stats, &hinted_stats, sizeof plain_stats);
+    }
+}
+
 /* async: mallocs and frees make no pool query (issue: no instrumentation in
  * the hot path); the reserved figure and its peak come from the pool when
  * the stats are read, and a peak reset restarts the pool's mark. */
@@ -202,6 +346,9 @@ int main(void)
         cmocka_unit_test(test_host_oom_fails_the_case),
         cmocka_unit_test(test_cuda_counts_by_kind),
         cmocka_unit_test(test_unknown_and_double_free_are_refused),
+        cmocka_unit_test(test_a_key_names_its_block_only),
+        cmocka_unit_test(test_frees_by_key_and_by_address_mix),
+        cmocka_unit_test(test_prefetch_hints_change_nothing),
         cmocka_unit_test(test_async_reads_the_pool_only_with_the_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,10 @@
  * gzip-compressed, so the mutations also reach the parsers behind a valid
  * gzip stream). Every event is read, every allocation tagged, the live set
  * walked: the reader must end (VB_TRACE_END or an error naming FILE:LINE)
- * without a crash, a leak or undefined behaviour.
+ * without a crash, a leak or undefined behaviour. Inputs of odd length are
+ * read with vb_trace_lookahead after every event too (its lines parsed
+ * ahead and then taken by the fast path): what it gives must be a tag
+ * handed out.
  *
  *   make fuzz            builds and runs each target for FUZZ_SECONDS */
 #include <stdint.h>
@@ -63,6 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(packed);
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int look_ahead = size % 2;
     vb_trace *trace = NULL;
     if (vb_trace_open(path, &trace) == VB_OK) {
         vb_trace_event event;
@@ -73,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (event.kind == VB_TRACE_MARK && strlen(event.name) > VB_TRACE_MAX_NAME) abort();
             if (event.kind != VB_TRACE_MARK && event.stream >= VB_TRACE_MAX_STREAMS) abort();
             if (event.kind == VB_TRACE_FREE && (event.tag == 0 || event.tag >= tag)) abort();
+            uint64_t ahead = 0;
+            if (look_ahead && vb_trace_lookahead(trace, &ahead) && (ahead == 0 || ahead >= tag)) abort();
         }
         uint64_t sum = 0;
         vb_trace_each_live(trace, visit, &sum);
