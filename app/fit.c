@@ -171,15 +171,31 @@ static vb_status bisect(const vb_drive_events *events, const char *spec, vb_fit_
     return VB_OK;
 }
 
+/* The probe under `capacity` of `kind` that stops at the first OOM, into
+ * *out: `known` (vb_fit_min_capacity's) when that is the same replay
+ * (made under `start`, and it fits: a replay that runs out nowhere stops
+ * nowhere), else made now. */
+static vb_status first_probe(const vb_drive_events *events, const char *spec, uint64_t capacity, vb_fit_kind kind,
+                             uint64_t start, const vb_fit_result *known, vb_fit_result *out)
+{
+    if (known && known->fits && capacity == start) {
+        *out = *known;
+        return VB_OK;
+    }
+    return vb_fit_probe(events, spec, capacity, kind, 1, out);
+}
+
 /* Under a limit: from a capacity under which the limit refuses nothing
  * (the replay is then the same under every larger one), down, one probe
  * per run of capacities that make the same decisions. */
-static vb_status limit_search(const vb_drive_events *events, const char *spec, uint64_t start, vb_fit_min *out)
+static vb_status limit_search(const vb_drive_events *events, const char *spec, uint64_t start,
+                              const vb_fit_result *known, vb_fit_min *out)
 {
     vb_fit_result r;
     uint64_t top = start >= VB_FIT_STEP ? start : VB_FIT_STEP;
     for (;;) {
-        vb_status status = vb_fit_probe(events, spec, top, VB_FIT_LIMIT, 1, &r);
+        vb_status status = out->probes == 0 ? first_probe(events, spec, top, VB_FIT_LIMIT, start, known, &r)
+                                            : vb_fit_probe(events, spec, top, VB_FIT_LIMIT, 1, &r);
         if (status != VB_OK) return status;
         out->probes++;
         if (r.fits && r.same_to == 0) break;
@@ -220,13 +236,15 @@ static vb_status limit_search(const vb_drive_events *events, const char *spec, u
 
 /* Under a device: bisection to VB_FIT_STEP between a capacity that fits
  * (doubling from `start`) and 0. */
-static vb_status device_search(const vb_drive_events *events, const char *spec, uint64_t start, vb_fit_min *out)
+static vb_status device_search(const vb_drive_events *events, const char *spec, uint64_t start,
+                               const vb_fit_result *known, vb_fit_min *out)
 {
     const uint64_t step = VB_FIT_STEP;
     vb_fit_result r;
     uint64_t lo = 0, hi = start > step ? start / step : 1; /* in steps */
     for (;;) {
-        vb_status status = vb_fit_probe(events, spec, hi * step, VB_FIT_DEVICE, 1, &r);
+        vb_status status = out->probes == 0 ? first_probe(events, spec, hi * step, VB_FIT_DEVICE, start, known, &r)
+                                            : vb_fit_probe(events, spec, hi * step, VB_FIT_DEVICE, 1, &r);
         if (status != VB_OK) return status;
         out->probes++;
         if (r.fits) break;
@@ -243,7 +261,7 @@ static vb_status device_search(const vb_drive_events *events, const char *spec, 
 }
 
 vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec_text, vb_fit_kind kind, uint64_t start,
-                              vb_fit_min *out)
+                              const vb_fit_result *known, vb_fit_min *out)
 {
     memset(out, 0, sizeof *out);
     vb_allocator_spec spec;
@@ -251,7 +269,8 @@ vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec_te
     if (status != VB_OK) return status;
     int limited = kind == VB_FIT_LIMIT && vb_fit_has_limit(spec.name);
     vb_allocator_spec_free(&spec);
-    return limited ? limit_search(events, spec_text, start, out) : device_search(events, spec_text, start, out);
+    return limited ? limit_search(events, spec_text, start, known, out)
+                   : device_search(events, spec_text, start, known, out);
 }
 
 /* ---- GPUs ---- */

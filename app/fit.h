@@ -134,9 +134,12 @@ typedef struct vb_fit_min {
  * budget (above) runs out first, `capacity` is where the range checked ends (still
  * safe, exact 0) and `lowest_fit` a bisection's answer below it. Under a
  * device (strategies without the limit) it is a bisection from `start`,
- * which takes fitting to be monotone (exact 0). */
+ * which takes fitting to be monotone (exact 0). `known`, when not NULL, is
+ * vb_fit_probe's result under `start` of `kind` with stop_at_oom 0: when it
+ * fits, it is the search's first replay (which stopping at an OOM would
+ * not change), counted but not made again. */
 vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec, vb_fit_kind kind, uint64_t start,
-                              vb_fit_min *out);
+                              const vb_fit_result *known, vb_fit_min *out);
 
 /* ---- GPUs ---- */
 

@@ -257,7 +257,9 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     } else if (is_async) {
         min = (vb_fit_min){.found = 1, .capacity = (uint64_t)requested, .exact = 1};
     } else {
-        status = vb_fit_min_capacity(options->events, candidate->spec, VB_FIT_LIMIT, capacity, &min);
+        /* Under the limit, the probe at the capacity above is the search's first. */
+        status = vb_fit_min_capacity(options->events, candidate->spec, VB_FIT_LIMIT, capacity,
+                                     limited ? &at : NULL, &min);
         if (status != VB_OK) return status;
     }
 
@@ -280,7 +282,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
         device_exact = 1;
     } else if (limited && (collects || expandable) && !hopeless) {
         vb_fit_min device;
-        status = vb_fit_min_capacity(options->events, candidate->spec, VB_FIT_DEVICE, capacity, &device);
+        status = vb_fit_min_capacity(options->events, candidate->spec, VB_FIT_DEVICE, capacity, NULL, &device);
         if (status != VB_OK) return status;
         device_min = device_max = device.found ? device.capacity : 0;
         device_exact = 0;

@@ -311,7 +311,7 @@ static void test_min_capacity_fits_from_there_up(void **state)
                                  "pytorch[garbage_collection_threshold:0.6]"};
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
         vb_fit_min m;
-        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, 4 * VB_GiB, &m), VB_OK);
+        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, 4 * VB_GiB, NULL, &m), VB_OK);
         assert_true(m.found);
         assert_true(m.exact);
         assert_int_equal(m.fails_at, m.capacity - 1);
@@ -320,6 +320,31 @@ static void test_min_capacity_fits_from_there_up(void **state)
         for (uint64_t c = m.capacity; c <= peak + 40 * MiB; c += 2 * MiB)
             assert_true(probe(&e, specs[s], c, VB_FIT_LIMIT).fits);
     }
+    vb_drive_events_free(&e);
+}
+
+/* A replay already made at the search's start (tune's probe at the
+ * capacity) stands for the search's first: the same minimum, found in the
+ * same number of replays, whether it fits there or not (then the search
+ * makes its own, which stops at the OOM), under a limit or a device. */
+static void test_a_known_first_replay_changes_no_search(void **state)
+{
+    (void)state;
+    vb_drive_events e = load(churn_trace(), NULL);
+    const char *const specs[] = {"pytorch[]", "pytorch[max_split_size_mb:20]", "pytorch[expandable_segments:True]",
+                                 "pytorch[garbage_collection_threshold:0.6]", "bfc", "stitch"};
+    const uint64_t starts[] = {4 * VB_GiB, 64 * MiB};
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+        for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
+            for (vb_fit_kind kind = VB_FIT_LIMIT; kind <= VB_FIT_DEVICE; kind++) {
+                vb_fit_min searched, given;
+                vb_fit_result known;
+                assert_int_equal(vb_fit_min_capacity(&e, specs[s], kind, starts[i], NULL, &searched), VB_OK);
+                assert_int_equal(vb_fit_probe(&e, specs[s], starts[i], kind, 0, &known), VB_OK);
+                assert_int_equal(known.fits, starts[i] > 64 * MiB);
+                assert_int_equal(vb_fit_min_capacity(&e, specs[s], kind, starts[i], &known, &given), VB_OK);
+                assert_memory_equal(&given, &searched, sizeof searched);
+            }
     vb_drive_events_free(&e);
 }
 
@@ -386,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_caching_limit_and_device_agree),
         cmocka_unit_test(test_same_limit_interval_gives_the_same_replay),
         cmocka_unit_test(test_min_capacity_fits_from_there_up),
+        cmocka_unit_test(test_a_known_first_replay_changes_no_search),
         cmocka_unit_test(test_limit_spec_is_exact),
         cmocka_unit_test(test_progress_extremes_bound_the_pool),
     };
