@@ -137,18 +137,14 @@ vb_status vb_fit_probe(const vb_drive_events *events, const char *spec_text, uin
     return status;
 }
 
-vb_status vb_fit_probe_progress(const char *path, const char *spec_text, uint64_t capacity, vb_progress progress,
-                                vb_fit_result *out)
+vb_status vb_fit_probe_progress(const vb_drive_events *events, const char *spec_text, uint64_t capacity,
+                                vb_progress progress, vb_fit_result *out)
 {
     memset(out, 0, sizeof *out);
     vb_allocator_spec spec;
     vb_status status = vb_allocator_spec_parse(spec_text, &spec);
     if (status != VB_OK) return status;
-    vb_trace *trace = NULL;
-    status = vb_trace_open(path, &trace);
-    if (status == VB_OK)
-        status = run_probe(&(vb_drive_source){.trace = trace}, &spec, capacity, progress, 0, out);
-    vb_trace_close(trace);
+    status = run_probe(&(vb_drive_source){.events = events}, &spec, capacity, progress, 0, out);
     vb_allocator_spec_free(&spec);
     return status;
 }

@@ -91,10 +91,10 @@ vb_status vb_fit_spec(const char *spec_text, uint64_t capacity, vb_fit_kind kind
 vb_status vb_fit_probe(const vb_drive_events *events, const char *spec, uint64_t capacity, vb_fit_kind kind,
                        int stop_at_oom, vb_fit_result *out);
 
-/* Replays the trace at `path` with `spec` on a sim device of `capacity`
- * (0: its default) in a GPU-progress mode. */
-vb_status vb_fit_probe_progress(const char *path, const char *spec, uint64_t capacity, vb_progress progress,
-                                vb_fit_result *out);
+/* Replays `events` with `spec` on a sim device of `capacity` (0: its
+ * default) in a GPU-progress mode. */
+vb_status vb_fit_probe_progress(const vb_drive_events *events, const char *spec, uint64_t capacity,
+                                vb_progress progress, vb_fit_result *out);
 
 /* What a GPU-progress mode keeps during one drive. */
 typedef struct vb_fit_progress {

@@ -178,7 +178,7 @@ static vb_status progress_peak(const vb_tune_options *options, const vb_tune_can
     uint64_t capacity = start > VB_GiB ? start : VB_GiB;
     for (;;) {
         vb_fit_result r;
-        vb_status status = vb_fit_probe_progress(options->trace_path, candidate->spec, capacity, progress, &r);
+        vb_status status = vb_fit_probe_progress(options->events, candidate->spec, capacity, progress, &r);
         if (status != VB_OK) return status;
         if (r.fits || capacity >= VB_FIT_MAX_CAPACITY / 2) {
             *peak = r.peak_reserved;

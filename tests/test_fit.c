@@ -45,7 +45,7 @@ static int teardown(void **state)
 }
 
 /* A trace file of `text` (a vbtrace body), loaded. */
-static vb_drive_events load(const char *text, const char **path_out)
+static vb_drive_events load(const char *text)
 {
     char name[32];
     snprintf(name, sizeof name, "t%d.trace", trace_count++);
@@ -57,7 +57,6 @@ static vb_drive_events load(const char *text, const char **path_out)
     fclose(file);
     vb_drive_events events;
     assert_int_equal(vb_drive_load(path, &events), VB_OK);
-    if (path_out) *path_out = path;
     return events;
 }
 
@@ -79,7 +78,7 @@ static vb_fit_result probe(const vb_drive_events *events, const char *spec, uint
 static void test_limit_checks_the_segment_size_not_the_request(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 12582912\na 2 2097152\nf 2\nf 1\n", NULL);
+    vb_drive_events e = load("a 1 12582912\na 2 2097152\nf 2\nf 1\n");
     vb_fit_result r = probe(&e, "pytorch[]", 30 * MiB, VB_FIT_LIMIT);
     assert_true(r.limited);
     assert_false(r.fits);
@@ -101,7 +100,7 @@ static void test_limit_checks_the_segment_size_not_the_request(void **state)
 static void test_expandable_limit_checks_the_segment_size_not_the_mapping(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 41943040\nf 1\na 2 52428800\nf 2\n", NULL);
+    vb_drive_events e = load("a 1 41943040\nf 1\na 2 52428800\nf 2\n");
     const char *spec = "pytorch[expandable_segments:True]";
     vb_fit_result device = probe(&e, spec, 70 * MiB, VB_FIT_DEVICE);
     assert_true(device.fits);
@@ -124,7 +123,7 @@ static void test_expandable_limit_checks_the_segment_size_not_the_mapping(void *
 static void test_expandable_maps_past_the_limit(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 12582912\na 2 12582912\nf 2\nf 1\n", NULL);
+    vb_drive_events e = load("a 1 12582912\na 2 12582912\nf 2\nf 1\n");
     vb_fit_result r = probe(&e, "pytorch[expandable_segments:True]", 36 * MiB, VB_FIT_LIMIT);
     assert_true(r.fits);
     assert_int_equal(r.peak_reserved, 40 * MiB);
@@ -143,7 +142,7 @@ static void test_expandable_maps_past_the_limit(void **state)
 static void test_oversize_release_comes_first_and_is_not_a_retry(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 52428800\na 2 12582912\nf 1\nf 2\na 3 26214400\nf 3\n", NULL);
+    vb_drive_events e = load("a 1 52428800\na 2 12582912\nf 1\nf 2\na 3 26214400\nf 3\n");
     vb_fit_result r = probe(&e, "pytorch[max_split_size_mb:20]", 70 * MiB, VB_FIT_LIMIT);
     assert_true(r.fits);
     assert_int_equal(r.alloc_retries, 0);
@@ -160,7 +159,7 @@ static void test_oversize_release_comes_first_and_is_not_a_retry(void **state)
 static void test_oversize_release_leaves_the_rest_of_the_cache(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 52428800\na 2 12582912\nf 1\nf 2\na 3 26214400\n", NULL);
+    vb_drive_events e = load("a 1 52428800\na 2 12582912\nf 1\nf 2\na 3 26214400\n");
     for (int i = 0; i < 2; i++) {
         const char *spec = i ? "pytorch[]" : "pytorch[max_split_size_mb:20]";
         vb_allocator_spec s;
@@ -195,7 +194,7 @@ static void test_oversize_release_leaves_the_rest_of_the_cache(void **state)
 static void test_garbage_collection_comes_before_the_check(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 62914560\nf 1\na 2 31457280 1\n", NULL);
+    vb_drive_events e = load("a 1 62914560\nf 1\na 2 31457280 1\n");
     vb_fit_result gc = probe(&e, "pytorch[garbage_collection_threshold:0.5]", 100 * MiB, VB_FIT_LIMIT);
     assert_true(gc.fits);
     assert_int_equal(gc.alloc_retries, 0);
@@ -262,7 +261,7 @@ static const char *churn_trace(void)
 static void test_caching_limit_and_device_agree(void **state)
 {
     (void)state;
-    vb_drive_events e = load(churn_trace(), NULL);
+    vb_drive_events e = load(churn_trace());
     for (uint64_t capacity = 200 * MiB; capacity <= 900 * MiB; capacity += 50 * MiB) {
         vb_fit_result limit = probe(&e, "pytorch[]", capacity, VB_FIT_LIMIT);
         vb_fit_result device = probe(&e, "pytorch[]", capacity, VB_FIT_DEVICE);
@@ -280,7 +279,7 @@ static void test_caching_limit_and_device_agree(void **state)
 static void test_same_limit_interval_gives_the_same_replay(void **state)
 {
     (void)state;
-    vb_drive_events e = load(churn_trace(), NULL);
+    vb_drive_events e = load(churn_trace());
     const char *const specs[] = {"pytorch[]", "pytorch[max_split_size_mb:20]", "pytorch[expandable_segments:True]",
                                  "pytorch[garbage_collection_threshold:0.6]"};
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
@@ -306,7 +305,7 @@ static void test_same_limit_interval_gives_the_same_replay(void **state)
 static void test_min_capacity_fits_from_there_up(void **state)
 {
     (void)state;
-    vb_drive_events e = load(churn_trace(), NULL);
+    vb_drive_events e = load(churn_trace());
     const char *const specs[] = {"pytorch[]", "pytorch[max_split_size_mb:20]", "pytorch[expandable_segments:True]",
                                  "pytorch[garbage_collection_threshold:0.6]"};
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
@@ -330,7 +329,7 @@ static void test_min_capacity_fits_from_there_up(void **state)
 static void test_a_known_first_replay_changes_no_search(void **state)
 {
     (void)state;
-    vb_drive_events e = load(churn_trace(), NULL);
+    vb_drive_events e = load(churn_trace());
     const char *const specs[] = {"pytorch[]", "pytorch[max_split_size_mb:20]", "pytorch[expandable_segments:True]",
                                  "pytorch[garbage_collection_threshold:0.6]", "bfc", "stitch"};
     const uint64_t starts[] = {4 * VB_GiB, 64 * MiB};
@@ -384,14 +383,12 @@ static void test_limit_spec_is_exact(void **state)
 static void test_progress_extremes_bound_the_pool(void **state)
 {
     (void)state;
-    const char *path = NULL;
     vb_drive_events e = load("a 1 15728640 1\na 2 15728640 2\na 4 1048576 1\nf 1 1\nf 2 2\na 3 31457280 1\n"
-                             "f 3 1\nf 4 1\n",
-                             &path);
+                             "f 3 1\nf 4 1\n");
     vb_fit_result fast, late, replay;
-    assert_int_equal(vb_fit_probe_progress(path, "async", VB_GiB, VB_PROGRESS_FAST, &fast), VB_OK);
-    assert_int_equal(vb_fit_probe_progress(path, "async", VB_GiB, VB_PROGRESS_LATE, &late), VB_OK);
-    assert_int_equal(vb_fit_probe_progress(path, "async", VB_GiB, VB_PROGRESS_REPLAY, &replay), VB_OK);
+    assert_int_equal(vb_fit_probe_progress(&e, "async", VB_GiB, VB_PROGRESS_FAST, &fast), VB_OK);
+    assert_int_equal(vb_fit_probe_progress(&e, "async", VB_GiB, VB_PROGRESS_LATE, &late), VB_OK);
+    assert_int_equal(vb_fit_probe_progress(&e, "async", VB_GiB, VB_PROGRESS_REPLAY, &replay), VB_OK);
     assert_int_equal(fast.peak_reserved, 32 * MiB);
     assert_int_equal(late.peak_reserved, 64 * MiB);
     assert_true(fast.peak_reserved <= replay.peak_reserved && replay.peak_reserved <= late.peak_reserved);
