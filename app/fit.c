@@ -139,19 +139,15 @@ vb_status vb_fit_probe(const vb_drive_events *events, const char *spec_text, uin
     return status;
 }
 
-vb_status vb_fit_probe_progress(const char *path, const char *spec_text, uint64_t capacity, vb_progress progress,
-                                vb_fit_result *out)
+vb_status vb_fit_probe_progress(const vb_drive_events *events, const char *spec_text, uint64_t capacity,
+                                vb_progress progress, vb_fit_result *out)
 {
     memset(out, 0, sizeof *out);
     vb_allocator_spec spec;
     vb_status status = vb_allocator_spec_parse(spec_text, &spec);
     if (status != VB_OK) return status;
-    vb_trace *trace = NULL;
-    status = vb_trace_open(path, &trace);
-    if (status == VB_OK)
-        status = run_probe(&(vb_drive_source){.trace = trace}, &spec, capacity, VB_SIM_PLACE_TOP_DOWN, progress, 0,
-                           out);
-    vb_trace_close(trace);
+    status = run_probe(&(vb_drive_source){.events = events}, &spec, capacity, VB_SIM_PLACE_TOP_DOWN, progress, 0,
+                       out);
     vb_allocator_spec_free(&spec);
     return status;
 }
@@ -174,16 +170,33 @@ static vb_status bisect(const vb_drive_events *events, const char *spec, vb_fit_
     return VB_OK;
 }
 
+/* The probe under `capacity` of `kind` that stops at the first OOM, into
+ * *out: `known` (vb_fit_min_capacity's) when that is the same replay
+ * (made under `start`, and it fits: a replay that runs out nowhere stops
+ * nowhere), else made now. */
+static vb_status first_probe(const vb_drive_events *events, const char *spec, uint64_t capacity, vb_fit_kind kind,
+                             vb_sim_placement placement, uint64_t start, const vb_fit_result *known,
+                             vb_fit_result *out)
+{
+    if (known && known->fits && capacity == start) {
+        *out = *known;
+        return VB_OK;
+    }
+    return vb_fit_probe(events, spec, capacity, kind, placement, 1, out);
+}
+
 /* Under a limit: from a capacity under which the limit refuses nothing
  * (the replay is then the same under every larger one), down, one probe
  * per run of capacities that make the same decisions. */
 static vb_status limit_search(const vb_drive_events *events, const char *spec, vb_sim_placement placement,
-                              uint64_t start, vb_fit_min *out)
+                              uint64_t start, const vb_fit_result *known, vb_fit_min *out)
 {
     vb_fit_result r;
     uint64_t top = start >= VB_FIT_STEP ? start : VB_FIT_STEP;
     for (;;) {
-        vb_status status = vb_fit_probe(events, spec, top, VB_FIT_LIMIT, placement, 1, &r);
+        vb_status status = out->probes == 0
+                               ? first_probe(events, spec, top, VB_FIT_LIMIT, placement, start, known, &r)
+                               : vb_fit_probe(events, spec, top, VB_FIT_LIMIT, placement, 1, &r);
         if (status != VB_OK) return status;
         out->probes++;
         if (r.fits && r.same_to == 0) break;
@@ -225,13 +238,15 @@ static vb_status limit_search(const vb_drive_events *events, const char *spec, v
 /* Under a device: bisection to VB_FIT_STEP between a capacity that fits
  * (doubling from `start`) and 0. */
 static vb_status device_search(const vb_drive_events *events, const char *spec, vb_sim_placement placement,
-                               uint64_t start, vb_fit_min *out)
+                               uint64_t start, const vb_fit_result *known, vb_fit_min *out)
 {
     const uint64_t step = VB_FIT_STEP;
     vb_fit_result r;
     uint64_t lo = 0, hi = start > step ? start / step : 1; /* in steps */
     for (;;) {
-        vb_status status = vb_fit_probe(events, spec, hi * step, VB_FIT_DEVICE, placement, 1, &r);
+        vb_status status = out->probes == 0
+                               ? first_probe(events, spec, hi * step, VB_FIT_DEVICE, placement, start, known, &r)
+                               : vb_fit_probe(events, spec, hi * step, VB_FIT_DEVICE, placement, 1, &r);
         if (status != VB_OK) return status;
         out->probes++;
         if (r.fits) break;
@@ -248,7 +263,8 @@ static vb_status device_search(const vb_drive_events *events, const char *spec, 
 }
 
 vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec_text, vb_fit_kind kind,
-                              vb_sim_placement placement, uint64_t start, vb_fit_min *out)
+                              vb_sim_placement placement, uint64_t start, const vb_fit_result *known,
+                              vb_fit_min *out)
 {
     memset(out, 0, sizeof *out);
     vb_allocator_spec spec;
@@ -256,8 +272,8 @@ vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec_te
     if (status != VB_OK) return status;
     int limited = kind == VB_FIT_LIMIT && vb_fit_has_limit(spec.name);
     vb_allocator_spec_free(&spec);
-    return limited ? limit_search(events, spec_text, placement, start, out)
-                   : device_search(events, spec_text, placement, start, out);
+    return limited ? limit_search(events, spec_text, placement, start, known, out)
+                   : device_search(events, spec_text, placement, start, known, out);
 }
 
 int vb_fit_placement_matters(const char *spec_text)
@@ -270,13 +286,16 @@ int vb_fit_placement_matters(const char *spec_text)
 }
 
 vb_status vb_fit_min_capacity_placed(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
-                                     uint64_t start, vb_fit_min *safe, uint64_t *low)
+                                     uint64_t start, const vb_fit_result *const known[2], vb_fit_min *safe,
+                                     uint64_t *low)
 {
-    vb_status status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_TOP_DOWN, start, safe);
+    vb_status status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_TOP_DOWN, start,
+                                           known ? known[VB_SIM_PLACE_TOP_DOWN] : NULL, safe);
     *low = safe->found ? safe->capacity : 0;
     if (status != VB_OK || !safe->found || !vb_fit_placement_matters(spec)) return status;
     vb_fit_min rising;
-    status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_RISING, start, &rising);
+    status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_RISING, start,
+                                 known ? known[VB_SIM_PLACE_RISING] : NULL, &rising);
     if (status != VB_OK) return status;
     unsigned probes = safe->probes + rising.probes;
     if (!rising.found) {

@@ -92,10 +92,10 @@ vb_status vb_fit_spec(const char *spec_text, uint64_t capacity, vb_fit_kind kind
 vb_status vb_fit_probe(const vb_drive_events *events, const char *spec, uint64_t capacity, vb_fit_kind kind,
                        vb_sim_placement placement, int stop_at_oom, vb_fit_result *out);
 
-/* Replays the trace at `path` with `spec` on a sim device of `capacity`
- * (0: its default) in a GPU-progress mode. */
-vb_status vb_fit_probe_progress(const char *path, const char *spec, uint64_t capacity, vb_progress progress,
-                                vb_fit_result *out);
+/* Replays `events` with `spec` on a sim device of `capacity` (0: its
+ * default) in a GPU-progress mode. */
+vb_status vb_fit_probe_progress(const vb_drive_events *events, const char *spec, uint64_t capacity,
+                                vb_progress progress, vb_fit_result *out);
 
 /* What a GPU-progress mode keeps during one drive. */
 typedef struct vb_fit_progress {
@@ -135,9 +135,13 @@ typedef struct vb_fit_min {
  * budget (above) runs out first, `capacity` is where the range checked ends (still
  * safe, exact 0) and `lowest_fit` a bisection's answer below it. Under a
  * device (strategies without the limit) it is a bisection from `start`,
- * which takes fitting to be monotone (exact 0). */
+ * which takes fitting to be monotone (exact 0). `known`, when not NULL, is
+ * vb_fit_probe's result under `start` of `kind` and `placement` with
+ * stop_at_oom 0: when it fits, it is the search's first replay (which
+ * stopping at an OOM would not change), counted but not made again. */
 vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
-                              vb_sim_placement placement, uint64_t start, vb_fit_min *out);
+                              vb_sim_placement placement, uint64_t start, const vb_fit_result *known,
+                              vb_fit_min *out);
 
 /* 1 when where the driver places cudaMalloc's segments can change whether
  * `spec_text` fits: PyTorch's caching allocator without expandable
@@ -151,9 +155,11 @@ int vb_fit_placement_matters(const char *spec_text);
  * (VB_SIM_PLACE_TOP_DOWN and VB_SIM_PLACE_RISING; one search where
  * placement does not matter): `safe` fits from there up under either
  * (the larger of the two; exact when both are), `*low` is the smaller
- * (the interval PyTorch's real minimum was found in: docs/tune.md). */
+ * (the interval PyTorch's real minimum was found in: docs/tune.md).
+ * `known[p]` (or NULL): vb_fit_min_capacity's `known` for placement p. */
 vb_status vb_fit_min_capacity_placed(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
-                                     uint64_t start, vb_fit_min *safe, uint64_t *low);
+                                     uint64_t start, const vb_fit_result *const known[2], vb_fit_min *safe,
+                                     uint64_t *low);
 
 /* ---- GPUs ---- */
 

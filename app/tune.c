@@ -178,7 +178,7 @@ static vb_status progress_peak(const vb_tune_options *options, const vb_tune_can
     uint64_t capacity = start > VB_GiB ? start : VB_GiB;
     for (;;) {
         vb_fit_result r;
-        vb_status status = vb_fit_probe_progress(options->trace_path, candidate->spec, capacity, progress, &r);
+        vb_status status = vb_fit_probe_progress(options->events, candidate->spec, capacity, progress, &r);
         if (status != VB_OK) return status;
         if (r.fits || capacity >= VB_FIT_MAX_CAPACITY / 2) {
             *peak = r.peak_reserved;
@@ -257,13 +257,25 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     uint64_t peak_live = 0, largest = 0;
     trace_demand(options->events, &peak_live, &largest);
     int hopeless = peak_live > VB_FIT_MAX_CAPACITY;
+    /* The peak too is an interval where the placement of segments decides:
+     * the main replay's (top-down) and a rising one's at the capacity, on
+     * sim. Under the limit, each placement's probe at the capacity is its
+     * search's first replay. */
+    vb_fit_result rising = {0};
+    const vb_fit_result *known[2] = {limited ? &at : NULL, NULL};
+    if (limited && main_on_sim && !hopeless && vb_fit_placement_matters(candidate->spec)) {
+        status = vb_fit_probe(options->events, candidate->spec, capacity, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 0, &rising);
+        if (status != VB_OK) return status;
+        known[VB_SIM_PLACE_RISING] = &rising;
+    }
     if (hopeless) {
         /* found 0 */
     } else if (is_async) {
         min = (vb_fit_min){.found = 1, .capacity = (uint64_t)requested, .exact = 1};
         min_low = min.capacity;
     } else {
-        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_LIMIT, capacity, &min, &min_low);
+        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_LIMIT, capacity, known, &min,
+                                            &min_low);
         if (status != VB_OK) return status;
     }
 
@@ -273,14 +285,8 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
      * choices on any device until one runs out: fitting is monotone). */
     double reserved_min = reserved, reserved_max = reserved;
     uint64_t device_min = min_low, device_max = min.capacity;
-    /* The peak too is an interval where the placement of segments decides:
-     * the main replay's (top-down) and the rising one's, on sim; the OOMs
-     * at the capacity are the side's that has more. */
     int peaks_differ = 0;
-    if (limited && main_on_sim && !hopeless && vb_fit_placement_matters(candidate->spec)) {
-        vb_fit_result rising;
-        status = vb_fit_probe(options->events, candidate->spec, capacity, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 0, &rising);
-        if (status != VB_OK) return status;
+    if (known[VB_SIM_PLACE_RISING]) { /* the OOMs at the capacity: the side's that has more */
         if ((double)rising.peak_reserved < reserved_min) reserved_min = (double)rising.peak_reserved;
         if ((double)rising.peak_reserved > reserved_max) reserved_max = (double)rising.peak_reserved;
         if (rising.ooms > at.ooms) at = rising;
@@ -300,7 +306,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     } else if (limited && (collects || expandable) && !hopeless) {
         vb_fit_min device;
         uint64_t device_low = 0;
-        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_DEVICE, capacity, &device,
+        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_DEVICE, capacity, NULL, &device,
                                             &device_low);
         if (status != VB_OK) return status;
         device_max = device.found ? device.capacity : 0;

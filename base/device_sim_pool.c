@@ -61,12 +61,13 @@
 /* ------------------------------------------------------------------------ */
 
 /* A range of the pool's addresses: handed out (live) or free. A free range
- * is pending (its free's completion not yet seen by the pool: in `pending`
- * and `pending_by_seq`) or completed (in `completed`). */
+ * is pending (its free's completion not yet seen by the pool: in `pending`,
+ * `pending_by_seq` and `pending_by_ready`) or completed (in `completed`). */
 typedef struct pool_block {
     vb_oset_node by_addr;          /* in the pool's block set, always */
     vb_oset_node by_fit;           /* free: in `pending` or `completed` */
     vb_oset_node by_seq;           /* pending: in `pending_by_seq` */
+    vb_oset_node by_ready;         /* pending: in `pending_by_ready` */
     vb_addr addr;
     uint64_t size;                 /* placed bytes (VB_POOL_ROUNDING multiple) */
     uint64_t requested;            /* the caller's bytes while live */
@@ -100,6 +101,9 @@ struct vb_pool_s {
     vb_ordered_set blocks;         /* all blocks, by address */
     vb_ordered_set pending;        /* pending free blocks, by fit (size, then oldest seq) */
     vb_ordered_set pending_by_seq; /* the same blocks, by seq */
+    vb_ordered_set pending_by_ready; /* the same blocks, soonest completion first */
+    pool_block **ready;            /* see_completions' scratch: the pending blocks seen complete */
+    size_t ready_capacity;
     vb_ordered_set completed;      /* completed free blocks (the fresh range too), by fit */
     vb_addr_map live;              /* address -> pool_block* of live blocks */
 };
@@ -132,12 +136,23 @@ static int compare_seq(const vb_oset_node *a, const vb_oset_node *b)
     return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
+/* Orders pending blocks by when their free completes, then as
+ * compare_seq: the completed ones come first, whatever their seq. */
+static int compare_ready(const vb_oset_node *a, const vb_oset_node *b)
+{
+    const pool_block *x = VB_OSET_ENTRY(a, pool_block, by_ready);
+    const pool_block *y = VB_OSET_ENTRY(b, pool_block, by_ready);
+    if (x->ready_ns != y->ready_ns) return x->ready_ns < y->ready_ns ? -1 : 1;
+    return compare_seq(&x->by_seq, &y->by_seq);
+}
+
 /* Puts a free block in its sets. */
 static void free_insert(vb_pool pool, pool_block *block)
 {
     if (block->pending) {
         vb_oset_insert(&pool->pending, &block->by_fit);
         vb_oset_insert(&pool->pending_by_seq, &block->by_seq);
+        vb_oset_insert(&pool->pending_by_ready, &block->by_ready);
     } else {
         vb_oset_insert(&pool->completed, &block->by_fit);
     }
@@ -149,6 +164,7 @@ static void free_remove(vb_pool pool, pool_block *block)
     if (block->pending) {
         vb_oset_remove(&pool->pending, &block->by_fit);
         vb_oset_remove(&pool->pending_by_seq, &block->by_seq);
+        vb_oset_remove(&pool->pending_by_ready, &block->by_ready);
     } else {
         vb_oset_remove(&pool->completed, &block->by_fit);
     }
@@ -362,27 +378,65 @@ static void release_down_to(vb_device *dev, vb_pool pool, uint64_t keep_bytes)
     }
 }
 
+/* A pending block whose free completed turns completed and merges with
+ * its completed neighbours. */
+static void complete(vb_pool pool, pool_block *block)
+{
+    free_remove(pool, block);
+    block->pending = 0;
+    block->stream = NULL;
+    block->seq = ++pool->seq;
+    free_insert(pool, block);
+    coalesce(pool, block);
+}
+
+/* qsort order of see_completions: the latest pending block first
+ * (pending_by_seq's order, backwards). */
+static int by_latest(const void *a, const void *b)
+{
+    const pool_block *x = *(pool_block *const *)a, *y = *(pool_block *const *)b;
+    return compare_seq(&y->by_seq, &x->by_seq);
+}
+
 /* The pool sees the frees that completed by now (F14: at a synchronization,
  * or when a request finds no other range): each pending block whose free
  * completed turns completed and merges with its completed neighbours. The
  * latest pending block goes first, so among equal sizes the most recently
- * freed is the oldest completed range (F6). */
+ * freed is the oldest completed range (F6). Those blocks are the first of
+ * pending_by_ready, taken out in that order and then sorted latest first:
+ * a pool whose frees stay pending (a stream kept busy) is not walked
+ * whole at each look. Turning one completed merges it with completed
+ * blocks only, never with another pending one, so the blocks to see are
+ * known before the first is. */
 static void see_completions(vb_device *dev, vb_pool pool)
 {
     uint64_t now_ns = sim_of(dev)->now_ns;
-    vb_oset_node *node = vb_oset_last(&pool->pending_by_seq);
-    while (node) {
-        pool_block *block = VB_OSET_ENTRY(node, pool_block, by_seq);
-        node = vb_oset_prev(&pool->pending_by_seq, node);
-        if (block->ready_ns > now_ns) continue;
-        /* Merging touches only completed blocks, never `node`. */
-        free_remove(pool, block);
-        block->pending = 0;
-        block->stream = NULL;
-        block->seq = ++pool->seq;
-        free_insert(pool, block);
-        coalesce(pool, block);
+    size_t count = 0;
+    for (vb_oset_node *node = vb_oset_first(&pool->pending_by_ready);
+         node && VB_OSET_ENTRY(node, pool_block, by_ready)->ready_ns <= now_ns;
+         node = vb_oset_next(&pool->pending_by_ready, node))
+        count++;
+    if (count == 0) return;
+    if (count > pool->ready_capacity) {
+        pool_block **grown = realloc(pool->ready, count * sizeof *grown);
+        if (!grown) {
+            /* No room to sort them: every pending block, latest first. */
+            vb_oset_node *node = vb_oset_last(&pool->pending_by_seq);
+            while (node) {
+                pool_block *block = VB_OSET_ENTRY(node, pool_block, by_seq);
+                node = vb_oset_prev(&pool->pending_by_seq, node);
+                if (block->ready_ns <= now_ns) complete(pool, block);
+            }
+            return;
+        }
+        pool->ready = grown;
+        pool->ready_capacity = count;
     }
+    vb_oset_node *node = vb_oset_first(&pool->pending_by_ready);
+    for (size_t i = 0; i < count; i++, node = vb_oset_next(&pool->pending_by_ready, node))
+        pool->ready[i] = VB_OSET_ENTRY(node, pool_block, by_ready);
+    qsort(pool->ready, count, sizeof *pool->ready, by_latest);
+    for (size_t i = 0; i < count; i++) complete(pool, pool->ready[i]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -397,6 +451,7 @@ static void free_pool(vb_pool pool)
     free(pool->live_bytes);
     free(pool->last_free_ns);
     free(pool->idle);
+    free(pool->ready);
     free(pool);
 }
 
@@ -431,6 +486,7 @@ vb_status sim_pool_create(vb_device *dev, uint64_t release_threshold, vb_pool *o
     vb_oset_init(&pool->blocks, compare_addr);
     vb_oset_init(&pool->pending, compare_fit);
     vb_oset_init(&pool->pending_by_seq, compare_seq);
+    vb_oset_init(&pool->pending_by_ready, compare_ready);
     vb_oset_init(&pool->completed, compare_fit);
     pool->fresh = new_free_block(pool, pool->base, range);
     if (!pool->fresh) {

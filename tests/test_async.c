@@ -325,6 +325,41 @@ static void test_pool_f14_a_pending_free_merges_once_seen_complete(void **state)
     f->dev->ops->pool_destroy(f->dev, pool);
 }
 
+/* F6 and F14 with a stream kept busy: 1 MiB blocks x1 .. x3 and y, live
+ * blocks between them. x1 freed on B behind 3 us of work, x2 and x3 on A
+ * behind 1 us, y on A behind 1 s (it stays pending). At 5 us the pool sees
+ * x1, x2 and x3 complete, the latest freed first (x3, x2, x1: not the
+ * order they completed in, x2, x3, x1), so that is the order 1 MiB
+ * requests on a third stream take them in (the oldest completed range
+ * first); y is left pending. */
+static void test_pool_f6_sees_completed_frees_latest_first_while_others_stay_pending(void **state)
+{
+    fixture *f = *state;
+    vb_pool pool = new_pool(f, UINT64_MAX);
+    vb_stream c = NULL;
+    assert_int_equal(f->dev->ops->stream_create(f->dev, &c), VB_OK);
+    vb_addr blocks[4];
+    for (int i = 0; i < 4; i++) {
+        blocks[i] = pool_malloc(f, pool, 1 * MiB, i == 0 ? f->b : f->a);
+        pool_malloc(f, pool, 64 * KiB, f->a);
+    }
+    vb_addr x1 = blocks[0], x2 = blocks[1], x3 = blocks[2], y = blocks[3];
+    f->dev->ops->enqueue_busy(f->dev, f->b, 3000);
+    pool_free(f, pool, x1, f->b);
+    f->dev->ops->enqueue_busy(f->dev, f->a, 1000);
+    pool_free(f, pool, x2, f->a);
+    pool_free(f, pool, x3, f->a);
+    f->dev->ops->enqueue_busy(f->dev, f->a, 1000000000);
+    pool_free(f, pool, y, f->a);
+    vb_sim_advance(f->dev, 5000);
+    assert_int_equal(pool_malloc(f, pool, 1 * MiB, c), x3);
+    assert_int_equal(pool_malloc(f, pool, 1 * MiB, c), x2);
+    assert_int_equal(pool_malloc(f, pool, 1 * MiB, c), x1);
+    assert_int_equal(pool_malloc(f, pool, 1 * MiB, f->a), y);
+    f->dev->ops->pool_destroy(f->dev, pool);
+    f->dev->ops->stream_destroy(f->dev, c);
+}
+
 /* F11: 3 x 32 MiB fill granules 0-2 (96 MiB); the first freed leaves
  * granule 0 without a live block. 64 MiB fits no free range: it goes to the
  * fresh range at +96 MiB (granules 3-4), one of them backed by granule 0's
@@ -824,6 +859,7 @@ int main(void)
         T(test_pool_f14_takes_the_best_fit),
         T(test_pool_f14_a_stream_takes_its_pending_frees_first),
         T(test_pool_f14_a_pending_free_merges_once_seen_complete),
+        T(test_pool_f6_sees_completed_frees_latest_first_while_others_stay_pending),
         T(test_pool_f11_an_empty_granule_gives_its_memory_to_a_new_block),
         T(test_pool_f11_moved_memory_waits_for_its_pending_free),
         T(test_pool_reproduces_the_gpu_leak_loop_timeline),

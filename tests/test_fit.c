@@ -45,7 +45,7 @@ static int teardown(void **state)
 }
 
 /* A trace file of `text` (a vbtrace body), loaded. */
-static vb_drive_events load(const char *text, const char **path_out)
+static vb_drive_events load(const char *text)
 {
     char name[32];
     snprintf(name, sizeof name, "t%d.trace", trace_count++);
@@ -57,7 +57,6 @@ static vb_drive_events load(const char *text, const char **path_out)
     fclose(file);
     vb_drive_events events;
     assert_int_equal(vb_drive_load(path, &events), VB_OK);
-    if (path_out) *path_out = path;
     return events;
 }
 
@@ -87,7 +86,7 @@ static vb_fit_result probe_placed(const vb_drive_events *events, const char *spe
 static void test_limit_checks_the_segment_size_not_the_request(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 12582912\na 2 2097152\nf 2\nf 1\n", NULL);
+    vb_drive_events e = load("a 1 12582912\na 2 2097152\nf 2\nf 1\n");
     vb_fit_result r = probe(&e, "pytorch[]", 30 * MiB, VB_FIT_LIMIT);
     assert_true(r.limited);
     assert_false(r.fits);
@@ -109,7 +108,7 @@ static void test_limit_checks_the_segment_size_not_the_request(void **state)
 static void test_expandable_limit_checks_the_segment_size_not_the_mapping(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 41943040\nf 1\na 2 52428800\nf 2\n", NULL);
+    vb_drive_events e = load("a 1 41943040\nf 1\na 2 52428800\nf 2\n");
     const char *spec = "pytorch[expandable_segments:True]";
     vb_fit_result device = probe(&e, spec, 70 * MiB, VB_FIT_DEVICE);
     assert_true(device.fits);
@@ -132,7 +131,7 @@ static void test_expandable_limit_checks_the_segment_size_not_the_mapping(void *
 static void test_expandable_maps_past_the_limit(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 12582912\na 2 12582912\nf 2\nf 1\n", NULL);
+    vb_drive_events e = load("a 1 12582912\na 2 12582912\nf 2\nf 1\n");
     vb_fit_result r = probe(&e, "pytorch[expandable_segments:True]", 36 * MiB, VB_FIT_LIMIT);
     assert_true(r.fits);
     assert_int_equal(r.peak_reserved, 40 * MiB);
@@ -151,7 +150,7 @@ static void test_expandable_maps_past_the_limit(void **state)
 static void test_oversize_release_comes_first_and_is_not_a_retry(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 52428800\na 2 12582912\nf 1\nf 2\na 3 26214400\nf 3\n", NULL);
+    vb_drive_events e = load("a 1 52428800\na 2 12582912\nf 1\nf 2\na 3 26214400\nf 3\n");
     vb_fit_result r = probe(&e, "pytorch[max_split_size_mb:20]", 70 * MiB, VB_FIT_LIMIT);
     assert_true(r.fits);
     assert_int_equal(r.alloc_retries, 0);
@@ -168,7 +167,7 @@ static void test_oversize_release_comes_first_and_is_not_a_retry(void **state)
 static void test_oversize_release_leaves_the_rest_of_the_cache(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 52428800\na 2 12582912\nf 1\nf 2\na 3 26214400\n", NULL);
+    vb_drive_events e = load("a 1 52428800\na 2 12582912\nf 1\nf 2\na 3 26214400\n");
     for (int i = 0; i < 2; i++) {
         const char *spec = i ? "pytorch[]" : "pytorch[max_split_size_mb:20]";
         vb_allocator_spec s;
@@ -203,7 +202,7 @@ static void test_oversize_release_leaves_the_rest_of_the_cache(void **state)
 static void test_garbage_collection_comes_before_the_check(void **state)
 {
     (void)state;
-    vb_drive_events e = load("a 1 62914560\nf 1\na 2 31457280 1\n", NULL);
+    vb_drive_events e = load("a 1 62914560\nf 1\na 2 31457280 1\n");
     vb_fit_result gc = probe(&e, "pytorch[garbage_collection_threshold:0.5]", 100 * MiB, VB_FIT_LIMIT);
     assert_true(gc.fits);
     assert_int_equal(gc.alloc_retries, 0);
@@ -270,7 +269,7 @@ static const char *churn_trace(void)
 static void test_caching_limit_and_device_agree(void **state)
 {
     (void)state;
-    vb_drive_events e = load(churn_trace(), NULL);
+    vb_drive_events e = load(churn_trace());
     for (uint64_t capacity = 200 * MiB; capacity <= 900 * MiB; capacity += 50 * MiB) {
         vb_fit_result limit = probe(&e, "pytorch[]", capacity, VB_FIT_LIMIT);
         vb_fit_result device = probe(&e, "pytorch[]", capacity, VB_FIT_DEVICE);
@@ -288,7 +287,7 @@ static void test_caching_limit_and_device_agree(void **state)
 static void test_same_limit_interval_gives_the_same_replay(void **state)
 {
     (void)state;
-    vb_drive_events e = load(churn_trace(), NULL);
+    vb_drive_events e = load(churn_trace());
     const char *const specs[] = {"pytorch[]", "pytorch[max_split_size_mb:20]", "pytorch[expandable_segments:True]",
                                  "pytorch[garbage_collection_threshold:0.6]"};
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
@@ -314,12 +313,12 @@ static void test_same_limit_interval_gives_the_same_replay(void **state)
 static void test_min_capacity_fits_from_there_up(void **state)
 {
     (void)state;
-    vb_drive_events e = load(churn_trace(), NULL);
+    vb_drive_events e = load(churn_trace());
     const char *const specs[] = {"pytorch[]", "pytorch[max_split_size_mb:20]", "pytorch[expandable_segments:True]",
                                  "pytorch[garbage_collection_threshold:0.6]"};
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
         vb_fit_min m;
-        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, &m), VB_OK);
+        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, NULL, &m), VB_OK);
         assert_true(m.found);
         assert_true(m.exact);
         assert_int_equal(m.fails_at, m.capacity - 1);
@@ -328,6 +327,36 @@ static void test_min_capacity_fits_from_there_up(void **state)
         for (uint64_t c = m.capacity; c <= peak + 40 * MiB; c += 2 * MiB)
             assert_true(probe(&e, specs[s], c, VB_FIT_LIMIT).fits);
     }
+    vb_drive_events_free(&e);
+}
+
+/* A replay already made at the search's start (tune's probe at the
+ * capacity) stands for the search's first: the same minimum, found in the
+ * same number of replays, whether it fits there or not (then the search
+ * makes its own, which stops at the OOM), under a limit or a device, in
+ * either placement. */
+static void test_a_known_first_replay_changes_no_search(void **state)
+{
+    (void)state;
+    vb_drive_events e = load(churn_trace());
+    const char *const specs[] = {"pytorch[]", "pytorch[max_split_size_mb:20]", "pytorch[expandable_segments:True]",
+                                 "pytorch[garbage_collection_threshold:0.6]", "bfc", "stitch"};
+    const uint64_t starts[] = {4 * VB_GiB, 64 * MiB};
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+        for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
+            for (vb_fit_kind kind = VB_FIT_LIMIT; kind <= VB_FIT_DEVICE; kind++)
+                for (int p = VB_SIM_PLACE_TOP_DOWN; p <= VB_SIM_PLACE_RISING; p++) {
+                    vb_sim_placement placement = (vb_sim_placement)p;
+                    vb_fit_min searched, given;
+                    vb_fit_result known;
+                    assert_int_equal(vb_fit_min_capacity(&e, specs[s], kind, placement, starts[i], NULL, &searched),
+                                     VB_OK);
+                    assert_int_equal(vb_fit_probe(&e, specs[s], starts[i], kind, placement, 0, &known), VB_OK);
+                    assert_int_equal(known.fits, starts[i] > 64 * MiB);
+                    assert_int_equal(vb_fit_min_capacity(&e, specs[s], kind, placement, starts[i], &known, &given),
+                                     VB_OK);
+                    assert_memory_equal(&given, &searched, sizeof searched);
+                }
     vb_drive_events_free(&e);
 }
 
@@ -357,17 +386,17 @@ static const char *placement_trace(void)
 static void min_capacity_covers_both_placements(void **state)
 {
     (void)state;
-    vb_drive_events e = load(placement_trace(), NULL);
+    vb_drive_events e = load(placement_trace());
     const char *spec = "pytorch[]";
     assert_int_equal(probe_placed(&e, spec, 4 * VB_GiB, VB_SIM_PLACE_TOP_DOWN).peak_reserved, 60 * MiB);
     assert_int_equal(probe_placed(&e, spec, 4 * VB_GiB, VB_SIM_PLACE_RISING).peak_reserved, 90 * MiB);
     vb_fit_min down, up, both;
     uint64_t low = 0;
-    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, &down), VB_OK);
-    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 4 * VB_GiB, &up), VB_OK);
+    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, NULL, &down), VB_OK);
+    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 4 * VB_GiB, NULL, &up), VB_OK);
     assert_int_equal(down.capacity, 60 * MiB);
     assert_int_equal(up.capacity, 70 * MiB);
-    assert_int_equal(vb_fit_min_capacity_placed(&e, spec, VB_FIT_LIMIT, 4 * VB_GiB, &both, &low), VB_OK);
+    assert_int_equal(vb_fit_min_capacity_placed(&e, spec, VB_FIT_LIMIT, 4 * VB_GiB, NULL, &both, &low), VB_OK);
     assert_true(both.found && both.exact);
     assert_int_equal(both.capacity, 70 * MiB);
     assert_int_equal(low, 60 * MiB);
@@ -419,14 +448,12 @@ static void test_limit_spec_is_exact(void **state)
 static void test_progress_extremes_bound_the_pool(void **state)
 {
     (void)state;
-    const char *path = NULL;
     vb_drive_events e = load("a 1 15728640 1\na 2 15728640 2\na 4 1048576 1\nf 1 1\nf 2 2\na 3 31457280 1\n"
-                             "f 3 1\nf 4 1\n",
-                             &path);
+                             "f 3 1\nf 4 1\n");
     vb_fit_result fast, late, replay;
-    assert_int_equal(vb_fit_probe_progress(path, "async", VB_GiB, VB_PROGRESS_FAST, &fast), VB_OK);
-    assert_int_equal(vb_fit_probe_progress(path, "async", VB_GiB, VB_PROGRESS_LATE, &late), VB_OK);
-    assert_int_equal(vb_fit_probe_progress(path, "async", VB_GiB, VB_PROGRESS_REPLAY, &replay), VB_OK);
+    assert_int_equal(vb_fit_probe_progress(&e, "async", VB_GiB, VB_PROGRESS_FAST, &fast), VB_OK);
+    assert_int_equal(vb_fit_probe_progress(&e, "async", VB_GiB, VB_PROGRESS_LATE, &late), VB_OK);
+    assert_int_equal(vb_fit_probe_progress(&e, "async", VB_GiB, VB_PROGRESS_REPLAY, &replay), VB_OK);
     assert_int_equal(fast.peak_reserved, 32 * MiB);
     assert_int_equal(late.peak_reserved, 64 * MiB);
     assert_true(fast.peak_reserved <= replay.peak_reserved && replay.peak_reserved <= late.peak_reserved);
@@ -446,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_caching_limit_and_device_agree),
         cmocka_unit_test(test_same_limit_interval_gives_the_same_replay),
         cmocka_unit_test(test_min_capacity_fits_from_there_up),
+        cmocka_unit_test(test_a_known_first_replay_changes_no_search),
         cmocka_unit_test(test_limit_spec_is_exact),
         cmocka_unit_test(min_capacity_covers_both_placements),
         cmocka_unit_test(test_progress_extremes_bound_the_pool),
