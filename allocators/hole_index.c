@@ -8,6 +8,7 @@
 /* Orders                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* <0, 0, >0 as a is below, equal to, above b. */
 static int compare_u64(uint64_t a, uint64_t b)
 {
     return (a > b) - (a < b);
@@ -21,6 +22,7 @@ static int compare_places(const vb_hole_figures *x, const vb_hole_figures *y)
     return compare_u64(x->addr, y->addr);
 }
 
+/* The hole whose by_addr (movable, by_whole, by_fit) node this is; NULL for NULL. */
 static vb_hole *hole_by_addr(const vb_oset_node *node)
 {
     return node ? VB_OSET_ENTRY(node, vb_hole, by_addr) : NULL;
@@ -41,6 +43,7 @@ static vb_hole *hole_by_fit(const vb_oset_node *node)
     return node ? VB_OSET_ENTRY(node, vb_hole, by_fit) : NULL;
 }
 
+/* by_addr's and movable's order: the address (no two holes share one). */
 static int compare_by_addr(const vb_oset_node *a, const vb_oset_node *b)
 {
     return compare_u64(hole_by_addr(a)->figures.addr, hole_by_addr(b)->figures.addr);
@@ -51,6 +54,7 @@ static int compare_movable(const vb_oset_node *a, const vb_oset_node *b)
     return compare_u64(hole_movable(a)->figures.addr, hole_movable(b)->figures.addr);
 }
 
+/* by_whole's order: the place. */
 static int compare_by_whole(const vb_oset_node *a, const vb_oset_node *b)
 {
     return compare_places(&hole_by_whole(a)->figures, &hole_by_whole(b)->figures);
