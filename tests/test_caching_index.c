@@ -21,35 +21,9 @@
 
 #include "allocators/caching_core.h"
 
+#include "twin_allocators.h"
+
 #define OPERATIONS 20000
-#define LIVE_SLOTS 512
-#define CAPACITY (4 * VB_GiB)
-
-/* One allocator on its own sim device, with one extra stream. */
-typedef struct twin {
-    vb_device *dev;
-    vb_allocator *allocator;
-    vb_stream streams[2];
-    vb_addr live[LIVE_SLOTS];
-} twin;
-
-/* Opens `name` with up to 4 "key=value" settings (NULL-terminated). */
-static void twin_open(twin *t, const char *name, const char *const *settings)
-{
-    static char text[4][64];
-    vb_config_entry entries[4];
-    size_t count = 0;
-    for (; settings && settings[count]; count++) {
-        snprintf(text[count], sizeof text[count], "%s", settings[count]);
-        assert_int_equal(vb_config_entry_parse(text[count], &entries[count]), VB_OK);
-    }
-    vb_config config = {entries, count};
-    memset(t, 0, sizeof *t);
-    assert_int_equal(vb_sim_open(CAPACITY, &t->dev), VB_OK);
-    assert_int_equal(vb_allocator_create(name, t->dev, &config, &t->allocator), VB_OK);
-    t->streams[0] = NULL;
-    assert_int_equal(t->dev->ops->stream_create(t->dev, &t->streams[1]), VB_OK);
-}
 
 /* Both pools of `t` stop indexing (caching and expandable keep a
  * vb_cc_allocator as their state). */
@@ -58,33 +32,6 @@ static void twin_stop_indexing(twin *t)
     vb_cc_allocator *cc = t->allocator->state;
     vb_cc_pool_stop_indexing(&cc->small_pool);
     vb_cc_pool_stop_indexing(&cc->large_pool);
-}
-
-static void twin_close(twin *t)
-{
-    vb_allocator_destroy(t->allocator);
-    t->dev->ops->stream_destroy(t->dev, t->streams[1]);
-    vb_device_close(t->dev);
-}
-
-/* splitmix64, for the seeded sequence. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* A request size: half from a few repeated sizes (ties broken by address),
- * the rest uniform, small (<= 1 MiB) or large (<= 96 MiB). */
-static uint64_t random_size(uint64_t *rng)
-{
-    static const uint64_t repeated[] = {512, 4096, 1 << 20, 3 << 20, 12 << 20, 40 << 20};
-    uint64_t pick = next_random(rng);
-    if (pick % 2 == 0) return repeated[(pick >> 8) % (sizeof repeated / sizeof repeated[0])];
-    if (pick % 4 == 1) return 1 + next_random(rng) % VB_MiB;
-    return 1 + next_random(rng) % (96 * VB_MiB);
 }
 
 /* Runs the sequence on the indexed allocator `a` and `b`; `b` stops
@@ -97,8 +44,8 @@ static void run_twins(const char *name, const char *const *settings, uint64_t se
     uint64_t rng = seed;
     for (size_t op = 0; op < OPERATIONS; op++) {
         if (op == stop_at) twin_stop_indexing(&b);
-        uint64_t choice = next_random(&rng);
-        size_t slot = (size_t)(choice >> 16) % LIVE_SLOTS;
+        uint64_t choice = twin_random(&rng);
+        size_t slot = (size_t)(choice >> 16) % TWIN_LIVE_SLOTS;
         if (choice % 1000 == 0) {
             assert_int_equal(vb_empty_cache(a.allocator), vb_empty_cache(b.allocator));
         } else if (a.live[slot]) {
@@ -106,7 +53,7 @@ static void run_twins(const char *name, const char *const *settings, uint64_t se
             assert_int_equal(vb_free(b.allocator, b.live[slot]), VB_OK);
             a.live[slot] = b.live[slot] = 0;
         } else {
-            uint64_t size = random_size(&rng);
+            uint64_t size = twin_random_size(&rng);
             int stream = (int)((choice >> 8) % 4 == 0);
             vb_status status_a = vb_malloc(a.allocator, size, a.streams[stream], &a.live[slot]);
             vb_status status_b = vb_malloc(b.allocator, size, b.streams[stream], &b.live[slot]);
@@ -168,7 +115,7 @@ static void stopping_indexing_midway_changes_nothing(void **state)
 /* 1 if `addr` is live in `t`. */
 static int twin_holds(const twin *t, vb_addr addr)
 {
-    for (size_t slot = 0; slot < LIVE_SLOTS; slot++)
+    for (size_t slot = 0; slot < TWIN_LIVE_SLOTS; slot++)
         if (t->live[slot] == addr) return 1;
     return 0;
 }
@@ -196,7 +143,7 @@ static void allocated_at_knows_blocks_from_before_and_after_its_first_call(void 
 {
     (void)state;
     const char *const names[] = {"caching", "expandable"};
-    enum { OPS = 6 * LIVE_SLOTS, SEEN = OPS };
+    enum { OPS = 6 * TWIN_LIVE_SLOTS, SEEN = OPS };
     for (size_t n = 0; n < 2; n++) {
         twin t;
         twin_open(&t, names[n], NULL);
@@ -205,12 +152,12 @@ static void allocated_at_knows_blocks_from_before_and_after_its_first_call(void 
         uint64_t rng = 8 + n;
         for (size_t op = 0; op < OPS; op++) {
             if (op == OPS / 2) check_allocated_at(&t, seen, seen_count); /* the first call: the index is made */
-            uint64_t choice = next_random(&rng);
-            size_t slot = (size_t)(choice >> 16) % LIVE_SLOTS;
+            uint64_t choice = twin_random(&rng);
+            size_t slot = (size_t)(choice >> 16) % TWIN_LIVE_SLOTS;
             if (t.live[slot]) {
                 assert_int_equal(vb_free(t.allocator, t.live[slot]), VB_OK);
                 t.live[slot] = 0;
-            } else if (vb_malloc(t.allocator, random_size(&rng), t.streams[choice % 2], &t.live[slot]) == VB_OK) {
+            } else if (vb_malloc(t.allocator, twin_random_size(&rng), t.streams[choice % 2], &t.live[slot]) == VB_OK) {
                 seen[seen_count++] = t.live[slot];
             }
         }

@@ -22,63 +22,9 @@
 #include "allocators/allocator.h"
 #include "allocators/stitch.h"
 
+#include "twin_allocators.h"
+
 #define OPERATIONS 20000
-#define LIVE_SLOTS 512
-#define CAPACITY (4 * VB_GiB)
-
-/* One allocator on its own sim device, with one extra stream. */
-typedef struct twin {
-    vb_device *dev;
-    vb_allocator *allocator;
-    vb_stream streams[2];
-    vb_addr live[LIVE_SLOTS];
-    int stream_of[LIVE_SLOTS];
-} twin;
-
-/* Opens `stitch` with up to 4 "key=value" settings (NULL-terminated). */
-static void twin_open(twin *t, const char *const *settings)
-{
-    static char text[4][64];
-    vb_config_entry entries[4];
-    size_t count = 0;
-    for (; settings && settings[count]; count++) {
-        snprintf(text[count], sizeof text[count], "%s", settings[count]);
-        assert_int_equal(vb_config_entry_parse(text[count], &entries[count]), VB_OK);
-    }
-    vb_config config = {entries, count};
-    memset(t, 0, sizeof *t);
-    assert_int_equal(vb_sim_open(CAPACITY, &t->dev), VB_OK);
-    assert_int_equal(vb_allocator_create("stitch", t->dev, &config, &t->allocator), VB_OK);
-    t->streams[0] = NULL;
-    assert_int_equal(t->dev->ops->stream_create(t->dev, &t->streams[1]), VB_OK);
-}
-
-static void twin_close(twin *t)
-{
-    vb_allocator_destroy(t->allocator);
-    t->dev->ops->stream_destroy(t->dev, t->streams[1]);
-    vb_device_close(t->dev);
-}
-
-/* splitmix64, for the seeded sequence. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* A request size: half from a few repeated sizes (ties broken by address),
- * the rest uniform, small (<= 1 MiB) or large (<= 96 MiB). */
-static uint64_t random_size(uint64_t *rng)
-{
-    static const uint64_t repeated[] = {512, 4096, 1 << 20, 3 << 20, 12 << 20, 40 << 20};
-    uint64_t pick = next_random(rng);
-    if (pick % 2 == 0) return repeated[(pick >> 8) % (sizeof repeated / sizeof repeated[0])];
-    if (pick % 4 == 1) return 1 + next_random(rng) % VB_MiB;
-    return 1 + next_random(rng) % (96 * VB_MiB);
-}
 
 /* Frees the block of `slot`; a block of stream 0 is sometimes used on
  * stream 1 first, whose work then runs a while: the free waits for it. */
@@ -98,13 +44,13 @@ static void twin_free(twin *t, size_t slot, uint64_t choice)
 static void run_twins(const char *const *settings, uint64_t seed, size_t stop_at)
 {
     twin a, b;
-    twin_open(&a, settings);
-    twin_open(&b, settings);
+    twin_open(&a, "stitch", settings);
+    twin_open(&b, "stitch", settings);
     uint64_t rng = seed;
     for (size_t op = 0; op < OPERATIONS; op++) {
         if (op == stop_at) vb_stitch_stop_indexing(b.allocator->state);
-        uint64_t choice = next_random(&rng);
-        size_t slot = (size_t)(choice >> 16) % LIVE_SLOTS;
+        uint64_t choice = twin_random(&rng);
+        size_t slot = (size_t)(choice >> 16) % TWIN_LIVE_SLOTS;
         if (choice % 1000 == 0) {
             assert_int_equal(vb_empty_cache(a.allocator), vb_empty_cache(b.allocator));
         } else if (choice % 1000 < 20) {
@@ -114,7 +60,7 @@ static void run_twins(const char *const *settings, uint64_t seed, size_t stop_at
             twin_free(&a, slot, choice);
             twin_free(&b, slot, choice);
         } else {
-            uint64_t size = random_size(&rng);
+            uint64_t size = twin_random_size(&rng);
             int stream = (int)((choice >> 8) % 4 == 0);
             vb_status status_a = vb_malloc(a.allocator, size, a.streams[stream], &a.live[slot]);
             vb_status status_b = vb_malloc(b.allocator, size, b.streams[stream], &b.live[slot]);
