@@ -351,24 +351,23 @@ static void print_state(FILE *out, const char *title, const memory_state *m)
 /* What if: every tune candidate under the same capacity                     */
 /* ======================================================================== */
 
-static vb_status what_if(const vb_explain_options *options, const explained_trace *t, FILE *table, json_t **out)
+static vb_status what_if(const vb_explain_options *options, const explained_trace *t,
+                         const vb_drive_events *events, FILE *table, json_t **out)
 {
-    vb_drive_events events;
-    vb_status status = vb_drive_load(t->path, &events);
-    if (status != VB_OK) return status;
+    vb_status status = VB_OK;
     size_t count;
     const vb_tune_candidate *grid = vb_tune_grid(&count);
     json_t *list = json_array();
     fprintf(table, "what if (each tune candidate under %.0f MiB):\n", mib(options->capacity));
     for (size_t i = 0; i < count && status == VB_OK; i++) {
         vb_fit_result r, rising = {0};
-        status = vb_fit_probe(&events, grid[i].spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 1, &r);
+        status = vb_fit_probe(events, grid[i].spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 1, &r);
         if (status != VB_OK) break;
         /* Where the driver's placement of segments decides (app/fit.h), it
          * fits when it fits under both placements the sim models. */
         int placed = vb_fit_placement_matters(grid[i].spec);
         if (placed) {
-            status = vb_fit_probe(&events, grid[i].spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 1, &rising);
+            status = vb_fit_probe(events, grid[i].spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 1, &rising);
             if (status != VB_OK) break;
         }
         int split = placed && r.fits != rising.fits;
@@ -389,7 +388,7 @@ static vb_status what_if(const vb_explain_options *options, const explained_trac
             else if (same_to) shortfall = (double)(same_to - options->capacity);
         } else if (strstr(grid[i].spec, "cudaMallocAsync") || strcmp(grid[i].spec, "cuda") == 0) {
             vb_fit_result whole;
-            status = vb_fit_probe(&events, grid[i].spec, VB_FIT_MAX_CAPACITY / 64, VB_FIT_DEVICE, VB_SIM_PLACE_TOP_DOWN,
+            status = vb_fit_probe(events, grid[i].spec, VB_FIT_MAX_CAPACITY / 64, VB_FIT_DEVICE, VB_SIM_PLACE_TOP_DOWN,
                                   1, &whole);
             if (status != VB_OK) break;
             r.fits = whole.peak_reserved <= options->capacity;
@@ -419,7 +418,6 @@ static vb_status what_if(const vb_explain_options *options, const explained_trac
                             "spare_bytes_at_least", spare >= 0 ? vb_json_number(spare) : json_null(),
                             "short_bytes_at_least", shortfall >= 0 ? vb_json_number(shortfall) : json_null()));
     }
-    vb_drive_events_free(&events);
     *out = list;
     return status;
 }
@@ -484,15 +482,11 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
      * where that decides (app/fit.h), the other placement's outcome too. */
     vb_fit_result rising = {0};
     int placed = status == VB_OK && vb_fit_placement_matters(options->spec);
-    if (placed) {
-        vb_drive_events events;
-        status = vb_drive_load(t.path, &events);
-        if (status == VB_OK) {
-            status = vb_fit_probe(&events, options->spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 1,
-                                  &rising);
-            vb_drive_events_free(&events);
-        }
-    }
+    vb_drive_events events = {0}; /* read once, for the probes below */
+    if (status == VB_OK && (placed || options->what_if)) status = vb_drive_load(t.path, &events);
+    if (status == VB_OK && placed)
+        status = vb_fit_probe(&events, options->spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 1,
+                              &rising);
     int placement_decides = placed && rising.fits == (failing != 0);
 
     uint64_t line = failing ? input_line(&t, result.first_oom_line) : 0;
@@ -552,7 +546,7 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
     }
     if (status == VB_OK && options->what_if) {
         json_t *list = NULL;
-        status = what_if(options, &t, table, &list);
+        status = what_if(options, &t, &events, table, &list);
         if (list) json_object_set_new(doc, "what_if", list);
     }
     if (status == VB_OK && options->snapshot_path) {
@@ -564,6 +558,7 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
         }
     }
     free(s);
+    vb_drive_events_free(&events);
     trace_done(&t);
     vb_allocator_spec_free(&spec);
     if (status != VB_OK) {
