@@ -449,6 +449,7 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     block->use_count = 0;
     block->allocated = 0;
     block->mapped = 1;
+    block->whole_in_pool = 0;
     block->node = (vb_oset_node){NULL, NULL, NULL, 0};
     return block;
 }
@@ -465,6 +466,8 @@ void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block)
 void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 {
     block->gc_count_base = pool->get_free_blocks_call_count;
+    block->whole_in_pool = !vb_cc_block_is_split(block);
+    pool->whole_free += block->whole_in_pool;
     vb_cc_size_index *index = pool->unindexed ? NULL : index_of(pool, block->stream, 1);
     if (index && index_add(index, block) != 0) stop_indexing(pool); /* host memory ran out: pool->blocks keeps it */
     if (pool->blocks_kept) {
@@ -475,6 +478,8 @@ void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
 {
+    pool->whole_free -= block->whole_in_pool;
+    block->whole_in_pool = 0;
     if (block->size_index) index_remove(block);
     if (pool->blocks_kept) {
         vb_oset_remove(&pool->blocks, &block->node);
@@ -849,7 +854,9 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
     uint64_t reserved = cc->stats->reserved_bytes;
     uint64_t threshold = gc_threshold_at(cc, cc->allowed_memory_maximum);
     if (reserved <= threshold) {
-        note_same_limits(grant, gc_limit_from(cc, reserved), 0); /* a smaller limit may collect */
+        /* A smaller limit would collect here, and so decide otherwise only
+         * if there is something to collect: a whole free segment. */
+        if (cc->large_pool.whole_free > 0) note_same_limits(grant, gc_limit_from(cc, reserved), 0);
         return;
     }
     uint64_t target = reserved - threshold, reclaimed = 0, total_age = 0, before_last_round = 0;

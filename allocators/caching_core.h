@@ -93,6 +93,7 @@ typedef struct vb_cc_block {
     uint32_t use_count;           /* streams in `uses` */
     uint8_t allocated;            /* 1 handed out; VB_CC_LENT: lent to a stitched range (stitch) */
     uint8_t mapped;               /* 0 only for unmapped address space of an expandable segment */
+    uint8_t whole_in_pool;        /* counted in its pool's whole_free (unsplit when it went in) */
     /* Third line: what only some pools and record_stream use. */
     uint32_t use_capacity;        /* the uses array is kept when the struct is recycled */
     vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
@@ -114,6 +115,7 @@ struct vb_cc_pool {
     vb_ordered_set unmapped;      /* unmapped ranges by (stream, address); expandable only */
     int is_small;
     uint64_t get_free_blocks_call_count; /* block age clock for garbage collection */
+    size_t whole_free;            /* free blocks in it that are whole segments (garbage collection's) */
     vb_cc_size_index **indexes;   /* one per stream that has had free blocks here, by stream */
     size_t index_count, index_capacity;
     int unindexed;                /* host memory ran out for an index: `blocks` is kept for good */

@@ -6,6 +6,7 @@
  * python/vrambench/torch2trace.py (app/cli_trace_input.c). TRACE is read as every input is (app/input_file.h): a pipe or FIFO
  * once, spooled. The trace is read through once before anything runs, so a
  * malformed one costs one error line and exit 2; --out may not be TRACE. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 #include "tune.h"
 #include "fit.h"
 
-enum { OPT_DEVICE, OPT_CAPACITY, OPT_OVERHEAD, OPT_JOBS, OPT_OUT, OPT_FORCE, OPT_QUIET, OPT_SHARD, OPTION_COUNT };
+enum { OPT_DEVICE, OPT_CAPACITY, OPT_OVERHEAD, OPT_SEARCH_EVENTS, OPT_JOBS, OPT_OUT, OPT_FORCE, OPT_QUIET, OPT_SHARD, OPTION_COUNT };
 static const vb_cli_option options[OPTION_COUNT + 1] = {
     [OPT_DEVICE] = {"--device", NULL, "sim|cuda",
                     "where each candidate's main replay runs (default sim: memory exact, its times host-side);\n"
@@ -35,6 +36,12 @@ static const vb_cli_option options[OPTION_COUNT + 1] = {
                       "what a GPU holds besides PyTorch's memory (the CUDA context, the libraries), for the smallest\n"
                       "GPU (default 1GiB; lab/harnesses/fit_check.py measures it), e.g. --overhead 600MiB",
                       0},
+    [OPT_SEARCH_EVENTS] = {"--search-events", NULL, "N",
+                           "events one minimum-capacity search may replay (default 100000000; 1 to 1e12): past it the\n"
+                           "answer stays safe but may be above the real minimum (min_capacity_exact false, shown ~a/b;\n"
+                           "docs/tune.md). More makes more answers exact and a long trace's tune slower, e.g.\n"
+                           "--search-events 100000000",
+                           0},
     [OPT_JOBS] = {"--jobs", NULL, "N", "candidates replayed at once, one process each (1 to 256; default: the online CPUs)",
                   0},
     [OPT_OUT] = {"--out", NULL, "FILE.json",
@@ -95,6 +102,15 @@ int vb_cmd_tune(int argc, char **argv)
             if (options.overhead >= 64 * VB_GiB)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: --overhead '%s' is 64GiB or more", value);
             break;
+        case OPT_SEARCH_EVENTS: {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long events = strtoull(value, &end, 10);
+            if (*end || value[0] < '0' || value[0] > '9' || errno || events < 1 || events > VB_FIT_MAX_SEARCH_EVENTS)
+                return vb_cli_error(VB_EXIT_USAGE, "tune: bad --search-events '%s' (a whole number, 1 to 1e12)", value);
+            options.search_events = events;
+            break;
+        }
         case OPT_SHARD:
             if (vb_shard_parse(value, &options.shard) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --shard '%s' (I/N with 1 <= I <= N, e.g. 2/8)", value);

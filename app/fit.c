@@ -1,6 +1,7 @@
 /* vrambench — will it fit (see fit.h). */
 #include "fit.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,7 @@ static vb_status run_probe(const vb_drive_source *source, const vb_allocator_spe
         vb_drive_hooks hooks;
         vb_fit_progress_hooks(state, &hooks);
         status = vb_drive(source, target, &hooks, stop_at_oom, &drive);
+        if (getenv("VB_DEBUG_PROBES")) fprintf(stderr, "PROBE %s cap=%llu place=%d prog=%d stop=%d events=%llu ooms=%llu\n", spec->label, (unsigned long long)sim_capacity, (int)placement, (int)progress, stop_at_oom, (unsigned long long)drive.events, (unsigned long long)drive.ooms);
     }
     if (status == VB_OK) {
         vb_alloc_stats stats;
@@ -133,8 +135,14 @@ vb_status vb_fit_probe(const vb_drive_events *events, const char *spec_text, uin
     uint64_t sim_capacity = 0;
     vb_status status = vb_fit_spec(spec_text, capacity, kind, &spec, &sim_capacity, &out->limited);
     if (status != VB_OK) return status;
-    status = run_probe(&(vb_drive_source){.events = events}, &spec, sim_capacity, placement, VB_PROGRESS_REPLAY,
-                       stop_at_oom, out);
+    /* What a probe answers is decided by allocations (whether one runs
+     * out, the retries, the peaks, the limits that decide the same): the
+     * frees after the last allocation change none of it and are left out. */
+    vb_drive_events until_last_alloc = *events;
+    while (until_last_alloc.count > 0 && !until_last_alloc.items[until_last_alloc.count - 1].is_alloc)
+        until_last_alloc.count--;
+    status = run_probe(&(vb_drive_source){.events = &until_last_alloc}, &spec, sim_capacity, placement,
+                       VB_PROGRESS_REPLAY, stop_at_oom, out);
     vb_allocator_spec_free(&spec);
     return status;
 }
@@ -154,12 +162,42 @@ vb_status vb_fit_probe_progress(const vb_drive_events *events, const char *spec_
 
 /* ---- minimum capacities ---- */
 
-/* Narrows [*lo, *hi] (in VB_FIT_STEPs; it fits at *hi and not at *lo) to
- * neighbours, taking fitting to be monotone between them. */
-static vb_status bisect(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
-                        vb_sim_placement placement, uint64_t *lo, uint64_t *hi, vb_fit_min *out)
+void vb_fit_trace_demand(const vb_drive_events *events, uint64_t *peak_live, uint64_t *largest)
 {
-    while (*hi - *lo > 1) {
+    uint64_t *sizes = calloc(events->slots ? events->slots : 1, sizeof *sizes);
+    uint64_t live = 0;
+    *peak_live = *largest = 0;
+    for (size_t i = 0; sizes && i < events->count; i++) {
+        const vb_drive_event *event = &events->items[i];
+        if (event->is_alloc) {
+            sizes[event->slot] = event->size;
+            live += event->size;
+            if (live > *peak_live) *peak_live = live;
+            if (event->size > *largest) *largest = event->size;
+        } else {
+            live -= sizes[event->slot];
+            sizes[event->slot] = 0;
+        }
+    }
+    free(sizes);
+}
+
+/* The most VB_FIT_STEPs under which `events` surely runs out: less than
+ * its live bytes at their peak, which every allocation holds at least. */
+static uint64_t steps_too_few(const vb_drive_events *events)
+{
+    uint64_t peak_live, largest;
+    vb_fit_trace_demand(events, &peak_live, &largest);
+    return peak_live ? (peak_live - 1) / VB_FIT_STEP : 0;
+}
+
+/* Narrows [*lo, *hi] (in VB_FIT_STEPs; it fits at *hi and not at *lo) to
+ * neighbours, taking fitting to be monotone between them, or as far as
+ * out->probes reaching `max_probes` lets it. */
+static vb_status bisect(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
+                        vb_sim_placement placement, unsigned max_probes, uint64_t *lo, uint64_t *hi, vb_fit_min *out)
+{
+    while (*hi - *lo > 1 && out->probes < max_probes) {
         uint64_t mid = *lo + (*hi - *lo) / 2;
         vb_fit_result r;
         vb_status status = vb_fit_probe(events, spec, mid * VB_FIT_STEP, kind, placement, 1, &r);
@@ -185,11 +223,20 @@ static vb_status first_probe(const vb_drive_events *events, const char *spec, ui
     return vb_fit_probe(events, spec, capacity, kind, placement, 1, out);
 }
 
+/* The replays a search of `events` may make down from its top under
+ * `search_events` (0: the default). */
+static unsigned walk_budget(const vb_drive_events *events, uint64_t search_events)
+{
+    uint64_t budget = (search_events ? search_events : VB_FIT_DEFAULT_SEARCH_EVENTS) / (events->count ? events->count : 1);
+    if (budget < VB_FIT_MIN_WALK_PROBES) budget = VB_FIT_MIN_WALK_PROBES;
+    return budget > UINT_MAX / 2 ? UINT_MAX / 2 : (unsigned)budget;
+}
+
 /* Under a limit: from a capacity under which the limit refuses nothing
  * (the replay is then the same under every larger one), down, one probe
  * per run of capacities that make the same decisions. */
 static vb_status limit_search(const vb_drive_events *events, const char *spec, vb_sim_placement placement,
-                              uint64_t start, const vb_fit_result *known, vb_fit_min *out)
+                              uint64_t start, uint64_t search_events, const vb_fit_result *known, vb_fit_min *out)
 {
     vb_fit_result r;
     uint64_t top = start >= VB_FIT_STEP ? start : VB_FIT_STEP;
@@ -205,8 +252,7 @@ static vb_status limit_search(const vb_drive_events *events, const char *spec, v
     }
     out->found = 1;
     uint64_t lowest = r.same_from; /* every capacity from here up fits */
-    uint64_t budget = VB_FIT_EVENT_BUDGET / (events->count ? events->count : 1);
-    if (budget < VB_FIT_PROBE_BUDGET) budget = VB_FIT_PROBE_BUDGET;
+    unsigned budget = walk_budget(events, search_events);
     while (lowest > 0 && out->probes < budget) {
         uint64_t capacity = lowest - 1;
         vb_status status = vb_fit_probe(events, spec, capacity, VB_FIT_LIMIT, placement, 1, &r);
@@ -222,39 +268,61 @@ static vb_status limit_search(const vb_drive_events *events, const char *spec, v
     out->exact = out->fails_at != 0 || lowest == 0;
     if (out->exact) return VB_OK;
     /* The budget ran out: below the range checked, a bisection (which
-     * takes fitting to be monotone) finds where it fits at least. */
-    uint64_t hi = lowest / VB_FIT_STEP; /* in steps */
-    if (hi == 0) return VB_OK;
-    vb_status status = vb_fit_probe(events, spec, hi * VB_FIT_STEP, VB_FIT_LIMIT, placement, 1, &r);
+     * takes fitting to be monotone) finds where it fits at least, down to
+     * the trace's live peak, with a quarter of the budget more. */
+    unsigned more = budget / 4 > VB_FIT_MIN_BISECT_PROBES ? budget / 4 : VB_FIT_MIN_BISECT_PROBES;
+    uint64_t hi = lowest / VB_FIT_STEP, lo = steps_too_few(events); /* in steps */
+    if (hi <= lo) return VB_OK;
+    vb_fit_result r_hi;
+    vb_status status = vb_fit_probe(events, spec, hi * VB_FIT_STEP, VB_FIT_LIMIT, placement, 1, &r_hi);
     if (status != VB_OK) return status;
     out->probes++;
-    if (!r.fits) return VB_OK;
-    uint64_t lo = 0;
-    status = bisect(events, spec, VB_FIT_LIMIT, placement, &lo, &hi, out);
+    if (!r_hi.fits) return VB_OK;
+    status = bisect(events, spec, VB_FIT_LIMIT, placement, out->probes + more, &lo, &hi, out);
     if (status == VB_OK) out->lowest_fit = hi * VB_FIT_STEP;
     return status;
 }
 
-/* Under a device: bisection to VB_FIT_STEP between a capacity that fits
- * (doubling from `start`) and 0. */
+/* Under a device: from `start` (in VB_FIT_STEPs, *hi; it runs out there)
+ * up in steps that double until a capacity fits (*hi), *lo following
+ * each that runs out, or up to VB_FIT_MAX_CAPACITY (then *hi is 0). */
+static vb_status gallop_up(const vb_drive_events *events, const char *spec, vb_sim_placement placement,
+                           uint64_t *lo, uint64_t *hi, vb_fit_min *out)
+{
+    const uint64_t most = VB_FIT_MAX_CAPACITY / VB_FIT_STEP;
+    *lo = *hi;
+    for (uint64_t up = 1; *lo < most; up *= 2) {
+        *hi = *lo + up < most ? *lo + up : most;
+        vb_fit_result r;
+        vb_status status = vb_fit_probe(events, spec, *hi * VB_FIT_STEP, VB_FIT_DEVICE, placement, 1, &r);
+        if (status != VB_OK) return status;
+        out->probes++;
+        if (r.fits) return VB_OK;
+        *lo = *hi;
+    }
+    *hi = 0;
+    return VB_OK;
+}
+
+/* Under a device: a capacity that fits (`start`, else up from it in
+ * gallop_up), then a bisection down to the most under which the trace
+ * surely runs out, to VB_FIT_STEP: a `start` near the answer (the main
+ * replay's peak) keeps the bracket narrow. */
 static vb_status device_search(const vb_drive_events *events, const char *spec, vb_sim_placement placement,
                                uint64_t start, const vb_fit_result *known, vb_fit_min *out)
 {
     const uint64_t step = VB_FIT_STEP;
+    uint64_t lo = steps_too_few(events), hi = (start + step - 1) / step; /* in steps */
+    if (hi <= lo) hi = lo + 1;
+    if (hi > VB_FIT_MAX_CAPACITY / step) hi = VB_FIT_MAX_CAPACITY / step;
+    if (hi <= lo) return VB_OK; /* fits nowhere */
     vb_fit_result r;
-    uint64_t lo = 0, hi = start > step ? start / step : 1; /* in steps */
-    for (;;) {
-        vb_status status = out->probes == 0
-                               ? first_probe(events, spec, hi * step, VB_FIT_DEVICE, placement, start, known, &r)
-                               : vb_fit_probe(events, spec, hi * step, VB_FIT_DEVICE, placement, 1, &r);
-        if (status != VB_OK) return status;
-        out->probes++;
-        if (r.fits) break;
-        lo = hi;
-        if (hi * step >= VB_FIT_MAX_CAPACITY) return VB_OK;
-        hi *= 2;
-    }
-    vb_status status = bisect(events, spec, VB_FIT_DEVICE, placement, &lo, &hi, out);
+    vb_status status = first_probe(events, spec, hi * step, VB_FIT_DEVICE, placement, start, known, &r);
+    if (status != VB_OK) return status;
+    out->probes++;
+    if (!r.fits) status = gallop_up(events, spec, placement, &lo, &hi, out);
+    if (status != VB_OK || hi == 0) return status; /* hi 0: fits nowhere */
+    status = bisect(events, spec, VB_FIT_DEVICE, placement, UINT_MAX, &lo, &hi, out);
     if (status != VB_OK) return status;
     out->found = 1;
     out->capacity = out->lowest_fit = hi * step;
@@ -263,8 +331,8 @@ static vb_status device_search(const vb_drive_events *events, const char *spec, 
 }
 
 vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec_text, vb_fit_kind kind,
-                              vb_sim_placement placement, uint64_t start, const vb_fit_result *known,
-                              vb_fit_min *out)
+                              vb_sim_placement placement, uint64_t start, uint64_t search_events,
+                              const vb_fit_result *known, vb_fit_min *out)
 {
     memset(out, 0, sizeof *out);
     vb_allocator_spec spec;
@@ -272,7 +340,7 @@ vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec_te
     if (status != VB_OK) return status;
     int limited = kind == VB_FIT_LIMIT && vb_fit_has_limit(spec.name);
     vb_allocator_spec_free(&spec);
-    return limited ? limit_search(events, spec_text, placement, start, known, out)
+    return limited ? limit_search(events, spec_text, placement, start, search_events, known, out)
                    : device_search(events, spec_text, placement, start, known, out);
 }
 
@@ -286,15 +354,15 @@ int vb_fit_placement_matters(const char *spec_text)
 }
 
 vb_status vb_fit_min_capacity_placed(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
-                                     uint64_t start, const vb_fit_result *const known[2], vb_fit_min *safe,
-                                     uint64_t *low)
+                                     uint64_t start, uint64_t search_events, const vb_fit_result *const known[2],
+                                     vb_fit_min *safe, uint64_t *low)
 {
-    vb_status status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_TOP_DOWN, start,
+    vb_status status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_TOP_DOWN, start, search_events,
                                            known ? known[VB_SIM_PLACE_TOP_DOWN] : NULL, safe);
     *low = safe->found ? safe->capacity : 0;
     if (status != VB_OK || !safe->found || !vb_fit_placement_matters(spec)) return status;
     vb_fit_min rising;
-    status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_RISING, start,
+    status = vb_fit_min_capacity(events, spec, kind, VB_SIM_PLACE_RISING, start, search_events,
                                  known ? known[VB_SIM_PLACE_RISING] : NULL, &rising);
     if (status != VB_OK) return status;
     unsigned probes = safe->probes + rising.probes;

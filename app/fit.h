@@ -119,11 +119,21 @@ typedef struct vb_fit_min {
     unsigned probes;      /* replays it took */
 } vb_fit_min;
 
-/* What one search may replay before it settles for what it has shown: at
- * least VB_FIT_PROBE_BUDGET replays, more for short traces, up to
- * VB_FIT_EVENT_BUDGET events in all (a few seconds). */
-#define VB_FIT_PROBE_BUDGET 400
-#define VB_FIT_EVENT_BUDGET 100000000ull
+/* What `events` asks of any allocator: the most bytes it holds live at
+ * once, and its largest allocation. No capacity below the first fits. */
+void vb_fit_trace_demand(const vb_drive_events *events, uint64_t *peak_live, uint64_t *largest);
+
+/* What one search under a limit may replay before it settles for what it
+ * has shown, in events (tune --search-events): the default is the budget
+ * the recorded training loops (2,000 to 30,000 events) are exact under
+ * with every setting but one; however long the trace, at least
+ * VB_FIT_MIN_WALK_PROBES replays down from the top. Past it, the
+ * bisection below the range checked gets a quarter of it more (at least
+ * VB_FIT_MIN_BISECT_PROBES replays). */
+#define VB_FIT_DEFAULT_SEARCH_EVENTS 100000000ull
+#define VB_FIT_MAX_SEARCH_EVENTS 1000000000000ull
+#define VB_FIT_MIN_WALK_PROBES 4
+#define VB_FIT_MIN_BISECT_PROBES 2
 
 /* The smallest capacity from which up the replay fits. Under a limit the
  * search is safe, fitting being not monotone in the capacity (what the
@@ -131,17 +141,21 @@ typedef struct vb_fit_min {
  * the limit refuses nothing, down, each probe covers the capacities that
  * make its decisions (same_from), until one runs out of memory: `capacity`
  * is then the lowest from which all fit, `fails_at` one just below (exact
- * 1). With max_split_size_mb almost every 2 MiB behaves apart: if the
- * budget (above) runs out first, `capacity` is where the range checked ends (still
- * safe, exact 0) and `lowest_fit` a bisection's answer below it. Under a
- * device (strategies without the limit) it is a bisection from `start`,
- * which takes fitting to be monotone (exact 0). `known`, when not NULL, is
- * vb_fit_probe's result under `start` of `kind` and `placement` with
- * stop_at_oom 0: when it fits, it is the search's first replay (which
- * stopping at an OOM would not change), counted but not made again. */
+ * 1). With max_split_size_mb or garbage collection almost every 2 MiB
+ * behaves apart: if `search_events` (above; 0: the default) runs out
+ * first, `capacity` is where the range checked ends (still safe, exact 0)
+ * and `lowest_fit` a bisection's answer below it, as far as its share of
+ * the budget went. Under a device (strategies without the limit) it is a
+ * bisection, which takes fitting to be monotone (exact 0), between the
+ * trace's live peak (below it nothing fits) and `start`, or a capacity
+ * above it found in steps that double: a `start` near the answer (the
+ * main replay's peak) keeps the bracket narrow. `known`, when not NULL, is vb_fit_probe's result under `start`
+ * of `kind` and `placement` with stop_at_oom 0: when it fits, it is the
+ * search's first replay (which stopping at an OOM would not change),
+ * counted but not made again. */
 vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
-                              vb_sim_placement placement, uint64_t start, const vb_fit_result *known,
-                              vb_fit_min *out);
+                              vb_sim_placement placement, uint64_t start, uint64_t search_events,
+                              const vb_fit_result *known, vb_fit_min *out);
 
 /* 1 when where the driver places cudaMalloc's segments can change whether
  * `spec_text` fits: PyTorch's caching allocator without expandable
@@ -158,8 +172,8 @@ int vb_fit_placement_matters(const char *spec_text);
  * (the interval PyTorch's real minimum was found in: docs/tune.md).
  * `known[p]` (or NULL): vb_fit_min_capacity's `known` for placement p. */
 vb_status vb_fit_min_capacity_placed(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
-                                     uint64_t start, const vb_fit_result *const known[2], vb_fit_min *safe,
-                                     uint64_t *low);
+                                     uint64_t start, uint64_t search_events, const vb_fit_result *const known[2],
+                                     vb_fit_min *safe, uint64_t *low);
 
 /* ---- GPUs ---- */
 

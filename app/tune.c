@@ -148,28 +148,6 @@ static json_t *main_replay(vb_device *dev, const vb_tune_options *options, const
     return entry;
 }
 
-/* What the trace itself asks for, whatever the allocator: the most bytes
- * it holds live at once, and its largest allocation. */
-static void trace_demand(const vb_drive_events *events, uint64_t *peak_live, uint64_t *largest)
-{
-    uint64_t *sizes = calloc(events->slots ? events->slots : 1, sizeof *sizes);
-    uint64_t live = 0;
-    *peak_live = *largest = 0;
-    for (size_t i = 0; sizes && i < events->count; i++) {
-        const vb_drive_event *event = &events->items[i];
-        if (event->is_alloc) {
-            sizes[event->slot] = event->size;
-            live += event->size;
-            if (live > *peak_live) *peak_live = live;
-            if (event->size > *largest) *largest = event->size;
-        } else {
-            live -= sizes[event->slot];
-            sizes[event->slot] = 0;
-        }
-    }
-    free(sizes);
-}
-
 /* The peak reserved bytes of a replay in a GPU-progress mode, on a sim
  * large enough that it runs out nowhere. */
 static vb_status progress_peak(const vb_tune_options *options, const vb_tune_candidate *candidate, uint64_t start,
@@ -229,6 +207,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     if (status != VB_OK) return status;
     int limited = vb_fit_has_limit(spec.name), is_async = strcmp(spec.name, "async") == 0;
     int expandable = strcmp(spec.name, "expandable") == 0;
+    int is_cuda = strcmp(spec.name, "cuda") == 0;
     int collects = strstr(spec.label, "garbage_collection_threshold") != NULL;
     vb_allocator_spec_free(&spec);
 
@@ -255,7 +234,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     /* No capacity holds less than the trace's live bytes at its peak: past
      * the largest one, no probe can fit. */
     uint64_t peak_live = 0, largest = 0;
-    trace_demand(options->events, &peak_live, &largest);
+    vb_fit_trace_demand(options->events, &peak_live, &largest);
     int hopeless = peak_live > VB_FIT_MAX_CAPACITY;
     /* The peak too is an interval where the placement of segments decides:
      * the main replay's (top-down) and a rising one's at the capacity, on
@@ -273,9 +252,20 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     } else if (is_async) {
         min = (vb_fit_min){.found = 1, .capacity = (uint64_t)requested, .exact = 1};
         min_low = min.capacity;
+    } else if (is_cuda && main_on_sim && at.ooms == 0 && reserved > 0) {
+        /* cudaMalloc per allocation, nothing released to retry: the
+         * driver sees the same calls under any device until one is
+         * refused, so it fits exactly where its peak does (reserved is
+         * what the driver uses, counted at the seam). */
+        min = (vb_fit_min){.found = 1, .capacity = (uint64_t)reserved, .exact = 1, .lowest_fit = (uint64_t)reserved,
+                           .fails_at = (uint64_t)reserved - 1};
+        min_low = min.capacity;
     } else {
-        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_LIMIT, capacity, known, &min,
-                                            &min_low);
+        /* Strategies without the limit search a device's memory, from the
+         * main replay's peak (near the answer: few replays). */
+        uint64_t start = limited || reserved <= 0 ? capacity : (uint64_t)reserved;
+        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_LIMIT, start,
+                                            options->search_events, limited ? known : NULL, &min, &min_low);
         if (status != VB_OK) return status;
     }
 
@@ -306,8 +296,10 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     } else if (limited && (collects || expandable) && !hopeless) {
         vb_fit_min device;
         uint64_t device_low = 0;
-        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_DEVICE, capacity, NULL, &device,
-                                            &device_low);
+        /* From the limit's minimum, which a device's is near. */
+        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_DEVICE,
+                                            min.found ? min.capacity : capacity, options->search_events, NULL,
+                                            &device, &device_low);
         if (status != VB_OK) return status;
         device_max = device.found ? device.capacity : 0;
         device_min = device.found ? device_low : 0;
@@ -315,11 +307,15 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     }
 
     /* The smallest GPU: its memory less the overhead holds both minimums
-     * (each fits from there up) and runs the replay as a device. */
+     * (each fits from there up) and runs the replay as a device. For
+     * caching without garbage collection or expandable segments a device
+     * is the limit, which the search showed fits from min_capacity up
+     * under both placements: no replay needed. */
     const vb_gpu_class *gpu = NULL;
     if (min.found && device_max) {
         uint64_t need = min.capacity > device_max ? min.capacity : device_max;
-        gpu = smallest_gpu(options, candidate, need, !is_async, &status);
+        int device_is_limit = limited && !collects && !expandable;
+        gpu = smallest_gpu(options, candidate, need, !is_async && !device_is_limit, &status);
         if (status != VB_OK) return status;
     }
 
@@ -339,6 +335,9 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     failed |= json_object_set_new(entry, "min_capacity_bytes",
                                   min.found ? vb_json_number((double)min.capacity) : json_null());
     failed |= json_object_set_new(entry, "min_capacity_exact", json_boolean(min.found && min.exact));
+    failed |= json_object_set_new(entry, "min_capacity_search_events",
+                                  vb_json_number((double)(options->search_events ? options->search_events
+                                                                                 : VB_FIT_DEFAULT_SEARCH_EVENTS)));
     if (min.fails_at)
         failed |= json_object_set_new(entry, "min_capacity_oom_below", vb_json_number((double)min.fails_at));
     if (min.found && min.lowest_fit < min.capacity)
@@ -562,7 +561,7 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
     if (!fits) {
         chosen = defaults;
         uint64_t peak_live = 0, largest = 0;
-        if (events) trace_demand(events, &peak_live, &largest);
+        if (events) vb_fit_trace_demand(events, &peak_live, &largest);
         char reason[160];
         if (!events) /* merged shards (vb_tune_conclude): the trace is not at hand */
             snprintf(reason, sizeof reason, "no candidate found a capacity it fits");

@@ -48,6 +48,7 @@ typedef struct vb_tune_options {
     const char *device;      /* "sim" or "cuda" (main replays); bisection is always on sim */
     uint64_t capacity;       /* the device capacity OOMs are counted at (sim; 0: the sim default) */
     uint64_t overhead;       /* what a GPU holds besides PyTorch's memory (the smallest GPU) */
+    uint64_t search_events;  /* what one minimum-capacity search may replay (app/fit.h; 0: the default) */
     unsigned jobs;           /* processes at once (>= 1) */
     int quiet;               /* no progress lines */
     vb_shard shard;          /* --shard I/N: only these candidates ({0, 0} or 1/1: all) */

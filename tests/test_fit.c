@@ -318,7 +318,7 @@ static void test_min_capacity_fits_from_there_up(void **state)
                                  "pytorch[garbage_collection_threshold:0.6]"};
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
         vb_fit_min m;
-        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, NULL, &m), VB_OK);
+        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, 0, NULL, &m), VB_OK);
         assert_true(m.found);
         assert_true(m.exact);
         assert_int_equal(m.fails_at, m.capacity - 1);
@@ -326,6 +326,94 @@ static void test_min_capacity_fits_from_there_up(void **state)
         uint64_t peak = probe(&e, specs[s], 4 * VB_GiB, VB_FIT_LIMIT).peak_reserved;
         for (uint64_t c = m.capacity; c <= peak + 40 * MiB; c += 2 * MiB)
             assert_true(probe(&e, specs[s], c, VB_FIT_LIMIT).fits);
+    }
+    vb_drive_events_free(&e);
+}
+
+/* Allocations of at most 1 MiB live in the small pool, and garbage
+ * collection frees whole large-pool segments only: with none to free, it
+ * decides nothing, so under every limit the replay is PyTorch's defaults',
+ * the same runs of limits (not one per threshold crossed) and the same
+ * minimum, in as many replays. */
+static void garbage_collection_with_nothing_to_collect_decides_as_without_it(void **state)
+{
+    (void)state;
+    static char text[1 << 16];
+    size_t used = 0;
+    uint64_t seed = 11;
+    int live[128] = {0};
+    for (int i = 0; i < 1500; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int slot = (int)((seed >> 33) % 128);
+        if (live[slot]) used += (size_t)snprintf(text + used, sizeof text - used, "f %d\n", slot);
+        else used += (size_t)snprintf(text + used, sizeof text - used, "a %d %llu\n", slot,
+                                      (unsigned long long)((seed >> 17) % MiB + 1));
+        live[slot] = !live[slot];
+    }
+    vb_drive_events e = load(text);
+    const char *plain = "pytorch[]", *collects = "pytorch[garbage_collection_threshold:0.6]";
+    for (uint64_t capacity = 40 * MiB; capacity <= 400 * MiB; capacity += 60 * MiB) {
+        vb_fit_result a = probe(&e, plain, capacity, VB_FIT_LIMIT), b = probe(&e, collects, capacity, VB_FIT_LIMIT);
+        assert_int_equal(b.fits, a.fits);
+        assert_int_equal(b.peak_reserved, a.peak_reserved);
+        assert_int_equal(b.same_from, a.same_from);
+        assert_int_equal(b.same_to, a.same_to);
+    }
+    vb_fit_min a, b;
+    assert_int_equal(vb_fit_min_capacity(&e, plain, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, VB_GiB, 0, NULL, &a), VB_OK);
+    assert_int_equal(vb_fit_min_capacity(&e, collects, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, VB_GiB, 0, NULL, &b), VB_OK);
+    assert_true(a.exact && b.exact);
+    assert_int_equal(b.capacity, a.capacity);
+    assert_int_equal(b.probes, a.probes);
+    vb_drive_events_free(&e);
+}
+
+/* A search whose budget runs out stays safe: it fits under its answer and
+ * every 2 MiB step above it (exact or not), the fit it saw lowest is no
+ * higher, and it made no more replays than the budget's least share and
+ * the bisection's. */
+static void a_search_past_its_budget_stays_safe(void **state)
+{
+    (void)state;
+    vb_drive_events e = load(churn_trace());
+    const char *const specs[] = {"pytorch[max_split_size_mb:20]", "pytorch[garbage_collection_threshold:0.6]"};
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+        vb_fit_min m, full;
+        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, 1, NULL, &m),
+                         VB_OK);
+        assert_int_equal(vb_fit_min_capacity(&e, specs[s], VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, 0, NULL, &full),
+                         VB_OK);
+        assert_true(m.found && full.exact);
+        assert_true(m.probes <= VB_FIT_MIN_WALK_PROBES + 1 + VB_FIT_MIN_BISECT_PROBES);
+        assert_true(m.capacity >= full.capacity);
+        assert_true(m.lowest_fit <= m.capacity);
+        assert_true(probe(&e, specs[s], m.lowest_fit, VB_FIT_LIMIT).fits);
+        uint64_t peak = probe(&e, specs[s], 4 * VB_GiB, VB_FIT_LIMIT).peak_reserved;
+        for (uint64_t c = m.capacity; c <= peak + 40 * MiB; c += 2 * MiB)
+            assert_true(probe(&e, specs[s], c, VB_FIT_LIMIT).fits);
+    }
+    vb_drive_events_free(&e);
+}
+
+/* Under a device, where fitting is monotone (cuda: the same driver calls
+ * under any device until one is refused), the search answers the same
+ * minimum from any start, above or below it: it fits there and not one
+ * step below. */
+static void a_device_search_answers_the_same_from_any_start(void **state)
+{
+    (void)state;
+    vb_drive_events e = load(churn_trace());
+    const uint64_t starts[] = {4 * VB_GiB, 64 * MiB, 1, 300 * MiB, 28 * VB_TiB};
+    vb_fit_min first;
+    for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++) {
+        vb_fit_min m;
+        assert_int_equal(vb_fit_min_capacity(&e, "cuda", VB_FIT_DEVICE, VB_SIM_PLACE_TOP_DOWN, starts[i], 0, NULL, &m),
+                         VB_OK);
+        assert_true(m.found);
+        if (i == 0) first = m;
+        assert_int_equal(m.capacity, first.capacity);
+        assert_true(probe(&e, "cuda", m.capacity, VB_FIT_DEVICE).fits);
+        assert_false(probe(&e, "cuda", m.capacity - 2 * MiB, VB_FIT_DEVICE).fits);
     }
     vb_drive_events_free(&e);
 }
@@ -349,11 +437,11 @@ static void test_a_known_first_replay_changes_no_search(void **state)
                     vb_sim_placement placement = (vb_sim_placement)p;
                     vb_fit_min searched, given;
                     vb_fit_result known;
-                    assert_int_equal(vb_fit_min_capacity(&e, specs[s], kind, placement, starts[i], NULL, &searched),
+                    assert_int_equal(vb_fit_min_capacity(&e, specs[s], kind, placement, starts[i], 0, NULL, &searched),
                                      VB_OK);
                     assert_int_equal(vb_fit_probe(&e, specs[s], starts[i], kind, placement, 0, &known), VB_OK);
                     assert_int_equal(known.fits, starts[i] > 64 * MiB);
-                    assert_int_equal(vb_fit_min_capacity(&e, specs[s], kind, placement, starts[i], &known, &given),
+                    assert_int_equal(vb_fit_min_capacity(&e, specs[s], kind, placement, starts[i], 0, &known, &given),
                                      VB_OK);
                     assert_memory_equal(&given, &searched, sizeof searched);
                 }
@@ -392,11 +480,11 @@ static void min_capacity_covers_both_placements(void **state)
     assert_int_equal(probe_placed(&e, spec, 4 * VB_GiB, VB_SIM_PLACE_RISING).peak_reserved, 90 * MiB);
     vb_fit_min down, up, both;
     uint64_t low = 0;
-    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, NULL, &down), VB_OK);
-    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 4 * VB_GiB, NULL, &up), VB_OK);
+    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 4 * VB_GiB, 0, NULL, &down), VB_OK);
+    assert_int_equal(vb_fit_min_capacity(&e, spec, VB_FIT_LIMIT, VB_SIM_PLACE_RISING, 4 * VB_GiB, 0, NULL, &up), VB_OK);
     assert_int_equal(down.capacity, 60 * MiB);
     assert_int_equal(up.capacity, 70 * MiB);
-    assert_int_equal(vb_fit_min_capacity_placed(&e, spec, VB_FIT_LIMIT, 4 * VB_GiB, NULL, &both, &low), VB_OK);
+    assert_int_equal(vb_fit_min_capacity_placed(&e, spec, VB_FIT_LIMIT, 4 * VB_GiB, 0, NULL, &both, &low), VB_OK);
     assert_true(both.found && both.exact);
     assert_int_equal(both.capacity, 70 * MiB);
     assert_int_equal(low, 60 * MiB);
@@ -474,6 +562,9 @@ int main(void)
         cmocka_unit_test(test_same_limit_interval_gives_the_same_replay),
         cmocka_unit_test(test_min_capacity_fits_from_there_up),
         cmocka_unit_test(test_a_known_first_replay_changes_no_search),
+        cmocka_unit_test(garbage_collection_with_nothing_to_collect_decides_as_without_it),
+        cmocka_unit_test(a_search_past_its_budget_stays_safe),
+        cmocka_unit_test(a_device_search_answers_the_same_from_any_start),
         cmocka_unit_test(test_limit_spec_is_exact),
         cmocka_unit_test(min_capacity_covers_both_placements),
         cmocka_unit_test(test_progress_extremes_bound_the_pool),

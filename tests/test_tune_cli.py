@@ -255,6 +255,40 @@ class Tune(Base):
         for limit in range(1178, 1260, 2):  # from the answer up it fits
             self.assertEqual(self.ooms_under_limit(path, conf, limit * MiB), 0, limit)
 
+    def test_a_search_past_its_budget_stays_safe_and_says_so(self):
+        # max_split_size_mb:64 on this trace needs many replays for an exact answer (the test above):
+        # with a budget of a few replays, the answer is where the range checked ends, not exact, and
+        # PyTorch's limit fits from there up; the bisection's fit below it is shown too.
+        path = os.path.join(self.dir, "nonmonotone.trace")
+        status, _, stderr = vrambench("gen-trace", "random", "--seed", "4", "--events", "2000", "--max-size", "200M",
+                                      "--max-live", "1G", "-o", path)
+        self.assertEqual(status, 0, stderr)
+        exact, _ = self.tune(path)
+        cheap, _ = self.tune(path, "--search-events", "1")
+        conf = "max_split_size_mb:64"
+        pick = lambda doc: [e for e in doc["benchmarks"] if e.get("pytorch_alloc_conf") == conf][0]
+        e, x = pick(cheap), pick(exact)
+        self.assertEqual(e["min_capacity_search_events"], 1)
+        self.assertEqual(x["min_capacity_search_events"], 100000000)
+        self.assertTrue(x["min_capacity_exact"])
+        self.assertFalse(e["min_capacity_exact"])
+        self.assertGreater(e["min_capacity_bytes"], x["min_capacity_bytes"])  # safe: above the exact answer
+        for above in (0, STEP, 7 * STEP):
+            self.assertEqual(self.ooms_under_limit(path, conf, e["min_capacity_bytes"] + above), 0, above)
+        self.assertLessEqual(e["min_capacity_lowest_fit"], e["min_capacity_bytes"])
+        self.assertEqual(self.ooms_under_limit(path, conf, e["min_capacity_lowest_fit"]), 0)
+
+    def test_cuda_fits_exactly_from_its_peak(self):
+        # cudaMalloc per allocation, nothing released to retry: the minimum device is the peak, exactly.
+        trace = self.random_trace(events=1500, seed=5)
+        document, _ = self.tune(trace)
+        e = [e for e in document["benchmarks"] if e["name"].endswith("/cuda")][0]
+        self.assertTrue(e["min_capacity_exact"])
+        self.assertEqual(e["min_capacity_bytes"], e["peak_reserved_bytes"])
+        self.assertEqual(e["min_capacity_oom_below"], e["min_capacity_bytes"] - 1)
+        self.assertEqual(self.ooms_at(trace, "cuda", e["min_capacity_bytes"]), 0)
+        self.assertGreater(self.ooms_at(trace, "cuda", e["min_capacity_bytes"] - 1), 0)
+
     def test_async_limit_counts_requested_bytes_and_its_device_is_an_interval(self):
         trace = self.random_trace(events=1500, seed=5)
         document, stdout = self.tune(trace)
@@ -335,9 +369,12 @@ class Tune(Base):
         self.assertEqual(status, 2)
         self.assertIn("bad.trace:3", stderr)
         self.assertFalse(os.path.exists(out))
-        for args in (["--capacity", "lots"], ["--device", "tpu"], ["--jobs", "0"], ["--frobnicate", "1"]):
+        for args in (["--capacity", "lots"], ["--device", "tpu"], ["--jobs", "0"], ["--frobnicate", "1"],
+                     ["--search-events", "0"], ["--search-events", "1e6"], ["--search-events", "-5"],
+                     ["--search-events", "1000000000001"], ["--search-events", "99999999999999999999999"]):
             status, _, stderr = vrambench("tune", bad, *args)
             self.assertEqual(status, 2, args)
+            self.assertEqual(len(stderr.strip().splitlines()), 1, (args, stderr))
         status, _, stderr = vrambench("tune", os.path.join(self.dir, "missing.trace"))
         self.assertEqual(status, 2)
 
