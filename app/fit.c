@@ -305,9 +305,11 @@ static vb_status gallop_up(const vb_drive_events *events, const char *spec, vb_s
 }
 
 /* Under a device: a capacity that fits (`start`, else up from it in
- * gallop_up), then a bisection down to the most under which the trace
- * surely runs out, to VB_FIT_STEP: a `start` near the answer (the main
- * replay's peak) keeps the bracket narrow. */
+ * gallop_up), a few steps down from it in steps that double
+ * (DEVICE_STEPS_DOWN: the answer is often `start` itself, or just under
+ * it), then a bisection down to the most under which the trace surely runs
+ * out, to VB_FIT_STEP. */
+#define DEVICE_STEPS_DOWN 3
 static vb_status device_search(const vb_drive_events *events, const char *spec, vb_sim_placement placement,
                                uint64_t start, const vb_fit_result *known, vb_fit_min *out)
 {
@@ -320,8 +322,21 @@ static vb_status device_search(const vb_drive_events *events, const char *spec, 
     vb_status status = first_probe(events, spec, hi * step, VB_FIT_DEVICE, placement, start, known, &r);
     if (status != VB_OK) return status;
     out->probes++;
-    if (!r.fits) status = gallop_up(events, spec, placement, &lo, &hi, out);
-    if (status != VB_OK || hi == 0) return status; /* hi 0: fits nowhere */
+    if (!r.fits) {
+        status = gallop_up(events, spec, placement, &lo, &hi, out);
+        if (status != VB_OK || hi == 0) return status; /* hi 0: fits nowhere */
+    } else {
+        for (uint64_t down = 1, tries = 0; tries < DEVICE_STEPS_DOWN && hi - down > lo; down *= 2, tries++) {
+            status = vb_fit_probe(events, spec, (hi - down) * step, VB_FIT_DEVICE, placement, 1, &r);
+            if (status != VB_OK) return status;
+            out->probes++;
+            if (!r.fits) {
+                lo = hi - down;
+                break;
+            }
+            hi -= down;
+        }
+    }
     status = bisect(events, spec, VB_FIT_DEVICE, placement, UINT_MAX, &lo, &hi, out);
     if (status != VB_OK) return status;
     out->found = 1;

@@ -296,10 +296,12 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     } else if (limited && (collects || expandable) && !hopeless) {
         vb_fit_min device;
         uint64_t device_low = 0;
-        /* From the limit's minimum, which a device's is near. */
-        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_DEVICE,
-                                            min.found ? min.capacity : capacity, options->search_events, NULL,
-                                            &device, &device_low);
+        /* From the limit's minimum, which a device's is near: with a memory
+         * fraction f, the limit is f x the device. */
+        double fraction = candidate->memory_fraction > 0 ? candidate->memory_fraction : 1.0;
+        uint64_t start = min.found ? (uint64_t)ceil((double)min.capacity / fraction) : capacity;
+        status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_DEVICE, start,
+                                            options->search_events, NULL, &device, &device_low);
         if (status != VB_OK) return status;
         device_max = device.found ? device.capacity : 0;
         device_min = device.found ? device_low : 0;
