@@ -146,13 +146,14 @@ void vb_fit_trace_demand(const vb_drive_events *events, uint64_t *peak_live, uin
  * first, `capacity` is where the range checked ends (still safe, exact 0)
  * and `lowest_fit` a bisection's answer below it, as far as its share of
  * the budget went. Under a device (strategies without the limit) it is a
- * bisection, which takes fitting to be monotone (exact 0), between the
- * trace's live peak (below it nothing fits) and `start`, or a capacity
- * above it found in steps that double: a `start` near the answer (the
- * main replay's peak) keeps the bracket narrow. `known`, when not NULL, is vb_fit_probe's result under `start`
- * of `kind` and `placement` with stop_at_oom 0: when it fits, it is the
- * search's first replay (which stopping at an OOM would not change),
- * counted but not made again. */
+ * bisection, which takes fitting to be monotone (exact 0): from `start`
+ * (or a capacity above it found in steps that double), a few steps down,
+ * then halving down to the trace's live peak (below it nothing fits); a
+ * `start` near the answer (the main replay's peak, the limit's minimum)
+ * takes few replays. `known`, when not NULL, is vb_fit_probe's result
+ * under `start` of `kind` and `placement` with stop_at_oom 0: when it
+ * fits, it is the search's first replay (which stopping at an OOM would
+ * not change), counted but not made again. */
 vb_status vb_fit_min_capacity(const vb_drive_events *events, const char *spec, vb_fit_kind kind,
                               vb_sim_placement placement, uint64_t start, uint64_t search_events,
                               const vb_fit_result *known, vb_fit_min *out);
