@@ -132,6 +132,25 @@ class GeneratedPages(unittest.TestCase):
         self.assertNotIn("sim-20250106.json", page)
         self.assertIsNone(headline)   # no replays of recorded loops: no headline
 
+    def test_the_fit_check_sentence_counts_every_fit_check_file_of_the_device(self):
+        def check(point, fits):
+            return {"point": point, "real": {"completed": fits, "oom": not fits}}
+
+        def document(workload, fits_at_p):
+            return {"device_name": "NVIDIA H100", "rows": [{"workload": workload, "checks": [
+                check("P", fits_at_p), check("P + 64 MiB", True), check("L - 2 MiB", False),
+                check("L - 64 MiB", False)]}]}
+
+        items = [docs_pages.Item(os.path.join(REPO, "results", name), "fit-check", "NVIDIA H100", doc)
+                 for name, doc in (("a/fit-check.json", document("mlp", True)),
+                                   ("b/fit-check.json", document("cnn", False)))]
+        sentence = docs_pages.fit_check_headline(items)
+        self.assertIn("(2 workloads, 2 settings in all)", sentence)
+        self.assertIn("the job fit in 3 of 4 runs at the minimum and 64 MiB above", sentence)
+        self.assertIn("ran out of memory in 4 of 4 runs", sentence)
+        self.assertIn("[results/a/fit-check.json](results/a/fit-check.json)", sentence)
+        self.assertIn("[results/b/fit-check.json](results/b/fit-check.json)", sentence)
+
     def test_bad_results_are_one_line_and_exit_2(self):
         results = os.path.join(self.work, "results")
         os.makedirs(results)

@@ -455,14 +455,14 @@ def headline(devices):
     fits = [item for item in device["items"] + [i for _, items, _ in device["folders"] for i in items]
             if item.kind == "fit-check"]
     if fits:
-        lines += ["", fit_check_headline(fits[-1])]
+        lines += ["", fit_check_headline(sorted(fits, key=lambda item: item.path))]
     return "\n".join(lines)
 
 
-def fit_check_headline(item):
-    """One sentence of a fit-check file: how often PyTorch fit at tune's minimum (and 64 MiB above it) and
-    ran out below it, under its memory fraction."""
-    rows = [row for row in item.document["rows"] if "checks" in row]
+def fit_check_headline(items):
+    """One sentence of a device's fit-check files: how often PyTorch fit at tune's minimum (and 64 MiB above
+    it) and ran out below it, under its memory fraction."""
+    rows = [row for item in items for row in item.document["rows"] if "checks" in row]
     def outcomes(points, fits):
         checks = [c for row in rows for c in row["checks"] if c.get("point") in points and c.get("real")
                   and not c["real"].get("skipped") and not (c["real"].get("error") and not c["real"].get("oom"))]
@@ -473,7 +473,8 @@ def fit_check_headline(item):
     return (f"Its minimum memory limits, run in real PyTorch under `set_per_process_memory_fraction` "
             f"({workloads} workloads, {len(rows)} settings in all): the job fit in {fit} of {at} runs at the minimum "
             f"and 64 MiB above, and ran out of memory in {ran_out} of {below} runs 2 and 64 MiB below it (below the "
-            f"low end of its interval where the driver's placement of segments decides; {link(item.path, '.')}).")
+            f"low end of its interval where the driver's placement of segments decides; "
+            f"{', '.join(link(item.path, '.') for item in items)}).")
 
 
 def render(results_dir):
