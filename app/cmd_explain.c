@@ -13,7 +13,7 @@
 #include "json_report.h"
 #include "output_file.h"
 
-enum { OPT_CAPACITY, OPT_ALLOCATOR, OPT_CONF, OPT_OUT, OPT_SNAPSHOT, OPT_NO_WHAT_IF, OPTION_COUNT };
+enum { OPT_CAPACITY, OPT_ALLOCATOR, OPT_CONF, OPT_OUT, OPT_SNAPSHOT, OPT_NO_WHAT_IF, OPT_QUIET, OPTION_COUNT };
 static const vb_cli_option options[OPTION_COUNT + 1] = {
     [OPT_CAPACITY] = {"--capacity", NULL, "SIZE",
                       "required: PyTorch's limit (set_per_process_memory_fraction) for its caching allocator, a\n"
@@ -32,6 +32,7 @@ static const vb_cli_option options[OPTION_COUNT + 1] = {
                       "e.g. --snapshot oom.pickle",
                       0},
     [OPT_NO_WHAT_IF] = {"--no-what-if", NULL, NULL, "leave out the other settings under the same capacity", 0},
+    [OPT_QUIET] = {"--quiet", NULL, NULL, "errors only: no report or 'wrote FILE' (the JSON of --out is written all the same)", 0},
     [OPTION_COUNT] = {NULL, NULL, NULL, NULL, 0},
 };
 
@@ -51,6 +52,7 @@ int vb_cmd_explain(int argc, char **argv)
 {
     vb_explain_options explain = {.spec = "pytorch[]", .what_if = 1};
     const char *trace_path = NULL, *out = NULL, *allocator = NULL, *conf = NULL;
+    int quiet = 0;
     vb_cli_parser parser;
     vb_cli_parser_init(&parser, &usage, argc, argv);
     const char *value;
@@ -73,6 +75,7 @@ int vb_cmd_explain(int argc, char **argv)
         case OPT_OUT: out = value; break;
         case OPT_SNAPSHOT: explain.snapshot_path = value; break;
         case OPT_NO_WHAT_IF: explain.what_if = 0; break;
+        case OPT_QUIET: quiet = 1; break;
         }
     }
     if (!trace_path) return vb_cli_error(VB_EXIT_USAGE, "explain: which TRACE? (vrambench explain --help)");
@@ -102,11 +105,11 @@ int vb_cmd_explain(int argc, char **argv)
     int exit_status = vb_cli_trace_input("explain", trace_path, converted, &explain.trace_path);
     json_t *document = NULL;
     if (exit_status == VB_EXIT_OK) {
-        vb_status status = vb_explain_run(&explain, stdout, &document);
+        vb_status status = vb_explain_run(&explain, quiet ? NULL : stdout, &document);
         fflush(stdout);
         if (status == VB_OK && out) status = vb_report_write(document, out);
         if (status != VB_OK) exit_status = vb_cli_status_error(status);
-        else if (out) fprintf(stderr, "vrambench: wrote %s\n", out);
+        else if (out && !quiet) fprintf(stderr, "vrambench: wrote %s\n", out);
     }
     json_decref(document);
     vb_input_release();

@@ -3,6 +3,8 @@
 #include "explain.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -294,6 +296,17 @@ static uint64_t max_split_of(const session *s)
 
 /* ======================================================================== */
 /* JSON and the table                                                        */
+/* Prints to the table, when there is one (NULL: explain --quiet). */
+static void say(FILE *table, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void say(FILE *table, const char *format, ...)
+{
+    if (!table) return;
+    va_list arguments;
+    va_start(arguments, format);
+    vfprintf(table, format, arguments);
+    va_end(arguments);
+}
+
 /* ======================================================================== */
 
 static double mib(uint64_t bytes)
@@ -329,6 +342,7 @@ static json_t *state_json(const memory_state *m)
 
 static void print_state(FILE *out, const char *title, const memory_state *m)
 {
+    if (!out) return;
     fprintf(out, "  %s:\n", title);
     fprintf(out, "    reserved %.1f MiB, allocated %.1f MiB, requested %.1f MiB, largest free block %.1f MiB\n",
             mib(m->reserved), mib(m->allocated), mib(m->requested), mib(m->largest_free));
@@ -358,7 +372,7 @@ static vb_status what_if(const vb_explain_options *options, const explained_trac
     size_t count;
     const vb_tune_candidate *grid = vb_tune_grid(&count);
     json_t *list = json_array();
-    fprintf(table, "what if (each tune candidate under %.0f MiB):\n", mib(options->capacity));
+    say(table, "what if (each tune candidate under %.0f MiB):\n", mib(options->capacity));
     for (size_t i = 0; i < count && status == VB_OK; i++) {
         vb_fit_result r, rising = {0};
         status = vb_fit_probe(events, grid[i].spec, options->capacity, VB_FIT_LIMIT, VB_SIM_PLACE_TOP_DOWN, 1, &r);
@@ -405,10 +419,10 @@ static vb_status what_if(const vb_explain_options *options, const explained_trac
         char shown[300];
         snprintf(shown, sizeof shown, grid[i].is_pytorch ? "'%s'%s" : "[%s]%s", label,
                  grid[i].memory_fraction >= 0 ? " +fraction" : "");
-        fprintf(table, "  %-72s %s", shown, margin);
+        say(table, "  %-72s %s", shown, margin);
         if (!r.fits && r.first_oom_line)
-            fprintf(table, " (first at line %llu)", (unsigned long long)input_line(t, r.first_oom_line));
-        fputc('\n', table);
+            say(table, " (first at line %llu)", (unsigned long long)input_line(t, r.first_oom_line));
+        say(table, "\n");
         json_array_append_new(
             list, json_pack("{s:s,s:o,s:b,s:b,s:b,s:o,s:o,s:o}", "candidate", grid[i].spec, "pytorch_alloc_conf",
                             grid[i].is_pytorch ? json_string(grid[i].conf) : json_null(), "capacity_is_limit",
@@ -493,19 +507,19 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
     int at_recorded = failing && t.recorded.present && line == t.recorded.line;
     json_t *doc = NULL;
     if (status == VB_OK) {
-        fprintf(table, "vrambench explain: %s with %s under %.1f MiB (%s)\n", options->input_label, label,
+        say(table, "vrambench explain: %s with %s under %.1f MiB (%s)\n", options->input_label, label,
                 mib(options->capacity),
                 limited ? "PyTorch's limit: set_per_process_memory_fraction" : "a device's memory");
         json_t *oom = json_null();
         if (failing) {
-            fprintf(table, "out of memory at trace line %llu: %llu bytes (%.1f MiB) asked on stream %u%s\n",
+            say(table, "out of memory at trace line %llu: %llu bytes (%.1f MiB) asked on stream %u%s\n",
                     (unsigned long long)line, (unsigned long long)s->failing_size, mib(s->failing_size),
                     s->failing_stream,
                     at_recorded ? " (the request the recorded program could not serve)"
                     : t.recorded.present ? " (before the request the recorded program could not serve, at line "
                                          : "");
             if (!at_recorded && t.recorded.present)
-                fprintf(table, "%llu)\n", (unsigned long long)t.recorded.line);
+                say(table, "%llu)\n", (unsigned long long)t.recorded.line);
             print_state(table, "when the request came", &s->at_request);
             print_state(table, "when the allocator gave up (after releasing what it could: PyTorch's message)",
                         &at_oom);
@@ -514,18 +528,18 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
                             "recorded", at_recorded, "at_request", state_json(&s->at_request), "at_oom",
                             state_json(&at_oom));
         } else {
-            fprintf(table, "it fits: no allocation runs out of memory (peak reserved %.1f MiB)\n",
+            say(table, "it fits: no allocation runs out of memory (peak reserved %.1f MiB)\n",
                     mib(end_stats.reserved_bytes_peak));
             if (t.recorded.present)
-                fprintf(table, "  the request the recorded program could not serve (line %llu, %llu bytes) is served: "
+                say(table, "  the request the recorded program could not serve (line %llu, %llu bytes) is served: "
                                "the capacity given is more than it had\n",
                         (unsigned long long)t.recorded.line, (unsigned long long)t.recorded.size);
         }
         if (placement_decides && failing)
-            fprintf(table, "  (with the driver placing new segments above the others instead of below, it fits: "
+            say(table, "  (with the driver placing new segments above the others instead of below, it fits: "
                            "where the driver puts segments decides here; docs/tune.md)\n");
         else if (placement_decides)
-            fprintf(table, "  but with the driver placing new segments above the others instead of below, it runs out "
+            say(table, "  but with the driver placing new segments above the others instead of below, it runs out "
                            "at trace line %llu: where the driver puts segments decides here (docs/tune.md)\n",
                     (unsigned long long)input_line(&t, rising.first_oom_line));
         json_t *recorded = t.recorded.present
@@ -553,7 +567,7 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
         status = vb_snapshot_write_until(t.path, &spec, sim_capacity, VB_SIM_PLACE_TOP_DOWN, 1, options->snapshot_path);
         if (status == VB_OK) {
             json_object_set_new(doc, "snapshot", json_string(options->snapshot_path));
-            fprintf(table, "snapshot of %s: %s (PyTorch's viewer: pytorch.org/memory_viz)\n",
+            say(table, "snapshot of %s: %s (PyTorch's viewer: pytorch.org/memory_viz)\n",
                     failing ? "that moment" : "the end", options->snapshot_path);
         }
     }

@@ -46,8 +46,8 @@ typedef struct vb_explain_options {
     int what_if;               /* 1: every tune candidate under the same capacity */
 } vb_explain_options;
 
-/* Replays, explains, writes the table to `table` and the document to
- * *document (also when the trace fits). VB_ERR_INVALID for bad input. */
+/* Replays, explains, writes the table to `table` (NULL: none) and the
+ * document to *document (also when the trace fits). VB_ERR_INVALID for bad input. */
 vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t **document);
 
 #endif

@@ -203,6 +203,21 @@ class Explain(unittest.TestCase):
         self.assertFalse(doc["recorded_oom"]["reproduced"])
         self.assertIn("is served", stdout)
 
+    def test_quiet_prints_nothing_and_writes_the_same_json(self):
+        trace = self.random_trace(3, 1500)
+        loud, stdout = self.explain(trace, "300MiB")
+        self.assertIn("what if", stdout)
+        out = self.path("quiet.json")
+        status, stdout, stderr = vrambench("explain", trace, "--capacity", "300MiB", "--out", out, "--quiet")
+        self.assertEqual((status, stdout, stderr), (0, "", ""))
+        with open(out) as f:
+            self.assertEqual(json.load(f), loud)
+        # errors still reach stderr, one line
+        status, stdout, stderr = vrambench("explain", self.path("missing.trace"), "--capacity", "1GiB", "--quiet")
+        self.assertEqual(status, 2)
+        self.assertEqual(stdout, "")
+        self.assertEqual(len(stderr.strip().splitlines()), 1, stderr)
+
     def test_help_and_bad_input(self):
         status, stdout, _ = vrambench("explain", "--help")
         self.assertEqual(status, 0)
