@@ -102,7 +102,6 @@ static vb_status run_probe(const vb_drive_source *source, const vb_allocator_spe
         vb_drive_hooks hooks;
         vb_fit_progress_hooks(state, &hooks);
         status = vb_drive(source, target, &hooks, stop_at_oom, &drive);
-        if (getenv("VB_DEBUG_PROBES")) fprintf(stderr, "PROBE %s cap=%llu place=%d prog=%d stop=%d events=%llu ooms=%llu\n", spec->label, (unsigned long long)sim_capacity, (int)placement, (int)progress, stop_at_oom, (unsigned long long)drive.events, (unsigned long long)drive.ooms);
     }
     if (status == VB_OK) {
         vb_alloc_stats stats;
