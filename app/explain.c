@@ -296,6 +296,8 @@ static uint64_t max_split_of(const session *s)
 
 /* ======================================================================== */
 /* JSON and the table                                                        */
+/* ======================================================================== */
+
 /* Prints to the table, when there is one (NULL: explain --quiet). */
 static void say(FILE *table, const char *format, ...) __attribute__((format(printf, 2, 3)));
 static void say(FILE *table, const char *format, ...)
@@ -306,8 +308,6 @@ static void say(FILE *table, const char *format, ...)
     vfprintf(table, format, arguments);
     va_end(arguments);
 }
-
-/* ======================================================================== */
 
 static double mib(uint64_t bytes)
 {
@@ -508,16 +508,16 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
     json_t *doc = NULL;
     if (status == VB_OK) {
         say(table, "vrambench explain: %s with %s under %.1f MiB (%s)\n", options->input_label, label,
-                mib(options->capacity),
-                limited ? "PyTorch's limit: set_per_process_memory_fraction" : "a device's memory");
+            mib(options->capacity),
+            limited ? "PyTorch's limit: set_per_process_memory_fraction" : "a device's memory");
         json_t *oom = json_null();
         if (failing) {
             say(table, "out of memory at trace line %llu: %llu bytes (%.1f MiB) asked on stream %u%s\n",
-                    (unsigned long long)line, (unsigned long long)s->failing_size, mib(s->failing_size),
-                    s->failing_stream,
-                    at_recorded ? " (the request the recorded program could not serve)"
-                    : t.recorded.present ? " (before the request the recorded program could not serve, at line "
-                                         : "");
+                (unsigned long long)line, (unsigned long long)s->failing_size, mib(s->failing_size),
+                s->failing_stream,
+                at_recorded ? " (the request the recorded program could not serve)"
+                : t.recorded.present ? " (before the request the recorded program could not serve, at line "
+                                     : "");
             if (!at_recorded && t.recorded.present)
                 say(table, "%llu)\n", (unsigned long long)t.recorded.line);
             print_state(table, "when the request came", &s->at_request);
@@ -529,19 +529,19 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
                             state_json(&at_oom));
         } else {
             say(table, "it fits: no allocation runs out of memory (peak reserved %.1f MiB)\n",
-                    mib(end_stats.reserved_bytes_peak));
+                mib(end_stats.reserved_bytes_peak));
             if (t.recorded.present)
                 say(table, "  the request the recorded program could not serve (line %llu, %llu bytes) is served: "
-                               "the capacity given is more than it had\n",
-                        (unsigned long long)t.recorded.line, (unsigned long long)t.recorded.size);
+                           "the capacity given is more than it had\n",
+                    (unsigned long long)t.recorded.line, (unsigned long long)t.recorded.size);
         }
         if (placement_decides && failing)
             say(table, "  (with the driver placing new segments above the others instead of below, it fits: "
-                           "where the driver puts segments decides here; docs/tune.md)\n");
+                       "where the driver puts segments decides here; docs/tune.md)\n");
         else if (placement_decides)
             say(table, "  but with the driver placing new segments above the others instead of below, it runs out "
-                           "at trace line %llu: where the driver puts segments decides here (docs/tune.md)\n",
-                    (unsigned long long)input_line(&t, rising.first_oom_line));
+                       "at trace line %llu: where the driver puts segments decides here (docs/tune.md)\n",
+                (unsigned long long)input_line(&t, rising.first_oom_line));
         json_t *recorded = t.recorded.present
                                ? json_pack("{s:o,s:o,s:I,s:b}", "line", vb_json_number((double)t.recorded.line),
                                            "request_bytes", vb_json_number((double)t.recorded.size), "stream",
@@ -568,7 +568,7 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
         if (status == VB_OK) {
             json_object_set_new(doc, "snapshot", json_string(options->snapshot_path));
             say(table, "snapshot of %s: %s (PyTorch's viewer: pytorch.org/memory_viz)\n",
-                    failing ? "that moment" : "the end", options->snapshot_path);
+                failing ? "that moment" : "the end", options->snapshot_path);
         }
     }
     free(s);
