@@ -40,7 +40,7 @@ static const vb_cli_option options[OPTION_COUNT + 1] = {
                            "events one minimum-capacity search may replay (default 100000000; 1 to 1e12): past it the\n"
                            "answer stays safe but may be above the real minimum (min_capacity_exact false, shown ~a/b;\n"
                            "docs/tune.md). More makes more answers exact and a long trace's tune slower, e.g.\n"
-                           "--search-events 100000000",
+                           "--search-events 1000000000",
                            0},
     [OPT_JOBS] = {"--jobs", NULL, "N", "candidates replayed at once, one process each (1 to 256; default: the online CPUs)",
                   0},
