@@ -182,7 +182,8 @@ void vb_fit_trace_demand(const vb_drive_events *events, uint64_t *peak_live, uin
 }
 
 /* The most VB_FIT_STEPs under which `events` surely runs out: less than
- * its live bytes at their peak, which every allocation holds at least. */
+ * its live bytes at their peak, which every allocation holds at least
+ * (0 when it allocates nothing). */
 static uint64_t steps_too_few(const vb_drive_events *events)
 {
     uint64_t peak_live, largest;
@@ -313,7 +314,13 @@ static vb_status device_search(const vb_drive_events *events, const char *spec, 
                                uint64_t start, const vb_fit_result *known, vb_fit_min *out)
 {
     const uint64_t step = VB_FIT_STEP;
-    uint64_t lo = steps_too_few(events), hi = (start + step - 1) / step; /* in steps */
+    uint64_t peak_live, largest;
+    vb_fit_trace_demand(events, &peak_live, &largest);
+    if (peak_live == 0) { /* it allocates nothing: any device fits, none at all too */
+        out->found = 1;
+        return VB_OK;
+    }
+    uint64_t lo = (peak_live - 1) / step, hi = (start + step - 1) / step; /* in steps; it surely runs out at lo */
     if (hi <= lo) hi = lo + 1;
     if (hi > VB_FIT_MAX_CAPACITY / step) hi = VB_FIT_MAX_CAPACITY / step;
     if (hi <= lo) return VB_OK; /* fits nowhere */

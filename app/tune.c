@@ -282,7 +282,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
         if (rising.ooms > at.ooms) at = rising;
         peaks_differ = reserved_min < reserved_max;
     }
-    int device_exact = min.exact;
+    int device_exact = min.exact, device_found = min.found; /* found: 0 B too, for a trace that allocates nothing */
     if (is_async && !hopeless) {
         uint64_t fast = 0, late = 0;
         status = progress_peak(options, candidate, 2 * (uint64_t)reserved, VB_PROGRESS_FAST, &fast);
@@ -303,6 +303,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
         status = vb_fit_min_capacity_placed(options->events, candidate->spec, VB_FIT_DEVICE, start,
                                             options->search_events, NULL, &device, &device_low);
         if (status != VB_OK) return status;
+        device_found = device.found;
         device_max = device.found ? device.capacity : 0;
         device_min = device.found ? device_low : 0;
         device_exact = 0;
@@ -314,7 +315,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
      * is the limit, which the search showed fits from min_capacity up
      * under both placements: no replay needed. */
     const vb_gpu_class *gpu = NULL;
-    if (min.found && device_max) {
+    if (min.found && device_found) {
         uint64_t need = min.capacity > device_max ? min.capacity : device_max;
         int device_is_limit = limited && !collects && !expandable;
         gpu = smallest_gpu(options, candidate, need, !is_async && !device_is_limit, &status);
@@ -352,9 +353,11 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     failed |= json_object_set_new(entry, "progress_dependent", json_boolean(is_async));
     failed |= json_object_set_new(entry, "peak_reserved_bytes_min", vb_json_number(reserved_min));
     failed |= json_object_set_new(entry, "peak_reserved_bytes_max", vb_json_number(reserved_max));
-    failed |= json_object_set_new(entry, "min_device_bytes_min", device_min ? vb_json_number((double)device_min) : json_null());
-    failed |= json_object_set_new(entry, "min_device_bytes_max", device_max ? vb_json_number((double)device_max) : json_null());
-    failed |= json_object_set_new(entry, "min_device_exact", json_boolean(device_max && device_exact));
+    failed |= json_object_set_new(entry, "min_device_bytes_min",
+                                  device_found ? vb_json_number((double)device_min) : json_null());
+    failed |= json_object_set_new(entry, "min_device_bytes_max",
+                                  device_found ? vb_json_number((double)device_max) : json_null());
+    failed |= json_object_set_new(entry, "min_device_exact", json_boolean(device_found && device_exact));
     failed |= json_object_set_new(entry, "gpu_overhead_bytes", vb_json_number((double)options->overhead));
     failed |= json_object_set_new(entry, "smallest_gpu",
                                   gpu ? json_pack("{s:s,s:s,s:o,s:o}", "name", gpu->name, "models", gpu->models,
