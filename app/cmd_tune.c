@@ -92,10 +92,14 @@ int vb_cmd_tune(int argc, char **argv)
             break;
         case OPT_CAPACITY:
             if (vb_cli_size_option("tune", "--capacity", value, &options.capacity) != VB_EXIT_OK) return VB_EXIT_USAGE;
-            if (options.capacity < VB_FIT_STEP || options.capacity > VB_FIT_MAX_CAPACITY)
+            if (options.capacity < VB_FIT_STEP)
+                return vb_cli_error(VB_EXIT_USAGE, "tune: --capacity %s is below 2 MiB, the driver's smallest allocation",
+                                    value);
+            if (options.capacity > VB_FIT_MAX_CAPACITY)
                 return vb_cli_error(VB_EXIT_USAGE,
-                                    "tune: --capacity %s is out of range: at least 2MiB, at most " VB_FIT_MAX_CAPACITY_TEXT
-                                    " (a limit is replayed on a simulated device twice its size)",
+                                    "tune: --capacity %s is more than " VB_FIT_MAX_CAPACITY_TEXT
+                                    ", the largest capacity a limit is replayed under (on a simulated device twice "
+                                    "its size)",
                                     value);
             break;
         case OPT_OVERHEAD:

@@ -251,7 +251,7 @@ class BadInputTest(unittest.TestCase):
             with self.subTest(arguments[arguments.index("t.trace") if "t.trace" in arguments else 0]):
                 line = self.refused(arguments, ["t.trace"])
                 # tune replays a limit on a device twice its size: its own most is half the sim's
-                self.assertIn(b"at most 28TiB" if arguments[0] == "tune" else b"at most 56TiB", line)
+                self.assertIn(b"more than 28TiB" if arguments[0] == "tune" else b"at most 56TiB", line)
 
     GEN_TRACE_OPTIONS = [["--events", "-1"], ["--events", "1e9"], ["--max-size", "0"], ["--max-size", "1Q"],
                          ["--max-live", "1"], ["--seed", "18446744073709551616"], ["--events"]]
