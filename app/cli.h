@@ -164,6 +164,10 @@ int vb_cli_trace_input(const char *command, const char *input, char *converted, 
  * malformed. */
 int vb_cli_parse_bytes(const char *text, uint64_t *out);
 
+/* Parses a whole number in [min, max]: decimal digits only, no sign, no
+ * unit. 0 on success, -1 when malformed or out of range. */
+int vb_cli_parse_whole(const char *text, uint64_t min, uint64_t max, uint64_t *out);
+
 /* For a --param given to scenario `name`, which takes none: one error line
  * naming the scenarios that do take one; VB_EXIT_USAGE. */
 int vb_cli_param_refused(const char *command, const char *name);

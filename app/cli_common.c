@@ -284,6 +284,17 @@ int vb_cli_parse_bytes(const char *text, uint64_t *out)
     return 0;
 }
 
+int vb_cli_parse_whole(const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (text[0] < '0' || text[0] > '9') return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || value < min || value > max) return -1;
+    *out = value;
+    return 0;
+}
+
 int vb_cli_size_option(const char *command, const char *option, const char *text, uint64_t *out)
 {
     if (vb_cli_parse_bytes(text, out) == 0) return VB_EXIT_OK;

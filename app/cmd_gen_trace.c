@@ -175,18 +175,6 @@ static int generate(writer *w, const random_options *options)
 /* Command line                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Parses a plain count. */
-static int parse_count(const char *text, uint64_t *out)
-{
-    char *end;
-    if (*text < '0' || *text > '9') return 0;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno || *end) return 0;
-    *out = value;
-    return 1;
-}
-
 enum { OPT_SEED, OPT_EVENTS, OPT_MAX_SIZE, OPT_MAX_LIVE, OPT_OUT, OPT_QUIET, OPTION_COUNT };
 static const vb_cli_option options[OPTION_COUNT + 1] = {
     [OPT_SEED] = {"--seed", NULL, "N", "the random seed (0 to 2^64-1; default 1): the same seed, the same trace", 0},
@@ -239,11 +227,11 @@ static int parse_random_options(int argc, char **argv, random_options *options)
             generator = value;
             break;
         case OPT_SEED:
-            if (!parse_count(value, &options->seed))
+            if (vb_cli_parse_whole(value, 0, UINT64_MAX, &options->seed) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "gen-trace: bad --seed '%s' (a whole number from 0 to 2^64-1)", value);
             break;
         case OPT_EVENTS:
-            if (!parse_count(value, &options->events))
+            if (vb_cli_parse_whole(value, 0, UINT64_MAX, &options->events) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "gen-trace: bad --events '%s' (a whole number, at least 1)", value);
             have_events = 1;
             break;

@@ -154,18 +154,6 @@ typedef struct run_args {
 /* Option values                                                            */
 /* ======================================================================== */
 
-/* Parses a whole number in [min, max]; 0 on success. */
-static int parse_whole(const char *text, uint64_t min, uint64_t max, uint64_t *out)
-{
-    if (text[0] < '0' || text[0] > '9') return -1;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0' || value < min || value > max) return -1;
-    *out = value;
-    return 0;
-}
-
 /* Parses the command line into `args`; exit status 2 with one error line on
  * anything unknown or malformed, VB_EXIT_HELP after --help. */
 static int parse_args(int argc, char **argv, int trace_command, run_args *args)
@@ -226,7 +214,7 @@ static int parse_args(int argc, char **argv, int trace_command, run_args *args)
             break;
         }
         case OPT_REPETITIONS:
-            if (parse_whole(value, 1, 1000, &number) != 0)
+            if (vb_cli_parse_whole(value, 1, 1000, &number) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "%s: bad --repetitions '%s' (a whole number from 1 to 1000)",
                                     command, value);
             args->options.repetitions = (unsigned)number;
@@ -242,7 +230,7 @@ static int parse_args(int argc, char **argv, int trace_command, run_args *args)
             break;
         }
         case OPT_MAX_ITERATIONS:
-            if (parse_whole(value, 1, 1000000000, &args->options.max_iterations) != 0)
+            if (vb_cli_parse_whole(value, 1, 1000000000, &args->options.max_iterations) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "%s: bad --max-iterations '%s' (a whole number from 1 to 1e9)",
                                     command, value);
             break;

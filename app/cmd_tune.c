@@ -6,7 +6,6 @@
  * python/vrambench/torch2trace.py (app/cli_trace_input.c). TRACE is read as every input is (app/input_file.h): a pipe or FIFO
  * once, spooled. The trace is read through once before anything runs, so a
  * malformed one costs one error line and exit 2; --out may not be TRACE. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,23 +106,17 @@ int vb_cmd_tune(int argc, char **argv)
             if (options.overhead >= 64 * VB_GiB)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: --overhead '%s' is 64GiB or more", value);
             break;
-        case OPT_SEARCH_EVENTS: {
-            char *end = NULL;
-            errno = 0;
-            unsigned long long events = strtoull(value, &end, 10);
-            if (*end || value[0] < '0' || value[0] > '9' || errno || events < 1 || events > VB_FIT_MAX_SEARCH_EVENTS)
+        case OPT_SEARCH_EVENTS:
+            if (vb_cli_parse_whole(value, 1, VB_FIT_MAX_SEARCH_EVENTS, &options.search_events) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --search-events '%s' (a whole number, 1 to 1e12)", value);
-            options.search_events = events;
             break;
-        }
         case OPT_SHARD:
             if (vb_shard_parse(value, &options.shard) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --shard '%s' (I/N with 1 <= I <= N, e.g. 2/8)", value);
             break;
         case OPT_JOBS: {
-            char *end = NULL;
-            long jobs = strtol(value, &end, 10);
-            if (*end || value[0] < '0' || value[0] > '9' || jobs < 1 || jobs > 256)
+            uint64_t jobs;
+            if (vb_cli_parse_whole(value, 1, 256, &jobs) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --jobs '%s' (1 to 256)", value);
             options.jobs = (unsigned)jobs;
             break;

@@ -138,8 +138,7 @@ vb_status vb_fit_probe(const vb_drive_events *events, const char *spec_text, uin
      * out, the retries, the peaks, the limits that decide the same): the
      * frees after the last allocation change none of it and are left out. */
     vb_drive_events until_last_alloc = *events;
-    while (until_last_alloc.count > 0 && !until_last_alloc.items[until_last_alloc.count - 1].is_alloc)
-        until_last_alloc.count--;
+    until_last_alloc.count = events->through_last_alloc;
     status = run_probe(&(vb_drive_source){.events = &until_last_alloc}, &spec, sim_capacity, placement,
                        VB_PROGRESS_REPLAY, stop_at_oom, out);
     vb_allocator_spec_free(&spec);
@@ -161,34 +160,12 @@ vb_status vb_fit_probe_progress(const vb_drive_events *events, const char *spec_
 
 /* ---- minimum capacities ---- */
 
-void vb_fit_trace_demand(const vb_drive_events *events, uint64_t *peak_live, uint64_t *largest)
-{
-    uint64_t *sizes = calloc(events->slots ? events->slots : 1, sizeof *sizes);
-    uint64_t live = 0;
-    *peak_live = *largest = 0;
-    for (size_t i = 0; sizes && i < events->count; i++) {
-        const vb_drive_event *event = &events->items[i];
-        if (event->is_alloc) {
-            sizes[event->slot] = event->size;
-            live += event->size;
-            if (live > *peak_live) *peak_live = live;
-            if (event->size > *largest) *largest = event->size;
-        } else {
-            live -= sizes[event->slot];
-            sizes[event->slot] = 0;
-        }
-    }
-    free(sizes);
-}
-
 /* The most VB_FIT_STEPs under which `events` surely runs out: less than
  * its live bytes at their peak, which every allocation holds at least
  * (0 when it allocates nothing). */
 static uint64_t steps_too_few(const vb_drive_events *events)
 {
-    uint64_t peak_live, largest;
-    vb_fit_trace_demand(events, &peak_live, &largest);
-    return peak_live ? (peak_live - 1) / VB_FIT_STEP : 0;
+    return events->peak_live_bytes ? (events->peak_live_bytes - 1) / VB_FIT_STEP : 0;
 }
 
 /* Narrows [*lo, *hi] (in VB_FIT_STEPs; it fits at *hi and not at *lo) to
@@ -314,13 +291,11 @@ static vb_status device_search(const vb_drive_events *events, const char *spec, 
                                uint64_t start, const vb_fit_result *known, vb_fit_min *out)
 {
     const uint64_t step = VB_FIT_STEP;
-    uint64_t peak_live, largest;
-    vb_fit_trace_demand(events, &peak_live, &largest);
-    if (peak_live == 0) { /* it allocates nothing: any device fits, none at all too */
+    if (events->peak_live_bytes == 0) { /* it allocates nothing: any device fits, none at all too */
         out->found = 1;
         return VB_OK;
     }
-    uint64_t lo = (peak_live - 1) / step, hi = (start + step - 1) / step; /* in steps; it surely runs out at lo */
+    uint64_t lo = steps_too_few(events), hi = (start + step - 1) / step; /* in steps; it surely runs out at lo */
     if (hi <= lo) hi = lo + 1;
     if (hi > VB_FIT_MAX_CAPACITY / step) hi = VB_FIT_MAX_CAPACITY / step;
     if (hi <= lo) return VB_OK; /* fits nowhere */

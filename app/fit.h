@@ -119,10 +119,6 @@ typedef struct vb_fit_min {
     unsigned probes;      /* replays it took */
 } vb_fit_min;
 
-/* What `events` asks of any allocator: the most bytes it holds live at
- * once, and its largest allocation. No capacity below the first fits. */
-void vb_fit_trace_demand(const vb_drive_events *events, uint64_t *peak_live, uint64_t *largest);
-
 /* What one search under a limit may replay before it settles for what it
  * has shown, in events (tune --search-events): the default is the budget
  * the recorded training loops (2,000 to 30,000 events) are exact under

@@ -4,6 +4,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Counts out->peak_live_bytes, out->largest_bytes and
+ * out->through_last_alloc over the events. */
+static vb_status count_demand(vb_drive_events *out)
+{
+    uint64_t *sizes = calloc(out->slots ? out->slots : 1, sizeof *sizes);
+    if (!sizes) return vb_error(VB_ERR_OOM, "out of host memory");
+    uint64_t live = 0;
+    for (size_t i = 0; i < out->count; i++) {
+        const vb_drive_event *event = &out->items[i];
+        if (event->is_alloc) {
+            sizes[event->slot] = event->size;
+            live += event->size;
+            if (live > out->peak_live_bytes) out->peak_live_bytes = live;
+            if (event->size > out->largest_bytes) out->largest_bytes = event->size;
+            out->through_last_alloc = i + 1;
+        } else {
+            live -= sizes[event->slot];
+            sizes[event->slot] = 0;
+        }
+    }
+    free(sizes);
+    return VB_OK;
+}
+
 vb_status vb_drive_load(const char *path, vb_drive_events *out)
 {
     memset(out, 0, sizeof *out);
@@ -38,6 +62,7 @@ vb_status vb_drive_load(const char *path, vb_drive_events *out)
         }
     }
     vb_trace_close(trace);
+    if (status == VB_OK) status = count_demand(out);
     if (status != VB_OK) vb_drive_events_free(out);
     return status;
 }

@@ -36,11 +36,15 @@ typedef struct vb_drive_events {
     vb_drive_event *items;
     size_t count;
     uint32_t slots;      /* allocations */
+    /* What the trace asks of any allocator: the most bytes it holds live
+     * at once (no capacity below it fits) and its largest allocation. */
+    uint64_t peak_live_bytes, largest_bytes;
+    size_t through_last_alloc; /* the events up to and with the last allocation */
 } vb_drive_events;
 
 /* Reads the trace at `path` into `out` (markers and recorded failures are
- * left out). A malformed trace is its reader's error (VB_ERR_INVALID,
- * "PATH:LINE"). */
+ * left out), its demand counted. A malformed trace is its reader's error
+ * (VB_ERR_INVALID, "PATH:LINE"). */
 vb_status vb_drive_load(const char *path, vb_drive_events *out);
 void vb_drive_events_free(vb_drive_events *events);
 

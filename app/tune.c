@@ -233,9 +233,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     uint64_t min_low = 0;
     /* No capacity holds less than the trace's live bytes at its peak: past
      * the largest one, no probe can fit. */
-    uint64_t peak_live = 0, largest = 0;
-    vb_fit_trace_demand(options->events, &peak_live, &largest);
-    int hopeless = peak_live > VB_FIT_MAX_CAPACITY;
+    int hopeless = options->events->peak_live_bytes > VB_FIT_MAX_CAPACITY;
     /* The peak too is an interval where the placement of segments decides:
      * the main replay's (top-down) and a rising one's at the capacity, on
      * sim. Under the limit, each placement's probe at the capacity is its
@@ -565,8 +563,7 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
     int fits = f[best].ooms == 0 || f[best].min_capacity > 0;
     if (!fits) {
         chosen = defaults;
-        uint64_t peak_live = 0, largest = 0;
-        if (events) vb_fit_trace_demand(events, &peak_live, &largest);
+        uint64_t peak_live = events ? events->peak_live_bytes : 0, largest = events ? events->largest_bytes : 0;
         char reason[160];
         if (!events) /* merged shards (vb_tune_conclude): the trace is not at hand */
             snprintf(reason, sizeof reason, "no candidate found a capacity it fits");

@@ -55,19 +55,10 @@ static void run_twins(const char *name, const char *const *settings, uint64_t se
         } else {
             uint64_t size = twin_random_size(&rng);
             int stream = (int)((choice >> 8) % 4 == 0);
-            vb_status status_a = vb_malloc(a.allocator, size, a.streams[stream], &a.live[slot]);
-            vb_status status_b = vb_malloc(b.allocator, size, b.streams[stream], &b.live[slot]);
-            assert_int_equal(status_a, status_b);
-            if (status_a != VB_OK) a.live[slot] = b.live[slot] = 0;
-            assert_int_equal(a.live[slot], b.live[slot]);
+            twin_malloc_both(&a, &b, slot, size, stream);
         }
     }
-    vb_alloc_stats stats_a, stats_b;
-    vb_allocator_stats(a.allocator, &stats_a);
-    vb_allocator_stats(b.allocator, &stats_b);
-    assert_memory_equal(&stats_a, &stats_b, sizeof stats_a);
-    twin_close(&a);
-    twin_close(&b);
+    twin_close_equal(&a, &b);
 }
 
 static void caching_index_matches_walking_the_free_set(void **state)

@@ -84,6 +84,27 @@ static void test_malformed_sizes_are_refused(void **state)
 /* Did you mean                                                              */
 /* ------------------------------------------------------------------------ */
 
+/* A whole number is digits only, inside its range; anything else is refused
+ * and leaves the output as it was. */
+static void test_whole_numbers_are_digits_inside_their_range(void **state)
+{
+    (void)state;
+    uint64_t out = 7;
+    assert_int_equal(vb_cli_parse_whole("0", 0, 10, &out), 0);
+    assert_int_equal(out, 0);
+    assert_int_equal(vb_cli_parse_whole("18446744073709551615", 0, UINT64_MAX, &out), 0);
+    assert_true(out == UINT64_MAX);
+    assert_int_equal(vb_cli_parse_whole("256", 1, 256, &out), 0);
+    assert_int_equal(out, 256);
+    const char *const bad[] = {"", "-1", "+1", " 1", "1 ", "1e3", "0x1", "12x", "257", "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        out = 7;
+        assert_int_equal(vb_cli_parse_whole(bad[i], 1, 256, &out), -1);
+        assert_int_equal(out, 7);
+    }
+    assert_int_equal(vb_cli_parse_whole("0", 1, 256, &out), -1);
+}
+
 static void test_edit_distance_counts_swaps_as_one_and_ignores_case(void **state)
 {
     (void)state;
@@ -265,6 +286,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes_take_any_unit_spelling_in_powers_of_1024),
         cmocka_unit_test(test_malformed_sizes_are_refused),
+        cmocka_unit_test(test_whole_numbers_are_digits_inside_their_range),
         cmocka_unit_test(test_edit_distance_counts_swaps_as_one_and_ignores_case),
         cmocka_unit_test(test_the_nearest_name_is_offered_only_when_near),
         cmocka_unit_test(test_the_parser_reads_options_from_the_table),

@@ -308,6 +308,15 @@ static void test_same_limit_interval_gives_the_same_replay(void **state)
     vb_drive_events_free(&e);
 }
 
+/* `spec` fits under the limit `capacity` and every 2 MiB step above it,
+ * to 40 MiB past its peak under a limit that refuses nothing. */
+static void assert_fits_from_up(const vb_drive_events *e, const char *spec, uint64_t capacity)
+{
+    uint64_t peak = probe(e, spec, 4 * VB_GiB, VB_FIT_LIMIT).peak_reserved;
+    for (uint64_t c = capacity; c <= peak + 40 * MiB; c += 2 * MiB)
+        assert_true(probe(e, spec, c, VB_FIT_LIMIT).fits);
+}
+
 /* The minimum capacity is safe and tight: the replay fits under it and
  * under every 2 MiB step up to the peak, and not 1 byte below it. */
 static void test_min_capacity_fits_from_there_up(void **state)
@@ -323,9 +332,7 @@ static void test_min_capacity_fits_from_there_up(void **state)
         assert_true(m.exact);
         assert_int_equal(m.fails_at, m.capacity - 1);
         assert_false(probe(&e, specs[s], m.capacity - 1, VB_FIT_LIMIT).fits);
-        uint64_t peak = probe(&e, specs[s], 4 * VB_GiB, VB_FIT_LIMIT).peak_reserved;
-        for (uint64_t c = m.capacity; c <= peak + 40 * MiB; c += 2 * MiB)
-            assert_true(probe(&e, specs[s], c, VB_FIT_LIMIT).fits);
+        assert_fits_from_up(&e, specs[s], m.capacity);
     }
     vb_drive_events_free(&e);
 }
@@ -388,9 +395,7 @@ static void a_search_past_its_budget_stays_safe(void **state)
         assert_true(m.capacity >= full.capacity);
         assert_true(m.lowest_fit <= m.capacity);
         assert_true(probe(&e, specs[s], m.lowest_fit, VB_FIT_LIMIT).fits);
-        uint64_t peak = probe(&e, specs[s], 4 * VB_GiB, VB_FIT_LIMIT).peak_reserved;
-        for (uint64_t c = m.capacity; c <= peak + 40 * MiB; c += 2 * MiB)
-            assert_true(probe(&e, specs[s], c, VB_FIT_LIMIT).fits);
+        assert_fits_from_up(&e, specs[s], m.capacity);
     }
     vb_drive_events_free(&e);
 }

@@ -236,14 +236,19 @@ class Tune(Base):
             self.assertEqual(self.ooms_at(trace, spec, capacity), 0, spec)
             self.assertGreater(self.ooms_at(trace, spec, capacity - STEP), 0, spec)
 
-    def test_min_capacity_is_safe_where_fitting_is_not_monotone(self):
-        # With max_split_size_mb:64 this trace fits under 1,144 MiB, runs out under 1,152 to 1,176 MiB and
-        # fits from 1,178 MiB up: a bisection may answer 1,144 MiB, where PyTorch would then run out 8 MiB
-        # above. The search answers 1,178 MiB.
+    def nonmonotone_trace(self):
+        """A random trace whose fitting under max_split_size_mb:64 is not monotone in the limit (below)."""
         path = os.path.join(self.dir, "nonmonotone.trace")
         status, _, stderr = vrambench("gen-trace", "random", "--seed", "4", "--events", "2000", "--max-size", "200M",
                                       "--max-live", "1G", "-o", path)
         self.assertEqual(status, 0, stderr)
+        return path
+
+    def test_min_capacity_is_safe_where_fitting_is_not_monotone(self):
+        # With max_split_size_mb:64 this trace fits under 1,144 MiB, runs out under 1,152 to 1,176 MiB and
+        # fits from 1,178 MiB up: a bisection may answer 1,144 MiB, where PyTorch would then run out 8 MiB
+        # above. The search answers 1,178 MiB.
+        path = self.nonmonotone_trace()
         document, _ = self.tune(path)
         e = [e for e in document["benchmarks"] if e.get("pytorch_alloc_conf") == "max_split_size_mb:64"][0]
         self.assertTrue(e["min_capacity_exact"])
@@ -259,10 +264,7 @@ class Tune(Base):
         # max_split_size_mb:64 on this trace needs many replays for an exact answer (the test above):
         # with a budget of a few replays, the answer is where the range checked ends, not exact, and
         # PyTorch's limit fits from there up; the bisection's fit below it is shown too.
-        path = os.path.join(self.dir, "nonmonotone.trace")
-        status, _, stderr = vrambench("gen-trace", "random", "--seed", "4", "--events", "2000", "--max-size", "200M",
-                                      "--max-live", "1G", "-o", path)
-        self.assertEqual(status, 0, stderr)
+        path = self.nonmonotone_trace()
         exact, _ = self.tune(path)
         cheap, _ = self.tune(path, "--search-events", "1")
         conf = "max_split_size_mb:64"

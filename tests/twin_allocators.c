@@ -35,6 +35,25 @@ void twin_close(twin *t)
     vb_device_close(t->dev);
 }
 
+void twin_malloc_both(twin *a, twin *b, size_t slot, uint64_t size, int stream)
+{
+    vb_status status_a = vb_malloc(a->allocator, size, a->streams[stream], &a->live[slot]);
+    vb_status status_b = vb_malloc(b->allocator, size, b->streams[stream], &b->live[slot]);
+    assert_int_equal(status_a, status_b);
+    if (status_a != VB_OK) a->live[slot] = b->live[slot] = 0;
+    assert_int_equal(a->live[slot], b->live[slot]);
+}
+
+void twin_close_equal(twin *a, twin *b)
+{
+    vb_alloc_stats stats_a, stats_b;
+    vb_allocator_stats(a->allocator, &stats_a);
+    vb_allocator_stats(b->allocator, &stats_b);
+    assert_memory_equal(&stats_a, &stats_b, sizeof stats_a);
+    twin_close(a);
+    twin_close(b);
+}
+
 uint64_t twin_random(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);

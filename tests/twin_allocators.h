@@ -29,6 +29,13 @@ void twin_open(twin *t, const char *name, const char *const *settings);
 /* Destroys the allocator (it returns what is live), the stream, the device. */
 void twin_close(twin *t);
 
+/* The same request on both twins, into `slot`: the same outcome and
+ * address asserted (a failed one leaves the slot 0). */
+void twin_malloc_both(twin *a, twin *b, size_t slot, uint64_t size, int stream);
+
+/* Asserts that the twins ended with the same statistics, then closes both. */
+void twin_close_equal(twin *a, twin *b);
+
 /* splitmix64: the seeded sequence's next number. */
 uint64_t twin_random(uint64_t *state);
 
