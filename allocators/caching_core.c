@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/host_chunks.h"
 #include "stream_list.h"
 
 /* ------------------------------------------------------------------------ */
@@ -26,10 +27,13 @@ _Static_assert(sizeof(vb_cc_block) == 176, "vb_cc_block_new sets every field: ad
 
 /* Block structs are carved out of slabs, each a cache line of header and
  * then its structs: no heap block (and its header and alignment padding)
- * per struct, no malloc on the hot path. Slabs double in size up to
- * SLAB_MAX_BLOCKS, so a small allocator takes little memory. */
+ * per struct, no malloc on the hot path. Slabs double in size from
+ * SLAB_FIRST_BLOCKS, so a small allocator takes little memory, up to a
+ * whole host chunk (base/host_chunks.h: huge pages, kept for the next
+ * allocator), which every slab after is. */
 #define SLAB_FIRST_BLOCKS 16
-#define SLAB_MAX_BLOCKS 4096
+#define SLAB_MAX_BLOCKS ((VB_HOST_CHUNK_BYTES - VB_CC_BLOCK_ALIGNMENT) / BLOCK_BYTES)
+_Static_assert(SLAB_MAX_BLOCKS > SLAB_FIRST_BLOCKS, "slabs grow into host chunks");
 
 typedef struct vb_cc_slab {
     struct vb_cc_slab *next;      /* the slab made before this one */
@@ -408,7 +412,9 @@ static vb_cc_block *slab_take(vb_cc_allocator *cc)
     if (!slab || slab->used == slab->capacity) {
         size_t capacity = !slab ? SLAB_FIRST_BLOCKS
                                 : slab->capacity < SLAB_MAX_BLOCKS ? 2 * slab->capacity : SLAB_MAX_BLOCKS;
-        vb_cc_slab *grown = aligned_alloc(VB_CC_BLOCK_ALIGNMENT, VB_CC_BLOCK_ALIGNMENT + capacity * BLOCK_BYTES);
+        vb_cc_slab *grown = capacity == SLAB_MAX_BLOCKS
+                                ? vb_host_chunk_take()
+                                : aligned_alloc(VB_CC_BLOCK_ALIGNMENT, VB_CC_BLOCK_ALIGNMENT + capacity * BLOCK_BYTES);
         if (!grown) return NULL;
         *grown = (vb_cc_slab){slab, capacity, 0};
         cc->slabs = slab = grown;
@@ -608,7 +614,7 @@ static int should_split(const vb_cc_allocator *cc, const vb_cc_block *block, uin
 {
     uint64_t remaining = block->size - size;
     /* A large stitched range serves one block, whole (stitch.c). */
-    if (block->segment->borrowed && !block->pool->is_small) return 0;
+    if (!block->pool->is_small && block->segment->borrowed) return 0; /* the pool first: its line is warm */
     if (block->pool->is_small || cc->source->expandable) return remaining >= VB_CC_MIN_BLOCK_SIZE;
     return size < cc->max_split_size && remaining > VB_CC_SMALL_SIZE;
 }
@@ -1277,7 +1283,8 @@ static void free_slabs(vb_cc_allocator *cc)
         vb_cc_slab *slab = cc->slabs;
         for (size_t i = 0; i < slab->used; i++) free(slab_block(slab, i)->uses);
         cc->slabs = slab->next;
-        free(slab);
+        if (slab->capacity == SLAB_MAX_BLOCKS) vb_host_chunk_give(slab);
+        else free(slab);
     }
     cc->spare_blocks = NULL;
 }

@@ -1,0 +1,46 @@
+/* vrambench — host memory in 2 MiB chunks (see host_chunks.h). */
+#include "host_chunks.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *kept[VB_HOST_CHUNKS_KEPT]; /* a stack: the chunk given last, warmest in the caches, goes first */
+static size_t kept_count;
+
+void *vb_host_chunk_take(void)
+{
+    pthread_mutex_lock(&kept_lock);
+    void *chunk = kept_count ? kept[--kept_count] : NULL;
+    pthread_mutex_unlock(&kept_lock);
+    if (chunk) return chunk;
+    chunk = aligned_alloc(VB_HOST_CHUNK_BYTES, VB_HOST_CHUNK_BYTES);
+#ifdef MADV_HUGEPAGE
+    /* Advice before the first touch, so the pages are faulted in huge; a
+     * system without transparent huge pages refuses it, and 4 KiB pages
+     * serve just the same. */
+    if (chunk) (void)madvise(chunk, VB_HOST_CHUNK_BYTES, MADV_HUGEPAGE);
+#endif
+    return chunk;
+}
+
+void vb_host_chunk_give(void *chunk)
+{
+    if (!chunk) return;
+    pthread_mutex_lock(&kept_lock);
+    if (kept_count < VB_HOST_CHUNKS_KEPT) {
+        kept[kept_count++] = chunk;
+        chunk = NULL;
+    }
+    pthread_mutex_unlock(&kept_lock);
+    free(chunk);
+}
+
+size_t vb_host_chunks_kept(void)
+{
+    pthread_mutex_lock(&kept_lock);
+    size_t count = kept_count;
+    pthread_mutex_unlock(&kept_lock);
+    return count;
+}
