@@ -114,8 +114,9 @@ static uint64_t block_age(const vb_cc_block *block)
 /* A pool's free blocks of one stream are also kept by size class: 512-byte
  * granules, each count below EXACT_CLASSES (sizes below 1 MiB: every
  * size a small request rounds to) a class of its own, above that 16
- * classes per power of two (as TLSF does), each class a small ordered set,
- * with a bitmap of the classes that hold blocks. The best fit is the lower
+ * classes per power of two (as TLSF does), each class a small ordered set
+ * (or, for `caching`, each exact class a heap: see "exact classes as
+ * heaps" below), with a bitmap of the classes that hold blocks. The best fit is the lower
  * bound in the request's own class or else the first block of the next
  * class that holds any: a short walk and a bit scan instead of a walk
  * down the whole free set. The order, and so every choice the policy
@@ -128,11 +129,26 @@ static uint64_t block_age(const vb_cc_block *block)
 #define CLASS_WORDS ((SIZE_CLASSES + 63) / 64)
 _Static_assert(CLASS_WORDS <= 64, "word_in_use has a bit per word of classes");
 
+/* A class kept as a heap (see below): its entries, some of them stale. */
+typedef struct heap_entry {
+    vb_addr addr;
+    vb_cc_block *block;
+    uint64_t stamp;                      /* the block's stamp while this entry is its own (block_stamp) */
+} heap_entry;
+
+typedef struct class_heap {
+    heap_entry *entries;                 /* a binary min-heap by address */
+    uint32_t count, capacity;            /* entries, stale ones too */
+    uint32_t live;                       /* blocks in the class */
+} class_heap;
+
 struct vb_cc_size_index {
     vb_stream stream;
     uint64_t word_in_use;                /* bit w: class_in_use[w] != 0 */
     uint64_t class_in_use[CLASS_WORDS];  /* bit c % 64 of word c / 64: class c holds blocks */
     vb_ordered_set *class_pages[CLASS_WORDS]; /* classes 64 w .. 64 w + 63; NULL until one holds a block */
+    class_heap *heaps;                   /* EXACT_CLASSES heaps, or NULL: every class a set */
+    uint64_t *stamps;                    /* the allocator's stamp counter (heaps only) */
 };
 
 /* The class of `size`: monotone in size, so classes partition the order. */
@@ -188,6 +204,147 @@ static int last_class_in_use(const vb_cc_size_index *index)
     return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(index->class_in_use[word]));
 }
 
+/* ---- exact classes as heaps ----
+ *
+ * In an exact class every block has the same size (sizes are multiples of
+ * 512 B), so the best fit in it is its lowest address, and `caching`, which
+ * never steps from a block to its neighbour in the order on its hot path
+ * (expandable's best fit does), needs no more than that: for it, an exact
+ * class is a binary min-heap of (address, block) entries in an array. An
+ * insert compares with entries in the array, never with the block structs
+ * a set's walk down reads, each a cache miss on a long trace. A removal
+ * only counts the block out: its entry goes stale (its stamp no longer
+ * the block's) and is dropped when it reaches the top, or when stale
+ * entries outnumber live ones (the heap is rebuilt) or the class empties.
+ * The rare walks in order (release, garbage collection, a pool that stops
+ * indexing) sort the live entries. */
+
+/* A block in a heap class uses no link of its class_node, and keeps the
+ * stamp of its entry where the parent link is. Stamps are odd, and a link
+ * is NULL or an aligned address, so a struct that went on into a class's
+ * set (or was made anew, with NULL links) never has a stamp of an entry
+ * left behind: the entry is stale. */
+static uint64_t block_stamp(const vb_cc_block *block)
+{
+    return (uint64_t)(uintptr_t)block->class_node.parent;
+}
+
+static void set_block_stamp(vb_cc_block *block, uint64_t stamp)
+{
+    block->class_node.parent = (vb_oset_node *)(uintptr_t)stamp;
+}
+
+/* 1 when the entry is still its block's. */
+static int entry_live(const heap_entry *entry)
+{
+    return block_stamp(entry->block) == entry->stamp;
+}
+
+static void heap_swap(heap_entry *a, heap_entry *b)
+{
+    heap_entry t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void heap_sift_up(heap_entry *entries, uint32_t i)
+{
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (entries[parent].addr <= entries[i].addr) return;
+        heap_swap(&entries[parent], &entries[i]);
+        i = parent;
+    }
+}
+
+static void heap_sift_down(heap_entry *entries, uint32_t count, uint32_t i)
+{
+    for (;;) {
+        uint32_t least = i, left = 2 * i + 1, right = left + 1;
+        if (left < count && entries[left].addr < entries[least].addr) least = left;
+        if (right < count && entries[right].addr < entries[least].addr) least = right;
+        if (least == i) return;
+        heap_swap(&entries[least], &entries[i]);
+        i = least;
+    }
+}
+
+static void heap_pop(class_heap *heap)
+{
+    heap->entries[0] = heap->entries[--heap->count];
+    heap_sift_down(heap->entries, heap->count, 0);
+}
+
+/* Keeps only the live entries, in heap order again. */
+static void heap_rebuild(class_heap *heap)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < heap->count; i++)
+        if (entry_live(&heap->entries[i])) heap->entries[kept++] = heap->entries[i];
+    heap->count = kept;
+    for (uint32_t i = kept / 2; i-- > 0;) heap_sift_down(heap->entries, kept, i);
+}
+
+/* The class's block of the lowest address (stale entries on top dropped),
+ * or NULL when it has none. */
+static vb_cc_block *heap_first(class_heap *heap)
+{
+    while (heap->count && !entry_live(&heap->entries[0])) heap_pop(heap);
+    return heap->count ? heap->entries[0].block : NULL;
+}
+
+/* The class's block of the highest address, or NULL (a scan: rare paths). */
+static vb_cc_block *heap_last(const class_heap *heap)
+{
+    const heap_entry *last = NULL;
+    for (uint32_t i = 0; i < heap->count; i++)
+        if (entry_live(&heap->entries[i]) && (!last || heap->entries[i].addr > last->addr)) last = &heap->entries[i];
+    return last ? last->block : NULL;
+}
+
+/* The class's block just before / after `addr`, or NULL (a scan). */
+static vb_cc_block *heap_before(const class_heap *heap, vb_addr addr)
+{
+    const heap_entry *found = NULL;
+    for (uint32_t i = 0; i < heap->count; i++) {
+        const heap_entry *entry = &heap->entries[i];
+        if (entry->addr < addr && entry_live(entry) && (!found || entry->addr > found->addr)) found = entry;
+    }
+    return found ? found->block : NULL;
+}
+
+static vb_cc_block *heap_after(const class_heap *heap, vb_addr addr)
+{
+    const heap_entry *found = NULL;
+    for (uint32_t i = 0; i < heap->count; i++) {
+        const heap_entry *entry = &heap->entries[i];
+        if (entry->addr > addr && entry_live(entry) && (!found || entry->addr < found->addr)) found = entry;
+    }
+    return found ? found->block : NULL;
+}
+
+static int compare_entries(const void *a, const void *b)
+{
+    vb_addr x = ((const heap_entry *)a)->addr, y = ((const heap_entry *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+/* 1 when class `c` of the index is a heap. */
+static int is_heap_class(const vb_cc_size_index *index, uint32_t c)
+{
+    return index->heaps && c < EXACT_CLASSES;
+}
+
+/* Class `c`'s heap with its live entries only, sorted by address (a
+ * sorted array is a heap too), for a walk in order. */
+static class_heap *sorted_heap(vb_cc_size_index *index, uint32_t c)
+{
+    class_heap *heap = &index->heaps[c];
+    heap_rebuild(heap);
+    qsort(heap->entries, heap->count, sizeof *heap->entries, compare_entries);
+    return heap;
+}
+
 /* Fills pool->blocks, empty, with every indexed free block: the indexes
  * (sorted by stream), their classes and each class's set, in order, make
  * up the whole order, so each block is appended after the one before. */
@@ -197,7 +354,17 @@ static void fill_blocks(vb_cc_pool *pool)
     for (size_t i = 0; i < pool->index_count; i++) {
         vb_cc_size_index *index = pool->indexes[i];
         int first = index->class_in_use[0] & 1 ? 0 : next_class_in_use(index, 0);
-        for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c))
+        for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c)) {
+            if (is_heap_class(index, (uint32_t)c)) {
+                class_heap *heap = sorted_heap(index, (uint32_t)c);
+                for (uint32_t i = 0; i < heap->count; i++) {
+                    vb_cc_block *block = heap->entries[i].block;
+                    if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
+                    else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
+                    last = block;
+                }
+                continue;
+            }
             for (vb_oset_node *node = vb_oset_first(class_set(index, (uint32_t)c)); node;
                  node = vb_oset_next(class_set(index, (uint32_t)c), node)) {
                 vb_cc_block *block = block_of_class(node);
@@ -205,6 +372,7 @@ static void fill_blocks(vb_cc_pool *pool)
                 else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
                 last = block;
             }
+        }
     }
 }
 
@@ -265,6 +433,21 @@ void vb_cc_pool_stop_indexing(vb_cc_pool *pool)
     stop_indexing(pool);
 }
 
+void vb_cc_pool_index_size(const vb_cc_pool *pool, size_t *blocks, size_t *entries, size_t *classes)
+{
+    *blocks = *entries = *classes = 0;
+    for (size_t i = 0; i < pool->index_count; i++) {
+        const vb_cc_size_index *index = pool->indexes[i];
+        for (uint32_t c = 0; c < SIZE_CLASSES; c++) {
+            if (!class_in_use(index, c)) continue;
+            size_t held = is_heap_class(index, c) ? index->heaps[c].live : class_set(index, c)->count;
+            *blocks += held;
+            *entries += is_heap_class(index, c) ? index->heaps[c].count : held;
+            (*classes)++;
+        }
+    }
+}
+
 /* The pool's index for `stream`: made on first use when `create`; NULL
  * when there is none, or when host memory ran out for it (the pool then
  * stops using indexes for good, see unindexed). */
@@ -289,6 +472,15 @@ static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create
         return NULL;
     }
     index->stream = stream;
+    if (pool->heap_stamps) {
+        index->heaps = calloc(EXACT_CLASSES, sizeof *index->heaps);
+        if (!index->heaps) {
+            free(index);
+            stop_indexing(pool);
+            return NULL;
+        }
+        index->stamps = pool->heap_stamps;
+    }
     /* Kept sorted by stream, as the free set orders streams (fill_blocks). */
     size_t at = pool->index_count;
     while (at > 0 && (uintptr_t)pool->indexes[at - 1]->stream > (uintptr_t)stream) {
@@ -304,8 +496,12 @@ static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create
 static void free_indexes(vb_cc_pool *pool)
 {
     for (size_t i = 0; i < pool->index_count; i++) {
-        for (size_t w = 0; w < CLASS_WORDS; w++) free(pool->indexes[i]->class_pages[w]);
-        free(pool->indexes[i]);
+        vb_cc_size_index *index = pool->indexes[i];
+        for (size_t w = 0; w < CLASS_WORDS; w++) free(index->class_pages[w]);
+        if (index->heaps)
+            for (size_t c = 0; c < EXACT_CLASSES; c++) free(index->heaps[c].entries);
+        free(index->heaps);
+        free(index);
     }
     free(pool->indexes);
     pool->indexes = NULL;
@@ -317,6 +513,31 @@ static void free_indexes(vb_cc_pool *pool)
 static int index_add(vb_cc_size_index *index, vb_cc_block *block)
 {
     uint32_t c = size_class(block->size);
+    if (is_heap_class(index, c)) {
+        /* A heap orders by address alone, which is the set's order only
+         * while every block of the class has the class's size, as every
+         * size caching makes does (multiples of 512 B). Any other would be
+         * a bug; the pool then walks its free set, which is always right. */
+        if (block->size != (uint64_t)c * VB_CC_MIN_BLOCK_SIZE) return -1;
+        class_heap *heap = &index->heaps[c];
+        if (heap->count == heap->capacity) {
+            uint32_t capacity = heap->capacity ? 2 * heap->capacity : 4;
+            heap_entry *grown = realloc(heap->entries, capacity * sizeof *grown);
+            if (!grown) return -1;
+            heap->entries = grown;
+            heap->capacity = capacity;
+        }
+        uint64_t stamp = *index->stamps += 2; /* odd: the counter starts at 1 */
+        set_block_stamp(block, stamp);
+        heap->entries[heap->count] = (heap_entry){block->addr, block, stamp};
+        heap_sift_up(heap->entries, heap->count++);
+        heap->live++;
+        index->class_in_use[c / 64] |= 1ULL << (c % 64);
+        index->word_in_use |= 1ULL << (c / 64);
+        block->size_index = index;
+        block->size_class = c;
+        return 0;
+    }
     vb_ordered_set **page = &index->class_pages[c / 64];
     if (!*page) {
         if (!(*page = malloc(64 * sizeof **page))) return -1;
@@ -336,6 +557,21 @@ static void index_remove(vb_cc_block *block)
 {
     vb_cc_size_index *index = block->size_index;
     uint32_t c = block->size_class;
+    if (is_heap_class(index, c)) {
+        class_heap *heap = &index->heaps[c];
+        set_block_stamp(block, 0); /* its entry goes stale */
+        block->size_index = NULL;
+        if (--heap->live == 0) {
+            heap->count = 0;
+            index->class_in_use[c / 64] &= ~(1ULL << (c % 64));
+            if (!index->class_in_use[c / 64]) index->word_in_use &= ~(1ULL << (c / 64));
+        } else if (heap->entries[0].block == block) {
+            heap_pop(heap);
+        } else if (heap->count > 2 * heap->live + 16) {
+            heap_rebuild(heap);
+        }
+        return;
+    }
     vb_oset_remove(class_set(index, c), &block->class_node);
     if (class_set(index, c)->count == 0) {
         index->class_in_use[c / 64] &= ~(1ULL << (c % 64));
@@ -344,50 +580,78 @@ static void index_remove(vb_cc_block *block)
     block->size_index = NULL;
 }
 
+/* The first / last block of class `c` (which holds blocks). */
+static vb_cc_block *class_first(vb_cc_size_index *index, uint32_t c)
+{
+    return is_heap_class(index, c) ? heap_first(&index->heaps[c]) : block_of_class(vb_oset_first(class_set(index, c)));
+}
+
+static vb_cc_block *class_last(const vb_cc_size_index *index, uint32_t c)
+{
+    return is_heap_class(index, c) ? heap_last(&index->heaps[c]) : block_of_class(vb_oset_last(class_set(index, c)));
+}
+
 /* The first block of (size, address) >= (size, 0) in the index: PyTorch's
  * lower_bound on the free set, within one stream. NULL when none. */
-static vb_cc_block *index_lower_bound(const vb_cc_size_index *index, uint64_t size)
+static vb_cc_block *index_lower_bound(vb_cc_size_index *index, uint64_t size)
 {
     uint32_t c = size_class(size);
-    vb_cc_block probe = {.size = size, .addr = 0};
-    vb_oset_node *found =
-        class_in_use(index, c) ? vb_oset_lower_bound_by(class_set(index, c), &probe.class_node, compare_in_class) : NULL;
-    if (found) return block_of_class(found);
+    if (class_in_use(index, c)) {
+        if (is_heap_class(index, c)) {
+            /* Every block of the class is (size of c, address): all of them
+             * come at or after (size, 0) unless size is above that size. */
+            if (size <= (uint64_t)c * VB_CC_MIN_BLOCK_SIZE) return heap_first(&index->heaps[c]);
+        } else {
+            vb_cc_block probe = {.size = size, .addr = 0};
+            vb_oset_node *found = vb_oset_lower_bound_by(class_set(index, c), &probe.class_node, compare_in_class);
+            if (found) return block_of_class(found);
+        }
+    }
     int next = next_class_in_use(index, c);
-    return next < 0 ? NULL : block_of_class(vb_oset_first(class_set(index, (uint32_t)next)));
+    return next < 0 ? NULL : class_first(index, (uint32_t)next);
 }
 
 /* The last block of (size, address) < (size, 0) in the index, or NULL. */
 static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t size)
 {
     uint32_t c = size_class(size);
-    vb_cc_block probe = {.size = size, .addr = 0};
-    vb_oset_node *found = class_in_use(index, c) ? vb_oset_last_before(class_set(index, c), &probe.class_node) : NULL;
-    if (found) return block_of_class(found);
+    if (class_in_use(index, c)) {
+        if (is_heap_class(index, c)) {
+            if ((uint64_t)c * VB_CC_MIN_BLOCK_SIZE < size) return heap_last(&index->heaps[c]);
+        } else {
+            vb_cc_block probe = {.size = size, .addr = 0};
+            vb_oset_node *found = vb_oset_last_before(class_set(index, c), &probe.class_node);
+            if (found) return block_of_class(found);
+        }
+    }
     int before = prev_class_in_use(index, c);
-    return before < 0 ? NULL : block_of_class(vb_oset_last(class_set(index, (uint32_t)before)));
+    return before < 0 ? NULL : class_last(index, (uint32_t)before);
 }
 
 /* The indexed block just before `block` (indexed) in its stream's order,
  * or NULL. */
 static vb_cc_block *index_before(const vb_cc_block *block)
 {
-    const vb_cc_size_index *index = block->size_index;
-    vb_oset_node *node = vb_oset_prev(class_set(index, block->size_class), &block->class_node);
-    if (node) return block_of_class(node);
+    vb_cc_size_index *index = block->size_index;
+    vb_cc_block *found = is_heap_class(index, block->size_class)
+                             ? heap_before(&index->heaps[block->size_class], block->addr)
+                             : block_of_class(vb_oset_prev(class_set(index, block->size_class), &block->class_node));
+    if (found) return found;
     int c = prev_class_in_use(index, block->size_class);
-    return c < 0 ? NULL : block_of_class(vb_oset_last(class_set(index, (uint32_t)c)));
+    return c < 0 ? NULL : class_last(index, (uint32_t)c);
 }
 
 /* The indexed block just after `block` (indexed) in its stream's order,
  * or NULL. */
 static vb_cc_block *index_after(const vb_cc_block *block)
 {
-    const vb_cc_size_index *index = block->size_index;
-    vb_oset_node *node = vb_oset_next(class_set(index, block->size_class), &block->class_node);
-    if (node) return block_of_class(node);
+    vb_cc_size_index *index = block->size_index;
+    vb_cc_block *found = is_heap_class(index, block->size_class)
+                             ? heap_after(&index->heaps[block->size_class], block->addr)
+                             : block_of_class(vb_oset_next(class_set(index, block->size_class), &block->class_node));
+    if (found) return found;
     int c = next_class_in_use(index, block->size_class);
-    return c < 0 ? NULL : block_of_class(vb_oset_first(class_set(index, (uint32_t)c)));
+    return c < 0 ? NULL : class_first(index, (uint32_t)c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -501,10 +765,19 @@ void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_bl
         return;
     }
     for (size_t i = 0; i < pool->index_count; i++) {
-        int c = last_class_in_use(pool->indexes[i]);
-        for (vb_cc_block *block = c < 0 ? NULL : block_of_class(vb_oset_last(class_set(pool->indexes[i], (uint32_t)c))); block;
-             block = index_before(block))
-            if (!visit(context, block)) return;
+        vb_cc_size_index *index = pool->indexes[i];
+        int first = index->class_in_use[0] & 1 ? 0 : next_class_in_use(index, 0);
+        for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c)) {
+            if (is_heap_class(index, (uint32_t)c)) {
+                const class_heap *heap = &index->heaps[c];
+                for (uint32_t e = 0; e < heap->count; e++)
+                    if (entry_live(&heap->entries[e]) && !visit(context, heap->entries[e].block)) return;
+                continue;
+            }
+            const vb_ordered_set *set = class_set(index, (uint32_t)c);
+            for (vb_oset_node *node = vb_oset_first(set); node; node = vb_oset_next(set, node))
+                if (!visit(context, block_of_class(node))) return;
+        }
     }
 }
 
@@ -1138,8 +1411,10 @@ static uint64_t largest_in(const vb_cc_pool *pool)
         const vb_cc_size_index *index = pool->indexes[i];
         int c = last_class_in_use(index);
         if (c < 0) continue;
-        vb_cc_block *last = block_of_class(vb_oset_last(class_set(index, (uint32_t)c)));
-        if (last->size > largest) largest = last->size;
+        /* A heap class's blocks all have its size; a set's last is its largest. */
+        uint64_t size = is_heap_class(index, (uint32_t)c) ? (uint64_t)c * VB_CC_MIN_BLOCK_SIZE
+                                                           : class_last(index, (uint32_t)c)->size;
+        if (size > largest) largest = size;
     }
     return largest;
 }
@@ -1239,6 +1514,10 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
         if (status != VB_OK) return status;
         cc->set_fraction = 1;
         cc->allowed_memory_maximum = (uint64_t)(settings->memory_fraction * (double)total_bytes);
+    }
+    if (!source->expandable) {
+        cc->heap_stamps = 1;
+        cc->small_pool.heap_stamps = cc->large_pool.heap_stamps = &cc->heap_stamps;
     }
     vb_oset_init(&cc->small_pool.blocks, compare_by_size);
     vb_oset_init(&cc->small_pool.unmapped, compare_by_address);

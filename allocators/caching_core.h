@@ -119,6 +119,7 @@ struct vb_cc_pool {
     vb_cc_size_index **indexes;   /* one per stream that has had free blocks here, by stream */
     size_t index_count, index_capacity;
     int unindexed;                /* host memory ran out for an index: `blocks` is kept for good */
+    uint64_t *heap_stamps;        /* its allocator's stamp counter when exact classes are heaps, else NULL */
     /* Stitching source only: physical handles unmapped from holes, mapped
      * again where the pool grows next (held, so counted as reserved, until
      * then; empty_cache and destroy release them). */
@@ -248,6 +249,7 @@ struct vb_cc_allocator {
     int allocated_indexed;        /* allocated_blocks holds every block handed out */
     vb_ordered_set segments;      /* by base address */
     vb_cc_block *spare_blocks;    /* recycled structs, linked by next */
+    uint64_t heap_stamps;         /* the last stamp of a heap class's entry (caching_core.c), both pools' */
     struct vb_cc_slab *slabs;     /* where every block struct lives: the newest slab first */
 
     vb_cc_stream_events *event_streams;
@@ -324,6 +326,11 @@ void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block);
 
 /* Removes a block from the pool's free set. */
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block);
+
+/* The free blocks the pool's size indexes hold, the entries they keep
+ * for them (a heap class keeps stale entries too: caching_core.c) and the
+ * classes in use (for tests). */
+void vb_cc_pool_index_size(const vb_cc_pool *pool, size_t *blocks, size_t *entries, size_t *classes);
 
 /* Visits every free block of the pool (all streams, in no order a caller
  * may rely on) until `visit` returns 0. */

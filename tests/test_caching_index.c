@@ -6,7 +6,9 @@
  * large sizes, many repeated sizes, frees in random order, now and then
  * empty_cache, a device small enough to hit out-of-memory and its retries)
  * — one indexed, one with indexing stopped — and requires every address,
- * every status and the final statistics to be identical. The index by
+ * every status and the final statistics to be identical. `caching` keeps
+ * its exact classes as heaps, `expandable` all classes as ordered sets, so
+ * both kinds are held to the walk. The index by
  * address that vb_cc_allocated_at makes on its first call is checked here
  * too: it must know the blocks handed out before that call and after. */
 #include <setjmp.h>
@@ -157,6 +159,48 @@ static void allocated_at_knows_blocks_from_before_and_after_its_first_call(void 
     }
 }
 
+/* `caching` keeps each exact class as a heap whose removed blocks leave
+ * stale entries behind (allocators/caching_core.c), dropped when they
+ * reach the top or when they outnumber the live ones. Here they never
+ * reach the top: a free 512 B block L at the segment's low end stays the
+ * class's first, while above it a 1,536 B block is split by a 1 KiB
+ * request (its 512 B rest joins L's class) and merged back by the free of
+ * that request (the rest leaves the class), a thousand times over. The
+ * entries must stay within twice the free blocks and a few per class. */
+static void a_class_left_over_and_over_keeps_few_stale_entries(void **state)
+{
+    (void)state;
+    twin t;
+    twin_open(&t, "caching", NULL);
+    vb_cc_allocator *cc = t.allocator->state;
+    vb_stream stream = t.streams[0];
+    vb_addr low, l, high, region, rest_1, rest_2;
+    /* One 2 MiB small segment, handed out from its low end up. */
+    assert_int_equal(vb_malloc(t.allocator, 512, stream, &low), VB_OK);
+    assert_int_equal(vb_malloc(t.allocator, 512, stream, &l), VB_OK);
+    assert_int_equal(vb_malloc(t.allocator, 512, stream, &high), VB_OK);
+    assert_int_equal(vb_malloc(t.allocator, 1536, stream, &region), VB_OK);
+    assert_int_equal(vb_malloc(t.allocator, VB_MiB, stream, &rest_1), VB_OK);
+    assert_int_equal(vb_malloc(t.allocator, VB_MiB - 3072, stream, &rest_2), VB_OK);
+    assert_true(l > low && high > l && region > high);
+    assert_int_equal(vb_free(t.allocator, l), VB_OK);      /* 512 B, between two live blocks */
+    assert_int_equal(vb_free(t.allocator, region), VB_OK); /* 1,536 B, likewise */
+    for (int round = 0; round < 1000; round++) {
+        vb_addr taken;
+        assert_int_equal(vb_malloc(t.allocator, 1024, stream, &taken), VB_OK);
+        assert_int_equal(taken, region); /* the front of the 1,536 B block; its rest joins L's class */
+        assert_int_equal(vb_free(t.allocator, taken), VB_OK); /* merged back: the rest leaves it */
+        size_t blocks, entries, classes;
+        vb_cc_pool_index_size(&cc->small_pool, &blocks, &entries, &classes);
+        assert_int_equal(blocks, 2);
+        assert_true(entries <= 2 * blocks + 17 * classes);
+    }
+    vb_addr again;
+    assert_int_equal(vb_malloc(t.allocator, 512, stream, &again), VB_OK);
+    assert_int_equal(again, l); /* L is still the class's first */
+    twin_close(&t);
+}
+
 /* Runs every caching index test. */
 int main(void)
 {
@@ -168,6 +212,7 @@ int main(void)
         cmocka_unit_test(expandable_index_matches_walking_the_free_set),
         cmocka_unit_test(stopping_indexing_midway_changes_nothing),
         cmocka_unit_test(allocated_at_knows_blocks_from_before_and_after_its_first_call),
+        cmocka_unit_test(a_class_left_over_and_over_keeps_few_stale_entries),
     };
     return cmocka_run_group_tests_name("caching_index", tests, NULL, NULL);
 }
