@@ -147,8 +147,9 @@ struct vb_cc_size_index {
     uint64_t word_in_use;                /* bit w: class_in_use[w] != 0 */
     uint64_t class_in_use[CLASS_WORDS];  /* bit c % 64 of word c / 64: class c holds blocks */
     vb_ordered_set *class_pages[CLASS_WORDS]; /* classes 64 w .. 64 w + 63; NULL until one holds a block */
-    class_heap *heaps;                   /* EXACT_CLASSES heaps, or NULL: every class a set */
-    uint64_t *stamps;                    /* the allocator's stamp counter (heaps only) */
+    /* Exact classes as heaps (caching), in pages of 64 as the sets are: */
+    class_heap *heap_pages[EXACT_CLASSES / 64]; /* NULL until one of its classes holds a block */
+    uint64_t *stamps;                    /* the allocator's stamp counter; NULL: every class a set */
 };
 
 /* The class of `size`: monotone in size, so classes partition the order. */
@@ -332,14 +333,20 @@ static int compare_entries(const void *a, const void *b)
 /* 1 when class `c` of the index is a heap. */
 static int is_heap_class(const vb_cc_size_index *index, uint32_t c)
 {
-    return index->heaps && c < EXACT_CLASSES;
+    return index->stamps && c < EXACT_CLASSES;
+}
+
+/* Class `c`'s heap, whose page exists (it holds blocks, or held some). */
+static class_heap *heap_of(const vb_cc_size_index *index, uint32_t c)
+{
+    return &index->heap_pages[c / 64][c % 64];
 }
 
 /* Class `c`'s heap with its live entries only, sorted by address (a
  * sorted array is a heap too), for a walk in order. */
 static class_heap *sorted_heap(vb_cc_size_index *index, uint32_t c)
 {
-    class_heap *heap = &index->heaps[c];
+    class_heap *heap = heap_of(index, c);
     heap_rebuild(heap);
     qsort(heap->entries, heap->count, sizeof *heap->entries, compare_entries);
     return heap;
@@ -440,9 +447,9 @@ void vb_cc_pool_index_size(const vb_cc_pool *pool, size_t *blocks, size_t *entri
         const vb_cc_size_index *index = pool->indexes[i];
         for (uint32_t c = 0; c < SIZE_CLASSES; c++) {
             if (!class_in_use(index, c)) continue;
-            size_t held = is_heap_class(index, c) ? index->heaps[c].live : class_set(index, c)->count;
+            size_t held = is_heap_class(index, c) ? heap_of(index, c)->live : class_set(index, c)->count;
             *blocks += held;
-            *entries += is_heap_class(index, c) ? index->heaps[c].count : held;
+            *entries += is_heap_class(index, c) ? heap_of(index, c)->count : held;
             (*classes)++;
         }
     }
@@ -472,15 +479,7 @@ static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create
         return NULL;
     }
     index->stream = stream;
-    if (pool->heap_stamps) {
-        index->heaps = calloc(EXACT_CLASSES, sizeof *index->heaps);
-        if (!index->heaps) {
-            free(index);
-            stop_indexing(pool);
-            return NULL;
-        }
-        index->stamps = pool->heap_stamps;
-    }
+    index->stamps = pool->heap_stamps;
     /* Kept sorted by stream, as the free set orders streams (fill_blocks). */
     size_t at = pool->index_count;
     while (at > 0 && (uintptr_t)pool->indexes[at - 1]->stream > (uintptr_t)stream) {
@@ -498,9 +497,11 @@ static void free_indexes(vb_cc_pool *pool)
     for (size_t i = 0; i < pool->index_count; i++) {
         vb_cc_size_index *index = pool->indexes[i];
         for (size_t w = 0; w < CLASS_WORDS; w++) free(index->class_pages[w]);
-        if (index->heaps)
-            for (size_t c = 0; c < EXACT_CLASSES; c++) free(index->heaps[c].entries);
-        free(index->heaps);
+        for (size_t w = 0; w < EXACT_CLASSES / 64; w++) {
+            if (!index->heap_pages[w]) continue;
+            for (size_t c = 0; c < 64; c++) free(index->heap_pages[w][c].entries);
+            free(index->heap_pages[w]);
+        }
         free(index);
     }
     free(pool->indexes);
@@ -519,7 +520,9 @@ static int index_add(vb_cc_size_index *index, vb_cc_block *block)
          * size caching makes does (multiples of 512 B). Any other would be
          * a bug; the pool then walks its free set, which is always right. */
         if (block->size != (uint64_t)c * VB_CC_MIN_BLOCK_SIZE) return -1;
-        class_heap *heap = &index->heaps[c];
+        class_heap **page = &index->heap_pages[c / 64];
+        if (!*page && !(*page = calloc(64, sizeof **page))) return -1;
+        class_heap *heap = heap_of(index, c);
         if (heap->count == heap->capacity) {
             uint32_t capacity = heap->capacity ? 2 * heap->capacity : 4;
             heap_entry *grown = realloc(heap->entries, capacity * sizeof *grown);
@@ -558,7 +561,7 @@ static void index_remove(vb_cc_block *block)
     vb_cc_size_index *index = block->size_index;
     uint32_t c = block->size_class;
     if (is_heap_class(index, c)) {
-        class_heap *heap = &index->heaps[c];
+        class_heap *heap = heap_of(index, c);
         set_block_stamp(block, 0); /* its entry goes stale */
         block->size_index = NULL;
         if (--heap->live == 0) {
@@ -583,12 +586,12 @@ static void index_remove(vb_cc_block *block)
 /* The first / last block of class `c` (which holds blocks). */
 static vb_cc_block *class_first(vb_cc_size_index *index, uint32_t c)
 {
-    return is_heap_class(index, c) ? heap_first(&index->heaps[c]) : block_of_class(vb_oset_first(class_set(index, c)));
+    return is_heap_class(index, c) ? heap_first(heap_of(index, c)) : block_of_class(vb_oset_first(class_set(index, c)));
 }
 
 static vb_cc_block *class_last(const vb_cc_size_index *index, uint32_t c)
 {
-    return is_heap_class(index, c) ? heap_last(&index->heaps[c]) : block_of_class(vb_oset_last(class_set(index, c)));
+    return is_heap_class(index, c) ? heap_last(heap_of(index, c)) : block_of_class(vb_oset_last(class_set(index, c)));
 }
 
 /* The first block of (size, address) >= (size, 0) in the index: PyTorch's
@@ -600,7 +603,7 @@ static vb_cc_block *index_lower_bound(vb_cc_size_index *index, uint64_t size)
         if (is_heap_class(index, c)) {
             /* Every block of the class is (size of c, address): all of them
              * come at or after (size, 0) unless size is above that size. */
-            if (size <= (uint64_t)c * VB_CC_MIN_BLOCK_SIZE) return heap_first(&index->heaps[c]);
+            if (size <= (uint64_t)c * VB_CC_MIN_BLOCK_SIZE) return heap_first(heap_of(index, c));
         } else {
             vb_cc_block probe = {.size = size, .addr = 0};
             vb_oset_node *found = vb_oset_lower_bound_by(class_set(index, c), &probe.class_node, compare_in_class);
@@ -617,7 +620,7 @@ static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t si
     uint32_t c = size_class(size);
     if (class_in_use(index, c)) {
         if (is_heap_class(index, c)) {
-            if ((uint64_t)c * VB_CC_MIN_BLOCK_SIZE < size) return heap_last(&index->heaps[c]);
+            if ((uint64_t)c * VB_CC_MIN_BLOCK_SIZE < size) return heap_last(heap_of(index, c));
         } else {
             vb_cc_block probe = {.size = size, .addr = 0};
             vb_oset_node *found = vb_oset_last_before(class_set(index, c), &probe.class_node);
@@ -634,7 +637,7 @@ static vb_cc_block *index_before(const vb_cc_block *block)
 {
     vb_cc_size_index *index = block->size_index;
     vb_cc_block *found = is_heap_class(index, block->size_class)
-                             ? heap_before(&index->heaps[block->size_class], block->addr)
+                             ? heap_before(heap_of(index, block->size_class), block->addr)
                              : block_of_class(vb_oset_prev(class_set(index, block->size_class), &block->class_node));
     if (found) return found;
     int c = prev_class_in_use(index, block->size_class);
@@ -647,7 +650,7 @@ static vb_cc_block *index_after(const vb_cc_block *block)
 {
     vb_cc_size_index *index = block->size_index;
     vb_cc_block *found = is_heap_class(index, block->size_class)
-                             ? heap_after(&index->heaps[block->size_class], block->addr)
+                             ? heap_after(heap_of(index, block->size_class), block->addr)
                              : block_of_class(vb_oset_next(class_set(index, block->size_class), &block->class_node));
     if (found) return found;
     int c = next_class_in_use(index, block->size_class);
@@ -769,7 +772,7 @@ void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_bl
         int first = index->class_in_use[0] & 1 ? 0 : next_class_in_use(index, 0);
         for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c)) {
             if (is_heap_class(index, (uint32_t)c)) {
-                const class_heap *heap = &index->heaps[c];
+                const class_heap *heap = heap_of(index, c);
                 for (uint32_t e = 0; e < heap->count; e++)
                     if (entry_live(&heap->entries[e]) && !visit(context, heap->entries[e].block)) return;
                 continue;
