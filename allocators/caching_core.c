@@ -364,8 +364,8 @@ static void fill_blocks(vb_cc_pool *pool)
         for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c)) {
             if (is_heap_class(index, (uint32_t)c)) {
                 class_heap *heap = sorted_heap(index, (uint32_t)c);
-                for (uint32_t i = 0; i < heap->count; i++) {
-                    vb_cc_block *block = heap->entries[i].block;
+                for (uint32_t e = 0; e < heap->count; e++) {
+                    vb_cc_block *block = heap->entries[e].block;
                     if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
                     else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
                     last = block;
@@ -524,6 +524,7 @@ static int index_add(vb_cc_size_index *index, vb_cc_block *block)
         if (!*page && !(*page = calloc(64, sizeof **page))) return -1;
         class_heap *heap = heap_of(index, c);
         if (heap->count == heap->capacity) {
+            if (heap->capacity > UINT32_MAX / 2) return -1;
             uint32_t capacity = heap->capacity ? 2 * heap->capacity : 4;
             heap_entry *grown = realloc(heap->entries, capacity * sizeof *grown);
             if (!grown) return -1;
@@ -769,16 +770,23 @@ void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_bl
     }
     for (size_t i = 0; i < pool->index_count; i++) {
         vb_cc_size_index *index = pool->indexes[i];
-        int first = index->class_in_use[0] & 1 ? 0 : next_class_in_use(index, 0);
-        for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c)) {
+        int c = last_class_in_use(index);
+        if (!index->stamps) { /* sets only: from the last block back */
+            for (vb_cc_block *block = c < 0 ? NULL : class_last(index, (uint32_t)c); block; block = index_before(block))
+                if (!visit(context, block)) return;
+            continue;
+        }
+        /* A heap has no cheap step to a neighbour: class by class, each
+         * heap's entries as they lie. */
+        for (; c >= 0; c = prev_class_in_use(index, (uint32_t)c)) {
             if (is_heap_class(index, (uint32_t)c)) {
-                const class_heap *heap = heap_of(index, c);
+                const class_heap *heap = heap_of(index, (uint32_t)c);
                 for (uint32_t e = 0; e < heap->count; e++)
                     if (entry_live(&heap->entries[e]) && !visit(context, heap->entries[e].block)) return;
                 continue;
             }
             const vb_ordered_set *set = class_set(index, (uint32_t)c);
-            for (vb_oset_node *node = vb_oset_first(set); node; node = vb_oset_next(set, node))
+            for (vb_oset_node *node = vb_oset_last(set); node; node = vb_oset_prev(set, node))
                 if (!visit(context, block_of_class(node))) return;
         }
     }

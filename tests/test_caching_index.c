@@ -201,6 +201,66 @@ static void a_class_left_over_and_over_keeps_few_stale_entries(void **state)
     twin_close(&t);
 }
 
+/* vb_cc_pool_each_free context: the blocks seen, and whether one was
+ * seen twice or was not free. */
+typedef struct seen_blocks {
+    const vb_cc_block **blocks;
+    size_t count, capacity;
+    int wrong;
+} seen_blocks;
+
+static int note_seen(void *context, vb_cc_block *block)
+{
+    seen_blocks *seen = context;
+    for (size_t i = 0; i < seen->count; i++)
+        if (seen->blocks[i] == block) seen->wrong = 1;
+    if (block->allocated) seen->wrong = 1;
+    if (seen->count < seen->capacity) seen->blocks[seen->count++] = block;
+    return 1;
+}
+
+/* vb_cc_segments visitor: counts the free blocks of the segment map. */
+static void count_free(void *context, const vb_block_info *block)
+{
+    if (!block->allocated) (*(size_t *)context)++;
+}
+
+/* vb_cc_pool_each_free visits each free block of a pool once, whether its
+ * classes are heaps (caching) or sets (expandable): together the two pools
+ * give every free block of the segment map. */
+static void each_free_visits_every_free_block_once(void **state)
+{
+    (void)state;
+    const char *const names[] = {"caching", "expandable"};
+    for (size_t n = 0; n < 2; n++) {
+        twin t;
+        twin_open(&t, names[n], NULL);
+        uint64_t rng = 21 + n;
+        for (size_t op = 0; op < OPERATIONS / 4; op++) {
+            uint64_t choice = twin_random(&rng);
+            size_t slot = (size_t)(choice >> 16) % TWIN_LIVE_SLOTS;
+            if (t.live[slot]) {
+                assert_int_equal(vb_free(t.allocator, t.live[slot]), VB_OK);
+                t.live[slot] = 0;
+            } else if (vb_malloc(t.allocator, twin_random_size(&rng), t.streams[choice % 2], &t.live[slot]) != VB_OK) {
+                t.live[slot] = 0;
+            }
+        }
+        vb_cc_allocator *cc = t.allocator->state;
+        seen_blocks seen = {calloc(1 << 16, sizeof *seen.blocks), 0, 1 << 16, 0};
+        assert_non_null(seen.blocks);
+        vb_cc_pool_each_free(&cc->small_pool, note_seen, &seen);
+        vb_cc_pool_each_free(&cc->large_pool, note_seen, &seen);
+        size_t free_in_map = 0;
+        vb_cc_segments(cc, count_free, &free_in_map);
+        assert_false(seen.wrong);
+        assert_true(seen.count > 0);
+        assert_int_equal(seen.count, free_in_map);
+        free(seen.blocks);
+        twin_close(&t);
+    }
+}
+
 /* Runs every caching index test. */
 int main(void)
 {
@@ -213,6 +273,7 @@ int main(void)
         cmocka_unit_test(stopping_indexing_midway_changes_nothing),
         cmocka_unit_test(allocated_at_knows_blocks_from_before_and_after_its_first_call),
         cmocka_unit_test(a_class_left_over_and_over_keeps_few_stale_entries),
+        cmocka_unit_test(each_free_visits_every_free_block_once),
     };
     return cmocka_run_group_tests_name("caching_index", tests, NULL, NULL);
 }
