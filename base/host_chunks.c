@@ -5,6 +5,24 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+/* Under AddressSanitizer a kept chunk is poisoned, so that a struct used
+ * after its allocator gave its chunk back is still reported. */
+#if defined(__SANITIZE_ADDRESS__)
+#define VB_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VB_ASAN 1
+#endif
+#endif
+#ifdef VB_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(chunk) ASAN_POISON_MEMORY_REGION((chunk), VB_HOST_CHUNK_BYTES)
+#define UNPOISON(chunk) ASAN_UNPOISON_MEMORY_REGION((chunk), VB_HOST_CHUNK_BYTES)
+#else
+#define POISON(chunk) ((void)(chunk))
+#define UNPOISON(chunk) ((void)(chunk))
+#endif
+
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *kept[VB_HOST_CHUNKS_KEPT]; /* a stack: the chunk given last, warmest in the caches, goes first */
 static size_t kept_count;
@@ -14,7 +32,10 @@ void *vb_host_chunk_take(void)
     pthread_mutex_lock(&kept_lock);
     void *chunk = kept_count ? kept[--kept_count] : NULL;
     pthread_mutex_unlock(&kept_lock);
-    if (chunk) return chunk;
+    if (chunk) {
+        UNPOISON(chunk);
+        return chunk;
+    }
     chunk = aligned_alloc(VB_HOST_CHUNK_BYTES, VB_HOST_CHUNK_BYTES);
 #ifdef MADV_HUGEPAGE
     /* Advice before the first touch, so the pages are faulted in huge; a
@@ -30,6 +51,7 @@ void vb_host_chunk_give(void *chunk)
     if (!chunk) return;
     pthread_mutex_lock(&kept_lock);
     if (kept_count < VB_HOST_CHUNKS_KEPT) {
+        POISON(chunk);
         kept[kept_count++] = chunk;
         chunk = NULL;
     }
