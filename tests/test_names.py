@@ -171,6 +171,14 @@ class PytorchClaimsUsesTheNames(unittest.TestCase):
         batches.family_counter("peak_reserved_bytes", "256", 5)
         self.assertEqual(batches.counters, {"batch256_peak_reserved_bytes": 5.0})
 
+    def test_the_default_names_file_is_the_committed_one(self):
+        sys.path.insert(0, os.path.join(REPO, "lab", "harnesses"))
+        import pytorch_claims
+
+        self.assertEqual(os.path.realpath(pytorch_claims.NAMES_JSON),
+                         os.path.realpath(os.path.join(REPO, "docs", "names.json")))
+        self.assertTrue(os.path.isfile(pytorch_claims.NAMES_JSON))
+
     def test_numbered_steps_format_as_the_c_scenarios_do(self):
         steps = committed_names()["scenarios"]["leak_loop"]["steps"]
         self.assertEqual(steps["unreferenced"] % (100,), "unreferenced 100")

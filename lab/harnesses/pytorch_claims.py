@@ -28,7 +28,8 @@ MiB = 1 << 20
 # The names vrambench's scenarios define (`vrambench list names --json`,
 # committed as docs/names.json): steps are taken by key, counters checked
 # against the scenario's tables, so no name is spelled twice.
-NAMES_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "names.json")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # lab/harnesses/ is two down
+NAMES_JSON = os.path.join(ROOT, "docs", "names.json")
 # The counter `vrambench claims` adds on a GPU (app/cmd_claims.c), not a scenario's.
 CONTEXT_COUNTER = "context_bytes"
 
