@@ -160,6 +160,43 @@ class CompareTest(unittest.TestCase):
             with self.subTest(args=args):
                 self.assert_one_error(*vrambench("compare", *args), *words)
 
+    def test_a_file_that_parses_but_is_refused_is_one_line_and_frees_what_it_read(self):
+        # JSON that parses, then fails a later check, after a good file: one
+        # line, exit 2, and (under SANITIZER=address) no leak report of the
+        # half-read file.
+        no_name = copy.deepcopy(self.doc)
+        del no_name["benchmarks"][-1]["name"]
+        bad_unit = copy.deepcopy(self.doc)
+        bad_unit["benchmarks"][-1]["time_unit"] = "fortnights"
+        cases = [("context.json", {"context": True, "benchmarks": []}, "not a vrambench results file"),
+                 ("device.json", {"context": {"device_name": 5}, "benchmarks": []}, "device_name"),
+                 ("no_name.json", no_name, "is not an entry with a name"),
+                 ("bad_unit.json", bad_unit, "bad real_time or time_unit")]
+        out = os.path.join(self.tmp.name, "merged.json")
+        for name, document, words in cases:
+            bad = self.write(name, document)
+            with self.subTest(name):
+                self.assert_one_error(*vrambench("compare", self.a, bad), words)
+                self.assert_one_error(*vrambench("merge", self.a, bad, "-o", out), words)
+                self.assertFalse(os.path.exists(out))
+
+    def test_cases_whose_names_differ_only_past_2_kib_stay_apart(self):
+        # A case's group and allocator are kept whole: two long names that
+        # share their first 2 KiB are two cases, not one seen twice.
+        document = copy.deepcopy(self.doc)
+        entries = [entry for entry in document["benchmarks"] if entry["name"] == "views/caching"]
+        long_scenario = "s" * 3000
+        for allocator, entry in zip(("x", "y"), (entries[0], copy.deepcopy(entries[0]))):
+            entry = dict(entry, name=f"{long_scenario}/{allocator}")
+            entry.pop("scenario")
+            entry.pop("allocator")
+            document["benchmarks"].append(entry)
+        path = self.write("long.json", document)
+        status, out, err = vrambench("compare", path, path, "--json")
+        self.assertEqual(status, 0, err)
+        pairs = json.loads(out)[0]["pairs"]
+        self.assertEqual(sorted(p["allocator"] for p in pairs if p["group"] == long_scenario), ["x", "y"])
+
     def test_help(self):
         for command in ("compare", "merge", "report"):
             status, out, _ = vrambench(command, "--help")
