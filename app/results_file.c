@@ -9,6 +9,8 @@
 
 #include <zlib.h>
 
+#include "text.h"
+
 /* The most a file may hold once decompressed (docs/results-json.md, "Readers"). */
 #define MAX_FILE_BYTES ((size_t)256 << 20)
 
@@ -95,6 +97,14 @@ static int is_iteration(const json_t *entry)
 {
     const char *type = json_string_value(json_object_get(entry, "run_type"));
     return !type || strcmp(type, "iteration") == 0;
+}
+
+/* 1 when `text` (NULL: absent) holds a control character: the names a
+ * file gives are printed as they are (compare's table), so none may move
+ * the terminal's cursor or start an escape sequence. */
+static int has_control(const char *text)
+{
+    return text && !vb_text_valid(text, strlen(text), 0);
 }
 
 /* The kind an iteration entry belongs to; -1 for one no vrambench command writes. */
@@ -207,6 +217,10 @@ static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
         if (!json_is_object(entry) || !name)
             return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] is not an entry with a name", path, i);
         if (!is_iteration(entry)) continue;
+        if (has_control(name) || has_control(json_string_value(json_object_get(entry, "scenario"))) ||
+            has_control(json_string_value(json_object_get(entry, "allocator"))))
+            return vb_error(VB_ERR_INVALID, "%s: entry '%s': its name, scenario or allocator holds a control character",
+                            path, name);
         int kind = entry_kind(entry, name);
         if (kind < 0)
             return vb_error(VB_ERR_INVALID, "%s: entry '%s' is not one vrambench writes (run, replay, tune, "
@@ -256,6 +270,9 @@ static vb_status read_claims(vb_results_file *file, json_t *claims)
         const char *allocator = json_string_value(json_object_get(claim, "allocator"));
         if (!id || !allocator || !json_is_string(json_object_get(claim, "verdict")))
             return vb_error(VB_ERR_INVALID, "%s: claims[%zu] has no id, allocator or verdict", file->path, i);
+        if (has_control(id) || has_control(allocator) || has_control(json_string_value(json_object_get(claim, "verdict"))))
+            return vb_error(VB_ERR_INVALID, "%s: claims[%zu]: its id, allocator or verdict holds a control character",
+                            file->path, i);
         if (vb_results_find(file, id, allocator))
             return vb_error(VB_ERR_INVALID, "%s: claim %s/%s comes twice", file->path, id, allocator);
         vb_results_case *c = &file->cases[file->case_count];
@@ -295,6 +312,8 @@ static vb_status load(const char *path, vb_results_file *out)
     json_t *simulated = json_object_get(out->context, "simulated");
     if ((device && !json_is_string(device)) || (simulated && !json_is_boolean(simulated)))
         return vb_error(VB_ERR_INVALID, "%s: context's device_name or simulated has the wrong type", path);
+    if (has_control(json_string_value(device)))
+        return vb_error(VB_ERR_INVALID, "%s: context's device_name holds a control character", path);
     out->device_name = device ? json_string_value(device) : "?";
     out->simulated = json_is_true(simulated);
     if (!(out->index = json_object()))

@@ -92,6 +92,7 @@ TRACES = [
     ("marker name overlong UTF-8", V + b"m \xc0\xaf\n"),
     ("marker name with escape", V + b"m red\x1b[31m\n"),
     ("marker name with a surrogate", V + b"m \xed\xa0\x80\n"),
+    ("marker name with a C1 control (CSI)", V + b"m red\xc2\x9b31m\n"),
     ("marker named like the replay's end step", V + b"a 1 5\nm end of trace\nf 1\n"),
     ("marker named like the replay's peak step", V + b"m peak reserved\n"),
     ("marker named like the replay's start step", V + b"m  start of trace \n"),

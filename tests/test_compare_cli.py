@@ -180,6 +180,23 @@ class CompareTest(unittest.TestCase):
                 self.assert_one_error(*vrambench("merge", self.a, bad, "-o", out), words)
                 self.assertFalse(os.path.exists(out))
 
+    def test_names_with_control_characters_are_refused_not_printed(self):
+        # compare prints names and the device as they are: an escape
+        # sequence (C0 ESC, or C1 CSI U+009B) in a file must not reach the
+        # terminal; the file is refused, in one line that shows no control byte.
+        for where, text in (("device", "sim\u001b[2J"), ("device", "sim\u009b2J"), ("allocator", "cach\u001b[31ming"),
+                            ("name", "views/cach\u009b31ming"), ("scenario", "vi\u0007ews")):
+            document = copy.deepcopy(self.doc)
+            if where == "device":
+                document["context"]["device_name"] = text
+            else:
+                document["benchmarks"][0][where] = text
+            bad = self.write("control.json", document)
+            with self.subTest(where=where, text=text):
+                status, out, err = vrambench("compare", bad, self.a)
+                self.assert_one_error(status, out, err, "control character")
+                self.assertFalse(any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in err.strip()), err)
+
     def test_cases_whose_names_differ_only_past_2_kib_stay_apart(self):
         # A case's group and allocator are kept whole: two long names that
         # share their first 2 KiB are two cases, not one seen twice.
