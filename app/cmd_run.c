@@ -541,6 +541,11 @@ int vb_run_command(int argc, char **argv, int trace_command)
         exit_status = vb_cli_param_refused("run", state.scenarios.names[0]);
         goto done;
     }
+    if (args.param && vb_scenario_find(state.scenarios.names[0])->check_parameter &&
+        vb_scenario_find(state.scenarios.names[0])->check_parameter(args.param) != VB_OK) {
+        exit_status = vb_cli_error(VB_EXIT_USAGE, "run: --param: %s", vb_last_error());
+        goto done;
+    }
     if (args.snapshot && state.spec_count != 1) {
         exit_status = vb_cli_error(VB_EXIT_USAGE, "replay: --snapshot applies to a replay with exactly one allocator");
         goto done;

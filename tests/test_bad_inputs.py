@@ -224,6 +224,21 @@ class BadInputTest(unittest.TestCase):
         self.assertIn(b"views takes no --param", line)
         self.assertIn(b"random_mix", line)  # the scenario that does
 
+    RANDOM_MIX_PARAMS = [("seeds=3", b"did you mean seed?"), ("allocation=500", b"did you mean allocations?"),
+                         ("seed=abc", b"'abc'"), ("allocations=0", b"'0'"), ("max_size_mb=100000000", b"1 to 1048576"),
+                         ("seed=-1", b"'-1'"), ("seed", b"not KEY=VALUE"), ("=3", b"unknown parameter ''"),
+                         ("allocations=99999999999999999999", b"allocations")]
+
+    def test_a_bad_random_mix_param_is_a_usage_error_before_any_work(self):
+        # Checked before the device opens or a case runs: exit 2, one line (with
+        # the nearest key for a misspelt one), no banner, no result file.
+        for param, words in self.RANDOM_MIX_PARAMS:
+            with self.subTest(param):
+                line = self.refused(["run", "--scenario", "random_mix", "--param", param, "--allocator", "caching,bfc",
+                                     "--device", "sim", "--min-time", "0", "--out", "out.json"], [])
+                self.assertIn(b"--param", line)
+                self.assertIn(words, line)
+
     def test_bad_run_options(self):
         for option in self.RUN_OPTIONS:
             with self.subTest(option):
