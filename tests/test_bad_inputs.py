@@ -224,6 +224,26 @@ class BadInputTest(unittest.TestCase):
         self.assertIn(b"views takes no --param", line)
         self.assertIn(b"random_mix", line)  # the scenario that does
 
+    def test_a_misspelt_config_allocator_is_named_with_the_command_and_the_nearest_name(self):
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        for command in (["replay", "t.trace"], ["run", "--scenario", "views", "--min-time", "0"]):
+            with self.subTest(command[0]):
+                line = self.refused([*command, "--device", "sim", "--config", "cachng.max_split_size_mb=256", "--quiet",
+                                     "--out", "out.json"], ["t.trace"])
+                self.assertTrue(line.startswith(b"vrambench: error: %s: --config" % command[0].encode()), line)
+                self.assertIn(b"did you mean caching?", line)
+
+    def test_an_empty_output_name_is_refused_without_naming_another_option(self):
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        for arguments in (["replay", "t.trace", "--allocator", "caching", "--snapshot", ""],
+                          ["explain", "t.trace", "--capacity", "1GiB", "--snapshot", ""],
+                          ["run", "--scenario", "views", "--out", ""]):
+            with self.subTest(arguments[0]):
+                line = self.refused([*arguments, "--device", "sim"] if arguments[0] != "explain" else arguments,
+                                    ["t.trace"])
+                self.assertNotIn(b"--out", line)
+                self.assertIn(b"empty file name", line)
+
     RANDOM_MIX_PARAMS = [("seeds=3", b"did you mean seed?"), ("allocation=500", b"did you mean allocations?"),
                          ("seed=abc", b"'abc'"), ("allocations=0", b"'0'"), ("max_size_mb=100000000", b"1 to 1048576"),
                          ("seed=-1", b"'-1'"), ("seed", b"not KEY=VALUE"), ("=3", b"unknown parameter ''"),
