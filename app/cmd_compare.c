@@ -173,9 +173,13 @@ static int parse_args(int argc, char **argv, compare_args *args)
             args->files[args->file_count++] = option;
             continue;
         }
-        if (i + 1 >= argc || (strcmp(option, "--pair") != 0 && strcmp(option, "--fail-on") != 0))
-            return vb_cli_error(VB_EXIT_USAGE, "compare: unknown option or missing value: '%s' (see vrambench compare "
-                                               "--help)", option);
+        if (i + 1 >= argc || (strcmp(option, "--pair") != 0 && strcmp(option, "--fail-on") != 0)) {
+            static const char *const known[] = {"--pair", "--fail-on", "--json", "--help", NULL};
+            char hint[96];
+            return vb_cli_error(VB_EXIT_USAGE, "compare: unknown option or missing value: '%s'%s (see vrambench "
+                                               "compare --help)", option,
+                                vb_cli_did_you_mean(option, known, hint, sizeof hint));
+        }
         const char *value = argv[++i];
         if (strcmp(option, "--fail-on") == 0) {
             if (args->fail_count == MAX_FAIL_ON)

@@ -214,6 +214,19 @@ class CompareTest(unittest.TestCase):
         pairs = json.loads(out)[0]["pairs"]
         self.assertEqual(sorted(p["allocator"] for p in pairs if p["group"] == long_scenario), ["x", "y"])
 
+    def test_a_misspelt_option_of_the_file_commands_gets_the_nearest_one(self):
+        out = os.path.join(self.tmp.name, "never.json")
+        for arguments, nearest in ((("compare", self.a, self.a, "--fial-on", "reserved:+1%"), "--fail-on"),
+                                   (("compare", self.a, self.a, "--jsn"), "--json"),
+                                   (("merge", self.a, "-o", out, "--quite"), "--quiet"),
+                                   (("merge", self.a, "--ot", out), "--out"),
+                                   (("report", self.a, "-o", out, "--no-plot"), "--no-plots"),
+                                   (("check-sim", "--newst", self.a), "--newest")):
+            with self.subTest(arguments):
+                status, stdout, err = vrambench(*arguments)
+                self.assert_one_error(status, stdout, err, f"did you mean {nearest}?")
+                self.assertFalse(os.path.exists(out))
+
     def test_help(self):
         for command in ("compare", "merge", "report"):
             status, out, _ = vrambench(command, "--help")
