@@ -102,7 +102,7 @@ int vb_cmd_explain(int argc, char **argv)
 
     char converted[4200] = "";
     explain.input_label = trace_path;
-    int exit_status = vb_cli_trace_input("explain", trace_path, converted, &explain.trace_path);
+    int exit_status = vb_cli_trace_input("explain", trace_path, quiet, converted, &explain.trace_path);
     json_t *document = NULL;
     if (exit_status == VB_EXIT_OK) {
         vb_status status = vb_explain_run(&explain, quiet ? NULL : stdout, &document);
