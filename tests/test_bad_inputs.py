@@ -244,6 +244,20 @@ class BadInputTest(unittest.TestCase):
                 self.assertNotIn(b"--out", line)
                 self.assertIn(b"empty file name", line)
 
+    def test_explain_given_several_allocators_says_it_takes_one(self):
+        # The single-spec error said "unknown allocator 'all' (known: ..., or all)".
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        for spec in ("all", "caching,bfc", "caching[max_split_size_mb=256],bfc"):
+            with self.subTest(spec):
+                line = self.refused(["explain", "t.trace", "--capacity", "1GiB", "--allocator", spec, "--out",
+                                     "out.json"], ["t.trace"])
+                self.assertIn(b"names several allocators", line)
+                self.assertNotIn(b"unknown allocator", line)
+        result = subprocess.run([VRAMBENCH, "explain", "t.trace", "--capacity", "1GiB", "--quiet", "--allocator",
+                                 "caching[max_split_size_mb=256,garbage_collection_threshold=0.5]"],
+                                capture_output=True, cwd=self.directory.name, env=self.environment, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+
     RANDOM_MIX_PARAMS = [("seeds=3", b"did you mean seed?"), ("allocation=500", b"did you mean allocations?"),
                          ("seed=abc", b"'abc'"), ("allocations=0", b"'0'"), ("max_size_mb=100000000", b"1 to 1048576"),
                          ("seed=-1", b"'-1'"), ("seed", b"not KEY=VALUE"), ("=3", b"unknown parameter ''"),
