@@ -30,6 +30,11 @@ int vb_cli_files_out(int argc, char **argv, const char *usage, const char *flag,
     }
     if (!out->out || out->count == 0)
         return vb_cli_error(VB_EXIT_USAGE, "%s: name the files and -o OUT (see vrambench %s --help)", argv[0], argv[0]);
+    /* OUT may be none of the files read: `merge a.json b.json -o a.json` would replace a shard. */
+    for (size_t i = 0; i < out->count; i++) {
+        vb_named_file files[] = {{"the file", out->files[i], 0}, {"-o", out->out, 1}};
+        if (vb_output_check_distinct(files, 2) != VB_OK) return vb_cli_status_error(VB_ERR_INVALID);
+    }
     return vb_output_check(out->out) == VB_OK ? VB_EXIT_OK : vb_cli_status_error(VB_ERR_INVALID);
 }
 

@@ -227,6 +227,29 @@ class CompareTest(unittest.TestCase):
                 self.assert_one_error(status, stdout, err, f"did you mean {nearest}?")
                 self.assertFalse(os.path.exists(out))
 
+    def test_merge_and_report_never_write_over_a_file_they_read(self):
+        # `merge a.json b.json -o a.json` would replace a shard with the merge,
+        # `report a.json -o a.json` the results with a page: refused, through
+        # a symbolic or hard link too, the file left as it was.
+        shard = self.write("shard.json", self.doc)
+        with open(shard, "rb") as stream:
+            before = stream.read()
+        link = os.path.join(self.tmp.name, "link.json")
+        hard = os.path.join(self.tmp.name, "hard.json")
+        for path in (link, hard):
+            if os.path.lexists(path):
+                os.unlink(path)
+        os.symlink(shard, link)
+        os.link(shard, hard)
+        for arguments in ((("merge", shard, "-o", shard)), ("merge", self.a, link, "-o", shard),
+                          ("merge", hard, "--out", os.path.join(self.tmp.name, ".", "shard.json")),
+                          ("report", shard, "-o", shard, "--no-plots"), ("report", link, "-o", shard, "--no-plots")):
+            with self.subTest(arguments):
+                status, stdout, err = vrambench(*arguments)
+                self.assert_one_error(status, stdout, err, "same file")
+                with open(shard, "rb") as stream:
+                    self.assertEqual(stream.read(), before)
+
     def test_help(self):
         for command in ("compare", "merge", "report"):
             status, out, _ = vrambench(command, "--help")
