@@ -149,8 +149,9 @@ const char *vb_cli_python(void);
  * Reads it through once. An exit status: 0 with *path the name to read, 2
  * with one error line (unreadable, malformed, a pickle torch2trace
  * refuses), 1 when the conversion cannot run. `command` names the command
- * in messages; `converted` (room for 4200 bytes) holds a converted name. */
-int vb_cli_trace_input(const char *command, const char *input, char *converted, const char **path);
+ * in messages; `converted` (room for 4200 bytes) holds a converted name;
+ * `quiet`: torch2trace says only what is wrong (the command's --quiet). */
+int vb_cli_trace_input(const char *command, const char *input, int quiet, char *converted, const char **path);
 
 
 /* What a size is, for help texts and error lines (one wording everywhere). */

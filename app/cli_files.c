@@ -20,13 +20,21 @@ int vb_cli_files_out(int argc, char **argv, const char *usage, const char *flag,
         }
         if (flag && strcmp(argv[i], flag) == 0) out->flag = 1;
         else if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) out->out = argv[++i];
-        else if (argv[i][0] == '-')
-            return vb_cli_error(VB_EXIT_USAGE, "%s: unknown option or missing value: '%s' (see vrambench %s --help)",
-                                argv[0], argv[i], argv[0]);
+        else if (argv[i][0] == '-') {
+            const char *known[] = {"--out", "--help", flag, NULL};
+            char hint[96];
+            return vb_cli_error(VB_EXIT_USAGE, "%s: unknown option or missing value: '%s'%s (see vrambench %s --help)",
+                                argv[0], argv[i], vb_cli_did_you_mean(argv[i], known, hint, sizeof hint), argv[0]);
+        }
         else out->files[out->count++] = argv[i];
     }
     if (!out->out || out->count == 0)
         return vb_cli_error(VB_EXIT_USAGE, "%s: name the files and -o OUT (see vrambench %s --help)", argv[0], argv[0]);
+    /* OUT may be none of the files read: `merge a.json b.json -o a.json` would replace a shard. */
+    for (size_t i = 0; i < out->count; i++) {
+        vb_named_file files[] = {{"the file", out->files[i], 0}, {"-o", out->out, 1}};
+        if (vb_output_check_distinct(files, 2) != VB_OK) return vb_cli_status_error(VB_ERR_INVALID);
+    }
     return vb_output_check(out->out) == VB_OK ? VB_EXIT_OK : vb_cli_status_error(VB_ERR_INVALID);
 }
 

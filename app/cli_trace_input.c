@@ -46,7 +46,7 @@ static int is_pickle(const char *path)
  * trace is spooled (app/input_file.h: an unlinked scratch file) under the
  * name `converted`, which the rest of the command reads. The exit status to
  * give (0 done; torch2trace has said what is wrong). */
-static int convert_pickle(const char *command, const char *pickle, const char *converted)
+static int convert_pickle(const char *command, const char *pickle, int quiet, const char *converted)
 {
     char tool[PATH_MAX];
     if (find_torch2trace(tool, sizeof tool) != 0)
@@ -67,7 +67,7 @@ static int convert_pickle(const char *command, const char *pickle, const char *c
     if (pid == 0) {
         /* dup2 leaves the copies open across exec. */
         if (dup2(input, STDIN_FILENO) < 0 || dup2(trace_pipe[1], STDOUT_FILENO) < 0) _exit(VB_EXIT_FAILURE);
-        execlp("python3", "python3", tool, "-", "-", name_option, (char *)NULL);
+        execlp("python3", "python3", tool, "-", "-", name_option, quiet ? "--quiet" : (char *)NULL, (char *)NULL);
         fprintf(stderr, "vrambench: error: %s: cannot run python3 for %s: %s\n", command, tool, strerror(errno));
         _exit(VB_EXIT_FAILURE);
     }
@@ -84,13 +84,13 @@ static int convert_pickle(const char *command, const char *pickle, const char *c
     return spooled == VB_OK ? VB_EXIT_OK : vb_cli_status_error(spooled);
 }
 
-int vb_cli_trace_input(const char *command, const char *input, char *converted, const char **path)
+int vb_cli_trace_input(const char *command, const char *input, int quiet, char *converted, const char **path)
 {
     *path = input;
     if (vb_input_spool(input) != VB_OK) return vb_cli_error(VB_EXIT_USAGE, "%s: %s", command, vb_last_error());
     if (is_pickle(input)) {
         snprintf(converted, 4200, "%s (converted by torch2trace)", input);
-        int status = convert_pickle(command, input, converted);
+        int status = convert_pickle(command, input, quiet, converted);
         if (status != VB_EXIT_OK) return status;
         *path = converted;
     }

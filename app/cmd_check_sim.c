@@ -634,8 +634,10 @@ int vb_cmd_check_sim(int argc, char **argv)
             first++;
             break;
         } else {
-            return vb_cli_error(VB_EXIT_USAGE, "check-sim: unknown option or missing value: '%s' (%s)",
-                                argv[first], CHECK_SIM_USAGE);
+            static const char *const known[] = {"--newest", "--differences", "--help", NULL};
+            char hint[96];
+            return vb_cli_error(VB_EXIT_USAGE, "check-sim: unknown option or missing value: '%s'%s (%s)", argv[first],
+                                vb_cli_did_you_mean(argv[first], known, hint, sizeof hint), CHECK_SIM_USAGE);
         }
     }
     int count = argc - first;

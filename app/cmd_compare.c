@@ -173,9 +173,13 @@ static int parse_args(int argc, char **argv, compare_args *args)
             args->files[args->file_count++] = option;
             continue;
         }
-        if (i + 1 >= argc || (strcmp(option, "--pair") != 0 && strcmp(option, "--fail-on") != 0))
-            return vb_cli_error(VB_EXIT_USAGE, "compare: unknown option or missing value: '%s' (see vrambench compare "
-                                               "--help)", option);
+        if (i + 1 >= argc || (strcmp(option, "--pair") != 0 && strcmp(option, "--fail-on") != 0)) {
+            static const char *const known[] = {"--pair", "--fail-on", "--json", "--help", NULL};
+            char hint[96];
+            return vb_cli_error(VB_EXIT_USAGE, "compare: unknown option or missing value: '%s'%s (see vrambench "
+                                               "compare --help)", option,
+                                vb_cli_did_you_mean(option, known, hint, sizeof hint));
+        }
         const char *value = argv[++i];
         if (strcmp(option, "--fail-on") == 0) {
             if (args->fail_count == MAX_FAIL_ON)
@@ -261,6 +265,7 @@ typedef struct comparison {
     const vb_results_file *a, *b;
     const vb_results_case **pair_a, **pair_b; /* the pairs, in A's order */
     size_t pair_count;
+    unsigned char *in_pair_a, *in_pair_b;     /* per case of A (of B): 1 when it is in a pair */
     int times_compared;
     char times_note[512];
     size_t regressions;
@@ -319,19 +324,30 @@ static int check_allocator(const vb_results_file *file, const char *allocator, c
                         close ? "'?" : "", list);
 }
 
+/* Adds the pair of `left` (a case of A) and `right` (of B). */
+static void add_pair(comparison *c, const vb_results_case *left, const vb_results_case *right)
+{
+    c->pair_a[c->pair_count] = left;
+    c->pair_b[c->pair_count++] = right;
+    c->in_pair_a[left - c->a->cases] = 1;
+    c->in_pair_b[right - c->b->cases] = 1;
+}
+
 /* Pairs the cases of A and B (see the top of the file). */
 static int pair_cases(const compare_args *args, comparison *c)
 {
     size_t capacity = c->a->case_count + 1;
     c->pair_a = calloc(capacity, sizeof *c->pair_a);
     c->pair_b = calloc(capacity, sizeof *c->pair_b);
-    if (!c->pair_a || !c->pair_b) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    c->in_pair_a = calloc(capacity, 1);
+    c->in_pair_b = calloc(c->b->case_count + 1, 1);
+    if (!c->pair_a || !c->pair_b || !c->in_pair_a || !c->in_pair_b)
+        return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     if (args->pair_count == 0) {
         for (size_t i = 0; i < c->a->case_count; i++) {
             const vb_results_case *match = vb_results_find(c->b, c->a->cases[i].group, c->a->cases[i].allocator);
             if (!match) continue;
-            c->pair_a[c->pair_count] = &c->a->cases[i];
-            c->pair_b[c->pair_count++] = match;
+            add_pair(c, &c->a->cases[i], match);
         }
         return VB_EXIT_OK;
     }
@@ -346,8 +362,7 @@ static int pair_cases(const compare_args *args, comparison *c)
             if (strcmp(left->allocator, args->pair_a[p]) != 0) continue;
             const vb_results_case *match = vb_results_find(c->b, left->group, args->pair_b[p]);
             if (!match || c->pair_count == capacity) continue;
-            c->pair_a[c->pair_count] = left;
-            c->pair_b[c->pair_count++] = match;
+            add_pair(c, left, match);
         }
     return VB_EXIT_OK;
 }
@@ -355,9 +370,7 @@ static int pair_cases(const compare_args *args, comparison *c)
 /* 1 if `side`'s case is in a pair (as A when `as_a`). */
 static int paired(const comparison *c, const vb_results_case *side, int as_a)
 {
-    for (size_t i = 0; i < c->pair_count; i++)
-        if ((as_a ? c->pair_a[i] : c->pair_b[i]) == side) return 1;
-    return 0;
+    return as_a ? c->in_pair_a[side - c->a->cases] : c->in_pair_b[side - c->b->cases];
 }
 
 /* 1 if a case of `file` takes part in the comparison's --pair specs at all. */
@@ -671,6 +684,8 @@ done:
     for (size_t i = 0; i < comparison_count; i++) {
         free(comparisons[i].pair_a);
         free(comparisons[i].pair_b);
+        free(comparisons[i].in_pair_a);
+        free(comparisons[i].in_pair_b);
     }
     for (size_t i = 0; i < loaded; i++) vb_results_free(&files[i]);
     free(files);

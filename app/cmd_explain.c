@@ -90,6 +90,14 @@ int vb_cmd_explain(int argc, char **argv)
     } else if (allocator) {
         explain.spec = allocator;
     }
+    int depth = 0, several = strcmp(explain.spec, "all") == 0;
+    for (const char *c = explain.spec; *c && !several; c++) {
+        depth += (*c == '[') - (*c == ']');
+        several = *c == ',' && depth == 0;
+    }
+    if (several)
+        return vb_cli_error(VB_EXIT_USAGE, "explain: --allocator '%s' names several allocators: explain replays one "
+                                           "(vrambench replay compares several)", explain.spec);
     vb_allocator_spec check;
     if (vb_allocator_spec_parse(explain.spec, &check) != VB_OK) return vb_cli_status_error(VB_ERR_INVALID);
     vb_allocator_spec_free(&check);
@@ -102,7 +110,7 @@ int vb_cmd_explain(int argc, char **argv)
 
     char converted[4200] = "";
     explain.input_label = trace_path;
-    int exit_status = vb_cli_trace_input("explain", trace_path, converted, &explain.trace_path);
+    int exit_status = vb_cli_trace_input("explain", trace_path, quiet, converted, &explain.trace_path);
     json_t *document = NULL;
     if (exit_status == VB_EXIT_OK) {
         vb_status status = vb_explain_run(&explain, quiet ? NULL : stdout, &document);

@@ -188,29 +188,36 @@ static int merged_entries(const vb_results_file *files, size_t count, int sharde
             n++;
         }
     }
-    const char **names = calloc(total + 1, sizeof *names);
-    size_t *owner = calloc(total + 1, sizeof *owner);
-    int status = names && owner ? VB_EXIT_OK : vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    for (size_t i = 0, f = 0, seen = 0; status == VB_EXIT_OK && i < count; i++) {
+    /* "REPETITION:NAME" -> the first file that holds it: each entry looked up once. */
+    json_t *owners = json_object();
+    int status = owners ? VB_EXIT_OK : vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    for (size_t i = 0, f = 0; status == VB_EXIT_OK && i < count; i++) {
         size_t size = json_array_size(json_object_get(files[i].root, "benchmarks"));
-        for (size_t k = 0; k < size; k++, f++) {
+        for (size_t k = 0; k < size && status == VB_EXIT_OK; k++, f++) {
             json_t *entry = all[f].entry;
             const char *name = json_string_value(json_object_get(entry, "name"));
-            json_int_t repetition = integer_or(entry, "repetition_index", 0);
-            for (size_t j = 0; j < seen && status == VB_EXIT_OK; j++)
-                if (owner[j] != i && strcmp(names[j], name) == 0 &&
-                    integer_or(all[j].entry, "repetition_index", 0) == repetition)
-                    status = vb_cli_error(VB_EXIT_USAGE, "merge: case '%s' is in both %s and %s", name,
-                                          files[owner[j]].path, files[i].path);
-            names[seen] = name;
-            owner[seen++] = i;
+            size_t length = strlen(name) + 32;
+            char *key = malloc(length);
+            if (!key) {
+                status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+                break;
+            }
+            snprintf(key, length, "%lld:%s", (long long)integer_or(entry, "repetition_index", 0), name);
+            json_t *owner = json_object_get(owners, key);
+            if (!owner) {
+                if (json_object_set_new_nocheck(owners, key, json_integer((json_int_t)i)) != 0)
+                    status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+            } else if ((size_t)json_integer_value(owner) != i) {
+                status = vb_cli_error(VB_EXIT_USAGE, "merge: case '%s' is in both %s and %s", name,
+                                      files[json_integer_value(owner)].path, files[i].path);
+            }
+            free(key);
         }
     }
     if (status == VB_EXIT_OK && sharded) qsort(all, n, sizeof *all, by_position);
     for (size_t i = 0; status == VB_EXIT_OK && i < n; i++)
         if (json_array_append(benchmarks, all[i].entry) != 0) status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    free(names);
-    free(owner);
+    json_decref(owners);
     free(all);
     return status;
 }

@@ -286,14 +286,15 @@ static const char *config_dot(const char *text, const vb_allocator_spec *specs, 
 /* Applies each --config ALLOC.KEY=VALUE to the spec(s) of ALLOC. */
 static int apply_configs(const run_args *args, vb_allocator_spec *specs, size_t spec_count)
 {
+    const char *command = args->trace ? "replay" : "run";
     for (size_t i = 0; i < args->config_count; i++) {
         const char *text = args->configs[i];
         const char *dot = config_dot(text, specs, spec_count), *equals = dot ? strchr(dot, '=') : NULL;
         if (!dot || !equals || dot == text || equals == dot + 1)
-            return vb_cli_error(VB_EXIT_USAGE, "run: --config '%s' is not ALLOC.KEY=VALUE", text);
+            return vb_cli_error(VB_EXIT_USAGE, "%s: --config '%s' is not ALLOC.KEY=VALUE", command, text);
         char name[sizeof specs[0].name], key[128];
         if ((size_t)(dot - text) >= sizeof name || (size_t)(equals - dot - 1) >= sizeof key)
-            return vb_cli_error(VB_EXIT_USAGE, "run: --config '%s' is too long", text);
+            return vb_cli_error(VB_EXIT_USAGE, "%s: --config '%s' is too long", command, text);
         snprintf(name, sizeof name, "%.*s", (int)(dot - text), text);
         snprintf(key, sizeof key, "%.*s", (int)(equals - dot - 1), dot + 1);
         int applied = 0;
@@ -303,9 +304,13 @@ static int apply_configs(const run_args *args, vb_allocator_spec *specs, size_t 
             applied = 1;
         }
         if (!applied) {
-            if (!vb_allocator_find(name))
-                return vb_cli_error(VB_EXIT_USAGE, "run: --config '%s': unknown allocator '%s'", text, name);
-            return vb_cli_error(VB_EXIT_USAGE, "run: --config '%s': allocator '%s' is not among those run", text, name);
+            if (!vb_allocator_find(name)) {
+                char hint[160];
+                return vb_cli_error(VB_EXIT_USAGE, "%s: --config '%s': unknown allocator '%s'%s", command, text, name,
+                                    vb_cli_did_you_mean(name, vb_cli_allocator_names(), hint, sizeof hint));
+            }
+            return vb_cli_error(VB_EXIT_USAGE, "%s: --config '%s': allocator '%s' is not among those run", command,
+                                text, name);
         }
     }
     return VB_EXIT_OK;
@@ -539,6 +544,11 @@ int vb_run_command(int argc, char **argv, int trace_command)
     }
     if (args.param && !vb_scenario_find(state.scenarios.names[0])->parameter) {
         exit_status = vb_cli_param_refused("run", state.scenarios.names[0]);
+        goto done;
+    }
+    if (args.param && vb_scenario_find(state.scenarios.names[0])->check_parameter &&
+        vb_scenario_find(state.scenarios.names[0])->check_parameter(args.param) != VB_OK) {
+        exit_status = vb_cli_error(VB_EXIT_USAGE, "run: --param: %s", vb_last_error());
         goto done;
     }
     if (args.snapshot && state.spec_count != 1) {

@@ -136,7 +136,7 @@ int vb_cmd_tune(int argc, char **argv)
     /* The input is read the one way every command reads (app/input_file.h):
      * a pipe or FIFO once, into a scratch copy, which every later pass reads. */
     char out_path[4096] = "", converted[4200] = "";
-    int exit_status = vb_cli_trace_input("tune", trace_path, converted, &options.trace_path);
+    int exit_status = vb_cli_trace_input("tune", trace_path, options.quiet, converted, &options.trace_path);
     if (exit_status == VB_EXIT_OK && out) {
         vb_device_info info = {.simulated = strcmp(options.device, "sim") == 0};
         snprintf(info.name, sizeof info.name, "%s", info.simulated ? "simulated device" : "cuda");

@@ -66,7 +66,7 @@ vb_status vb_output_check(const char *path)
     char directory[4096], temp[4096];
     const char *name;
     struct stat info;
-    if (path[0] == '\0') return vb_error(VB_ERR_INVALID, "--out: empty file name");
+    if (path[0] == '\0') return vb_error(VB_ERR_INVALID, "cannot write '': an empty file name");
     if (path[0] == '-')
         return vb_error(VB_ERR_INVALID,
                         "cannot write '%s': an output name that starts with '-' looks like an option (did an option "

@@ -9,6 +9,8 @@
 
 #include <zlib.h>
 
+#include "text.h"
+
 /* The most a file may hold once decompressed (docs/results-json.md, "Readers"). */
 #define MAX_FILE_BYTES ((size_t)256 << 20)
 
@@ -97,6 +99,14 @@ static int is_iteration(const json_t *entry)
     return !type || strcmp(type, "iteration") == 0;
 }
 
+/* 1 when `text` (NULL: absent) holds a control character: the names a
+ * file gives are printed as they are (compare's table), so none may move
+ * the terminal's cursor or start an escape sequence. */
+static int has_control(const char *text)
+{
+    return text && !vb_text_valid(text, strlen(text), 0);
+}
+
 /* The kind an iteration entry belongs to; -1 for one no vrambench command writes. */
 static int entry_kind(const json_t *entry, const char *name)
 {
@@ -108,39 +118,79 @@ static int entry_kind(const json_t *entry, const char *name)
     return VB_RESULTS_RUN;
 }
 
-/* Fills case `c`'s group and allocator for an entry `name`. */
-static void split_case(vb_results_case *c, const json_t *entry, const char *name, vb_results_kind kind)
+/* A copy of "PREFIX" then "REST" in malloc'd memory (NULL: out of memory). */
+static char *joined(const char *prefix, const char *rest)
+{
+    size_t a = strlen(prefix), b = strlen(rest);
+    char *text = malloc(a + b + 1);
+    if (!text) return NULL;
+    memcpy(text, prefix, a);
+    memcpy(text + a, rest, b + 1);
+    return text;
+}
+
+/* Fills case `c`'s group and allocator for an entry `name`; -1 when host
+ * memory runs out. The names are kept whole, however long. */
+static int split_case(vb_results_case *c, const json_t *entry, const char *name, vb_results_kind kind)
 {
     const char *scenario = json_string_value(json_object_get(entry, "scenario"));
     const char *allocator = json_string_value(json_object_get(entry, "allocator"));
+    c->storage = NULL;
     if (kind == VB_RESULTS_MICROBENCH && allocator) {
         /* microbench/ALLOCATOR/BYTES[/threads:N] -> microbench/BYTES[...] */
         size_t prefix = strlen("microbench/"), length = strlen(allocator);
         const char *rest = strncmp(name + prefix, allocator, length) == 0 && name[prefix + length] == '/'
                                ? name + prefix + length : "";
-        snprintf(c->storage, sizeof c->storage, "microbench%s", rest);
+        if (!(c->storage = joined("microbench", rest))) return -1;
         c->group = c->storage;
         c->allocator = allocator;
-        return;
+        return 0;
     }
     if (scenario && allocator) {
         c->group = scenario;
         c->allocator = allocator;
-        return;
+        return 0;
     }
-    snprintf(c->storage, sizeof c->storage, "%s", name);
+    if (!(c->storage = joined(name, ""))) return -1;
     char *slash = strchr(c->storage, '/');
     if (slash) *slash = '\0';
     c->group = c->storage;
     c->allocator = slash ? slash + 1 : "";
+    return 0;
+}
+
+/* The index key of a case: the group's length, the group and the
+ * allocator, so that no two cases share one (malloc'd; NULL: out of memory). */
+static char *case_key(const char *group, const char *allocator)
+{
+    size_t length = strlen(group) + strlen(allocator) + 32;
+    char *key = malloc(length);
+    if (key) snprintf(key, length, "%zu:%s%s", strlen(group), group, allocator);
+    return key;
+}
+
+/* The place in file->cases of the case of `group` and `allocator`, or -1. */
+static long long case_place(const vb_results_file *file, const char *group, const char *allocator)
+{
+    char *key = file->index ? case_key(group, allocator) : NULL;
+    json_t *place = key ? json_object_get(file->index, key) : NULL;
+    free(key);
+    return place ? (long long)json_integer_value(place) : -1;
+}
+
+/* Records case `place` of `file` in its index; -1 when host memory runs out. */
+static int index_case(vb_results_file *file, size_t place)
+{
+    char *key = case_key(file->cases[place].group, file->cases[place].allocator);
+    int failed = !key || json_object_set_new_nocheck(file->index, key, json_integer((json_int_t)place)) != 0;
+    free(key);
+    return failed ? -1 : 0;
 }
 
 const vb_results_case *vb_results_find(const vb_results_file *file, const char *group, const char *allocator)
 {
-    for (size_t i = 0; i < file->case_count; i++)
-        if (strcmp(file->cases[i].group, group) == 0 && strcmp(file->cases[i].allocator, allocator) == 0)
-            return &file->cases[i];
-    return NULL;
+    long long place = case_place(file, group, allocator);
+    return place < 0 ? NULL : &file->cases[place];
 }
 
 /* ns per unit of a Google Benchmark time_unit; 0 when unknown. */
@@ -167,6 +217,10 @@ static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
         if (!json_is_object(entry) || !name)
             return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] is not an entry with a name", path, i);
         if (!is_iteration(entry)) continue;
+        if (has_control(name) || has_control(json_string_value(json_object_get(entry, "scenario"))) ||
+            has_control(json_string_value(json_object_get(entry, "allocator"))))
+            return vb_error(VB_ERR_INVALID, "%s: entry '%s': its name, scenario or allocator holds a control character",
+                            path, name);
         int kind = entry_kind(entry, name);
         if (kind < 0)
             return vb_error(VB_ERR_INVALID, "%s: entry '%s' is not one vrambench writes (run, replay, tune, "
@@ -182,17 +236,18 @@ static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
         /* A new case in the next slot, unless one of its group and allocator is there (repetitions). */
         vb_results_case *c = &file->cases[file->case_count];
         memset(c, 0, sizeof *c);
-        split_case(c, entry, name, file->kind);
-        vb_results_case *seen = NULL;
-        for (size_t k = 0; k < file->case_count && !seen; k++)
-            if (strcmp(file->cases[k].group, c->group) == 0 && strcmp(file->cases[k].allocator, c->allocator) == 0)
-                seen = &file->cases[k];
-        if (seen) {
-            c = seen;
+        if (split_case(c, entry, name, file->kind) != 0)
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
+        long long seen = case_place(file, c->group, c->allocator);
+        if (seen >= 0) {
+            free(c->storage);
+            c->storage = NULL;
+            c = &file->cases[seen];
         } else {
             c->name = name;
             c->entry = entry;
-            file->case_count++;
+            if (index_case(file, file->case_count++) != 0)
+                return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
         }
         if (real_time) {
             c->time_sum_ns += json_number_value(real_time) * scale;
@@ -215,21 +270,26 @@ static vb_status read_claims(vb_results_file *file, json_t *claims)
         const char *allocator = json_string_value(json_object_get(claim, "allocator"));
         if (!id || !allocator || !json_is_string(json_object_get(claim, "verdict")))
             return vb_error(VB_ERR_INVALID, "%s: claims[%zu] has no id, allocator or verdict", file->path, i);
+        if (has_control(id) || has_control(allocator) || has_control(json_string_value(json_object_get(claim, "verdict"))))
+            return vb_error(VB_ERR_INVALID, "%s: claims[%zu]: its id, allocator or verdict holds a control character",
+                            file->path, i);
         if (vb_results_find(file, id, allocator))
             return vb_error(VB_ERR_INVALID, "%s: claim %s/%s comes twice", file->path, id, allocator);
-        vb_results_case *c = &file->cases[file->case_count++];
+        vb_results_case *c = &file->cases[file->case_count];
         c->group = id;
         c->allocator = allocator;
         c->entry = claim;
-        snprintf(c->storage, sizeof c->storage, "%s/%s", id, allocator);
+        size_t length = strlen(id) + strlen(allocator) + 2;
+        if (!(c->storage = malloc(length)) || index_case(file, file->case_count++) != 0)
+            return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", file->path);
+        snprintf(c->storage, length, "%s/%s", id, allocator);
         c->name = c->storage;
     }
     return VB_OK;
 }
 
-vb_status vb_results_load(const char *path, vb_results_file *out)
+static vb_status load(const char *path, vb_results_file *out)
 {
-    memset(out, 0, sizeof *out);
     if (snprintf(out->path, sizeof out->path, "%s", path) >= (int)sizeof out->path)
         return vb_error(VB_ERR_INVALID, "file name too long: %.64s...", path);
     size_t length = 0;
@@ -252,14 +312,28 @@ vb_status vb_results_load(const char *path, vb_results_file *out)
     json_t *simulated = json_object_get(out->context, "simulated");
     if ((device && !json_is_string(device)) || (simulated && !json_is_boolean(simulated)))
         return vb_error(VB_ERR_INVALID, "%s: context's device_name or simulated has the wrong type", path);
+    if (has_control(json_string_value(device)))
+        return vb_error(VB_ERR_INVALID, "%s: context's device_name holds a control character", path);
     out->device_name = device ? json_string_value(device) : "?";
     out->simulated = json_is_true(simulated);
+    if (!(out->index = json_object()))
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
     return json_is_array(claims) ? read_claims(out, claims) : read_benchmarks(out, benchmarks);
+}
+
+vb_status vb_results_load(const char *path, vb_results_file *out)
+{
+    memset(out, 0, sizeof *out);
+    vb_status status = load(path, out);
+    if (status != VB_OK) vb_results_free(out); /* what was read before the error (the caller frees only files loaded) */
+    return status;
 }
 
 void vb_results_free(vb_results_file *file)
 {
     json_decref(file->root);
+    json_decref(file->index);
+    for (size_t i = 0; file->cases && i <= file->case_count; i++) free(file->cases[i].storage);
     free(file->cases);
     memset(file, 0, sizeof *file);
 }

@@ -39,7 +39,7 @@ typedef struct vb_results_case {
     json_t *entry;           /* the first iteration entry (memory figures), or the claim */
     double time_sum_ns;      /* real_time over its iteration entries, in ns */
     size_t time_count;       /* iteration entries with a real_time */
-    char storage[2048];      /* group and allocator when split from the name */
+    char *storage;           /* group and allocator when split from the name (malloc'd, or NULL) */
 } vb_results_case;
 
 typedef struct vb_results_file {
@@ -51,9 +51,10 @@ typedef struct vb_results_file {
     int simulated;           /* context simulated */
     vb_results_case *cases;  /* in the file's order; aggregates are left out */
     size_t case_count;
+    json_t *index;           /* a case's key (results_file.c, case_key) -> its place in `cases` */
 } vb_results_file;
 
-/* Reads `path` (see above) into *out. */
+/* Reads `path` (see above) into *out; on failure *out holds nothing to free. */
 vb_status vb_results_load(const char *path, vb_results_file *out);
 
 void vb_results_free(vb_results_file *file);

@@ -25,13 +25,22 @@ size_t vb_utf8_sequence(const char *bytes, size_t available)
     return length;
 }
 
+/* 1 if the valid UTF-8 sequence of `good` bytes at `bytes` is a control
+ * character: C0, DEL, or C1 (U+0080..U+009F, which terminals read as
+ * escape sequences too: U+009B is CSI). */
+static int is_control(const char *bytes, size_t good)
+{
+    unsigned char c = (unsigned char)bytes[0];
+    if (good == 1) return c < 0x20 || c == 0x7F;
+    return good == 2 && c == 0xC2 && (unsigned char)bytes[1] <= 0x9F;
+}
+
 int vb_text_valid(const char *bytes, size_t length, int controls_allowed)
 {
     for (size_t at = 0; at < length;) {
-        unsigned char c = (unsigned char)bytes[at];
-        if (!controls_allowed && (c < 0x20 || c == 0x7F)) return 0;
         size_t good = vb_utf8_sequence(bytes + at, length - at);
         if (good == 0) return 0;
+        if (!controls_allowed && is_control(bytes + at, good)) return 0;
         at += good;
     }
     return 1;
@@ -41,9 +50,9 @@ void vb_text_sanitize(char *text, int controls_too)
 {
     size_t length = strlen(text);
     for (size_t at = 0; at < length;) {
-        unsigned char c = (unsigned char)text[at];
         size_t good = vb_utf8_sequence(text + at, length - at);
-        if (good == 0 || (controls_too && (c < 0x20 || c == 0x7F))) text[at++] = '?';
+        if (good == 0) text[at++] = '?';
+        else if (controls_too && is_control(text + at, good)) memset(text + at, '?', good), at += good;
         else at += good;
     }
 }

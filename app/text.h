@@ -11,7 +11,7 @@
 size_t vb_utf8_sequence(const char *bytes, size_t available);
 
 /* 1 if `length` bytes are valid UTF-8 (and, unless `controls_allowed`,
- * hold no control character: C0, DEL). */
+ * hold no control character: C0, DEL, C1). */
 int vb_text_valid(const char *bytes, size_t length, int controls_allowed);
 
 /* Replaces, in place, every byte of `text` that is not part of a valid

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/closest.h"
 #include "scenario.h"
 
 /* RMM's allocation probability, in percent. */
@@ -121,14 +122,28 @@ static vb_status parse_parameter(const char *parameter, mix_settings *settings)
         } else if (strcmp(key, "seed") == 0) {
             bad = parse_count(value, UINT64_MAX, &settings->seed);
         } else {
+            static const char *const known[] = {"allocations", "max_size_mb", "max_usage_mb", "seed", NULL};
+            const char *nearest = vb_closest_name(key, known);
             return vb_error(VB_ERR_INVALID,
-                            "random_mix: unknown parameter '%s' (known: allocations, max_size_mb, "
-                            "max_usage_mb, seed)", key);
+                            "random_mix: unknown parameter '%s'%s%s%s (known: allocations, max_size_mb, "
+                            "max_usage_mb, seed)", key, nearest ? "; did you mean " : "", nearest ? nearest : "",
+                            nearest ? "?" : "");
         }
         if (bad)
-            return vb_error(VB_ERR_INVALID, "random_mix: bad value '%s' for %s (a whole number >= 1)", value, key);
+            return vb_error(VB_ERR_INVALID, "random_mix: bad value '%s' for %s (a whole number from 1 to %llu)", value,
+                            key, (unsigned long long)(strcmp(key, "allocations") == 0   ? 100000000
+                                                      : strcmp(key, "max_size_mb") == 0 ? 1 << 20
+                                                      : strcmp(key, "max_usage_mb") == 0 ? 1 << 30
+                                                                                         : UINT64_MAX));
     }
     return VB_OK;
+}
+
+/* `run --param`, checked before anything runs. */
+static vb_status random_mix_check_parameter(const char *parameter)
+{
+    mix_settings settings = {0};
+    return parse_parameter(parameter, &settings);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -208,4 +223,5 @@ const vb_scenario vb_random_mix_scenario = {
     .steps = steps,
     .counters = counters,
     .parameter = "allocations=N,max_size_mb=M,max_usage_mb=U,seed=S (any subset)",
+    .check_parameter = random_mix_check_parameter,
 };

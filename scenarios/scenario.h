@@ -68,6 +68,10 @@ typedef struct vb_scenario {
     /* What its parameter (`run --param`) says, e.g. "allocations=N,seed=S";
      * NULL when it takes none, and `run` refuses a --param for it. */
     const char *parameter;
+    /* NULL, or checks a --param before anything runs: VB_OK, or
+     * VB_ERR_INVALID with one message (the nearest known key for an
+     * unknown one), so a bad parameter is a usage error, not a failed case. */
+    vb_status (*check_parameter)(const char *parameter);
 } vb_scenario;
 
 /* The steps any scenario may mark (scenarios/common.c): "start", the

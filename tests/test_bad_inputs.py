@@ -92,6 +92,7 @@ TRACES = [
     ("marker name overlong UTF-8", V + b"m \xc0\xaf\n"),
     ("marker name with escape", V + b"m red\x1b[31m\n"),
     ("marker name with a surrogate", V + b"m \xed\xa0\x80\n"),
+    ("marker name with a C1 control (CSI)", V + b"m red\xc2\x9b31m\n"),
     ("marker named like the replay's end step", V + b"a 1 5\nm end of trace\nf 1\n"),
     ("marker named like the replay's peak step", V + b"m peak reserved\n"),
     ("marker named like the replay's start step", V + b"m  start of trace \n"),
@@ -222,6 +223,55 @@ class BadInputTest(unittest.TestCase):
                              "sim", "--quiet", "--out", "out.json"], [])
         self.assertIn(b"views takes no --param", line)
         self.assertIn(b"random_mix", line)  # the scenario that does
+
+    def test_a_misspelt_config_allocator_is_named_with_the_command_and_the_nearest_name(self):
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        for command in (["replay", "t.trace"], ["run", "--scenario", "views", "--min-time", "0"]):
+            with self.subTest(command[0]):
+                line = self.refused([*command, "--device", "sim", "--config", "cachng.max_split_size_mb=256", "--quiet",
+                                     "--out", "out.json"], ["t.trace"])
+                self.assertTrue(line.startswith(b"vrambench: error: %s: --config" % command[0].encode()), line)
+                self.assertIn(b"did you mean caching?", line)
+
+    def test_an_empty_output_name_is_refused_without_naming_another_option(self):
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        for arguments in (["replay", "t.trace", "--allocator", "caching", "--snapshot", ""],
+                          ["explain", "t.trace", "--capacity", "1GiB", "--snapshot", ""],
+                          ["run", "--scenario", "views", "--out", ""]):
+            with self.subTest(arguments[0]):
+                line = self.refused([*arguments, "--device", "sim"] if arguments[0] != "explain" else arguments,
+                                    ["t.trace"])
+                self.assertNotIn(b"--out", line)
+                self.assertIn(b"empty file name", line)
+
+    def test_explain_given_several_allocators_says_it_takes_one(self):
+        # The single-spec error said "unknown allocator 'all' (known: ..., or all)".
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        for spec in ("all", "caching,bfc", "caching[max_split_size_mb=256],bfc"):
+            with self.subTest(spec):
+                line = self.refused(["explain", "t.trace", "--capacity", "1GiB", "--allocator", spec, "--out",
+                                     "out.json"], ["t.trace"])
+                self.assertIn(b"names several allocators", line)
+                self.assertNotIn(b"unknown allocator", line)
+        result = subprocess.run([VRAMBENCH, "explain", "t.trace", "--capacity", "1GiB", "--quiet", "--allocator",
+                                 "caching[max_split_size_mb=256,garbage_collection_threshold=0.5]"],
+                                capture_output=True, cwd=self.directory.name, env=self.environment, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+
+    RANDOM_MIX_PARAMS = [("seeds=3", b"did you mean seed?"), ("allocation=500", b"did you mean allocations?"),
+                         ("seed=abc", b"'abc'"), ("allocations=0", b"'0'"), ("max_size_mb=100000000", b"1 to 1048576"),
+                         ("seed=-1", b"'-1'"), ("seed", b"not KEY=VALUE"), ("=3", b"unknown parameter ''"),
+                         ("allocations=99999999999999999999", b"allocations")]
+
+    def test_a_bad_random_mix_param_is_a_usage_error_before_any_work(self):
+        # Checked before the device opens or a case runs: exit 2, one line (with
+        # the nearest key for a misspelt one), no banner, no result file.
+        for param, words in self.RANDOM_MIX_PARAMS:
+            with self.subTest(param):
+                line = self.refused(["run", "--scenario", "random_mix", "--param", param, "--allocator", "caching,bfc",
+                                     "--device", "sim", "--min-time", "0", "--out", "out.json"], [])
+                self.assertIn(b"--param", line)
+                self.assertIn(words, line)
 
     def test_bad_run_options(self):
         for option in self.RUN_OPTIONS:

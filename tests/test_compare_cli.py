@@ -160,6 +160,96 @@ class CompareTest(unittest.TestCase):
             with self.subTest(args=args):
                 self.assert_one_error(*vrambench("compare", *args), *words)
 
+    def test_a_file_that_parses_but_is_refused_is_one_line_and_frees_what_it_read(self):
+        # JSON that parses, then fails a later check, after a good file: one
+        # line, exit 2, and (under SANITIZER=address) no leak report of the
+        # half-read file.
+        no_name = copy.deepcopy(self.doc)
+        del no_name["benchmarks"][-1]["name"]
+        bad_unit = copy.deepcopy(self.doc)
+        bad_unit["benchmarks"][-1]["time_unit"] = "fortnights"
+        cases = [("context.json", {"context": True, "benchmarks": []}, "not a vrambench results file"),
+                 ("device.json", {"context": {"device_name": 5}, "benchmarks": []}, "device_name"),
+                 ("no_name.json", no_name, "is not an entry with a name"),
+                 ("bad_unit.json", bad_unit, "bad real_time or time_unit")]
+        out = os.path.join(self.tmp.name, "merged.json")
+        for name, document, words in cases:
+            bad = self.write(name, document)
+            with self.subTest(name):
+                self.assert_one_error(*vrambench("compare", self.a, bad), words)
+                self.assert_one_error(*vrambench("merge", self.a, bad, "-o", out), words)
+                self.assertFalse(os.path.exists(out))
+
+    def test_names_with_control_characters_are_refused_not_printed(self):
+        # compare prints names and the device as they are: an escape
+        # sequence (C0 ESC, or C1 CSI U+009B) in a file must not reach the
+        # terminal; the file is refused, in one line that shows no control byte.
+        for where, text in (("device", "sim\u001b[2J"), ("device", "sim\u009b2J"), ("allocator", "cach\u001b[31ming"),
+                            ("name", "views/cach\u009b31ming"), ("scenario", "vi\u0007ews")):
+            document = copy.deepcopy(self.doc)
+            if where == "device":
+                document["context"]["device_name"] = text
+            else:
+                document["benchmarks"][0][where] = text
+            bad = self.write("control.json", document)
+            with self.subTest(where=where, text=text):
+                status, out, err = vrambench("compare", bad, self.a)
+                self.assert_one_error(status, out, err, "control character")
+                self.assertFalse(any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in err.strip()), err)
+
+    def test_cases_whose_names_differ_only_past_2_kib_stay_apart(self):
+        # A case's group and allocator are kept whole: two long names that
+        # share their first 2 KiB are two cases, not one seen twice.
+        document = copy.deepcopy(self.doc)
+        entries = [entry for entry in document["benchmarks"] if entry["name"] == "views/caching"]
+        long_scenario = "s" * 3000
+        for allocator, entry in zip(("x", "y"), (entries[0], copy.deepcopy(entries[0]))):
+            entry = dict(entry, name=f"{long_scenario}/{allocator}")
+            entry.pop("scenario")
+            entry.pop("allocator")
+            document["benchmarks"].append(entry)
+        path = self.write("long.json", document)
+        status, out, err = vrambench("compare", path, path, "--json")
+        self.assertEqual(status, 0, err)
+        pairs = json.loads(out)[0]["pairs"]
+        self.assertEqual(sorted(p["allocator"] for p in pairs if p["group"] == long_scenario), ["x", "y"])
+
+    def test_a_misspelt_option_of_the_file_commands_gets_the_nearest_one(self):
+        out = os.path.join(self.tmp.name, "never.json")
+        for arguments, nearest in ((("compare", self.a, self.a, "--fial-on", "reserved:+1%"), "--fail-on"),
+                                   (("compare", self.a, self.a, "--jsn"), "--json"),
+                                   (("merge", self.a, "-o", out, "--quite"), "--quiet"),
+                                   (("merge", self.a, "--ot", out), "--out"),
+                                   (("report", self.a, "-o", out, "--no-plot"), "--no-plots"),
+                                   (("check-sim", "--newst", self.a), "--newest")):
+            with self.subTest(arguments):
+                status, stdout, err = vrambench(*arguments)
+                self.assert_one_error(status, stdout, err, f"did you mean {nearest}?")
+                self.assertFalse(os.path.exists(out))
+
+    def test_merge_and_report_never_write_over_a_file_they_read(self):
+        # `merge a.json b.json -o a.json` would replace a shard with the merge,
+        # `report a.json -o a.json` the results with a page: refused, through
+        # a symbolic or hard link too, the file left as it was.
+        shard = self.write("shard.json", self.doc)
+        with open(shard, "rb") as stream:
+            before = stream.read()
+        link = os.path.join(self.tmp.name, "link.json")
+        hard = os.path.join(self.tmp.name, "hard.json")
+        for path in (link, hard):
+            if os.path.lexists(path):
+                os.unlink(path)
+        os.symlink(shard, link)
+        os.link(shard, hard)
+        for arguments in ((("merge", shard, "-o", shard)), ("merge", self.a, link, "-o", shard),
+                          ("merge", hard, "--out", os.path.join(self.tmp.name, ".", "shard.json")),
+                          ("report", shard, "-o", shard, "--no-plots"), ("report", link, "-o", shard, "--no-plots")):
+            with self.subTest(arguments):
+                status, stdout, err = vrambench(*arguments)
+                self.assert_one_error(status, stdout, err, "same file")
+                with open(shard, "rb") as stream:
+                    self.assertEqual(stream.read(), before)
+
     def test_help(self):
         for command in ("compare", "merge", "report"):
             status, out, _ = vrambench(command, "--help")

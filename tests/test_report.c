@@ -521,13 +521,14 @@ static void test_writability_check_rejects_directories_and_missing_ones(void **s
     assert_int_equal(vb_output_check(f->missing), VB_ERR_INVALID);
 }
 
-static void test_a_failed_run_writes_no_result_file(void **state)
+static void test_a_refused_run_writes_no_result_file(void **state)
 {
     fixture *f = *state;
+    /* A bad --param is refused before any case runs (a usage error). */
     const char *args[] = {"run", "--device", "sim", "--scenario", "random_mix", "--allocator", "cuda",
                           "--min-time", "0", "--param", "nonsense=1", "--quiet", "--out", f->path};
     fflush(stderr);
-    assert_int_equal(run_command(args, sizeof args / sizeof args[0]), VB_EXIT_FAILURE);
+    assert_int_equal(run_command(args, sizeof args / sizeof args[0]), VB_EXIT_USAGE);
     assert_false(vb_path_exists(f->path));
     assert_false(vb_path_exists(f->temp));
 }
@@ -585,7 +586,7 @@ int main(void)
         T(test_writing_into_a_missing_directory_fails),
         T(test_writability_check_leaves_nothing_behind),
         T(test_writability_check_rejects_directories_and_missing_ones),
-        T(test_a_failed_run_writes_no_result_file),
+        T(test_a_refused_run_writes_no_result_file),
         cmocka_unit_test(test_device_slug_of_a_gpu_name),
         T(test_device_slug_of_the_sim_is_sim),
         T(test_output_pattern_expands_device_and_date),

@@ -139,6 +139,35 @@ class ReportTest(unittest.TestCase):
         status, _, err = vrambench("report", self.run_file, "-o", self.tmp.name)
         self.assertEqual(status, 2, err)
 
+    def test_files_of_the_wrong_shape_inside_are_one_line_and_no_page(self):
+        # JSON that parses but that the page could not be made from: a lone
+        # UTF-16 surrogate (no UTF-8 text holds it), benchmarks that is not
+        # a list, a tune's figure that is not a number.
+        with open(self.run_file) as stream:
+            run_text = stream.read()
+        tune = load(self.tune_file)
+        cases = [("surrogate.json", run_text.replace('"views"', '"vi\\ud800ews"', 1), "surrogate"),
+                 ("number.json", json.dumps({"context": {}, "benchmarks": 18446744073709551616}), "benchmarks"),
+                 ("object.json", json.dumps({"context": {}, "benchmarks": {"a": 1}}), "benchmarks")]
+        for key, value in (("peak_reserved_bytes", ""), ("ooms_at_capacity", [1]), ("utilization", "0.5"),
+                           ("min_capacity_bytes", {"b": 1})):
+            document = copy.deepcopy(tune)
+            document["benchmarks"][0][key] = value
+            cases.append((f"tune-{key}.json", json.dumps(document), key))
+        document = copy.deepcopy(tune)
+        document["recommendation"]["saving"] = {"peak_reserved_bytes": "lots"}
+        cases.append(("tune-saving.json", json.dumps(document), "saving"))
+        page = self.path("never.html")
+        for name, text, words in cases:
+            with self.subTest(name):
+                with open(self.path(name), "w") as stream:
+                    stream.write(text)
+                status, out, err = vrambench("report", self.path(name), "-o", page, "--no-plots")
+                self.assertEqual(status, 2, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(words, err)
+                self.assertFalse(os.path.exists(page))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -346,6 +346,30 @@ class Tune(Base):
         self.assertEqual(pick(from_pickle), pick(from_trace))
         self.assertTrue(from_pickle["benchmarks"][0]["name"].startswith("tune:snapshot.pickle/"))
 
+    def test_a_pickle_is_read_under_every_spool_limit_the_other_inputs_take_and_quiet_is_quiet(self):
+        # VB_SPOOL_LIMIT means one thing for every input: a size as the size
+        # options take it (any case, a fraction), for a pickle too, which
+        # torch2trace reads; and --quiet leaves its summary out (errors only).
+        trace = self.random_trace(events=200, seed=3)
+        pickle = os.path.join(self.dir, "limits.pickle")
+        status, _, stderr = vrambench("replay", trace, "--device", "sim", "--quiet", "--allocator", "cuda",
+                                      "--snapshot", pickle)
+        self.assertEqual(status, 0, stderr)
+        for limit in ("64mb", "1.5G", "16gib", "4GiB", "512M", "1tib"):
+            with self.subTest(limit):
+                for command in (["tune", pickle, "--jobs", "1"], ["explain", pickle, "--capacity", "1GiB"]):
+                    done = subprocess.run([VRAMBENCH, *command, "--quiet"], capture_output=True, text=True,
+                                          timeout=300, env=dict(os.environ, VB_SPOOL_LIMIT=limit))
+                    self.assertEqual(done.returncode, 0, done.stderr)
+                    self.assertEqual(done.stderr, "")
+        for limit in ("5ib", "1.5", "lots"):
+            with self.subTest(limit):
+                done = subprocess.run([VRAMBENCH, "tune", pickle, "--jobs", "1", "--quiet"], capture_output=True,
+                                      text=True, timeout=300, env=dict(os.environ, VB_SPOOL_LIMIT=limit))
+                self.assertEqual(done.returncode, 2, done.stderr)
+                self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+                self.assertIn("VB_SPOOL_LIMIT", done.stderr)
+
     def test_a_trace_that_fits_no_device_says_nothing_fits_and_why(self):
         TiB = 1 << 40
         cases = {

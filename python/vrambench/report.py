@@ -28,7 +28,7 @@ import os
 import sys
 import tempfile
 
-from vrambench.results import InputError, check_text, parse_result, read_json, load_claims
+from vrambench.results import InputError, check_text, is_number, parse_result, read_json, load_claims
 
 PROG = "vrambench"
 MIB = 1024.0 * 1024.0
@@ -65,7 +65,8 @@ def kind_of(raw):
         return "claims"
     if isinstance(raw, dict) and "recommendation" in raw:
         return "tune"
-    for entry in (raw.get("benchmarks") or []) if isinstance(raw, dict) else []:
+    entries = raw.get("benchmarks") if isinstance(raw, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
         if not isinstance(entry, dict):
             break
         name = entry.get("name")
@@ -98,11 +99,26 @@ def load(path):
     return document
 
 
+# The figures of a tune's entries (and of its recommendation's saving) that
+# the page shows: each a number or null (not shown).
+TUNE_FIGURES = ("peak_reserved_bytes", "utilization", "driver_alloc_calls", "driver_free_calls", "ooms_at_capacity",
+                "min_capacity_bytes")
+SAVING_FIGURES = ("peak_reserved_bytes", "peak_reserved_percent")
+
+
+def check_figures(values, keys, where):
+    for key in keys:
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not is_number(value)):
+            raise InputError(f"{where}: '{key}' is not a number")
+
+
 def check_tune(path, raw):
-    """The texts of a tune's entries and recommendation that the page shows."""
+    """The texts and figures of a tune's entries and recommendation that the page shows."""
     for index, entry in enumerate(raw["benchmarks"]):
         if "pytorch_alloc_conf" in entry:
             check_text(entry["pytorch_alloc_conf"], f"{path}: benchmarks[{index}]", "pytorch_alloc_conf")
+        check_figures(entry, TUNE_FIGURES, f"{path}: benchmarks[{index}]")
     recommendation = raw.get("recommendation")
     if recommendation is None:
         return
@@ -111,6 +127,8 @@ def check_tune(path, raw):
     for key in ("pytorch_alloc_conf", "why", "name"):
         if key in recommendation:
             check_text(recommendation[key], f"{path}: recommendation", key)
+    if isinstance(recommendation.get("saving"), dict):
+        check_figures(recommendation["saving"], SAVING_FIGURES, f"{path}: recommendation.saving")
 
 
 # --------------------------------------------------------------------------

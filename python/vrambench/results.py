@@ -19,6 +19,7 @@ import io
 import json
 import math
 import os
+import re
 import select
 import stat
 import statistics
@@ -73,7 +74,7 @@ def check_text(value, where, what):
         raise InputError(f"{where}: '{what}' is not a string")
     if len(value) > MAX_NAME_CHARS:
         raise InputError(f"{where}: '{what}' is longer than {MAX_NAME_CHARS} characters")
-    if any(ord(char) < 0x20 or ord(char) == 0x7f for char in value):
+    if any(ord(char) < 0x20 or 0x7f <= ord(char) <= 0x9f for char in value):
         raise InputError(f"{where}: '{what}' holds a control character")
     return value
 
@@ -301,7 +302,7 @@ def read_json(path):
     except UnicodeDecodeError as error:
         raise InputError(f"{path}: not UTF-8 (byte {error.start})") from None
     try:
-        return json.loads(text, parse_constant=reject_constant)
+        document = json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as error:
         raise InputError(f"{path}: not valid JSON ({error.msg} at line "
                          f"{error.lineno}, column {error.colno})") from None
@@ -310,6 +311,33 @@ def read_json(path):
     except (ValueError, MemoryError) as error:   # NaN, a number of 5000 digits
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InputError(f"{path}: not valid JSON ({message})") from None
+    if LONE_SURROGATE_ESCAPE.search(text):
+        check_no_surrogates(document, path)
+    return document
+
+
+# A \uD800-\uDFFF escape: half of a UTF-16 pair, which JSON may write alone.
+LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def check_no_surrogates(document, path):
+    """InputError when a string (or key) of the parsed document holds a lone
+    UTF-16 surrogate ("\\ud800" unpaired): no UTF-8 text, page or plot can
+    hold it."""
+    pending = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise InputError(f"{path}: not valid JSON text (a lone UTF-16 surrogate "
+                                 f"\\u{ord(value[error.start]):04x}, which no UTF-8 text holds)") from None
 
 
 def split_name(name):

@@ -57,6 +57,7 @@ import gzip
 import io
 import os
 import pickle
+import re
 import sys
 import unicodedata
 
@@ -97,18 +98,28 @@ class _PlainDataUnpickler(pickle.Unpickler):
         )
 
 
+# A size as the C commands read one (app/cli_common.c, vb_cli_parse_bytes):
+# digits, a fraction, a unit K, M, G or T in any case, then B or iB (or B alone).
+_SIZE = re.compile(r"([0-9]+)(?:\.([0-9]+))?(?:([kmgt])(?:i?b)?|b)?", re.IGNORECASE | re.ASCII)
+
+
 def _input_limit():
-    """The most bytes of a snapshot read: $VB_SPOOL_LIMIT (bytes, K/M/G/T
-    suffixes, as the C commands read it), else 4 GiB."""
+    """The most bytes of a snapshot read: $VB_SPOOL_LIMIT (a size as the C
+    commands read it: 4GiB, 512m, 1.5G), else 4 GiB."""
     text = os.environ.get(SPOOL_LIMIT_ENV, "")
     if not text:
         return DEFAULT_INPUT_LIMIT
-    number = text.rstrip("B").rstrip("i")
-    shift = {"K": 10, "M": 20, "G": 30, "T": 40}.get(number[-1:], 0)
-    number = number[:-1] if shift else number
-    if not number.isdigit() or int(number) == 0:
+    match = _SIZE.fullmatch(text)
+    limit = None
+    if match:
+        whole, fraction, unit = match.group(1), match.group(2) or "", (match.group(3) or "").upper()
+        scale = 1 << (10 * " KMGT".index(unit)) if unit else 1
+        numerator = (int(whole) * 10 ** len(fraction) + int(fraction or "0")) * scale
+        if numerator % 10 ** len(fraction) == 0:
+            limit = numerator // 10 ** len(fraction)
+    if not limit or limit >= UINT64_LIMIT:
         raise InputError(f"{SPOOL_LIMIT_ENV}={_shown(text)!r} is not a byte count (e.g. 4GiB, 512M)")
-    return int(number) << shift
+    return limit
 
 
 def load_snapshot(path, name=None):
@@ -403,6 +414,7 @@ def main(argv=None):
     parser.add_argument("--free-at", choices=FREE_AT_CHOICES, default="free_completed",
                         help="which trace entry frees a block (default free_completed)")
     parser.add_argument("--name", help="what to call the snapshot in messages (default: its path)")
+    parser.add_argument("--quiet", action="store_true", help="errors only: no summary or warnings on stderr")
     args = parser.parse_args(argv)
     name = args.name if args.name is not None else args.snapshot
 
@@ -431,7 +443,8 @@ def main(argv=None):
         print(f"torch2trace: error: {_shown(name)}: cannot convert: {type(error).__name__}: {_shown(reason)}",
               file=sys.stderr)
         return 2
-    _report(summary, "stdout" if args.out == "-" else _shown(args.out))
+    if not args.quiet:
+        _report(summary, "stdout" if args.out == "-" else _shown(args.out))
     return 0
 
 
