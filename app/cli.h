@@ -169,6 +169,13 @@ int vb_cli_parse_bytes(const char *text, uint64_t *out);
  * unit. 0 on success, -1 when malformed or out of range. */
 int vb_cli_parse_whole(const char *text, uint64_t min, uint64_t max, uint64_t *out);
 
+/* Parses a decimal number in [min, max] (seconds, a percentage): an
+ * optional sign, digits, an optional fraction and an optional exponent
+ * (1e-3), nothing else: no hex, no inf or nan, no unit. `suffix` (or
+ * NULL) may follow it once ("%"). 0 on success, -1 when malformed or out
+ * of range. */
+int vb_cli_parse_decimal(const char *text, const char *suffix, double min, double max, double *out);
+
 /* For a --param given to scenario `name`, which takes none: one error line
  * naming the scenarios that do take one; VB_EXIT_USAGE. */
 int vb_cli_param_refused(const char *command, const char *name);

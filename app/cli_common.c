@@ -1,6 +1,7 @@
 /* vrambench — what the subcommands share: error lines, option tables
  * (parsing and --help), name lists and sizes. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,6 +292,32 @@ int vb_cli_parse_whole(const char *text, uint64_t min, uint64_t max, uint64_t *o
     errno = 0;
     unsigned long long value = strtoull(text, &end, 10);
     if (errno != 0 || *end != '\0' || value < min || value > max) return -1;
+    *out = value;
+    return 0;
+}
+
+int vb_cli_parse_decimal(const char *text, const char *suffix, double min, double max, double *out)
+{
+    /* Checked by hand first: strtod also takes hex, inf, nan and leading blanks. */
+    const char *at = text + (*text == '+' || *text == '-');
+    size_t digits = strspn(at, "0123456789");
+    at += digits;
+    if (*at == '.') {
+        size_t fraction = strspn(at + 1, "0123456789");
+        digits += fraction;
+        at += 1 + fraction;
+    }
+    if (digits == 0) return -1;
+    if (*at == 'e' || *at == 'E') {
+        const char *exponent = at + 1 + (at[1] == '+' || at[1] == '-');
+        size_t exponent_digits = strspn(exponent, "0123456789");
+        if (exponent_digits == 0) return -1;
+        at = exponent + exponent_digits;
+    }
+    if (*at != '\0' && !(suffix && strcmp(at, suffix) == 0)) return -1;
+    errno = 0;
+    double value = strtod(text, NULL);
+    if (errno != 0 || !isfinite(value) || value < min || value > max) return -1;
     *out = value;
     return 0;
 }

@@ -143,12 +143,8 @@ static int parse_fail_on(const char *text, fail_on *out)
             return vb_cli_error(VB_EXIT_USAGE, "compare: bad --fail-on '%s' (verdict or verdict:changed)", text);
         return VB_EXIT_OK;
     }
-    const char *value = colon ? colon + 1 : "";
-    char *end = NULL;
-    errno = 0;
-    double percent = strtod(value, &end);
-    if (!colon || end == value || errno != 0 || !isfinite(percent) || (*end != '\0' && strcmp(end, "%") != 0) ||
-        (value[0] != '+' && value[0] != '-' && (value[0] < '0' || value[0] > '9')))
+    double percent = 0;
+    if (!colon || vb_cli_parse_decimal(colon + 1, "%", -HUGE_VAL, HUGE_VAL, &percent) != 0)
         return vb_cli_error(VB_EXIT_USAGE, "compare: bad --fail-on '%s' (METRIC:+P%%, e.g. %s:+5%%)", text, name);
     out->percent = percent;
     return VB_EXIT_OK;

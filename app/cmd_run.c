@@ -220,10 +220,8 @@ static int parse_args(int argc, char **argv, int trace_command, run_args *args)
             args->options.repetitions = (unsigned)number;
             break;
         case OPT_MIN_TIME: {
-            char *end = NULL;
-            errno = 0;
-            double seconds = strtod(value, &end);
-            if (errno != 0 || end == value || *end != '\0' || !isfinite(seconds) || seconds < 0 || seconds > 3600)
+            double seconds = 0;
+            if (vb_cli_parse_decimal(value, NULL, 0, 3600, &seconds) != 0)
                 return vb_cli_error(VB_EXIT_USAGE, "%s: bad --min-time '%s' (seconds, from 0 to 3600)", command,
                                     value);
             args->options.min_time_s = seconds;

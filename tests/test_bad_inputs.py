@@ -211,7 +211,7 @@ class BadInputTest(unittest.TestCase):
                 self.refused(["run", "--scenario", "views", "--allocator", "caching,bfc,buddy", "--config", config,
                               "--device", "sim", "--min-time", "0", "--quiet", "--out", "out.json"], [])
 
-    RUN_OPTIONS = [["--min-time", "1e400"], ["--min-time", "-1"], ["--min-time", "nan"],
+    RUN_OPTIONS = [["--min-time", "1e400"], ["--min-time", "-1"], ["--min-time", "nan"], ["--min-time", "0x10"],
                    ["--repetitions", "99999999999999999999"], ["--repetitions", "0"], ["--max-iterations", "0"],
                    ["--sim-capacity", "99999999999T"], ["--sim-capacity", "1e30"], ["--sim-capacity", "-5"],
                    ["--scenario", "nosuch"], ["--scenario", "views,,nosuch"], ["--device", "tpu"], ["--bogus", "1"],

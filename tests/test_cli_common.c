@@ -105,6 +105,35 @@ static void test_whole_numbers_are_digits_inside_their_range(void **state)
     assert_int_equal(vb_cli_parse_whole("0", 1, 256, &out), -1);
 }
 
+/* A decimal number is a sign, digits, a fraction and an exponent, and the
+ * one suffix named, inside its range; hex, inf, nan, blanks and anything
+ * else are refused and leave the output as it was. */
+static void test_decimals_are_plain_decimal_notation_inside_their_range(void **state)
+{
+    (void)state;
+    double out = 7;
+    const struct {
+        const char *text;
+        double value;
+    } good[] = {{"0", 0}, {"1.5", 1.5}, {".5", 0.5}, {"5.", 5}, {"1e2", 100}, {"2.5E-1", 0.25}, {"+3", 3}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        assert_int_equal(vb_cli_parse_decimal(good[i].text, NULL, 0, 3600, &out), 0);
+        assert_true(out == good[i].value);
+    }
+    assert_int_equal(vb_cli_parse_decimal("-2.5%", "%", -100, 100, &out), 0);
+    assert_true(out == -2.5);
+    assert_int_equal(vb_cli_parse_decimal("5", "%", -100, 100, &out), 0); /* the suffix may be left out */
+    assert_true(out == 5);
+    const char *const bad[] = {"",     ".",    "-",  "e3",  "1e",    "1e+",  "0x10", "0x1p-4", "inf",   "nan",
+                               " 1",   "1 ",   "1s", "1%",  "1..2",  "3601", "-1",   "1e400",  "--1",   "1e3.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        out = 7;
+        assert_int_equal(vb_cli_parse_decimal(bad[i], NULL, 0, 3600, &out), -1);
+        assert_true(out == 7);
+    }
+    assert_int_equal(vb_cli_parse_decimal("5%%", "%", -100, 100, &out), -1);
+}
+
 static void test_edit_distance_counts_swaps_as_one_and_ignores_case(void **state)
 {
     (void)state;
@@ -287,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_sizes_take_any_unit_spelling_in_powers_of_1024),
         cmocka_unit_test(test_malformed_sizes_are_refused),
         cmocka_unit_test(test_whole_numbers_are_digits_inside_their_range),
+        cmocka_unit_test(test_decimals_are_plain_decimal_notation_inside_their_range),
         cmocka_unit_test(test_edit_distance_counts_swaps_as_one_and_ignores_case),
         cmocka_unit_test(test_the_nearest_name_is_offered_only_when_near),
         cmocka_unit_test(test_the_parser_reads_options_from_the_table),

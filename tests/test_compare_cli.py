@@ -153,6 +153,8 @@ class CompareTest(unittest.TestCase):
             ((self.a, "--pair", "caching"), ("--pair",)),
             ((self.a, self.a, "--fail-on", "reservd:+5%"), ("reservd", "did you mean 'reserved'")),
             ((self.a, self.a, "--fail-on", "reserved:lots"), ("reserved:lots",)),
+            ((self.a, self.a, "--fail-on", "reserved:0x10%"), ("reserved:0x10%",)),
+            ((self.a, self.a, "--fail-on", "reserved:inf%"), ("reserved:inf%",)),
             ((self.a, self.a, "--fail-on", "pair_p50:+5%"), ("pair_p50", "for run files")),
             ((self.a, self.a, "--frobnicate"), ("--frobnicate",)),
         ]
