@@ -59,12 +59,13 @@ static int version(void)
 /* The command named `name`, or NULL after one error line naming the nearest. */
 static const command *find_command(const char *name)
 {
-    const char *names[COMMAND_COUNT + 1];
+    const char *names[COMMAND_COUNT + 2];
     for (size_t i = 0; i < COMMAND_COUNT; i++) {
         if (strcmp(name, commands[i].name) == 0) return &commands[i];
         names[i] = commands[i].name;
     }
-    names[COMMAND_COUNT] = NULL;
+    names[COMMAND_COUNT] = "help"; /* main's own, offered for a misspelling too */
+    names[COMMAND_COUNT + 1] = NULL;
     char hint[64];
     vb_cli_error(VB_EXIT_USAGE, "unknown command '%s'%s (vrambench --help lists the commands)", name,
                  vb_cli_did_you_mean(name, names, hint, sizeof hint));
@@ -93,7 +94,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return VB_EXIT_USAGE;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || (strcmp(argv[1], "help") == 0 && argc == 2)) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        (strcmp(argv[1], "help") == 0 && (argc == 2 || strcmp(argv[2], "help") == 0))) {
         usage(stdout);
         return fflush(stdout) == 0 ? VB_EXIT_OK : VB_EXIT_FAILURE;
     }

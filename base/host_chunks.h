@@ -6,11 +6,13 @@
  * every step misses the TLB as well as the cache. A chunk is 2 MiB-aligned
  * and advised for transparent huge pages (madvise MADV_HUGEPAGE, where the
  * system has it), so the kernel can map it as one page. And each
- * repetition replays on a fresh allocator: without a cache its structs
- * would be faulted in from the kernel, zeroed, inside every timed pass.
- * Chunks given back are kept, process-wide and under a lock (the tune
- * command replays in several threads), up to VB_HOST_CHUNKS_KEPT, for the
- * next allocator to take, as malloc keeps the small blocks freed to it. */
+ * repetition replays on a fresh allocator, whose structs, were their
+ * memory handed back to the kernel, would be faulted in again, zeroed,
+ * inside the timed pass: chunks given back are kept, process-wide and
+ * under a lock (tune replays in several threads), up to
+ * VB_HOST_CHUNKS_KEPT, for the next allocator to take. The vrambench
+ * command keeps all its freed memory anyway (app/main.c); a program that
+ * links the library, as the PyTorch plug-in is, does not. */
 #ifndef VB_HOST_CHUNKS_H
 #define VB_HOST_CHUNKS_H
 

@@ -81,6 +81,16 @@ class Help(unittest.TestCase):
         self.assertEqual(status, 0)
         for command in COMMANDS:
             self.assertIn(f"  {command} ", stdout)
+        self.assertEqual(vrambench("help", "help"), (0, stdout, ""))  # help's own help is the usage
+
+    def test_a_misspelt_help_is_offered_help(self):
+        for args in (["helpp"], ["hlep", "replay"], ["help", "helpp"]):
+            with self.subTest(args=args):
+                status, stdout, stderr = vrambench(*args)
+                self.assertEqual(status, 2)
+                self.assertEqual(stdout, "")
+                self.assertEqual(len(stderr.splitlines()), 1, stderr)
+                self.assertIn("did you mean help?", stderr)
 
     def test_every_option_has_a_value_unit_or_example_in_help(self):
         for command in SOURCES:
