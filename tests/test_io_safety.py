@@ -346,6 +346,25 @@ class Signals(Base):
                     except OSError:
                         pass
 
+    def test_a_signal_as_the_temporary_file_is_made_leaves_nothing(self):
+        # The signal lands right as mkstemp has made the file, before the
+        # writer has its name: held back until the writer can remove it.
+        script = (
+            "import os, signal, sys, tempfile\n"
+            "from vrambench import output\n"
+            "real = tempfile.mkstemp\n"
+            "def mkstemp_then_signal(*args, **kwargs):\n"
+            "    made = real(*args, **kwargs)\n"
+            "    os.kill(os.getpid(), int(sys.argv[1]))\n"
+            "    return made\n"
+            "tempfile.mkstemp = mkstemp_then_signal\n"
+            "output.write_file('out.txt', lambda file: file.write(b'x'))\n")
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            with self.subTest(signal.Signals(signum).name):
+                result = self.run_tool([sys.executable, "-c", script, str(signum)])
+                self.assertNotEqual(result.returncode, 0, result.stderr)
+                self.assertEqual(self.listing(), [])
+
     def test_torch2trace_interrupted_mid_write_leaves_nothing(self):
         self.write("s.pickle", snapshot_bytes(entries=400000))
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):

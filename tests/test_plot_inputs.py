@@ -356,6 +356,28 @@ class MalformedInputProcess(unittest.TestCase):
                 self.assertFalse(os.path.exists(out) and os.listdir(out))
 
 
+class PlotOptions(unittest.TestCase):
+    """A bad option of any plot command is one line, exit 2, the nearest
+    option offered for a misspelt one: no usage line first."""
+
+    def test_a_bad_option_is_one_line_with_the_nearest_option(self):
+        scripts = {"plots": PLOT_SCRIPT,
+                   "tune": os.path.join(REPO, "python", "vrambench", "plots", "tune.py"),
+                   "torch_ab": os.path.join(REPO, "python", "vrambench", "plots", "torch_ab.py")}
+        cases = [("plots", ["x.json", "--segmnets", "a/b"], "did you mean --segments?"),
+                 ("plots", [], "RESULTS.json files or --latest"),
+                 ("tune", ["t.json", "--out", "o.png", "--ot", "p.png"], "did you mean --out?"),
+                 ("torch_ab", ["t.json", "--bogus"], "unrecognized arguments: --bogus")]
+        for script, args, words in cases:
+            with self.subTest(script=script, args=args):
+                run = subprocess.run([sys.executable, scripts[script], *args], capture_output=True, text=True,
+                                     timeout=120, check=False)
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+                self.assertIn(words, run.stderr)
+                self.assertEqual(run.stdout, "")
+
+
 # Values a mutation puts in place of one field of a good file.
 ODD_VALUES = [0, -1, 1, 2 ** 63, 2 ** 64 - 1, 1e-300, 0.5, -0.0, "", "x", None, True, [], {}, 1e18,
               -1e18, 3.7, "$\\frac{1}{0}$", "a" * 300]

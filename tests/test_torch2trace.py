@@ -82,6 +82,25 @@ class Torch2TraceTest(unittest.TestCase):
                 lines = file.read().splitlines()
         return Conversion(status, stderr.getvalue(), lines, out_path)
 
+    # ---- the command line ----
+
+    def test_a_bad_option_is_one_line_with_the_nearest_option(self):
+        cases = [(["--quite", "a.pickle", "b.trace"], "did you mean --quiet?"),
+                 ([], "required"),
+                 (["a.pickle", "b.trace", "--device", "one"], "--device"),
+                 (["a.pickle", "b.trace", "--free-at", "\x1b[31mnever"], "invalid choice"),
+                 (["a.pickle", "b.trace", "c"], "unrecognized arguments")]
+        for args, words in cases:
+            with self.subTest(args=args):
+                stderr = io.StringIO()
+                with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as exit:
+                    torch2trace.main(args)
+                self.assertEqual(exit.exception.code, 2)
+                self.assertEqual(len(stderr.getvalue().splitlines()), 1, stderr.getvalue())
+                self.assertIn(words, stderr.getvalue())
+                self.assertNotIn("\x1b[", stderr.getvalue().replace("\\x1b", ""))  # no raw escape
+                self.assertEqual(os.listdir(self.directory.name), [])
+
     # ---- what is converted ----
 
     def test_header_is_vbtrace_version_1(self):

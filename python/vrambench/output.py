@@ -131,6 +131,22 @@ def signals_raise():
             signal.signal(signum, handler)
 
 
+@contextlib.contextmanager
+def signals_held():
+    """Holds SIGINT, SIGTERM and SIGHUP back while inside (where the platform
+    can), for the making of a temporary file or folder and the recording of
+    its name: a signal cannot land between the two, when nothing would know
+    to remove it. One that came meanwhile is raised on leaving, so leave
+    inside the code that removes the temporary on an exception."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, held) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def write_file(path, produce):
     """Calls produce(binary file) on a new temporary file in `path`'s
     directory, fsyncs it and renames it over `path`; returns what produce
@@ -138,8 +154,10 @@ def write_file(path, produce):
     temporary file is removed and the exception goes on."""
     check_target(path)
     with signals_raise():
-        fd, temporary = tempfile.mkstemp(prefix=".vrambench-", dir=os.path.dirname(path) or ".")
+        temporary = None
         try:
+            with signals_held():
+                fd, temporary = tempfile.mkstemp(prefix=".vrambench-", dir=os.path.dirname(path) or ".")
             mask = os.umask(0)
             os.umask(mask)
             os.fchmod(fd, 0o666 & ~mask)
@@ -151,8 +169,9 @@ def write_file(path, produce):
             os.replace(temporary, path)
             return result
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(temporary)
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.remove(temporary)
             raise
 
 

@@ -18,7 +18,6 @@ vrambench.results; a bad one is one error line and exit status 2, before
 anything is written.
 """
 
-import argparse
 import base64
 import contextlib
 import datetime
@@ -28,6 +27,7 @@ import os
 import sys
 import tempfile
 
+from vrambench import arguments
 from vrambench.results import InputError, check_text, is_number, parse_result, read_json, load_claims
 
 PROG = "vrambench"
@@ -453,7 +453,7 @@ def page(documents, images, plot_note):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="vrambench report", description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(prog="vrambench report", description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", metavar="FILE")
     parser.add_argument("--out", required=True, help="the HTML page ('-': stdout)")
     parser.add_argument("--no-plots", action="store_true", help="leave the plots out")

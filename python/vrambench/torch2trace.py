@@ -52,7 +52,6 @@ written gzip-compressed. Exit status: 0 done, 2 bad input (unreadable or
 malformed snapshot, no trace entries, an unusable OUT), 1 other failures.
 """
 
-import argparse
 import gzip
 import io
 import os
@@ -64,6 +63,7 @@ import unicodedata
 if __package__ in (None, ""):  # run as a script: the package vrambench is one folder up
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from vrambench import arguments  # noqa: E402
 from vrambench import output as _output  # noqa: E402
 from vrambench import results as _results  # noqa: E402
 
@@ -404,7 +404,7 @@ def _write_trace(out, compressed, write_trace):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = arguments.Parser(
         prog="torch2trace.py",
         description="Convert a torch.cuda.memory._dump_snapshot() pickle into a vrambench trace.",
     )

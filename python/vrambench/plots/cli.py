@@ -3,13 +3,13 @@ loading and checks (python/vrambench/results.py), then every figure of the table
 python/vrambench/plots/figures.py draws into PNGs, all of them or none.
 """
 
-import argparse
 import os
 import shutil
 import sys
 import tempfile
 
-from vrambench.output import OutputError, commit_files, shown, signals_raise
+from vrambench import arguments
+from vrambench.output import OutputError, commit_files, shown, signals_held, signals_raise
 from vrambench.results import (PROG, InputError, check_same_device, choose_segments_run,
                            find_latest, load_microbench, load_run_result, note)
 
@@ -28,11 +28,17 @@ class Output:
 
     def __init__(self, out_dir):
         self.out_dir = out_dir
+        self.staging = None
         try:
             os.makedirs(out_dir, exist_ok=True)
-            self.staging = tempfile.mkdtemp(prefix=".plot-", dir=out_dir)
+            with signals_held():
+                self.staging = tempfile.mkdtemp(prefix=".plot-", dir=out_dir)
         except OSError as error:
             raise InputError(f"{out_dir}: cannot write there ({error.strerror or error})") from None
+        except BaseException:  # a signal held while the folder was made: nothing else would remove it
+            if self.staging:
+                shutil.rmtree(self.staging, ignore_errors=True)
+            raise
         self.names = []
 
     def save(self, figure, name):
@@ -66,7 +72,7 @@ def pyplot():
 
 def parse_args(argv):
     """The options; argparse exits with status 2 on bad usage."""
-    parser = argparse.ArgumentParser(
+    parser = arguments.Parser(
         prog=PROG, description="PNG plots from vrambench results JSON.")
     parser.add_argument("results", nargs="*", metavar="RESULTS.json",
                         help="a `vrambench run` results file; further files are compared "

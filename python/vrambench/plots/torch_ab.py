@@ -10,7 +10,6 @@ Needs only matplotlib and the package's reader and writer (vrambench.results
 read_input, vrambench.output write_file: the PNG goes through a temporary
 file and a rename), nothing of python/vrambench/plots.
 """
-import argparse
 import json
 import os
 import sys
@@ -18,6 +17,7 @@ import sys
 if __package__ in (None, ""):  # run as a script: the package vrambench is two folders up
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from vrambench import arguments  # noqa: E402
 from vrambench.output import OutputError, check_distinct, shown, write_file  # noqa: E402
 from vrambench.results import MAX_FILE_BYTES, InputError, read_input  # noqa: E402
 
@@ -117,7 +117,7 @@ def table(result):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arguments.Parser(description=__doc__.split("\n")[0])
     parser.add_argument("result")
     parser.add_argument("--out", help="PNG to write")
     parser.add_argument("--table", action="store_true", help="print the Markdown table")

@@ -14,7 +14,6 @@ never written through). Bad input: one error line and exit status 2; an
 output that cannot be written: one line and exit status 1.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -22,6 +21,7 @@ import sys
 if __package__ in (None, ""):  # run as a script: the package vrambench is two folders up
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from vrambench import arguments  # noqa: E402
 from vrambench.output import OutputError, check_distinct, check_target, shown, write_file  # noqa: E402
 from vrambench.results import MAX_FILE_BYTES, InputError, read_input  # noqa: E402
 
@@ -88,7 +88,7 @@ def figure(result):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="tune.py", description=__doc__.split("\n\n")[0])
+    parser = arguments.Parser(prog="tune.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("result", metavar="TUNE.json")
     parser.add_argument("--out", default="tune.png")
     args = parser.parse_args(argv)

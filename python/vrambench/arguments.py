@@ -1,0 +1,32 @@
+"""The options of vrambench's Python commands (torch2trace, the plots, the
+report page), parsed as the C commands parse theirs: a bad option or value
+is one line on stderr and exit status 2, with the nearest option offered
+for a misspelt one, never argparse's usage line first."""
+
+import argparse
+import difflib
+
+
+def _printable(text):
+    """`text` with control characters shown as '?', as the C commands show them."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse.ArgumentParser whose errors are one line."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {_printable(message)}{self._nearest(message)} "
+                     f"({self.prog} --help lists the options)\n")
+
+    def _nearest(self, message):
+        """'; did you mean --X?' for an unknown option close to one of ours, else ''."""
+        prefix = "unrecognized arguments: "
+        if not message.startswith(prefix):
+            return ""
+        given = message[len(prefix):].split(" ")[0].split("=")[0]
+        if not given.startswith("--"):
+            return ""
+        options = [name for action in self._actions for name in action.option_strings if name.startswith("--")]
+        close = difflib.get_close_matches(given, options, n=1, cutoff=0.6)
+        return f"; did you mean {close[0]}?" if close else ""
