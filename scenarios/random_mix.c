@@ -97,6 +97,11 @@ static int parse_count(const char *text, uint64_t max, uint64_t *out)
     return 0;
 }
 
+/* Its parameter's keys, each a whole number from 1 to its maximum. */
+enum { KEY_ALLOCATIONS, KEY_MAX_SIZE_MB, KEY_MAX_USAGE_MB, KEY_SEED, KEY_COUNT };
+static const char *const key_names[KEY_COUNT + 1] = {"allocations", "max_size_mb", "max_usage_mb", "seed", NULL};
+static const uint64_t key_max[KEY_COUNT] = {100000000, 1 << 20, 1 << 30, UINT64_MAX};
+
 /* Applies "key=value,..." to `settings`. VB_ERR_INVALID names the bad part. */
 static vb_status parse_parameter(const char *parameter, mix_settings *settings)
 {
@@ -109,32 +114,25 @@ static vb_status parse_parameter(const char *parameter, mix_settings *settings)
             return vb_error(VB_ERR_INVALID, "random_mix: parameter '%s' is not KEY=VALUE", item);
         *equals = '\0';
         const char *key = item, *value = equals + 1;
-        uint64_t number;
-        int bad;
-        if (strcmp(key, "allocations") == 0) {
-            bad = parse_count(value, 100000000, &settings->allocations);
-        } else if (strcmp(key, "max_size_mb") == 0) {
-            bad = parse_count(value, 1 << 20, &number);
-            settings->max_size = number * VB_MiB;
-        } else if (strcmp(key, "max_usage_mb") == 0) {
-            bad = parse_count(value, 1 << 30, &number);
-            settings->max_usage = number * VB_MiB;
-        } else if (strcmp(key, "seed") == 0) {
-            bad = parse_count(value, UINT64_MAX, &settings->seed);
-        } else {
-            static const char *const known[] = {"allocations", "max_size_mb", "max_usage_mb", "seed", NULL};
-            const char *nearest = vb_closest_name(key, known);
+        int k = 0;
+        while (k < KEY_COUNT && strcmp(key, key_names[k]) != 0) k++;
+        if (k == KEY_COUNT) {
+            const char *nearest = vb_closest_name(key, key_names);
             return vb_error(VB_ERR_INVALID,
                             "random_mix: unknown parameter '%s'%s%s%s (known: allocations, max_size_mb, "
                             "max_usage_mb, seed)", key, nearest ? "; did you mean " : "", nearest ? nearest : "",
                             nearest ? "?" : "");
         }
-        if (bad)
+        uint64_t number;
+        if (parse_count(value, key_max[k], &number) != 0)
             return vb_error(VB_ERR_INVALID, "random_mix: bad value '%s' for %s (a whole number from 1 to %llu)", value,
-                            key, (unsigned long long)(strcmp(key, "allocations") == 0   ? 100000000
-                                                      : strcmp(key, "max_size_mb") == 0 ? 1 << 20
-                                                      : strcmp(key, "max_usage_mb") == 0 ? 1 << 30
-                                                                                         : UINT64_MAX));
+                            key, (unsigned long long)key_max[k]);
+        switch (k) {
+        case KEY_ALLOCATIONS: settings->allocations = number; break;
+        case KEY_MAX_SIZE_MB: settings->max_size = number * VB_MiB; break;
+        case KEY_MAX_USAGE_MB: settings->max_usage = number * VB_MiB; break;
+        default: settings->seed = number; break;
+        }
     }
     return VB_OK;
 }
