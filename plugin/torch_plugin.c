@@ -58,6 +58,11 @@ static vb_status parse_spec(const char *text, vb_allocator_spec *spec)
                  "VRAMBENCH_ALLOCATOR is not set (a vrambench allocator spec: stitch, caching[max_split_size_mb=256], ...)");
         return VB_ERR_INVALID;
     }
+    if (strcmp(text, "all") == 0) {
+        snprintf(setup_error, sizeof setup_error,
+                 "VRAMBENCH_ALLOCATOR='all': the plug-in serves one strategy (stitch, caching[max_split_size_mb=256], ...)");
+        return VB_ERR_INVALID;
+    }
     vb_status status = vb_allocator_spec_parse(text, spec);
     if (status == VB_OK && vb_allocator_find(spec->name) == &vb_external_allocator) {
         vb_allocator_spec_free(spec);
@@ -150,6 +155,13 @@ const char *vb_torch_init(void)
     int count = 0;
     vb_allocator_spec spec;
     pthread_mutex_lock(&setup_lock);
+    /* Until a device's allocator is made, use() may be called again with a
+     * corrected spec (the library stays loaded): an earlier spec's error is
+     * not this one's. */
+    int any_made = 0;
+    for (int device = 0; device < MAX_DEVICES; device++)
+        if (allocators[device]) any_made = 1;
+    if (!any_made) setup_error[0] = '\0';
     vb_status status = setup_error[0] ? VB_ERR_INVALID : parse_spec(getenv("VRAMBENCH_ALLOCATOR"), &spec);
     if (status == VB_OK) {
         vb_device *sim = NULL;

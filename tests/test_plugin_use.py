@@ -45,5 +45,67 @@ class UseBeforeCuda(unittest.TestCase):
             plugin.use("caching", library="/nonexistent/libvrambench_torch.so")
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLUGIN = os.path.join(ROOT, "build", "libvrambench_torch.so")
+
+# Runs in a child: the loaded plug-in's state is the process's. Each spec is
+# tried in turn; prints one line per try, the error's type and message.
+RETRY = r"""
+import os, sys, types
+sys.path.insert(0, sys.argv[1])
+torch = types.ModuleType("torch")
+memory = types.SimpleNamespace(CUDAPluggableAllocator=lambda *a: None, change_current_allocator=lambda a: None)
+torch.cuda = types.SimpleNamespace(is_initialized=lambda: False, memory=memory)
+sys.modules["torch"] = torch
+from vrambench import plugin
+for spec in sys.argv[3:]:
+    try:
+        plugin.use(spec, library=sys.argv[2], patch_torch=False)
+        print("ok", spec)
+    except Exception as error:
+        print(type(error).__name__, str(error).splitlines()[0], "| env:", os.environ.get("VRAMBENCH_ALLOCATOR"))
+"""
+
+
+@unittest.skipUnless(os.path.isfile(PLUGIN), "the plug-in is not built (make plugin, cuda builds)")
+class UseAgainAfterABadSpec(unittest.TestCase):
+    def tries(self, *specs):
+        import subprocess
+        env = dict(os.environ)
+        env.pop("VRAMBENCH_ALLOCATOR", None)
+        done = subprocess.run([sys.executable, "-c", RETRY, os.path.join(ROOT, "python"), PLUGIN, *specs],
+                              capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout.splitlines()
+
+    def test_each_use_is_judged_on_its_own_spec_not_an_earlier_refused_one(self):
+        first, second = self.tries("stich", "caching[bogus=1]")
+        self.assertIn("unknown allocator 'stich'", first)
+        self.assertIn("unknown config key 'bogus'", second)
+        self.assertNotIn("stich", second)
+
+    def test_a_refused_spec_is_not_left_in_the_environment(self):
+        (line,) = self.tries("stich")
+        self.assertTrue(line.endswith("| env: None"), line)
+
+    def test_all_is_refused_as_not_one_strategy(self):
+        (line,) = self.tries("all")
+        self.assertIn("serves one strategy", line)
+        self.assertNotIn("or all", line)
+
+    def test_a_spec_that_is_not_a_string_is_a_type_error_naming_the_spec(self):
+        saved = sys.modules.get("torch")
+        sys.modules["torch"] = fake_torch(initialized=False)
+        try:
+            with self.assertRaises(TypeError) as raised:
+                plugin.use(None, library=PLUGIN)
+        finally:
+            if saved is None:
+                sys.modules.pop("torch", None)
+            else:
+                sys.modules["torch"] = saved
+        self.assertIn("allocator spec is a string", str(raised.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

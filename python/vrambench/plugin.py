@@ -75,7 +75,11 @@ def use(spec, library=None, patch_torch=True):
             "vrambench.plugin.use() must be called before any CUDA call in PyTorch (torch.cuda.set_device "
             "included): CUDA is initialised already and PyTorch cannot swap its allocator then (\"Can't swap an "
             "already initialized allocator\"); call use() first, then torch.cuda.set_device(rank)")
+    if not isinstance(spec, str):
+        raise TypeError(f"vrambench.plugin.use(): the allocator spec is a string such as \"stitch\" or "
+                        f"\"caching[max_split_size_mb=256]\", not {type(spec).__name__}")
     path = library_path(library)
+    previous = os.environ.get("VRAMBENCH_ALLOCATOR")
     os.environ["VRAMBENCH_ALLOCATOR"] = spec
     lib = ctypes.CDLL(path)
     lib.vb_torch_init.restype = ctypes.c_char_p
@@ -85,6 +89,11 @@ def use(spec, library=None, patch_torch=True):
     lib.vb_torch_reset_peak_stats.argtypes = (ctypes.c_int,)
     error = lib.vb_torch_init()
     if error:
+        # a refused spec is not left behind for child processes or a later use()
+        if previous is None:
+            os.environ.pop("VRAMBENCH_ALLOCATOR", None)
+        else:
+            os.environ["VRAMBENCH_ALLOCATOR"] = previous
         raise ValueError(error.decode())
     allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "vb_torch_malloc", "vb_torch_free")
     torch.cuda.memory.change_current_allocator(allocator)
