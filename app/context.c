@@ -60,8 +60,14 @@ static int cpu_scaling_enabled(void)
 static void git_commit(char *out, size_t capacity)
 {
     const char *given = getenv("VB_GIT_COMMIT");
-    snprintf(out, capacity, "%s", given && given[0] ? given : "unknown");
-    if (given && given[0]) return;
+    /* Up to its first control character: a value read from a file keeps its
+     * newline, and a results file's names hold none (their readers refuse
+     * them: vrambench.results check_text), so the file stays readable. */
+    size_t given_length = 0;
+    while (given && (unsigned char)given[given_length] >= 0x20 && given[given_length] != 0x7f) given_length++;
+    if (given_length) snprintf(out, capacity, "%.*s", (int)given_length, given);
+    else snprintf(out, capacity, "unknown");
+    if (given_length) return;
     FILE *pipe = popen("git rev-parse HEAD 2>/dev/null", "r");
     if (!pipe) return;
     char line[128] = "";

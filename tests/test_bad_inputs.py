@@ -416,6 +416,17 @@ class EdgeInputTest(unittest.TestCase):
             document = __import__("json").load(file)
         self.assertEqual(document["benchmarks"][0]["scenario"], "replay:t??.trace")
 
+    def test_a_vb_git_commit_with_a_newline_gives_a_results_file_vrambench_can_read(self):
+        environment = dict(self.environment, VB_GIT_COMMIT="0123abcd\nsecond line\r")
+        made = subprocess.run([VRAMBENCH, "run", "--device", "sim", "--scenario", "views", "--allocator", "caching",
+                               "--quiet", "--out", "run.json"], capture_output=True, env=environment,
+                              cwd=self.directory.name, timeout=120)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        with open(os.path.join(self.directory.name, "run.json")) as file:
+            self.assertEqual(__import__("json").load(file)["context"]["git_commit"], "0123abcd")
+        page = subprocess.run([VRAMBENCH, "report", "run.json", "--out", "page.html", "--no-plots"],
+                              capture_output=True, env=environment, cwd=self.directory.name, timeout=120)
+        self.assertEqual(page.returncode, 0, page.stderr)
 
     def test_a_full_disk_fails_with_exit_1_and_keeps_the_old_file(self):
         # RLIMIT_FSIZE makes every write past 512 bytes fail (EFBIG, SIGXFSZ
