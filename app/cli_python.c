@@ -11,8 +11,12 @@
 int vb_cli_python_dir(char *out, size_t capacity)
 {
     const char *env = getenv("VB_PYTHON_DIR");
-    if (env && *env) return snprintf(out, capacity, "%s", env) < (int)capacity ? 0 : -1;
     char exe[PATH_MAX], probe[PATH_MAX + 64];
+    if (env && *env) {
+        /* a folder without the package is as good as none (Python's own error would not name the variable) */
+        snprintf(probe, sizeof probe, "%s/vrambench/results.py", env);
+        return snprintf(out, capacity, "%s", env) < (int)capacity && access(probe, R_OK) == 0 ? 0 : -1;
+    }
     ssize_t length = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (length > 0) {
         exe[length] = '\0';

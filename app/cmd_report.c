@@ -27,13 +27,19 @@
     "  --no-plots: leave the plots out (faster), e.g. vrambench report a.json -o r.html --no-plots;\n"  \
     "        plots need matplotlib for $VB_PYTHON (default /usr/bin/python3, else python3)\n"
 
+/* The child's exit status when it could not run Python (it says so itself). */
+#define EXEC_FAILED 127
+
 /* Runs python -m vrambench.report on the files into `html`; the exit status to give. */
 static int make_page(const char **files, size_t count, int no_plots, const char *html)
 {
     char dir[PATH_MAX];
+    const char *given = getenv("VB_PYTHON_DIR");
     if (vb_cli_python_dir(dir, sizeof dir) != 0)
-        return vb_cli_error(VB_EXIT_FAILURE, "report: the Python package python/vrambench is not found (set "
-                                             "VB_PYTHON_DIR to the folder that holds vrambench/)");
+        return given && *given ? vb_cli_error(VB_EXIT_FAILURE, "report: VB_PYTHON_DIR='%s' holds no vrambench/ "
+                                                               "(the folder that holds the Python package)", given)
+                               : vb_cli_error(VB_EXIT_FAILURE, "report: the Python package python/vrambench is not "
+                                                               "found (set VB_PYTHON_DIR to the folder that holds vrambench/)");
     const char *python = vb_cli_python();
     char **child_argv = calloc(count + 8, sizeof *child_argv);
     if (!child_argv) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
@@ -61,14 +67,19 @@ static int make_page(const char **files, size_t count, int no_plots, const char 
         if (null >= 0) dup2(null, STDOUT_FILENO); /* notes; errors stay on stderr */
         execvp(python, child_argv);
         fprintf(stderr, "vrambench: error: report: cannot run %s: %s\n", python, strerror(errno));
-        _exit(VB_EXIT_FAILURE);
+        _exit(EXEC_FAILED);
     }
     free(child_argv);
     int status = 0;
     if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
         return vb_cli_error(VB_EXIT_FAILURE, "report: %s -m vrambench.report failed", python);
-    /* It has said what was wrong (bad input: 2). */
-    return WEXITSTATUS(status) == 0 ? VB_EXIT_OK : WEXITSTATUS(status) == VB_EXIT_USAGE ? VB_EXIT_USAGE : VB_EXIT_FAILURE;
+    /* It has said what was wrong (bad input: 2; EXEC_FAILED: the child did);
+     * any other failure may have been silent ($VB_PYTHON not a Python). */
+    if (WEXITSTATUS(status) == 0) return VB_EXIT_OK;
+    if (WEXITSTATUS(status) == VB_EXIT_USAGE) return VB_EXIT_USAGE;
+    if (WEXITSTATUS(status) == EXEC_FAILED) return VB_EXIT_FAILURE;
+    return vb_cli_error(VB_EXIT_FAILURE, "report: %s -m vrambench.report failed (exit status %d)", python,
+                        WEXITSTATUS(status));
 }
 
 /* Copies the page at `from` to `to` through a vb_output. */

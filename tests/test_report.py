@@ -139,6 +139,19 @@ class ReportTest(unittest.TestCase):
         status, _, err = vrambench("report", self.run_file, "-o", self.tmp.name)
         self.assertEqual(status, 2, err)
 
+    def test_a_python_that_fails_silently_or_a_folder_without_the_package_is_one_line_and_no_page(self):
+        page = self.path("never.html")
+        for variable, value, words in (("VB_PYTHON", "/bin/false", "exit status 1"),
+                                       ("VB_PYTHON_DIR", self.tmp.name, "holds no vrambench/")):
+            with self.subTest(variable=variable):
+                status, _, err = vrambench("report", self.run_file, "-o", page, "--no-plots",
+                                           env=dict(os.environ, **{variable: value}))
+                self.assertNotEqual(status, 0, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(words, err)
+                self.assertTrue(err.startswith("vrambench: error: "), err)
+                self.assertFalse(os.path.exists(page))
+
     def test_files_of_the_wrong_shape_inside_are_one_line_and_no_page(self):
         # JSON that parses but that the page could not be made from: a lone
         # UTF-16 surrogate (no UTF-8 text holds it), benchmarks that is not
