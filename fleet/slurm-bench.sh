@@ -107,17 +107,20 @@ case "$device" in sim|cuda) ;; *) die "bad --device '$device' (sim or cuda)" ;; 
 [ "$mode" = bench ] || [ -n "$traces" ] || die "--mode tune needs --traces DIR"
 command -v sbatch >/dev/null 2>&1 || [ "$dry_run" = yes ] || die "sbatch not found: not on a Slurm submit host"
 vrambench=$(cd "$(dirname "$vrambench")" && pwd)/$(basename "$vrambench")
-mkdir -p "$out/shards" "$out/logs"
-out=$(cd "$out" && pwd)
-: > "$out/traces.list"
+# every check before anything is made: a bad argument leaves no folder behind
+trace_list=""
 if [ -n "$traces" ]; then
     [ -d "$traces" ] || die "--traces '$traces' is not a folder"
     traces=$(cd "$traces" && pwd)
-    find "$traces" -maxdepth 1 -type f ! -name '.*' | LC_ALL=C sort > "$out/traces.list"
-    [ -s "$out/traces.list" ] || die "no trace in '$traces'"
-    dups=$(sed 's#.*/##' "$out/traces.list" | sort | uniq -d)
+    trace_list=$(find "$traces" -maxdepth 1 -type f ! -name '.*' | LC_ALL=C sort)
+    [ -n "$trace_list" ] || die "no trace in '$traces'"
+    dups=$(printf '%s\n' "$trace_list" | sed 's#.*/##' | sort | uniq -d)
     [ -z "$dups" ] || die "two traces named $dups"
 fi
+[ ! -e "$out" ] || [ -d "$out" ] || die "--out '$out' is not a folder"
+mkdir -p "$out/shards" "$out/logs" 2>/dev/null || die "cannot make the folders of --out '$out'"
+out=$(cd "$out" && pwd)
+if [ -n "$trace_list" ]; then printf '%s\n' "$trace_list"; fi > "$out/traces.list"
 rm -f "$out"/shards/*.json
 config="$out/fleet.conf"
 {

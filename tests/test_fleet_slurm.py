@@ -41,6 +41,37 @@ def free_port():
         return probe.getsockname()[1]
 
 
+class SlurmBenchArgumentsTest(unittest.TestCase):
+    """Bad arguments: one line, exit 2, nothing made (no --out folder), nothing
+    submitted (--dry-run, and a PATH whose sbatch only fails)."""
+
+    def test_bad_arguments_are_one_line_and_leave_no_out_folder(self):
+        with tempfile.TemporaryDirectory() as work:
+            fake = os.path.join(work, "bin")
+            os.mkdir(fake)
+            with open(os.path.join(fake, "sbatch"), "w") as stream:
+                stream.write("#!/bin/sh\nexit 1\n")
+            os.chmod(os.path.join(fake, "sbatch"), 0o755)
+            os.mkdir(os.path.join(work, "empty"))
+            with open(os.path.join(work, "afile"), "w") as stream:
+                stream.write("x")
+            environment = dict(os.environ, PATH=fake + os.pathsep + os.environ.get("PATH", ""))
+            for arguments, words in ((["--traces", "missing"], "is not a folder"),
+                                     (["--traces", "empty"], "no trace in"),
+                                     (["--mode", "tune", "--traces", "empty"], "no trace in"),
+                                     (["--out", "afile/sub"], "--out"),
+                                     (["--out", "afile"], "is not a folder")):
+                with self.subTest(arguments=arguments):
+                    out = [] if "--out" in arguments else ["--out", "result"]
+                    done = subprocess.run(["bash", SCRIPT, *arguments, *out, "--dry-run"], cwd=work,
+                                          env=environment, capture_output=True, text=True, timeout=60)
+                    self.assertEqual(done.returncode, 2, done.stderr)
+                    self.assertEqual(len(done.stderr.strip().splitlines()), 1, done.stderr)
+                    self.assertTrue(done.stderr.startswith("slurm-bench: error: "), done.stderr)
+                    self.assertIn(words, done.stderr)
+                    self.assertEqual(sorted(os.listdir(work)), ["afile", "bin", "empty"])
+
+
 @unittest.skipIf(why_skip(), why_skip() or "")
 class SlurmFleetTest(unittest.TestCase):
     @classmethod
