@@ -337,6 +337,7 @@ INSTALL_ROOT = $(DESTDIR)$(PREFIX)
 PY_SITE = $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_path('purelib', 'posix_prefix', {'base': '$(PREFIX)', 'platbase': '$(PREFIX)'}))" 2>/dev/null)
 
 install: all $(if $(filter yes,$(HAVE_CUDA)),plugin)
+	@$(if $(findstring ',$(PREFIX)$(DESTDIR))$(findstring ",$(PREFIX)$(DESTDIR))$(findstring $$,$(PREFIX)$(DESTDIR)),echo "make install: error: PREFIX and DESTDIR cannot hold a quote or a dollar sign (' \" \$$)" >&2; exit 2,:)
 	@test -n '$(PY_SITE)' || { echo "make install: error: $(PYTHON) cannot tell where Python packages go under $(PREFIX)" >&2; exit 2; }
 	install -d '$(INSTALL_ROOT)/bin' '$(INSTALL_ROOT)/share/vrambench/python' '$(DESTDIR)$(PY_SITE)'
 	install -m 755 $(BUILD)/vrambench '$(INSTALL_ROOT)/bin/vrambench'

@@ -75,5 +75,21 @@ class MakeInstall(unittest.TestCase):
             self.assertEqual(imported.returncode, 0, imported.stderr)
 
 
+    def test_a_prefix_with_a_quote_or_dollar_is_refused_in_one_line_and_nothing_is_installed(self):
+        # the package's folder is worked out by a quoted Python command: such a
+        # prefix either failed with a misleading line or put the package elsewhere
+        with tempfile.TemporaryDirectory() as work:
+            args = shlex.split(os.environ.get("VB_MAKE_ARGS", ""))
+            for name in ("it's", 'a"b', "d$$x"):
+                with self.subTest(name=name):
+                    prefix = os.path.join(work, name)
+                    done = run(["make", "--no-print-directory", "-C", REPO, "install", f"PREFIX={prefix}",
+                                f"PYTHON={sys.executable}", *args])
+                    self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+                    ours = [line for line in done.stderr.splitlines() if line.startswith("make install: error:")]
+                    self.assertEqual(len(ours), 1, done.stderr)
+                    self.assertIn("cannot hold a quote or a dollar sign", ours[0])
+                    self.assertEqual(os.listdir(work), [])
+
 if __name__ == "__main__":
     unittest.main()
