@@ -607,9 +607,17 @@ static int superseded(const newest_info *infos, int count, int index)
 
 int vb_cmd_check_sim(int argc, char **argv)
 {
-    int newest = 0, first = 1;
+    int newest = 0, first = 1, count = 0;
     const char *differences_path = NULL;
-    for (; first < argc && argv[first][0] == '-' && argv[first][1]; first++) {
+    /* Options may come after the files too (`check-sim FILE --newest`); after
+     * `--` every word is a file. */
+    const char **files = calloc((size_t)argc, sizeof *files);
+    if (!files) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    for (int only_files = 0; first < argc; first++) {
+        if (only_files || argv[first][0] != '-' || !argv[first][1]) {
+            files[count++] = argv[first];
+            continue;
+        }
         if (strcmp(argv[first], "--help") == 0 || strcmp(argv[first], "-h") == 0) {
             puts(CHECK_SIM_USAGE "\n"
                  "  re-runs every case of GPU result files (run, replay, claims) on the simulated device and\n"
@@ -624,6 +632,7 @@ int vb_cmd_check_sim(int argc, char **argv)
                  "examples:\n"
                  "  vrambench check-sim results/nvidia-h100-80gb-hbm3-20261123.json\n"
                  "  vrambench check-sim --newest results/*.json results/*/*.json.gz");
+            free(files);
             return VB_EXIT_OK;
         }
         if (strcmp(argv[first], "--newest") == 0) {
@@ -631,30 +640,37 @@ int vb_cmd_check_sim(int argc, char **argv)
         } else if (strcmp(argv[first], "--differences") == 0 && first + 1 < argc) {
             differences_path = argv[++first];
         } else if (strcmp(argv[first], "--") == 0) {
-            first++;
-            break;
+            only_files = 1;
         } else {
             static const char *const known[] = {"--newest", "--differences", "--help", NULL};
             char hint[96];
+            free(files);
             return vb_cli_error(VB_EXIT_USAGE, "check-sim: unknown option or missing value: '%s'%s (%s)", argv[first],
                                 vb_cli_did_you_mean(argv[first], known, hint, sizeof hint), CHECK_SIM_USAGE);
         }
     }
-    int count = argc - first;
-    if (count < 1) return vb_cli_error(VB_EXIT_USAGE, CHECK_SIM_USAGE);
+    if (count < 1) {
+        free(files);
+        return vb_cli_error(VB_EXIT_USAGE, CHECK_SIM_USAGE);
+    }
     char located[4096];
     vb_sim_differences differences;
     vb_status status = vb_sim_differences_locate(differences_path, located, sizeof located);
     if (status == VB_OK) status = vb_sim_differences_load(located, &differences);
-    if (status != VB_OK) return vb_cli_status_error(status);
+    if (status != VB_OK) {
+        free(files);
+        return vb_cli_status_error(status);
+    }
     check_input *inputs = calloc((size_t)count, sizeof *inputs);
     newest_info *infos = newest ? calloc((size_t)count, sizeof *infos) : NULL;
     if (!inputs || (newest && !infos)) {
         free(inputs);
+        free(files);
         vb_sim_differences_free(&differences);
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     }
-    for (int i = 0; i < count; i++) inputs[i].path = argv[first + i];
+    for (int i = 0; i < count; i++) inputs[i].path = files[i];
+    free(files);
     for (int i = 0; newest && i < count; i++) read_newest_info(&inputs[i], &infos[i]);
     check_tally total = {0};
     int exit_status = VB_EXIT_OK;

@@ -276,6 +276,17 @@ class CheckSimInputs(unittest.TestCase):
                 self.assertIn("differences", line)
                 self.assertIn(path, line)
 
+    def test_an_option_after_the_files_is_an_option_not_a_file(self):
+        run = self.write("good-run.json", self.run_document)
+        line = self.assert_bad_input(run, "--newst", expect="unknown option")
+        self.assertIn("--newest", line)
+        self.assert_bad_input(run, "--differences", self.file_path("absent.json"), expect="absent.json")
+        status, stdout, stderr = self.check_sim(run, "--newest")
+        self.assertNotIn("--newest", stderr)
+        self.assertIn("cases checked", stdout)
+        # after -- a word that starts with '-' is a file
+        self.assert_bad_input("--", "--newest", expect="--newest: cannot open")
+
     def test_a_binary_away_from_its_repository_needs_the_file_named(self):
         copy = self.file_path("vrambench")
         with open(VRAMBENCH, "rb") as source, open(copy, "wb") as target:
