@@ -39,6 +39,23 @@ class UseBeforeCuda(unittest.TestCase):
         self.assertIn("torch.cuda.set_device", message)
         self.assertIn("Can't swap an already initialized allocator", message)
 
+    def test_a_library_path_that_is_a_folder_is_named_as_a_folder(self):
+        sys.modules["torch"] = fake_torch(initialized=False)
+        with self.assertRaises(FileNotFoundError) as raised:
+            plugin.use("caching", library=os.path.dirname(os.path.abspath(__file__)))
+        self.assertIn("a folder, not the library", str(raised.exception))
+
+    def test_a_library_that_does_not_load_leaves_no_spec_in_the_environment(self):
+        sys.modules["torch"] = fake_torch(initialized=False)
+        saved = os.environ.pop("VRAMBENCH_ALLOCATOR", None)
+        try:
+            with self.assertRaises(OSError):
+                plugin.use("caching", library=os.path.abspath(__file__))  # a file, not a shared library
+            self.assertNotIn("VRAMBENCH_ALLOCATOR", os.environ)
+        finally:
+            if saved is not None:
+                os.environ["VRAMBENCH_ALLOCATOR"] = saved
+
     def test_use_before_cuda_goes_on_to_load_the_library(self):
         sys.modules["torch"] = fake_torch(initialized=False)
         with self.assertRaises(FileNotFoundError):

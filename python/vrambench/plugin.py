@@ -54,7 +54,8 @@ def library_path(path=None):
     chosen = path or os.environ.get("VRAMBENCH_TORCH_LIB")
     if chosen:
         if not os.path.isfile(chosen):
-            raise FileNotFoundError(f"{chosen}: no such file (the vrambench plug-in: make plugin builds it)")
+            what = "a folder, not the library" if os.path.isdir(chosen) else "no such file"
+            raise FileNotFoundError(f"{chosen}: {what} (the vrambench plug-in: make plugin builds it)")
         return os.path.abspath(chosen)
     for candidate in LIBRARY_CANDIDATES:
         if os.path.isfile(candidate):
@@ -81,20 +82,23 @@ def use(spec, library=None, patch_torch=True):
     path = library_path(library)
     previous = os.environ.get("VRAMBENCH_ALLOCATOR")
     os.environ["VRAMBENCH_ALLOCATOR"] = spec
-    lib = ctypes.CDLL(path)
-    lib.vb_torch_init.restype = ctypes.c_char_p
-    lib.vb_torch_stat_names.restype = ctypes.c_char_p
-    lib.vb_torch_stats.argtypes = (ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int)
-    lib.vb_torch_stats.restype = ctypes.c_int
-    lib.vb_torch_reset_peak_stats.argtypes = (ctypes.c_int,)
-    error = lib.vb_torch_init()
-    if error:
-        # a refused spec is not left behind for child processes or a later use()
+    try:
+        lib = ctypes.CDLL(path)
+        lib.vb_torch_init.restype = ctypes.c_char_p
+        lib.vb_torch_stat_names.restype = ctypes.c_char_p
+        lib.vb_torch_stats.argtypes = (ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int)
+        lib.vb_torch_stats.restype = ctypes.c_int
+        lib.vb_torch_reset_peak_stats.argtypes = (ctypes.c_int,)
+        error = lib.vb_torch_init()
+        if error:
+            raise ValueError(error.decode())
+    except BaseException:
+        # a refused spec (or library) is not left behind for child processes or a later use()
         if previous is None:
             os.environ.pop("VRAMBENCH_ALLOCATOR", None)
         else:
             os.environ["VRAMBENCH_ALLOCATOR"] = previous
-        raise ValueError(error.decode())
+        raise
     allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "vb_torch_malloc", "vb_torch_free")
     torch.cuda.memory.change_current_allocator(allocator)
     _fields = tuple(name for name in lib.vb_torch_stat_names().decode().split(",") if name)
