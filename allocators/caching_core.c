@@ -352,6 +352,15 @@ static class_heap *sorted_heap(vb_cc_size_index *index, uint32_t c)
     return heap;
 }
 
+/* Puts `block` into pool->blocks right after `last` (NULL: the set is
+ * empty), which sorts just before it; returns it, the new last. */
+static vb_cc_block *append_block(vb_cc_pool *pool, vb_cc_block *last, vb_cc_block *block)
+{
+    if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
+    else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
+    return block;
+}
+
 /* Fills pool->blocks, empty, with every indexed free block: the indexes
  * (sorted by stream), their classes and each class's set, in order, make
  * up the whole order, so each block is appended after the one before. */
@@ -364,21 +373,12 @@ static void fill_blocks(vb_cc_pool *pool)
         for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c)) {
             if (is_heap_class(index, (uint32_t)c)) {
                 class_heap *heap = sorted_heap(index, (uint32_t)c);
-                for (uint32_t e = 0; e < heap->count; e++) {
-                    vb_cc_block *block = heap->entries[e].block;
-                    if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
-                    else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
-                    last = block;
-                }
+                for (uint32_t e = 0; e < heap->count; e++) last = append_block(pool, last, heap->entries[e].block);
                 continue;
             }
-            for (vb_oset_node *node = vb_oset_first(class_set(index, (uint32_t)c)); node;
-                 node = vb_oset_next(class_set(index, (uint32_t)c), node)) {
-                vb_cc_block *block = block_of_class(node);
-                if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
-                else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
-                last = block;
-            }
+            const vb_ordered_set *set = class_set(index, (uint32_t)c);
+            for (vb_oset_node *node = vb_oset_first(set); node; node = vb_oset_next(set, node))
+                last = append_block(pool, last, block_of_class(node));
         }
     }
 }

@@ -47,6 +47,14 @@ class Base(unittest.TestCase):
         entries = load_json(out)["benchmarks"] if status in (0, 3) else None
         return status, entries, stderr
 
+    def snapshot_of(self, trace, name):
+        """A PyTorch snapshot pickle of `trace`, written by replay --snapshot."""
+        pickle = os.path.join(self.dir, name)
+        status, _, stderr = vrambench("replay", trace, "--device", "sim", "--quiet", "--allocator", "cuda",
+                                      "--snapshot", pickle)
+        self.assertEqual(status, 0, stderr)
+        return pickle
+
     def random_trace(self, events=3000, seed=3):
         path = os.path.join(self.dir, "random.trace")
         status, _, stderr = vrambench("gen-trace", "random", "--seed", str(seed), "--events", str(events),
@@ -335,10 +343,7 @@ class Tune(Base):
 
     def test_a_pytorch_snapshot_pickle_is_read_directly(self):
         trace = self.random_trace(events=1000, seed=9)
-        pickle = os.path.join(self.dir, "snapshot.pickle")
-        status, _, stderr = vrambench("replay", trace, "--device", "sim", "--quiet", "--allocator", "cuda",
-                                      "--snapshot", pickle)
-        self.assertEqual(status, 0, stderr)
+        pickle = self.snapshot_of(trace, "snapshot.pickle")
         from_pickle, _ = self.tune(pickle, "--jobs", "1")
         from_trace, _ = self.tune(trace)
         pick = lambda doc: [(e["name"].split("/", 1)[1], e["peak_reserved_bytes"], e["min_capacity_bytes"])
@@ -350,11 +355,7 @@ class Tune(Base):
         # VB_SPOOL_LIMIT means one thing for every input: a size as the size
         # options take it (any case, a fraction), for a pickle too, which
         # torch2trace reads; and --quiet leaves its summary out (errors only).
-        trace = self.random_trace(events=200, seed=3)
-        pickle = os.path.join(self.dir, "limits.pickle")
-        status, _, stderr = vrambench("replay", trace, "--device", "sim", "--quiet", "--allocator", "cuda",
-                                      "--snapshot", pickle)
-        self.assertEqual(status, 0, stderr)
+        pickle = self.snapshot_of(self.random_trace(events=200, seed=3), "limits.pickle")
         for limit in ("64mb", "1.5G", "16gib", "4GiB", "512M", "1tib"):
             with self.subTest(limit):
                 for command in (["tune", pickle, "--jobs", "1"], ["explain", pickle, "--capacity", "1GiB"]):
