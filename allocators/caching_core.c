@@ -27,17 +27,20 @@ _Static_assert(sizeof(vb_cc_block) == 176, "vb_cc_block_new sets every field: ad
 
 /* Block structs are carved out of slabs, each a cache line of header and
  * then its structs: no heap block (and its header and alignment padding)
- * per struct, no malloc on the hot path. Slabs double in size from
- * SLAB_FIRST_BLOCKS, so a small allocator takes little memory, up to a
- * whole host chunk (base/host_chunks.h: huge pages, kept for the next
- * allocator), which every slab after is. */
-#define SLAB_FIRST_BLOCKS 16
-#define SLAB_MAX_BLOCKS ((VB_HOST_CHUNK_BYTES - VB_CC_BLOCK_ALIGNMENT) / BLOCK_BYTES)
-_Static_assert(SLAB_MAX_BLOCKS > SLAB_FIRST_BLOCKS, "slabs grow into host chunks");
+ * per struct, no malloc on the hot path. Every slab is a host chunk
+ * (base/host_chunks.h: huge pages, kept for the next allocator), the
+ * first one too. Slabs that started small and doubled came from malloc,
+ * and a repetition's fresh allocator did not get back the memory of the
+ * one before: at 400,000 events of a random trace, the first timed
+ * repetition faulted in 1,960 pages (275 at 50,000), the pages the memory
+ * pass had faulted in already. The kept chunks are exactly those pages.
+ * A chunk's pages are faulted in only as structs are taken, so a small
+ * allocator holds little more memory than before. */
+#define SLAB_BLOCKS ((VB_HOST_CHUNK_BYTES - VB_CC_BLOCK_ALIGNMENT) / BLOCK_BYTES)
 
 typedef struct vb_cc_slab {
     struct vb_cc_slab *next;      /* the slab made before this one */
-    size_t capacity, used;        /* structs it holds, and how many were handed out */
+    size_t used;                  /* structs handed out of its SLAB_BLOCKS */
 } vb_cc_slab;
 
 _Static_assert(sizeof(vb_cc_slab) <= VB_CC_BLOCK_ALIGNMENT, "a slab's header fits its first cache line");
@@ -672,19 +675,15 @@ static void prefetch_block(const vb_cc_block *block)
     __builtin_prefetch((const char *)block + VB_CC_BLOCK_ALIGNMENT);
 }
 
-/* A struct never handed out before, from the newest slab (or a new one,
- * twice its size), with no uses array. NULL when host memory runs out. */
+/* A struct never handed out before, from the newest slab (or a new one),
+ * with no uses array. NULL when host memory runs out. */
 static vb_cc_block *slab_take(vb_cc_allocator *cc)
 {
     vb_cc_slab *slab = cc->slabs;
-    if (!slab || slab->used == slab->capacity) {
-        size_t capacity = !slab ? SLAB_FIRST_BLOCKS
-                                : slab->capacity < SLAB_MAX_BLOCKS ? 2 * slab->capacity : SLAB_MAX_BLOCKS;
-        vb_cc_slab *grown = capacity == SLAB_MAX_BLOCKS
-                                ? vb_host_chunk_take()
-                                : aligned_alloc(VB_CC_BLOCK_ALIGNMENT, VB_CC_BLOCK_ALIGNMENT + capacity * BLOCK_BYTES);
+    if (!slab || slab->used == SLAB_BLOCKS) {
+        vb_cc_slab *grown = vb_host_chunk_take();
         if (!grown) return NULL;
-        *grown = (vb_cc_slab){slab, capacity, 0};
+        *grown = (vb_cc_slab){slab, 0};
         cc->slabs = slab = grown;
     }
     vb_cc_block *block = slab_block(slab, slab->used++);
@@ -1573,8 +1572,7 @@ static void free_slabs(vb_cc_allocator *cc)
         vb_cc_slab *slab = cc->slabs;
         for (size_t i = 0; i < slab->used; i++) free(slab_block(slab, i)->uses);
         cc->slabs = slab->next;
-        if (slab->capacity == SLAB_MAX_BLOCKS) vb_host_chunk_give(slab);
-        else free(slab);
+        vb_host_chunk_give(slab);
     }
     cc->spare_blocks = NULL;
 }
