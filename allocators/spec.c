@@ -148,14 +148,29 @@ void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count)
     free(specs);
 }
 
-/* Appends a parsed spec unless one with the same label is there already. */
+int vb_allocator_spec_same(const vb_allocator_spec *a, const vb_allocator_spec *b)
+{
+    if (strcmp(a->label, b->label) == 0) return 1;
+    /* pytorch[] and caching run alike but are asked for as different rows: the name as written must match too */
+    if (strcspn(a->label, "[") != strcspn(b->label, "[") || strncmp(a->label, b->label, strcspn(a->label, "[")) != 0 ||
+        strcmp(a->name, b->name) != 0 || a->entry_count != b->entry_count)
+        return 0;
+    for (size_t i = 0; i < a->entry_count; i++) {
+        size_t j = 0;
+        while (j < b->entry_count && strcmp(a->entries[i].key, b->entries[j].key) != 0) j++;
+        if (j == b->entry_count || strcmp(a->entries[i].value, b->entries[j].value) != 0) return 0;
+    }
+    return 1;
+}
+
+/* Appends a parsed spec unless the same one is there already. */
 static vb_status spec_list_add(vb_allocator_spec **specs, size_t *count, size_t *capacity, const char *text)
 {
     vb_allocator_spec spec;
     vb_status status = vb_allocator_spec_parse(text, &spec);
     if (status != VB_OK) return status;
     for (size_t i = 0; i < *count; i++)
-        if (strcmp((*specs)[i].label, spec.label) == 0) {
+        if (vb_allocator_spec_same(&(*specs)[i], &spec)) {
             vb_allocator_spec_free(&spec);
             return VB_OK;
         }

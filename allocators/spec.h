@@ -36,9 +36,13 @@ vb_config vb_allocator_spec_config(const vb_allocator_spec *spec);
 
 void vb_allocator_spec_free(vb_allocator_spec *spec);
 
+/* 1 when `a` and `b` are the same spec: the same name as written and the
+ * same KEY=VALUE options in any order (caching[a=1,b=2] is caching[b=2,a=1]). */
+int vb_allocator_spec_same(const vb_allocator_spec *a, const vb_allocator_spec *b);
+
 /* Parses a list: specs split at top-level commas (commas inside brackets
  * belong to the spec), where the item "all" stands for every registered
- * allocator. Repeated labels are kept once. On success `*out` holds
+ * allocator. A repeated spec (vb_allocator_spec_same) is kept once. On success `*out` holds
  * `*count` specs (free with vb_allocator_spec_list_free). */
 vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out, size_t *count);
 

@@ -105,8 +105,9 @@ typedef struct vb_name_list {
     size_t count;
 } vb_name_list;
 
-/* Expands `spec` ("all", or comma-separated names) against `known` (NULL-
- * terminated). On an unknown or empty name prints one error naming `what`,
+/* Expands `spec` ("all", or comma-separated names, "all" among them) against
+ * `known` (NULL-terminated), each name once, in order of first mention. On
+ * an unknown or empty name prints one error naming `what`,
  * the nearest known name ("did you mean") and the known names, and returns
  * 2; else fills `out` and returns 0. */
 int vb_cli_names(const char *spec, const char *what, const char *const *known, vb_name_list *out);

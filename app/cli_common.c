@@ -212,11 +212,14 @@ int vb_cli_names(const char *spec, const char *what, const char *const *known, v
         vb_name_list_free(out);
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     }
-    if (strcmp(spec, "all") == 0) {
-        for (size_t i = 0; i < known_count; i++) out->names[out->count++] = known[i];
-        return VB_EXIT_OK;
-    }
+    /* A set, as --allocator is: a repeated name, or "all" among names, adds nothing new (names stay
+     * NULL-terminated: there is room past every known one). */
     for (char *save = NULL, *name = strtok_r(out->storage, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        if (strcmp(name, "all") == 0) {
+            for (size_t i = 0; i < known_count; i++)
+                if (!is_known(known[i], out->names)) out->names[out->count++] = known[i];
+            continue;
+        }
         if (!is_known(name, known)) {
             char names[1024], nearest[160];
             join(known, names, sizeof names);
@@ -226,7 +229,7 @@ int vb_cli_names(const char *spec, const char *what, const char *const *known, v
             vb_name_list_free(out);
             return status;
         }
-        out->names[out->count++] = name;
+        if (!is_known(name, out->names)) out->names[out->count++] = name;
     }
     if (out->count == 0) {
         vb_name_list_free(out);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "input_file.h"
 #include "output_file.h"
 
 #define REPORT_USAGE                                                                                       \
@@ -107,6 +108,9 @@ int vb_cmd_report(int argc, char **argv)
         vb_files_out_free(&args);
         return exit_status;
     }
+    /* Python reads the files; a malformed VB_SPOOL_LIMIT is refused here, as every command refuses it */
+    for (size_t i = 0; i < args.count && exit_status == VB_EXIT_OK; i++)
+        if (vb_input_check_spool_limit(args.files[i]) != VB_OK) exit_status = vb_cli_status_error(VB_ERR_INVALID);
     char dir[] = "/tmp/vrambench-report-XXXXXX", page[64] = "";
     if (exit_status == VB_EXIT_OK && !mkdtemp(dir))
         exit_status = vb_cli_error(VB_EXIT_FAILURE, "report: no temporary folder: %s", strerror(errno));

@@ -325,15 +325,15 @@ typedef struct run_state {
     json_t *document;
 } run_state;
 
-/* Drops specs whose label repeats an earlier one (--config can make two
- * specs equal) and repeated scenario names, so no name appears twice. */
+/* Drops specs that repeat an earlier one (--config can make two specs
+ * equal) and repeated scenario names, so no name appears twice. */
 static void drop_repeats(run_state *state)
 {
     size_t kept = 0;
     for (size_t i = 0; i < state->spec_count; i++) {
         int repeat = 0;
         for (size_t j = 0; j < kept && !repeat; j++)
-            repeat = strcmp(state->specs[j].label, state->specs[i].label) == 0;
+            repeat = vb_allocator_spec_same(&state->specs[j], &state->specs[i]);
         if (repeat) vb_allocator_spec_free(&state->specs[i]);
         else state->specs[kept++] = state->specs[i];
     }

@@ -29,6 +29,13 @@
  * when the variable is not a byte count. */
 vb_status vb_input_spool_limit(uint64_t *out);
 
+/* For a command that reads `path` without spooling it (results JSON): when
+ * it is not a regular file, a malformed $VB_SPOOL_LIMIT is refused as
+ * vb_input_spool refuses it, so every command treats the variable alike.
+ * VB_OK for a regular file, a directory or a path that does not exist (the
+ * reader names those). */
+vb_status vb_input_check_spool_limit(const char *path);
+
 /* Makes `path` readable more than once: a non-seekable input is read now
  * into a scratch file, which later vb_input_open calls of the same path
  * read instead; a regular file (or a directory, whose error comes from the

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "json_input.h"
+#include "input_file.h"
 
 /* Reads all of `fd` into a buffer it allocates, giving up once it holds more
  * than `limit` bytes (*length is then limit + 1). 0, or an errno value. */
@@ -97,6 +98,8 @@ vb_status vb_json_input_load(const char *path, size_t limit, json_t **out, int *
 {
     *out = NULL;
     *regular = 0;
+    vb_status checked = vb_input_check_spool_limit(path);
+    if (checked != VB_OK) return checked;
     /* O_NONBLOCK: opening a FIFO for reading waits for a writer otherwise. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return vb_error(VB_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));

@@ -9,6 +9,7 @@
 
 #include <zlib.h>
 
+#include "input_file.h"
 #include "text.h"
 
 /* The most a file may hold once decompressed (docs/results-json.md, "Readers"). */
@@ -293,7 +294,8 @@ static vb_status load(const char *path, vb_results_file *out)
     if (snprintf(out->path, sizeof out->path, "%s", path) >= (int)sizeof out->path)
         return vb_error(VB_ERR_INVALID, "file name too long: %.64s...", path);
     size_t length = 0;
-    vb_status status;
+    vb_status status = vb_input_check_spool_limit(path);
+    if (status != VB_OK) return status;
     char *bytes = read_all(path, &length, &status);
     if (!bytes) return status;
     json_error_t error;

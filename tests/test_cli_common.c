@@ -224,6 +224,31 @@ static int walk(const vb_cli_usage *usage, char **argv, char *out, size_t capaci
     return code == VB_CLI_STOP ? 100 + parser.exit_status : code;
 }
 
+static void test_a_name_or_all_named_twice_is_listed_once(void **state)
+{
+    (void)state;
+    static const char *const claims[] = {"view_keeps_storage", "release_specific", "smaller_batch_uses_less", NULL};
+    static const struct {
+        const char *spec;
+        size_t count;
+        const char *first;
+    } cases[] = {
+        {"all,all", 3, "view_keeps_storage"},
+        {"release_specific,release_specific", 1, "release_specific"},
+        {"release_specific,all", 3, "release_specific"},
+        {"all,release_specific", 3, "view_keeps_storage"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        vb_name_list list;
+        assert_int_equal(vb_cli_names(cases[i].spec, "claim", claims, &list), 0);
+        assert_int_equal(list.count, cases[i].count);
+        assert_string_equal(list.names[0], cases[i].first);
+        for (size_t a = 0; a < list.count; a++)
+            for (size_t b = a + 1; b < list.count; b++) assert_string_not_equal(list.names[a], list.names[b]);
+        vb_name_list_free(&list);
+    }
+}
+
 static void test_the_parser_reads_options_from_the_table(void **state)
 {
     (void)state;
@@ -319,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_decimals_are_plain_decimal_notation_inside_their_range),
         cmocka_unit_test(test_edit_distance_counts_swaps_as_one_and_ignores_case),
         cmocka_unit_test(test_the_nearest_name_is_offered_only_when_near),
+        cmocka_unit_test(test_a_name_or_all_named_twice_is_listed_once),
         cmocka_unit_test(test_the_parser_reads_options_from_the_table),
         cmocka_unit_test(test_the_parser_stops_with_exit_2_on_what_it_does_not_take),
         cmocka_unit_test(test_help_lists_every_option_of_its_variant_and_nothing_else),

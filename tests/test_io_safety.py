@@ -261,6 +261,29 @@ class FifosAndPipes(Base):
         self.assertIn("larger than", self.assert_one_error_line(result))
 
 
+    def test_a_malformed_spool_limit_is_refused_by_every_command_that_reads_a_pipe(self):
+        # replay refuses VB_SPOOL_LIMIT=lots for a pipe; so must every other command reading one.
+        self.write("t.trace", TRACE)
+        result = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                                "--out", "r.json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        results = self.read("r.json")
+        measurements = os.path.join(REPO, "results", "pytorch-claims-nvidia-h200-20261121.json")
+        with open(measurements, "rb") as file:
+            pytorch = file.read()
+        for label, argv, data in [
+                ("replay", ["replay", "/dev/stdin", "--device", "sim", "--quiet"], TRACE),
+                ("compare", ["compare", "/dev/stdin", "r.json"], results),
+                ("report", ["report", "/dev/stdin", "-o", "page.html", "--no-plots"], results),
+                ("merge", ["merge", "/dev/stdin", "-o", "merged.json", "--quiet"], results),
+                ("claims --pytorch", ["claims", "--allocator", "caching", "--device", "sim", "--quiet",
+                                      "--claim", "view_keeps_storage", "--pytorch", "/dev/stdin"], pytorch)]:
+            with self.subTest(label):
+                result = self.vrambench(*argv, input=data, env={"VB_SPOOL_LIMIT": "lots"}, timeout=60)
+                self.assertIn("VB_SPOOL_LIMIT='lots' is not a byte count", self.assert_one_error_line(result))
+                self.assertEqual(self.listing(), ["r.json", "t.trace"])
+
+
 class SnapshotOutput(Base):
     def replay_snapshot(self, out="s.pickle"):
         self.write("t.trace", TRACE)

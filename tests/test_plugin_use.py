@@ -56,6 +56,21 @@ class UseBeforeCuda(unittest.TestCase):
             if saved is not None:
                 os.environ["VRAMBENCH_ALLOCATOR"] = saved
 
+    def test_an_empty_spec_is_refused_as_empty_not_as_unset(self):
+        sys.modules["torch"] = fake_torch(initialized=False)
+        saved = os.environ.pop("VRAMBENCH_ALLOCATOR", None)
+        try:
+            with self.assertRaises(ValueError) as raised:
+                plugin.use("", library=os.path.abspath(__file__))
+            self.assertNotIn("VRAMBENCH_ALLOCATOR", os.environ)
+        finally:
+            if saved is not None:
+                os.environ["VRAMBENCH_ALLOCATOR"] = saved
+        message = str(raised.exception)
+        self.assertIn("allocator spec is empty", message)
+        self.assertNotIn("not set", message)
+        self.assertEqual(len(message.splitlines()), 1)
+
     def test_use_before_cuda_goes_on_to_load_the_library(self):
         sys.modules["torch"] = fake_torch(initialized=False)
         with self.assertRaises(FileNotFoundError):

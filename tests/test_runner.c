@@ -150,6 +150,22 @@ static void test_spec_list_all_expands_and_repeats_are_kept_once(void **state)
     vb_allocator_spec_list_free(specs, count);
 }
 
+static void test_a_spec_repeated_with_its_options_in_another_order_is_kept_once(void **state)
+{
+    (void)state;
+    vb_allocator_spec *specs;
+    size_t count;
+    /* the same settings are one row; pytorch[] is asked for by another name, so it stays a row of its own */
+    assert_int_equal(vb_allocator_spec_list_parse("cuda[a=1,b=2],cuda[b=2,a=1],cuda[a=1],pytorch[],caching",
+                                                  &specs, &count), VB_OK);
+    assert_int_equal(count, 4);
+    assert_string_equal(specs[0].label, "cuda[a=1,b=2]");
+    assert_string_equal(specs[1].label, "cuda[a=1]");
+    assert_string_equal(specs[2].label, "pytorch[]");
+    assert_string_equal(specs[3].label, "caching");
+    vb_allocator_spec_list_free(specs, count);
+}
+
 static void test_spec_list_rejects_empty_items_and_open_brackets(void **state)
 {
     (void)state;
@@ -530,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_malformed_specs_are_invalid),
         cmocka_unit_test(test_spec_list_splits_at_top_level_commas_only),
         cmocka_unit_test(test_spec_list_all_expands_and_repeats_are_kept_once),
+        cmocka_unit_test(test_a_spec_repeated_with_its_options_in_another_order_is_kept_once),
         cmocka_unit_test(test_spec_list_rejects_empty_items_and_open_brackets),
         cmocka_unit_test(test_median_is_middle_or_mean_of_middles),
         cmocka_unit_test(test_cv_is_stddev_over_mean_and_zero_when_undefined),
