@@ -10,7 +10,8 @@
  *
  * The generator is our own xoshiro256** seeded through splitmix64, so the same
  * seed gives the same trace on every machine. A name ending in .gz is written
- * gzip-compressed. */
+ * gzip-compressed. A trace that cannot fit its file system's free space is
+ * refused before it is written (its size is worked out from the options). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +25,15 @@
 
 #define ALLOCATION_PERCENT 73
 #define WRITE_BUFFER_BYTES (64 * 1024)
+#define HEADER_BYTES 256
+/* The most --events: a plain trace of 1e12 events is about 20 TB, more than
+ * a disk holds; past it a count is a typo, not a plan. */
+#define MAX_EVENTS 1000000000000ull
+#define MAX_EVENTS_TEXT "1e12"
+/* gzip makes gen-trace's text 22% to 37% of its size (measured at 1e6 and
+ * 1e7 events, --max-size 1 to 64MiB): an eighth is well below all of them,
+ * so a .gz refused for its size would not have fit either. */
+#define GZIP_SHRINKS_AT_MOST 8
 
 /* ------------------------------------------------------------------------ */
 /* Random numbers                                                            */
@@ -124,6 +134,18 @@ static void free_at(writer *w, live_allocation *live, uint64_t *live_count, uint
     live[index] = live[--*live_count];
 }
 
+/* The trace's first two lines (the format, then how it was made) into
+ * `out` (HEADER_BYTES); their length. */
+static size_t format_header(char *out, const random_options *options)
+{
+    int length = snprintf(out, HEADER_BYTES,
+                          "vbtrace 1\n# vrambench gen-trace random --seed %llu --events %llu --max-size %llu "
+                          "--max-live %llu\n",
+                          (unsigned long long)options->seed, (unsigned long long)options->events,
+                          (unsigned long long)options->max_size, (unsigned long long)options->max_live);
+    return (size_t)length;
+}
+
 /* Writes the whole trace; returns 0, or -1 on a write or memory failure. */
 static int generate(writer *w, const random_options *options)
 {
@@ -131,13 +153,10 @@ static int generate(writer *w, const random_options *options)
     rng_seed(&r, options->seed);
     live_allocation *live = NULL;
     uint64_t live_count = 0, live_capacity = 0, live_bytes = 0, written = 0, next_id = 0;
-    char header[256];
-    snprintf(header, sizeof header,
-             "vbtrace 1\n# vrambench gen-trace random --seed %llu --events %llu --max-size %llu --max-live %llu\n",
-             (unsigned long long)options->seed, (unsigned long long)options->events,
-             (unsigned long long)options->max_size, (unsigned long long)options->max_live);
-    memcpy(w->buffer, header, strlen(header));
-    w->used = strlen(header);
+    char header[HEADER_BYTES];
+    size_t header_length = format_header(header, options);
+    memcpy(w->buffer, header, header_length);
+    w->used = header_length;
     /* Each live allocation still owes its free: stop when they fill the rest. */
     while (written + live_count < options->events && !w->failed) {
         uint64_t size = 1 + rng_below(&r, options->max_size);
@@ -178,7 +197,9 @@ static int generate(writer *w, const random_options *options)
 enum { OPT_SEED, OPT_EVENTS, OPT_MAX_SIZE, OPT_MAX_LIVE, OPT_OUT, OPT_QUIET, OPTION_COUNT };
 static const vb_cli_option options[OPTION_COUNT + 1] = {
     [OPT_SEED] = {"--seed", NULL, "N", "the random seed (0 to 2^64-1; default 1): the same seed, the same trace", 0},
-    [OPT_EVENTS] = {"--events", NULL, "N", "events in the trace, allocations and frees (at least 1), e.g. --events 10000",
+    [OPT_EVENTS] = {"--events", NULL, "N",
+                    "events in the trace, allocations and frees (1 to " MAX_EVENTS_TEXT "), e.g. --events 10000; a "
+                    "trace that would not fit\nits file system's free space is refused before it is written",
                     0},
     [OPT_MAX_SIZE] = {"--max-size", NULL, "SIZE",
                       "the largest allocation (sizes are uniform in 1 .. SIZE bytes), e.g. --max-size 64MiB. "
@@ -231,8 +252,9 @@ static int parse_random_options(int argc, char **argv, random_options *options)
                 return vb_cli_error(VB_EXIT_USAGE, "gen-trace: bad --seed '%s' (a whole number from 0 to 2^64-1)", value);
             break;
         case OPT_EVENTS:
-            if (vb_cli_parse_whole(value, 0, UINT64_MAX, &options->events) != 0)
-                return vb_cli_error(VB_EXIT_USAGE, "gen-trace: bad --events '%s' (a whole number, at least 1)", value);
+            if (vb_cli_parse_whole(value, 0, MAX_EVENTS, &options->events) != 0)
+                return vb_cli_error(VB_EXIT_USAGE, "gen-trace: bad --events '%s' (a whole number, 1 to " MAX_EVENTS_TEXT ")",
+                                    value);
             have_events = 1;
             break;
         case OPT_MAX_SIZE:
@@ -270,6 +292,66 @@ static int is_gzip_name(const char *path)
     return length > 3 && strcmp(path + length - 3, ".gz") == 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Output size                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The decimal digits of all the numbers 0 .. n-1 together (n <= 1e18). */
+static uint64_t digits_below(uint64_t n)
+{
+    uint64_t total = 0;
+    for (uint64_t low = 0, high = 10, digits = 1; low < n; low = high, high *= 10, digits++)
+        total += ((n < high ? n : high) - low) * digits;
+    return total;
+}
+
+/* The mean number of decimal digits of a size uniform in 1 .. max_size. */
+static double mean_size_digits(uint64_t max_size)
+{
+    double total = 0;
+    for (uint64_t low = 1, digits = 1;; digits++) {
+        uint64_t high = low > UINT64_MAX / 10 ? UINT64_MAX : low * 10 - 1;
+        if (high > max_size) high = max_size;
+        total += (double)(high - low + 1) * (double)digits;
+        if (high == max_size) break;
+        low = high + 1;
+    }
+    return total / (double)max_size;
+}
+
+/* The bytes the trace will take: worked out from what generate() writes,
+ * not by writing it. events/2 allocations, ids 0, 1, ..., each on an
+ * "a ID SIZE\n" and an "f ID\n" line (7 bytes besides the numbers), sizes
+ * taken as uniform (--max-live refusing some large ones makes the real file
+ * at most a few percent smaller). A .gz name: the text shrunk by the most
+ * gzip was seen to shrink it (GZIP_SHRINKS_AT_MOST), a low estimate. */
+static uint64_t estimated_bytes(const random_options *options, int gzip)
+{
+    char header[HEADER_BYTES];
+    uint64_t allocations = options->events / 2;
+    double bytes = (double)format_header(header, options) + 7.0 * (double)allocations +
+                   2.0 * (double)digits_below(allocations) + (double)allocations * mean_size_digits(options->max_size);
+    return (uint64_t)(gzip ? bytes / GZIP_SHRINKS_AT_MOST : bytes);
+}
+
+/* One error line and 2 when the trace cannot fit the free space of its
+ * file system; 0 when it can, or when the file system cannot say (a full
+ * disk then still fails cleanly as it writes). */
+static int check_room(const random_options *options)
+{
+    uint64_t room;
+    if (vb_output_room(options->out, &room) != VB_OK) return VB_EXIT_OK;
+    int gzip = is_gzip_name(options->out);
+    uint64_t need = estimated_bytes(options, gzip);
+    if (need <= room) return VB_EXIT_OK;
+    char need_text[32], room_text[32];
+    vb_cli_format_bytes(need, need_text, sizeof need_text);
+    vb_cli_format_bytes(room, room_text, sizeof room_text);
+    return vb_cli_error(VB_EXIT_USAGE, "gen-trace: %llu events need about %s%s; the file system of '%s' has %s free",
+                        (unsigned long long)options->events, need_text, gzip ? " gzip'd" : "", options->out,
+                        room_text);
+}
+
 /* `vrambench gen-trace random ...`: checks every option and the output
  * path before it writes; the trace goes through a vb_output (app/output_file.h),
  * so a failed write leaves the target as it was. */
@@ -279,6 +361,7 @@ int vb_cmd_gen_trace(int argc, char **argv)
     int exit_status = parse_random_options(argc, argv, &options);
     if (exit_status != VB_EXIT_OK) return exit_status == VB_EXIT_HELP ? VB_EXIT_OK : exit_status;
     if (vb_output_check(options.out) != VB_OK) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: %s", vb_last_error());
+    if ((exit_status = check_room(&options)) != VB_EXIT_OK) return exit_status;
     vb_output out;
     if (vb_output_open(&out, options.out) != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: %s", vb_last_error());
     writer *w = calloc(1, sizeof *w);

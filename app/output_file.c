@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "scratch.h"
@@ -87,6 +88,21 @@ vb_status vb_output_check(const char *path)
     close(fd);
     unlink(temp);
     vb_temp_forget(handle);
+    return VB_OK;
+}
+
+vb_status vb_output_room(const char *path, uint64_t *free_bytes)
+{
+    char directory[4096];
+    const char *name;
+    struct statvfs info;
+    if (split_directory(path, directory, sizeof directory, &name) != 0)
+        return vb_error(VB_ERR_IO, "output path '%s' is too long", path);
+    if (statvfs(directory, &info) != 0)
+        return vb_error(VB_ERR_IO, "cannot ask the file system of '%s': %s", path, strerror(errno));
+    uint64_t block = info.f_frsize ? info.f_frsize : info.f_bsize;
+    /* Saturates: a huge file system is "more than any trace needs". */
+    *free_bytes = block && info.f_bavail > UINT64_MAX / block ? UINT64_MAX : (uint64_t)info.f_bavail * block;
     return VB_OK;
 }
 

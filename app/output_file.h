@@ -15,6 +15,7 @@
 #define VB_OUTPUT_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/status.h"
 
@@ -46,6 +47,12 @@ vb_status vb_output_check_distinct(const vb_named_file *files, size_t count);
  * the place of a file name (`--out --quiet`); "./-name" names such a file.
  * VB_ERR_INVALID with a message naming the path when not. */
 vb_status vb_output_check(const char *path);
+
+/* The bytes an unprivileged writer may still put on the file system that
+ * holds `path`'s directory (statvfs: free blocks not reserved for root), so
+ * a command can refuse up front an output that cannot fit. VB_ERR_IO when
+ * the file system cannot be asked. */
+vb_status vb_output_room(const char *path, uint64_t *free_bytes);
 
 /* Creates the temporary file for `path` in *out. VB_ERR_IO on failure
  * (nothing is left behind). */

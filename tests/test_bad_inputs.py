@@ -123,6 +123,15 @@ TRACES = [
 ]
 
 
+def small_disk():
+    """In a child: every write past 1 MiB fails (EFBIG, SIGXFSZ ignored), as
+    on a full disk: a gen-trace that writes what it should refuse stops."""
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+
 class BadInputTest(unittest.TestCase):
     cases_run = 0
 
@@ -139,11 +148,11 @@ class BadInputTest(unittest.TestCase):
             file.write(data)
         return self.path(name)
 
-    def refused(self, arguments, inputs, out="out.json"):
+    def refused(self, arguments, inputs, out="out.json", preexec_fn=None):
         """Runs vrambench; asserts exit 2, one stderr line, and that the
         directory holds only `inputs` (no result, no temporary file)."""
         result = subprocess.run([VRAMBENCH, *arguments], capture_output=True, env=self.environment,
-                                cwd=self.directory.name, timeout=60)
+                                cwd=self.directory.name, timeout=60, preexec_fn=preexec_fn)
         lines = result.stderr.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
@@ -316,6 +325,28 @@ class BadInputTest(unittest.TestCase):
                 if len(option) == 1:
                     arguments = ["gen-trace", "random", "-o", "t.trace", *option]
                 self.refused(arguments, [], out="t.trace")
+
+    def test_a_gen_trace_too_big_for_its_disk_is_refused_before_writing(self):
+        # 1e12 events are ~17 TiB of text (~2 TiB gzip'd at the least): more
+        # than the test's disk has free, so refused up front, both sizes named.
+        # A 1 MiB file-size limit stops a gen-trace that would write it anyway.
+        free = os.statvfs(self.directory.name)
+        if free.f_bavail * free.f_frsize > 1 << 40:
+            self.skipTest("over 1 TiB free: a 1e12-event trace might fit")
+        for out in ("t.trace", "t.trace.gz"):
+            with self.subTest(out):
+                line = self.refused(["gen-trace", "random", "--events", "1000000000000", "--max-size", "64M",
+                                     "--max-live", "8G", "-o", out], [], out=out, preexec_fn=small_disk)
+                self.assertIn(b"1000000000000 events need about ", line)
+                self.assertIn(b"TiB", line)
+                self.assertIn(b"of '%s' has " % out.encode(), line)
+
+    def test_gen_trace_events_past_1e12_are_refused_naming_the_most(self):
+        for events in ("1000000000001", "99999999999999", "18446744073709551615"):
+            with self.subTest(events):
+                line = self.refused(["gen-trace", "random", "--events", events, "--max-size", "1K",
+                                     "--max-live", "1M", "-o", "t.trace"], [], out="t.trace", preexec_fn=small_disk)
+                self.assertIn(b"bad --events '%s' (a whole number, 1 to 1e12)" % events.encode(), line)
 
     def measurements(self, timeline=None, counters=None, **entry):
         step = {"step": "start", "requested": 0, "allocated": 0, "reserved": 0, "driver_used": 0}

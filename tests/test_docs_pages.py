@@ -164,6 +164,19 @@ class GeneratedPages(unittest.TestCase):
         self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
         self.assertIn("overhead_ratio", run.stderr)
 
+    def test_a_newline_in_a_results_path_is_still_one_note_line(self):
+        # A file that is no results file is skipped with a note: one line,
+        # the newline shown as '?'.
+        results = os.path.join(self.work, "res\nults")
+        os.makedirs(results)
+        with open(os.path.join(results, "nvidia-h200-20250106.json"), "w", encoding="utf-8") as stream:
+            stream.write("{")
+        run = run_pages("--results", results, "--out", os.path.join(self.work, "pages"), "--readme", "")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        notes = [line for line in run.stderr.splitlines() if "skipping" in line]
+        self.assertEqual(len(notes), 1, run.stderr)
+        self.assertIn("res?ults", notes[0])
+
 
 class Links(unittest.TestCase):
 

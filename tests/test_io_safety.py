@@ -532,6 +532,36 @@ class CommandLine(Base):
                 self.assertFalse(any(byte < 0x20 or byte == 0x7f for byte in error), error)
                 error.decode("utf-8")  # valid UTF-8
 
+    def test_a_newline_in_a_file_name_never_makes_a_second_error_line(self):
+        # A missing input, an input that is not what it should be, and an
+        # output that cannot be written, each named with a newline: one line.
+        self.write("t.trace", TRACE)
+        made = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                              "--out", "r.json")
+        self.assertEqual(made.returncode, 0, made.stderr)
+        missing, unwritable = "missing\nname.trace", "no\nfolder/out.json"
+        self.write("bad\nname.json", b"not json")
+        self.write("bad\nname.trace", b"vbtrace 1\nzz\n")
+        cases = [["replay", missing, "--device", "sim", "--allocator", "caching"], ["tune", missing],
+                 ["explain", missing, "--capacity", "1G"], ["compare", "r.json", "missing\nname.json"],
+                 ["merge", "missing\nname.json", "-o", "m.json"], ["report", "missing\nname.json", "-o", "p.html"],
+                 ["check-sim", "missing\nname.json"], ["replay", "bad\nname.trace", "--device", "sim"],
+                 ["compare", "r.json", "bad\nname.json"], ["merge", "bad\nname.json", "-o", "m.json"],
+                 ["report", "bad\nname.json", "-o", "p.html", "--no-plots"], ["check-sim", "bad\nname.json"],
+                 ["replay", "t.trace", "--device", "sim", "--allocator", "caching", "--out", unwritable],
+                 ["replay", "t.trace", "--device", "sim", "--allocator", "caching", "--snapshot", unwritable],
+                 ["tune", "t.trace", "--out", unwritable], ["merge", "r.json", "-o", unwritable],
+                 ["report", "r.json", "-o", unwritable],
+                 ["gen-trace", "random", "--events", "10", "--max-size", "1K", "--max-live", "1M", "-o", unwritable]]
+        for argv in cases:
+            with self.subTest(repr(argv)):
+                result = self.vrambench(*argv)
+                self.assertNotEqual(result.returncode, 0, result.stderr)
+                self.assertEqual(result.stderr.count(b"\n"), 1, result.stderr)
+                self.assertTrue(result.stderr.startswith(b"vrambench: error: "), result.stderr)
+                # The name is still shown, its newline as '?'.
+                self.assertTrue(b"?name" in result.stderr or b"no?folder" in result.stderr, result.stderr)
+
     def test_config_reaches_an_external_library_whose_path_has_dots(self):
         library = "external:/opt/lib.v2/x.so"
         for config, expected in [(f"{library}.malloc=my_malloc", "cannot load"),

@@ -70,6 +70,14 @@ class ResultsTables(unittest.TestCase):
                     self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
                     self.assertNotIn("Traceback", run.stderr)
 
+    def test_a_newline_in_a_file_name_is_still_one_error_line(self):
+        for kind in ("bench", "claims", "microbench"):
+            with self.subTest(kind=kind):
+                run = tables(kind, self.write("bad\nname.json", "{"))
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+                self.assertIn("bad?name.json", run.stderr)
+
     def test_a_missing_counter_is_named(self):
         document = plot_fixture.sim_result(scenarios=["views"])
         for entry in document["benchmarks"]:

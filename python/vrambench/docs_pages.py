@@ -25,6 +25,7 @@ import re
 import sys
 
 from vrambench import results_tables as tables
+from vrambench.output import shown
 from vrambench.results import (InputError, MAX_FILE_BYTES, load_claims, load_pytorch_claims,
                                load_tune_check, parse_result, read_json)
 from vrambench.plots import torch_ab
@@ -83,7 +84,7 @@ SECTIONS = (
 
 
 def note(message):
-    print(f"{PROG}: note: {message}", file=sys.stderr)
+    print(f"{PROG}: note: {shown(message)}", file=sys.stderr)  # one line, whatever a file is called
 
 
 def slugify(device_name):

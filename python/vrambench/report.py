@@ -28,6 +28,7 @@ import sys
 import tempfile
 
 from vrambench import arguments
+from vrambench.output import shown
 from vrambench.results import InputError, check_text, is_number, parse_result, read_json, load_claims
 
 PROG = "vrambench"
@@ -461,7 +462,8 @@ def main(argv=None):
     try:
         documents = [load(path) for path in args.files]
     except InputError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        # Its file names are the user's: a newline in one must not make two lines.
+        print(f"{PROG}: error: {shown(error)}", file=sys.stderr)
         return 2
     images, note = plots(documents, not args.no_plots)
     text = page(documents, images, note)

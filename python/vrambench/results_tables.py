@@ -19,6 +19,7 @@ import sys
 # The results model and loader of plots/ (python/vrambench/results.py), one for every tool.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from vrambench.output import shown  # noqa: E402
 from vrambench.results import InputError, load_claims, load_result, load_tune_check  # noqa: E402
 
 MiB = 1 << 20
@@ -260,7 +261,7 @@ def main(argv):
             {"bench": bench, "claims": claims, "microbench": microbench,
              "tune-check": tune_check}[argv[1]](argv[2])
     except InputError as error:
-        print(f"results_tables: error: {error}", file=sys.stderr)
+        print(f"results_tables: error: {shown(error)}", file=sys.stderr)  # one line, whatever a file is called
         return 2
     return 0
 
