@@ -29,6 +29,11 @@ typedef int (*vb_command_fn)(int argc, char **argv); /* argv[0] is the subcomman
  * trace) become '?' (vb_text_sanitize). Returns `exit_status`. */
 int vb_cli_error(int exit_status, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
+/* Prints `format` and a newline on `out`, one line as vb_cli_error's is
+ * (control characters and bytes that are not UTF-8 become '?'): every line
+ * that names a file the user gave ("vrambench: wrote FILE", a note). */
+void vb_cli_line(FILE *out, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
 /* Prints the last vb_error() message and returns 2 for VB_ERR_INVALID (bad
  * input) or 1 for anything else. */
 int vb_cli_status_error(vb_status status);

@@ -14,27 +14,41 @@
 #include "cli.h"
 #include "text.h"
 
-int vb_cli_error(int exit_status, const char *format, ...)
+/* Formats `format`, makes it one safe line and prints it on `out` after
+ * `prefix`: what the user gave (file names, specs, a trace's bytes) is
+ * echoed as it is only when it is text: a control character (an escape
+ * sequence, a newline that would make two lines) or a byte that is not UTF-8
+ * becomes '?'. */
+static void print_line(FILE *out, const char *prefix, const char *format, va_list args)
 {
     char fixed[1024], *message = fixed;
+    va_list again;
+    va_copy(again, args);
+    int length = vsnprintf(fixed, sizeof fixed, format, args);
+    if (length >= (int)sizeof fixed && (message = malloc((size_t)length + 1)) != NULL)
+        vsnprintf(message, (size_t)length + 1, format, again);
+    va_end(again);
+    if (!message) message = fixed; /* cut short rather than lost */
+    vb_text_sanitize(message, 1);
+    fprintf(out, "%s%s\n", prefix, message);
+    if (message != fixed) free(message);
+}
+
+int vb_cli_error(int exit_status, const char *format, ...)
+{
     va_list args;
     va_start(args, format);
-    int length = vsnprintf(fixed, sizeof fixed, format, args);
+    print_line(stderr, "vrambench: error: ", format, args);
     va_end(args);
-    if (length >= (int)sizeof fixed && (message = malloc((size_t)length + 1)) != NULL) {
-        va_start(args, format);
-        vsnprintf(message, (size_t)length + 1, format, args);
-        va_end(args);
-    }
-    if (!message) message = fixed; /* cut short rather than lost */
-    /* What the user gave (file names, specs, a trace's bytes) is echoed as
-     * it is only when it is text: a control character (an escape sequence,
-     * a newline that would make two lines) or a byte that is not UTF-8
-     * becomes '?'. */
-    vb_text_sanitize(message, 1);
-    fprintf(stderr, "vrambench: error: %s\n", message);
-    if (message != fixed) free(message);
     return exit_status;
+}
+
+void vb_cli_line(FILE *out, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    print_line(out, "", format, args);
+    va_end(args);
 }
 
 int vb_cli_status_error(vb_status status)

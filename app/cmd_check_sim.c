@@ -478,15 +478,16 @@ static int check_file(vb_sim_differences *differences, check_input *input, int s
     json_t *context = json_object_get(document, "context");
     json_t *claims = json_object_get(document, "claims"), *benchmarks = json_object_get(document, "benchmarks");
     if (json_is_object(context) && json_is_array(json_object_get(document, "measurements"))) {
-        printf("check-sim: %s\n  skipped: PyTorch's own measurements (lab/harnesses/pytorch_claims.py), no vrambench cases\n",
-               path);
+        vb_cli_line(stdout, "check-sim: %s", path);
+        printf("  skipped: PyTorch's own measurements (lab/harnesses/pytorch_claims.py), no vrambench cases\n");
         json_decref(document);
         return VB_EXIT_OK;
     }
     if (!json_is_object(context) || (!json_is_array(claims) && !json_is_array(benchmarks))) {
         json_decref(document);
         if (sweep) { /* --newest sweeps a folder, which may hold other JSON */
-            printf("check-sim: %s\n  skipped: not a vrambench results file\n", path);
+            vb_cli_line(stdout, "check-sim: %s", path);
+            printf("  skipped: not a vrambench results file\n");
             return VB_EXIT_OK;
         }
         return vb_cli_error(VB_EXIT_USAGE, "check-sim: %s: not a vrambench results file (no context, benchmarks "
@@ -497,7 +498,7 @@ static int check_file(vb_sim_differences *differences, check_input *input, int s
     json_t *first = json_array_get(benchmarks, 0);
     const char *first_name = first ? json_string_value(json_object_get(first, "name")) : NULL;
     int replay = first_name && strncmp(first_name, "replay:", 7) == 0;
-    printf("check-sim: %s (%s)\n", path, device);
+    vb_cli_line(stdout, "check-sim: %s (%s)", path, device);
     int status = VB_EXIT_OK;
     if (json_is_true(json_object_get(context, "simulated"))) {
         printf("  skipped: a sim result; check-sim compares GPU results with the sim\n");
@@ -507,10 +508,12 @@ static int check_file(vb_sim_differences *differences, check_input *input, int s
         printf("  skipped: made before the memory pass (no context.memory_pass), so its memory figures depend on "
                "the iteration count; re-record it with this vrambench\n");
     } else if (replay && (!trace || access(trace, R_OK) != 0)) {
-        printf("  skipped: the replayed trace %s%s%s is not here\n", trace ? "'" : "(not recorded: no context.trace_path)",
+        vb_cli_line(stdout, "  skipped: the replayed trace %s%s%s is not here",
+                    trace ? "'" : "(not recorded: no context.trace_path)",
                trace ? trace : "", trace ? "'" : "");
     } else if (replay && !regular_file(trace)) {
-        printf("  skipped: the replayed trace '%s' is not a regular file (check-sim replays only those)\n", trace);
+        vb_cli_line(stdout, "  skipped: the replayed trace '%s' is not a regular file (check-sim replays only those)",
+                    trace);
     } else {
         check_tally tally = {0};
         int checked = json_is_array(claims) ? check_claims(differences, path, document, &tally)
@@ -676,8 +679,8 @@ int vb_cmd_check_sim(int argc, char **argv)
     int exit_status = VB_EXIT_OK;
     for (int i = 0; i < count; i++) {
         if (newest && superseded(infos, count, i)) {
-            printf("check-sim: %s\n  skipped: a newer file of its kind and device is checked (--newest)\n",
-                   inputs[i].path);
+            vb_cli_line(stdout, "check-sim: %s", inputs[i].path);
+            printf("  skipped: a newer file of its kind and device is checked (--newest)\n");
         } else {
             int file_status = check_file(&differences, &inputs[i], newest, &total);
             if (file_status > exit_status) exit_status = file_status;

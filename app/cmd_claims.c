@@ -350,7 +350,7 @@ static int run_claims(claims_state *state, const claims_args *args)
     if (!state->document || fill_document(state) != 0) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     vb_status status = vb_report_write(state->document, out_path);
     if (status != VB_OK) return vb_cli_status_error(status);
-    if (!args->quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
+    if (!args->quiet) vb_cli_line(stderr, "vrambench: wrote %s", out_path);
     return VB_EXIT_OK;
 }
 

@@ -513,9 +513,9 @@ static void print_unpaired(const compare_args *args, const comparison *c)
 
 static void print_comparison(const compare_args *args, comparison *c, int *failed)
 {
-    printf("vrambench compare: A = %s (%s, %s), B = %s (%s, %s)\n", c->a->path, vb_results_kind_name(c->a->kind),
-           c->a->simulated ? "simulated device" : c->a->device_name, c->b->path, vb_results_kind_name(c->b->kind),
-           c->b->simulated ? "simulated device" : c->b->device_name);
+    vb_cli_line(stdout, "vrambench compare: A = %s (%s, %s), B = %s (%s, %s)", c->a->path,
+                vb_results_kind_name(c->a->kind), c->a->simulated ? "simulated device" : c->a->device_name, c->b->path,
+                vb_results_kind_name(c->b->kind), c->b->simulated ? "simulated device" : c->b->device_name);
     for (size_t p = 0; p < args->pair_count; p++) printf("  pairs %s in A with %s in B\n", args->pair_a[p], args->pair_b[p]);
     printf("  cells: A -> B (change) where they differ, one value where equal; memory figures compare exactly (to the "
            "byte); higher is worse for every metric%s\n", args->fail_count ? "; ! marks a regression (--fail-on)" : "");
@@ -644,7 +644,8 @@ int vb_cmd_compare(int argc, char **argv)
         }
         for (size_t i = 0; i < args.fail_count; i++)
             if (strcmp(args.fails[i].name, "time") == 0 && !c->times_compared)
-                fprintf(stderr, "vrambench: note: --fail-on time does not apply to %s: %s\n", c->b->path, c->times_note);
+                vb_cli_line(stderr, "vrambench: note: --fail-on time does not apply to %s: %s", c->b->path,
+                            c->times_note);
     }
     /* Every figure checked before any output: bad input is one line, no half table. */
     for (size_t i = 0; i < comparison_count; i++) {

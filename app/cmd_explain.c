@@ -117,7 +117,7 @@ int vb_cmd_explain(int argc, char **argv)
         fflush(stdout);
         if (status == VB_OK && out) status = vb_report_write(document, out);
         if (status != VB_OK) exit_status = vb_cli_status_error(status);
-        else if (out && !quiet) fprintf(stderr, "vrambench: wrote %s\n", out);
+        else if (out && !quiet) vb_cli_line(stderr, "vrambench: wrote %s", out);
     }
     json_decref(document);
     vb_input_release();

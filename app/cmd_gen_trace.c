@@ -388,6 +388,6 @@ int vb_cmd_gen_trace(int argc, char **argv)
                             zlib_error == Z_ERRNO ? strerror(saved_errno) : "compression failed");
     }
     if (vb_output_commit(&out) != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: %s", vb_last_error());
-    if (!options.quiet) fprintf(stderr, "vrambench: wrote %s\n", options.out);
+    if (!options.quiet) vb_cli_line(stderr, "vrambench: wrote %s", options.out);
     return VB_EXIT_OK;
 }

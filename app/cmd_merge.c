@@ -274,7 +274,7 @@ int vb_cmd_merge(int argc, char **argv)
         vb_status status = vb_report_write(root, out);
         if (status != VB_OK) exit_status = vb_cli_status_error(status);
         else if (!quiet)
-            fprintf(stderr, "vrambench: merged %zu file%s (%zu entries%s) into %s\n", count, count == 1 ? "" : "s",
+            vb_cli_line(stderr, "vrambench: merged %zu file%s (%zu entries%s) into %s", count, count == 1 ? "" : "s",
                     json_array_size(json_object_get(root, "benchmarks")), sharded ? ", every shard" : "", out);
     }
     json_decref(root);

@@ -538,7 +538,7 @@ int vb_cmd_microbench(int argc, char **argv)
     if (exit_status == VB_EXIT_OK && document) {
         status = vb_report_write(document, out_path);
         exit_status = status == VB_OK ? VB_EXIT_OK : vb_cli_status_error(status);
-        if (exit_status == VB_EXIT_OK && !quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
+        if (exit_status == VB_EXIT_OK && !quiet) vb_cli_line(stderr, "vrambench: wrote %s", out_path);
     }
     json_decref(document);
     vb_device_close(dev);

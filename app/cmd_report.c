@@ -120,7 +120,7 @@ int vb_cmd_report(int argc, char **argv)
         if (exit_status == VB_EXIT_OK) {
             vb_status status = write_page(page, args.out);
             if (status != VB_OK) exit_status = vb_cli_status_error(status);
-            else fprintf(stderr, "vrambench: wrote %s\n", args.out);
+            else vb_cli_line(stderr, "vrambench: wrote %s", args.out);
         }
         unlink(page);
         rmdir(dir);

@@ -625,7 +625,7 @@ int vb_run_command(int argc, char **argv, int trace_command)
             exit_status = vb_cli_status_error(status);
             goto done;
         }
-        if (!args.quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
+        if (!args.quiet) vb_cli_line(stderr, "vrambench: wrote %s", out_path);
     }
     if (args.snapshot) {
         /* The same replay again on a sim device of the run's capacity (the
@@ -635,7 +635,7 @@ int vb_run_command(int argc, char **argv, int trace_command)
             exit_status = vb_cli_status_error(status);
             goto done;
         }
-        if (!args.quiet) fprintf(stderr, "vrambench: wrote %s\n", args.snapshot);
+        if (!args.quiet) vb_cli_line(stderr, "vrambench: wrote %s", args.snapshot);
     }
     /* Out of memory is never silent: one line (an error with --fail-on-oom,
      * the exit 3's reason, so even under --quiet). */

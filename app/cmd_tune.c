@@ -151,7 +151,7 @@ int vb_cmd_tune(int argc, char **argv)
         fflush(stdout);
         if (status == VB_OK && out_path[0]) status = vb_report_write(document, out_path);
         if (status != VB_OK) exit_status = vb_cli_status_error(status);
-        else if (out_path[0] && !options.quiet) fprintf(stderr, "vrambench: wrote %s\n", out_path);
+        else if (out_path[0] && !options.quiet) vb_cli_line(stderr, "vrambench: wrote %s", out_path);
     }
     json_decref(document);
     vb_input_release();

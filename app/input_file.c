@@ -86,11 +86,7 @@ static int open_input(const char *path)
     struct pollfd wait = {.fd = fd, .events = POLLIN};
     int ready = poll(&wait, 1, FIFO_NOTE_AFTER_MS);
     if (ready == 0) {
-        char shown[256];
-        snprintf(shown, sizeof shown, "%s", path);
-        for (char *c = shown; *c; c++)
-            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-        fprintf(stderr, "vrambench: note: waiting for something to write to the FIFO %s\n", shown);
+        vb_cli_line(stderr, "vrambench: note: waiting for something to write to the FIFO %s", path);
         while ((ready = poll(&wait, 1, -1)) < 0 && errno == EINTR) {}
     }
     int flags = fcntl(fd, F_GETFL);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "replay.h"
+#include "text.h"
 #include "trace.h"
 #include "trace_drive.h"
 
@@ -125,7 +126,10 @@ static vb_status on_mark(void *context, const char *name)
 static void show_progress(replay *state, uint64_t events)
 {
     if (!isatty(STDERR_FILENO) || vb_now_ns() - state->started_ns < PROGRESS_AFTER_NS) return;
-    fprintf(stderr, "\rreplay: %s: %u%% (%llu events)\033[K", vb_trace_path(state->trace),
+    char path[256]; /* the file's name on one line, as vb_cli_error shows it */
+    snprintf(path, sizeof path, "%s", vb_trace_path(state->trace));
+    vb_text_sanitize(path, 1);
+    fprintf(stderr, "\rreplay: %s: %u%% (%llu events)\033[K", path,
             state->samples_taken * 100 / INTERVAL_SAMPLES, (unsigned long long)events);
     state->progress_shown = 1;
 }

@@ -55,7 +55,8 @@ static vb_status parse_spec(const char *text, vb_allocator_spec *spec)
 {
     if (!text || !text[0]) {
         snprintf(setup_error, sizeof setup_error,
-                 "VRAMBENCH_ALLOCATOR is not set (a vrambench allocator spec: stitch, caching[max_split_size_mb=256], ...)");
+                 "VRAMBENCH_ALLOCATOR is %s (a vrambench allocator spec: stitch, caching[max_split_size_mb=256], ...)",
+                 text ? "empty" : "not set");
         return VB_ERR_INVALID;
     }
     if (strcmp(text, "all") == 0) {

@@ -177,6 +177,27 @@ class GeneratedPages(unittest.TestCase):
         self.assertEqual(len(notes), 1, run.stderr)
         self.assertIn("res?ults", notes[0])
 
+    def test_a_newline_in_a_file_name_is_still_one_wrote_or_error_line(self):
+        # Every page written is one 'wrote' line, and an unreadable log one
+        # error line: each names its file with the newline shown as '?'.
+        results = os.path.join(self.work, "res\nults")
+        os.makedirs(results)
+        document = plot_fixture.sim_result(scenarios=["views"], device_name="NVIDIA H200", simulated=False)
+        with open(os.path.join(results, "nvidia-h200-20250106.json"), "w", encoding="utf-8") as stream:
+            json.dump(document, stream)
+        run = run_pages("--results", results, "--out", os.path.join(self.work, "pa\nges"), "--readme", "")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        lines = run.stderr.splitlines()
+        self.assertTrue(lines, run.stderr)
+        for line in lines:
+            self.assertTrue(line.startswith(f"{docs_pages.PROG}: wrote "), run.stderr)
+            self.assertIn("pa?ges", line)
+        os.symlink(os.path.join(self.work, "nowhere"), os.path.join(results, "nvidia-h200-run.log"))
+        run = run_pages("--results", results, "--out", os.path.join(self.work, "pa\nges"), "--readme", "")
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertEqual(len(run.stderr.splitlines()), 1, run.stderr)
+        self.assertIn("res?ults", run.stderr)
+
 
 class Links(unittest.TestCase):
 

@@ -570,6 +570,36 @@ class CommandLine(Base):
                 # The name is still shown, its newline as '?'.
                 self.assertTrue(b"?name" in result.stderr or b"no?folder" in result.stderr, result.stderr)
 
+    def test_a_newline_in_a_file_name_never_makes_a_second_line_of_a_command_that_succeeds(self):
+        # 'wrote FILE', 'merged ... into FILE', check-sim's heading, compare's
+        # note and torch2trace's summary: the name is shown with its newline
+        # as '?', and no line of stdout or stderr starts inside a name.
+        self.write("t.trace", TRACE)
+        self.write("s.pickle", snapshot_bytes())
+        made = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                              "--out", "r.json")
+        self.assertEqual(made.returncode, 0, made.stderr)
+        replay = ["replay", "t.trace", "--device", "sim", "--allocator", "caching"]
+        cases = [[*replay, "--out", "w\nname-replay.json"], [*replay, "--snapshot", "w\nname-snapshot.pickle"],
+                 ["tune", "t.trace", "--out", "w\nname-tune.json"],
+                 ["explain", "t.trace", "--capacity", "1G", "--out", "w\nname-explain.json"],
+                 ["gen-trace", "random", "--events", "10", "--max-size", "1K", "--max-live", "1M",
+                  "-o", "w\nname-gen.trace"],
+                 ["merge", "r.json", "-o", "w\nname-merge.json"],
+                 ["report", "r.json", "-o", "w\nname-report.html", "--no-plots"],
+                 ["check-sim", "w\nname-replay.json"],
+                 ["compare", "r.json", "w\nname-replay.json", "--fail-on", "time:+1000%"],
+                 ["claims", "--allocator", "caching", "--device", "sim", "--out", "w\nname-claims.json"],
+                 ["microbench", "--allocator", "cuda", "--device", "sim", "--out", "w\nname-micro.json"],
+                 [sys.executable, TORCH2TRACE, "s.pickle", "w\nname-converted.trace"]]
+        for argv in cases:
+            with self.subTest(repr(argv)):
+                result = self.run_tool(argv) if argv[0] == sys.executable else self.vrambench(*argv)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                said = result.stdout + result.stderr
+                self.assertIn(b"w?name", said)
+                self.assertNotIn(b"\nname", said)
+
     def test_config_reaches_an_external_library_whose_path_has_dots(self):
         library = "external:/opt/lib.v2/x.so"
         for config, expected in [(f"{library}.malloc=my_malloc", "cannot load"),

@@ -475,5 +475,31 @@ class DevicesNeverMix(unittest.TestCase):
         self.assertIn("with microbench " + os.path.join(self.folder, "microbench-h200.json"), stderr)
 
 
+
+class NotesAreOneLine(unittest.TestCase):
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="vb-plot-notes-")
+
+    def tearDown(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def test_a_newline_in_a_folder_name_is_still_one_note_line(self):
+        # --latest's notes (no microbench file of the device in FOLDER,
+        # plotting FILE) name the folder with its newline shown as '?'.
+        folder = os.path.join(self.work, "res\nults")
+        os.mkdir(folder)
+        for name, document in (("sim.json", plot_fixture.sim_result(scenarios=["views"])),
+                               ("microbench-h200.json", plot_fixture.microbench_result(
+                                   device_name="NVIDIA H200", simulated=False))):
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as stream:
+                json.dump(document, stream)
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            results.find_latest(folder)
+        lines = stderr.getvalue().splitlines()
+        self.assertEqual(len(lines), 2, stderr.getvalue())
+        for line in lines:
+            self.assertTrue(line.startswith(f"{results.PROG}: note: "), stderr.getvalue())
+            self.assertIn("res?ults", line)
 if __name__ == "__main__":
     unittest.main()

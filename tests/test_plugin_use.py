@@ -120,6 +120,26 @@ class UseAgainAfterABadSpec(unittest.TestCase):
         (line,) = self.tries("stich")
         self.assertTrue(line.endswith("| env: None"), line)
 
+    def test_an_empty_variable_is_named_empty_and_an_unset_one_unset(self):
+        # The library read directly (as a process started with the variable
+        # set to "" does), not through use(), which refuses "" itself.
+        import subprocess
+        child = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); lib.vb_torch_init.restype = ctypes.c_char_p; "
+                 "print(lib.vb_torch_init().decode())")
+        said = {}
+        for label, value in (("empty", ""), ("unset", None)):
+            env = dict(os.environ)
+            env.pop("VRAMBENCH_ALLOCATOR", None)
+            if value is not None:
+                env["VRAMBENCH_ALLOCATOR"] = value
+            done = subprocess.run([sys.executable, "-c", child, PLUGIN], capture_output=True, text=True,
+                                  timeout=60, env=env)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            said[label] = done.stdout
+        self.assertIn("VRAMBENCH_ALLOCATOR is empty", said["empty"])
+        self.assertNotIn("not set", said["empty"])
+        self.assertIn("VRAMBENCH_ALLOCATOR is not set", said["unset"])
+
     def test_all_is_refused_as_not_one_strategy(self):
         (line,) = self.tries("all")
         self.assertIn("serves one strategy", line)

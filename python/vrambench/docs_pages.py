@@ -537,10 +537,10 @@ def main(argv=None):
             if write(args.readme, with_headline(readme, block)):
                 written.append(args.readme)
     except InputError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {shown(error)}", file=sys.stderr)
         return 2
     for path in written:
-        print(f"{PROG}: wrote {path}", file=sys.stderr)
+        print(f"{PROG}: wrote {shown(path)}", file=sys.stderr)
     if not written:
         print(f"{PROG}: every page up to date", file=sys.stderr)
     return 0

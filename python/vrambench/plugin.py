@@ -80,7 +80,7 @@ def use(spec, library=None, patch_torch=True):
         raise TypeError(f"vrambench.plugin.use(): the allocator spec is a string such as \"stitch\" or "
                         f"\"caching[max_split_size_mb=256]\", not {type(spec).__name__}")
     if not spec:
-        # the plug-in reads an empty VRAMBENCH_ALLOCATOR as unset and would say so
+        # said here, before the library loads (the plug-in itself says VRAMBENCH_ALLOCATOR is empty)
         raise ValueError("vrambench.plugin.use(): the allocator spec is empty (a vrambench allocator spec: stitch, "
                          "caching[max_split_size_mb=256], ...)")
     path = library_path(library)

@@ -49,7 +49,7 @@ class InputError(Exception):
 
 def note(message):
     """Prints a one-line note (a skipped plot, a chosen file) on stderr."""
-    print(f"{PROG}: note: {message}", file=sys.stderr)
+    print(f"{PROG}: note: {_shown(message)}", file=sys.stderr)  # one line, whatever a file is called
 
 
 def is_number(value):
@@ -267,7 +267,7 @@ def read_input(path, limit, what="file"):
             waiting.register(fd, select.POLLIN)
             if not waiting.poll(FIFO_NOTE_AFTER_SECONDS * 1000):
                 print(f"{os.path.basename(sys.argv[0]) or 'vrambench'}: note: waiting for something to write "
-                      f"to the FIFO {name}", file=sys.stderr)
+                      f"to the FIFO {_shown(name)}", file=sys.stderr)
                 waiting.poll()
             os.set_blocking(fd, True if path != "-" else blocking)
         with open(fd, "rb") as stream:
