@@ -3,6 +3,7 @@
 #include "id_map.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* The first window's slots. */
 #define FIRST_CAPACITY 1024
@@ -13,7 +14,7 @@
 /* 1 when `id` is in the window's range (held there or not). */
 static int in_window(const vb_id_map *map, uint64_t id)
 {
-    return map->capacity && id - map->base < map->capacity;
+    return vb_id_map_in_window(map, id);
 }
 
 static size_t slot_of(const vb_id_map *map, uint64_t id)
@@ -43,11 +44,27 @@ static int resize(vb_id_map *map, size_t capacity)
         free(held);
         return -1;
     }
-    for (size_t slot = 0; slot < map->capacity; slot++) {
-        if (!is_held(map, slot)) continue;
-        size_t to = (size_t)id_at(map, slot) & (capacity - 1);
-        values[to] = map->values[slot];
-        held[to / 64] |= 1ULL << (to % 64);
+    /* By words of 64 slots (capacities are multiples of 64): a word's ids
+     * follow one another, so they move together to a word of the new
+     * window, all but the word where the ids wrap round to the window's
+     * start (base's slot inside it), moved slot by slot. Slot by slot
+     * throughout, a trace's growing window cost more than the rest of
+     * its look-ups. */
+    size_t wrap = (size_t)map->base & (map->capacity - 1);
+    for (size_t word = 0; word < map->capacity / 64; word++) {
+        if (!map->held[word]) continue;
+        if (wrap % 64 && wrap / 64 == word) {
+            for (size_t slot = word * 64; slot < word * 64 + 64; slot++) {
+                if (!is_held(map, slot)) continue;
+                size_t to = (size_t)id_at(map, slot) & (capacity - 1);
+                values[to] = map->values[slot];
+                held[to / 64] |= 1ULL << (to % 64);
+            }
+            continue;
+        }
+        size_t to = (size_t)id_at(map, word * 64) & (capacity - 1);
+        held[to / 64] = map->held[word];
+        memcpy(&values[to], &map->values[word * 64], 64 * sizeof *values);
     }
     free(map->values);
     free(map->held);
@@ -110,7 +127,8 @@ static int make_room(vb_id_map *map, uint64_t id)
     return slide(map, id + 1 - map->capacity);
 }
 
-uint64_t *vb_id_map_slot(vb_id_map *map, uint64_t id, int *added)
+/* vb_id_map_slot (id_map.h) for the ids its inline part leaves. */
+uint64_t *vb_id_map_slot_rest(vb_id_map *map, uint64_t id, int *added)
 {
     int is_new = 0;
     if (added) *added = 0;
@@ -133,31 +151,15 @@ uint64_t *vb_id_map_slot(vb_id_map *map, uint64_t id, int *added)
     return &map->values[slot];
 }
 
-int vb_id_map_get(const vb_id_map *map, uint64_t id, uint64_t *value)
+/* vb_id_map_get and vb_id_map_remove (id_map.h) once the window has not
+ * got `id`. */
+int vb_id_map_get_outside(const vb_id_map *map, uint64_t id, uint64_t *value)
 {
-    if (in_window(map, id) && is_held(map, slot_of(map, id))) {
-        *value = map->values[slot_of(map, id)];
-        return 1;
-    }
     return map->outside.count && id != UINT64_MAX && vb_addr_map_get(&map->outside, id + 1, value);
 }
 
-void vb_id_map_prefetch(const vb_id_map *map, uint64_t id)
+int vb_id_map_remove_outside(vb_id_map *map, uint64_t id, uint64_t *value)
 {
-    if (in_window(map, id)) __builtin_prefetch(&map->values[slot_of(map, id)]);
-}
-
-int vb_id_map_remove(vb_id_map *map, uint64_t id, uint64_t *value)
-{
-    if (in_window(map, id)) {
-        size_t slot = slot_of(map, id);
-        if (is_held(map, slot)) {
-            if (value) *value = map->values[slot];
-            map->held[slot / 64] &= ~(1ULL << (slot % 64));
-            map->window_count--;
-            return 1;
-        }
-    }
     return map->outside.count && id != UINT64_MAX && vb_addr_map_remove(&map->outside, id + 1, value);
 }
 

@@ -40,17 +40,17 @@ typedef struct vb_id_map {
  * kept (valid until the map next changes); *added (may be NULL) says
  * whether it was inserted. NULL when host memory runs out or `id` is
  * UINT64_MAX. */
-uint64_t *vb_id_map_slot(vb_id_map *map, uint64_t id, int *added);
+static inline uint64_t *vb_id_map_slot(vb_id_map *map, uint64_t id, int *added);
 
 /* 1 and the value of `id` in *value if it is present, else 0. */
-int vb_id_map_get(const vb_id_map *map, uint64_t id, uint64_t *value);
+static inline int vb_id_map_get(const vb_id_map *map, uint64_t id, uint64_t *value);
 
 /* Asks for the cache line where the value of `id` is kept, when the window
  * holds it (a hint for a look-up to come: changes nothing). */
-void vb_id_map_prefetch(const vb_id_map *map, uint64_t id);
+static inline void vb_id_map_prefetch(const vb_id_map *map, uint64_t id);
 
 /* Removes `id`; 1 if it was present (its value in *value, may be NULL), else 0. */
-int vb_id_map_remove(vb_id_map *map, uint64_t id, uint64_t *value);
+static inline int vb_id_map_remove(vb_id_map *map, uint64_t id, uint64_t *value);
 
 /* The ids held. */
 size_t vb_id_map_count(const vb_id_map *map);
@@ -61,5 +61,77 @@ void vb_id_map_each(const vb_id_map *map, void (*visit)(void *context, uint64_t 
 
 /* Frees everything; the map is empty and usable again. */
 void vb_id_map_clear(vb_id_map *map);
+
+/* ------------------------------------------------------------------------ */
+/* The common cases inline: a trace reader does one insert, one look-up and
+ * one removal per allocation, each a few instructions when the id is in
+ * the window, where a call into id_map.c cost more than the work. The
+ * rest is in id_map.c.                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* vb_id_map_slot, vb_id_map_get, vb_id_map_remove for what the inline
+ * parts leave: ids out of the window, ids the hash map may hold. */
+uint64_t *vb_id_map_slot_rest(vb_id_map *map, uint64_t id, int *added);
+int vb_id_map_get_outside(const vb_id_map *map, uint64_t id, uint64_t *value);
+int vb_id_map_remove_outside(vb_id_map *map, uint64_t id, uint64_t *value);
+
+/* 1 when `id` is in the window's range (an empty window, capacity 0, has none). */
+static inline int vb_id_map_in_window(const vb_id_map *map, uint64_t id)
+{
+    return id - map->base < map->capacity;
+}
+
+static inline uint64_t *vb_id_map_slot(vb_id_map *map, uint64_t id, int *added)
+{
+    if (vb_id_map_in_window(map, id) && id != UINT64_MAX) {
+        size_t slot = (size_t)id & (map->capacity - 1);
+        uint64_t bit = 1ULL << (slot % 64), *held = &map->held[slot / 64];
+        if (*held & bit) {
+            if (added) *added = 0;
+            return &map->values[slot];
+        }
+        /* A new id the hash map cannot hold (it holds none in this range). */
+        if (!map->outside.count || id < map->outside_low || id > map->outside_high) {
+            *held |= bit;
+            map->values[slot] = 0;
+            map->window_count++;
+            if (added) *added = 1;
+            return &map->values[slot];
+        }
+    }
+    return vb_id_map_slot_rest(map, id, added);
+}
+
+static inline int vb_id_map_get(const vb_id_map *map, uint64_t id, uint64_t *value)
+{
+    if (vb_id_map_in_window(map, id)) {
+        size_t slot = (size_t)id & (map->capacity - 1);
+        if (map->held[slot / 64] >> (slot % 64) & 1) {
+            *value = map->values[slot];
+            return 1;
+        }
+    }
+    return map->outside.count && vb_id_map_get_outside(map, id, value);
+}
+
+static inline void vb_id_map_prefetch(const vb_id_map *map, uint64_t id)
+{
+    if (vb_id_map_in_window(map, id)) __builtin_prefetch(&map->values[(size_t)id & (map->capacity - 1)]);
+}
+
+static inline int vb_id_map_remove(vb_id_map *map, uint64_t id, uint64_t *value)
+{
+    if (vb_id_map_in_window(map, id)) {
+        size_t slot = (size_t)id & (map->capacity - 1);
+        uint64_t bit = 1ULL << (slot % 64), *held = &map->held[slot / 64];
+        if (*held & bit) {
+            if (value) *value = map->values[slot];
+            *held &= ~bit;
+            map->window_count--;
+            return 1;
+        }
+    }
+    return map->outside.count && vb_id_map_remove_outside(map, id, value);
+}
 
 #endif
