@@ -509,8 +509,7 @@ static int check_file(vb_sim_differences *differences, check_input *input, int s
                "the iteration count; re-record it with this vrambench\n");
     } else if (replay && (!trace || access(trace, R_OK) != 0)) {
         vb_cli_line(stdout, "  skipped: the replayed trace %s%s%s is not here",
-                    trace ? "'" : "(not recorded: no context.trace_path)",
-               trace ? trace : "", trace ? "'" : "");
+                    trace ? "'" : "(not recorded: no context.trace_path)", trace ? trace : "", trace ? "'" : "");
     } else if (replay && !regular_file(trace)) {
         vb_cli_line(stdout, "  skipped: the replayed trace '%s' is not a regular file (check-sim replays only those)",
                     trace);
