@@ -11,22 +11,6 @@
  * end; a sparser one slides forward instead. */
 #define GROW_DENSITY 4
 
-/* 1 when `id` is in the window's range (held there or not). */
-static int in_window(const vb_id_map *map, uint64_t id)
-{
-    return vb_id_map_in_window(map, id);
-}
-
-static size_t slot_of(const vb_id_map *map, uint64_t id)
-{
-    return (size_t)id & (map->capacity - 1);
-}
-
-static int is_held(const vb_id_map *map, size_t slot)
-{
-    return (int)(map->held[slot / 64] >> (slot % 64) & 1);
-}
-
 /* The id whose slot `slot` is in the window (base's own residue first). */
 static uint64_t id_at(const vb_id_map *map, size_t slot)
 {
@@ -50,12 +34,12 @@ static int resize(vb_id_map *map, size_t capacity)
      * start (base's slot inside it), moved slot by slot. Slot by slot
      * throughout, a trace's growing window cost more than the rest of
      * its look-ups. */
-    size_t wrap = (size_t)map->base & (map->capacity - 1);
+    size_t wrap = vb_id_map_slot_of(map, map->base);
     for (size_t word = 0; word < map->capacity / 64; word++) {
         if (!map->held[word]) continue;
         if (wrap % 64 && wrap / 64 == word) {
             for (size_t slot = word * 64; slot < word * 64 + 64; slot++) {
-                if (!is_held(map, slot)) continue;
+                if (!vb_id_map_held(map, slot)) continue;
                 size_t to = (size_t)id_at(map, slot) & (capacity - 1);
                 values[to] = map->values[slot];
                 held[to / 64] |= 1ULL << (to % 64);
@@ -98,8 +82,8 @@ static int slide(vb_id_map *map, uint64_t base)
 {
     uint64_t end = base - map->base < map->capacity ? base : map->base + map->capacity;
     for (uint64_t id = map->base; id < end; id++) {
-        size_t slot = slot_of(map, id);
-        if (!is_held(map, slot)) continue;
+        size_t slot = vb_id_map_slot_of(map, id);
+        if (!vb_id_map_held(map, slot)) continue;
         int added;
         uint64_t *value = outside_slot(map, id, &added);
         if (!value) return -1;
@@ -133,14 +117,14 @@ uint64_t *vb_id_map_slot_rest(vb_id_map *map, uint64_t id, int *added)
     int is_new = 0;
     if (added) *added = 0;
     if (id == UINT64_MAX) return NULL;
-    if (!in_window(map, id) && make_room(map, id) != 0) return NULL;
-    if (!in_window(map, id)) {
+    if (!vb_id_map_in_window(map, id) && make_room(map, id) != 0) return NULL;
+    if (!vb_id_map_in_window(map, id)) {
         uint64_t *value = outside_slot(map, id, &is_new);
         if (added) *added = is_new;
         return value;
     }
-    size_t slot = slot_of(map, id);
-    if (is_held(map, slot)) return &map->values[slot];
+    size_t slot = vb_id_map_slot_of(map, id);
+    if (vb_id_map_held(map, slot)) return &map->values[slot];
     uint64_t value = 0;
     /* Held in the hash map since before the window reached it: moved in. */
     int moved = outside_may_hold(map, id) && vb_addr_map_remove(&map->outside, id + 1, &value);
@@ -184,7 +168,7 @@ static void visit_outside(void *context, uint64_t key, uint64_t value)
 void vb_id_map_each(const vb_id_map *map, void (*visit)(void *context, uint64_t id, uint64_t value), void *context)
 {
     for (size_t slot = 0; slot < map->capacity; slot++)
-        if (is_held(map, slot)) visit(context, id_at(map, slot), map->values[slot]);
+        if (vb_id_map_held(map, slot)) visit(context, id_at(map, slot), map->values[slot]);
     outside_walk walk = {visit, context};
     vb_addr_map_each(&map->outside, visit_outside, &walk);
 }

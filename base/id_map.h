@@ -81,10 +81,22 @@ static inline int vb_id_map_in_window(const vb_id_map *map, uint64_t id)
     return id - map->base < map->capacity;
 }
 
+/* The window slot of `id` (in the window's range). */
+static inline size_t vb_id_map_slot_of(const vb_id_map *map, uint64_t id)
+{
+    return (size_t)id & (map->capacity - 1);
+}
+
+/* 1 when window slot `slot` holds an id. */
+static inline int vb_id_map_held(const vb_id_map *map, size_t slot)
+{
+    return (int)(map->held[slot / 64] >> (slot % 64) & 1);
+}
+
 static inline uint64_t *vb_id_map_slot(vb_id_map *map, uint64_t id, int *added)
 {
     if (vb_id_map_in_window(map, id) && id != UINT64_MAX) {
-        size_t slot = (size_t)id & (map->capacity - 1);
+        size_t slot = vb_id_map_slot_of(map, id);
         uint64_t bit = 1ULL << (slot % 64), *held = &map->held[slot / 64];
         if (*held & bit) {
             if (added) *added = 0;
@@ -105,8 +117,8 @@ static inline uint64_t *vb_id_map_slot(vb_id_map *map, uint64_t id, int *added)
 static inline int vb_id_map_get(const vb_id_map *map, uint64_t id, uint64_t *value)
 {
     if (vb_id_map_in_window(map, id)) {
-        size_t slot = (size_t)id & (map->capacity - 1);
-        if (map->held[slot / 64] >> (slot % 64) & 1) {
+        size_t slot = vb_id_map_slot_of(map, id);
+        if (vb_id_map_held(map, slot)) {
             *value = map->values[slot];
             return 1;
         }
@@ -116,13 +128,13 @@ static inline int vb_id_map_get(const vb_id_map *map, uint64_t id, uint64_t *val
 
 static inline void vb_id_map_prefetch(const vb_id_map *map, uint64_t id)
 {
-    if (vb_id_map_in_window(map, id)) __builtin_prefetch(&map->values[(size_t)id & (map->capacity - 1)]);
+    if (vb_id_map_in_window(map, id)) __builtin_prefetch(&map->values[vb_id_map_slot_of(map, id)]);
 }
 
 static inline int vb_id_map_remove(vb_id_map *map, uint64_t id, uint64_t *value)
 {
     if (vb_id_map_in_window(map, id)) {
-        size_t slot = (size_t)id & (map->capacity - 1);
+        size_t slot = vb_id_map_slot_of(map, id);
         uint64_t bit = 1ULL << (slot % 64), *held = &map->held[slot / 64];
         if (*held & bit) {
             if (value) *value = map->values[slot];
