@@ -58,7 +58,7 @@ static void driver_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
     vb_oset_node *node = vb_oset_first(&pool->blocks);
     while (node) {
         vb_oset_node *next = vb_oset_next(&pool->blocks, node);
-        vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, node);
+        vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, class_node);
         if (!vb_cc_block_is_split(block)) driver_release_block(cc, block);
         node = next;
     }

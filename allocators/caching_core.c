@@ -23,7 +23,8 @@ _Static_assert(offsetof(vb_cc_block, class_node) == 0 &&
                "a block's size-class node and order key share its first cache line");
 _Static_assert(offsetof(vb_cc_block, mapped) < 2 * VB_CC_BLOCK_ALIGNMENT,
                "what a free reads of a block is in its first two cache lines");
-_Static_assert(sizeof(vb_cc_block) == 176, "vb_cc_block_new sets every field: add a new one there");
+_Static_assert(sizeof(vb_cc_block) == 2 * VB_CC_BLOCK_ALIGNMENT,
+               "a block struct is two cache lines, and vb_cc_block_new sets every field: add a new one there");
 
 /* Block structs are carved out of slabs, each a cache line of header and
  * then its structs: no heap block (and its header and alignment padding)
@@ -51,9 +52,10 @@ static vb_cc_block *slab_block(vb_cc_slab *slab, size_t i)
     return (vb_cc_block *)(void *)((char *)slab + VB_CC_BLOCK_ALIGNMENT + i * BLOCK_BYTES);
 }
 
+/* The block whose class_node this is (whichever set holds it). */
 static vb_cc_block *block_of(const vb_oset_node *node)
 {
-    return node ? VB_OSET_ENTRY(node, vb_cc_block, node) : NULL;
+    return node ? VB_OSET_ENTRY(node, vb_cc_block, class_node) : NULL;
 }
 
 static int compare_u64(uint64_t a, uint64_t b)
@@ -70,17 +72,11 @@ static int compare_by_size(const vb_oset_node *a, const vb_oset_node *b)
     return compare_u64(x->addr, y->addr);
 }
 
-/* The block whose class_node this is. */
-static vb_cc_block *block_of_class(const vb_oset_node *node)
-{
-    return node ? VB_OSET_ENTRY(node, vb_cc_block, class_node) : NULL;
-}
-
 /* The order inside one size class of one stream: (size, address), the
  * rest of BlockComparatorSize. */
 static int compare_in_class(const vb_oset_node *a, const vb_oset_node *b)
 {
-    const vb_cc_block *x = block_of_class(a), *y = block_of_class(b);
+    const vb_cc_block *x = block_of(a), *y = block_of(b);
     if (x->size != y->size) return compare_u64(x->size, y->size);
     return compare_u64(x->addr, y->addr);
 }
@@ -355,20 +351,24 @@ static class_heap *sorted_heap(vb_cc_size_index *index, uint32_t c)
     return heap;
 }
 
-/* Puts `block` into pool->blocks right after `last` (NULL: the set is
- * empty), which sorts just before it; returns it, the new last. */
-static vb_cc_block *append_block(vb_cc_pool *pool, vb_cc_block *last, vb_cc_block *block)
+/* Puts `block` into pool->blocks: right after `last`, which sorts just
+ * before it, when `last` is given; else where its order puts it. */
+static void append_block(vb_cc_pool *pool, vb_cc_block *last, vb_cc_block *block)
 {
-    if (last) vb_oset_insert_after(&pool->blocks, &block->node, &last->node);
-    else vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
-    return block;
+    if (last) vb_oset_insert_after(&pool->blocks, &block->class_node, &last->class_node);
+    else vb_oset_insert_by(&pool->blocks, &block->class_node, compare_by_size);
 }
 
-/* Fills pool->blocks, empty, with every indexed free block: the indexes
- * (sorted by stream), their classes and each class's set, in order, make
- * up the whole order, so each block is appended after the one before. */
-static void fill_blocks(vb_cc_pool *pool)
+/* Moves every indexed free block into pool->blocks and empties the
+ * indexes (a block's class_node holds it in one set only). The indexes
+ * (sorted by stream), their classes and each class's blocks, in order,
+ * make up the whole order, so into an empty set each block is appended
+ * after the one before; into one that holds blocks already (a move back
+ * to the indexes that ran out of host memory half-way), each goes where
+ * its order puts it. */
+static void move_to_set(vb_cc_pool *pool)
 {
+    int appending = pool->blocks.count == 0;
     vb_cc_block *last = NULL;
     for (size_t i = 0; i < pool->index_count; i++) {
         vb_cc_size_index *index = pool->indexes[i];
@@ -376,25 +376,71 @@ static void fill_blocks(vb_cc_pool *pool)
         for (int c = first; c >= 0; c = next_class_in_use(index, (uint32_t)c)) {
             if (is_heap_class(index, (uint32_t)c)) {
                 class_heap *heap = sorted_heap(index, (uint32_t)c);
-                for (uint32_t e = 0; e < heap->count; e++) last = append_block(pool, last, heap->entries[e].block);
+                for (uint32_t e = 0; e < heap->count; e++) {
+                    vb_cc_block *block = heap->entries[e].block;
+                    block->size_index = NULL;
+                    append_block(pool, appending ? last : NULL, block);
+                    last = block;
+                }
+                heap->count = heap->live = 0;
                 continue;
             }
-            const vb_ordered_set *set = class_set(index, (uint32_t)c);
-            for (vb_oset_node *node = vb_oset_first(set); node; node = vb_oset_next(set, node))
-                last = append_block(pool, last, block_of_class(node));
+            vb_ordered_set *set = class_set(index, (uint32_t)c);
+            for (vb_oset_node *node = vb_oset_first(set); node; node = vb_oset_first(set)) {
+                vb_cc_block *block = block_of(node);
+                vb_oset_remove(set, node);
+                block->size_index = NULL;
+                append_block(pool, appending ? last : NULL, block);
+                last = block;
+            }
         }
+        memset(index->class_in_use, 0, sizeof index->class_in_use);
+        index->word_in_use = 0;
     }
 }
 
-/* pool->blocks holds the pool's free blocks in PyTorch's best-fit order
- * only while it is kept: the size indexes answer every query of the hot
- * path, which so need not maintain it. It is filled from the indexes (in
- * O(n)) when something walks all of it in order (releasing the cache,
- * garbage collection, a segment source's release_pool), then kept up to
- * date until KEEP_FACTOR times as many inserts and erases as it holds
- * blocks have passed with no further walk, and then dropped: a program
- * that runs out of memory over and over (each time releasing the cache)
- * pays O(log n) per operation, as PyTorch does, not O(n) per release. */
+/* Host memory ran out for an index (or a test asks): from now on the pool
+ * keeps pool->blocks for good, and best fit walks it. */
+static void stop_indexing(vb_cc_pool *pool)
+{
+    if (!pool->blocks_kept) {
+        move_to_set(pool);
+        pool->blocks_kept = 1;
+    }
+    pool->unindexed = 1;
+}
+
+static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create);
+static int index_add(vb_cc_size_index *index, vb_cc_block *block);
+
+/* Moves every block of pool->blocks back into the size indexes. Where host
+ * memory runs out for an index, the pool stops indexing for good. */
+static void move_to_indexes(vb_cc_pool *pool)
+{
+    pool->blocks_kept = 0;
+    for (vb_oset_node *node = vb_oset_first(&pool->blocks); node; node = vb_oset_first(&pool->blocks)) {
+        vb_cc_block *block = block_of(node);
+        vb_oset_remove(&pool->blocks, node);
+        vb_cc_size_index *index = index_of(pool, block->stream, 1); /* NULL: it stopped indexing */
+        if (index && index_add(index, block) == 0) continue;
+        if (!pool->unindexed) stop_indexing(pool);
+        vb_oset_insert_by(&pool->blocks, &block->class_node, compare_by_size);
+        return;
+    }
+}
+
+/* The free blocks are in pool->blocks, in PyTorch's best-fit order, only
+ * at times: the size indexes answer every query of the hot path, and a
+ * block struct has one set node (it is two cache lines, see vb_cc_block),
+ * so a block is in its class or in pool->blocks, never both. The blocks
+ * move into pool->blocks (in O(n)) when something walks all of them in
+ * order (releasing the cache, garbage collection, a segment source's
+ * release_pool), which then answers best fit too, as PyTorch's set does;
+ * they move back into the indexes once KEEP_FACTOR times as many inserts
+ * and erases as it holds blocks have passed with no further walk (in
+ * O(n log n), so O(log n) per update): a program that runs out of memory
+ * over and over (each time releasing the cache) pays O(log n) per
+ * operation, as PyTorch does, not O(n) per release. */
 #define KEEP_FACTOR 4
 #define KEEP_MINIMUM 64
 
@@ -402,7 +448,7 @@ static void fill_blocks(vb_cc_pool *pool)
 static void complete_blocks(vb_cc_pool *pool)
 {
     if (!pool->blocks_kept) {
-        fill_blocks(pool);
+        move_to_set(pool);
         pool->blocks_kept = 1;
     }
     pool->blocks_walks++;
@@ -416,26 +462,14 @@ static void forget_blocks(vb_cc_pool *pool)
     pool->updates_since_walk = 0;
 }
 
-/* Counts an insert or erase while pool->blocks is kept, and drops it once
- * it has gone long enough without a walk (not while one is on, and never
- * for an unindexed pool, which needs it). */
+/* Counts an insert or erase while pool->blocks is kept, and moves its
+ * blocks back into the indexes once it has gone long enough without a
+ * walk (not while one is on, and never for an unindexed pool). */
 static void count_update(vb_cc_pool *pool)
 {
     if (pool->blocks_walks || pool->unindexed) return;
     if (++pool->updates_since_walk <= KEEP_FACTOR * (pool->blocks.count + KEEP_MINIMUM)) return;
-    vb_oset_init(&pool->blocks, compare_by_size);
-    pool->blocks_kept = 0;
-}
-
-/* Host memory ran out for an index (or a test asks): from now on
- * pool->blocks is kept complete for good and best fit walks it. */
-static void stop_indexing(vb_cc_pool *pool)
-{
-    if (!pool->blocks_kept) {
-        fill_blocks(pool);
-        pool->blocks_kept = 1;
-    }
-    pool->unindexed = 1;
+    move_to_indexes(pool);
 }
 
 void vb_cc_pool_stop_indexing(vb_cc_pool *pool)
@@ -483,7 +517,7 @@ static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create
     }
     index->stream = stream;
     index->stamps = pool->heap_stamps;
-    /* Kept sorted by stream, as the free set orders streams (fill_blocks). */
+    /* Kept sorted by stream, as the free set orders streams (move_to_set). */
     size_t at = pool->index_count;
     while (at > 0 && (uintptr_t)pool->indexes[at - 1]->stream > (uintptr_t)stream) {
         pool->indexes[at] = pool->indexes[at - 1];
@@ -590,12 +624,12 @@ static void index_remove(vb_cc_block *block)
 /* The first / last block of class `c` (which holds blocks). */
 static vb_cc_block *class_first(vb_cc_size_index *index, uint32_t c)
 {
-    return is_heap_class(index, c) ? heap_first(heap_of(index, c)) : block_of_class(vb_oset_first(class_set(index, c)));
+    return is_heap_class(index, c) ? heap_first(heap_of(index, c)) : block_of(vb_oset_first(class_set(index, c)));
 }
 
 static vb_cc_block *class_last(const vb_cc_size_index *index, uint32_t c)
 {
-    return is_heap_class(index, c) ? heap_last(heap_of(index, c)) : block_of_class(vb_oset_last(class_set(index, c)));
+    return is_heap_class(index, c) ? heap_last(heap_of(index, c)) : block_of(vb_oset_last(class_set(index, c)));
 }
 
 /* The first block of (size, address) >= (size, 0) in the index: PyTorch's
@@ -611,7 +645,7 @@ static vb_cc_block *index_lower_bound(vb_cc_size_index *index, uint64_t size)
         } else {
             vb_cc_block probe = {.size = size, .addr = 0};
             vb_oset_node *found = vb_oset_lower_bound_by(class_set(index, c), &probe.class_node, compare_in_class);
-            if (found) return block_of_class(found);
+            if (found) return block_of(found);
         }
     }
     int next = next_class_in_use(index, c);
@@ -628,7 +662,7 @@ static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t si
         } else {
             vb_cc_block probe = {.size = size, .addr = 0};
             vb_oset_node *found = vb_oset_last_before(class_set(index, c), &probe.class_node);
-            if (found) return block_of_class(found);
+            if (found) return block_of(found);
         }
     }
     int before = prev_class_in_use(index, c);
@@ -642,7 +676,7 @@ static vb_cc_block *index_before(const vb_cc_block *block)
     vb_cc_size_index *index = block->size_index;
     vb_cc_block *found = is_heap_class(index, block->size_class)
                              ? heap_before(heap_of(index, block->size_class), block->addr)
-                             : block_of_class(vb_oset_prev(class_set(index, block->size_class), &block->class_node));
+                             : block_of(vb_oset_prev(class_set(index, block->size_class), &block->class_node));
     if (found) return found;
     int c = prev_class_in_use(index, block->size_class);
     return c < 0 ? NULL : class_last(index, (uint32_t)c);
@@ -655,7 +689,7 @@ static vb_cc_block *index_after(const vb_cc_block *block)
     vb_cc_size_index *index = block->size_index;
     vb_cc_block *found = is_heap_class(index, block->size_class)
                              ? heap_after(heap_of(index, block->size_class), block->addr)
-                             : block_of_class(vb_oset_next(class_set(index, block->size_class), &block->class_node));
+                             : block_of(vb_oset_next(class_set(index, block->size_class), &block->class_node));
     if (found) return found;
     int c = next_class_in_use(index, block->size_class);
     return c < 0 ? NULL : class_first(index, (uint32_t)c);
@@ -687,8 +721,7 @@ static vb_cc_block *slab_take(vb_cc_allocator *cc)
         cc->slabs = slab = grown;
     }
     vb_cc_block *block = slab_block(slab, slab->used++);
-    block->uses = NULL; /* what vb_cc_block_new keeps of a struct; it sets the rest */
-    block->use_capacity = 0;
+    block->uses = NULL; /* what vb_cc_block_new keeps of a struct (NULL by then); it sets the rest */
     return block;
 }
 
@@ -705,8 +738,8 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     }
     /* Every field set, one by one: a memset (or a struct assignment, which
      * the compiler makes one) of the struct is a string instruction that
-     * takes longer to start than these stores take. The uses array
-     * survives recycling so record_stream allocates only once. */
+     * takes longer to start than these stores take. `uses` is NULL
+     * already (insert_events frees it). */
     block->class_node = (vb_oset_node){NULL, NULL, NULL, 0};
     block->stream = stream;
     block->size = size;
@@ -715,7 +748,6 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     block->pool = pool;
     block->segment = segment;
     block->size_index = NULL;
-    block->requested = 0;
     block->gc_count_base = 0;
     block->size_class = 0;
     block->event_count = 0;
@@ -723,7 +755,6 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     block->allocated = 0;
     block->mapped = 1;
     block->whole_in_pool = 0;
-    block->node = (vb_oset_node){NULL, NULL, NULL, 0};
     return block;
 }
 
@@ -734,35 +765,37 @@ void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block)
     cc->spare_blocks = block;
 }
 
-/* Into the stream's size index; into pool->blocks only while that is
- * kept (see complete_blocks). */
+/* Into the stream's size index, or into pool->blocks while the pool keeps
+ * that (see complete_blocks). */
 void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 {
     block->gc_count_base = pool->get_free_blocks_call_count;
     block->whole_in_pool = !vb_cc_block_is_split(block);
     pool->whole_free += block->whole_in_pool;
-    vb_cc_size_index *index = pool->unindexed ? NULL : index_of(pool, block->stream, 1);
-    if (index && index_add(index, block) != 0) stop_indexing(pool); /* host memory ran out: pool->blocks keeps it */
-    if (pool->blocks_kept) {
-        vb_oset_insert_by(&pool->blocks, &block->node, compare_by_size);
-        count_update(pool);
+    if (!pool->blocks_kept) {
+        vb_cc_size_index *index = index_of(pool, block->stream, 1); /* NULL: it stopped indexing */
+        if (index && index_add(index, block) == 0) return;
+        if (!pool->unindexed) stop_indexing(pool); /* host memory ran out: pool->blocks keeps it */
     }
+    vb_oset_insert_by(&pool->blocks, &block->class_node, compare_by_size);
+    count_update(pool);
 }
 
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
 {
     pool->whole_free -= block->whole_in_pool;
     block->whole_in_pool = 0;
-    if (block->size_index) index_remove(block);
     if (pool->blocks_kept) {
-        vb_oset_remove(&pool->blocks, &block->node);
+        vb_oset_remove(&pool->blocks, &block->class_node);
         count_update(pool);
+    } else if (block->size_index) {
+        index_remove(block);
     }
 }
 
 void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_block *block), void *context)
 {
-    if (pool->unindexed) {
+    if (pool->blocks_kept) {
         for (vb_oset_node *node = vb_oset_first(&pool->blocks); node; node = vb_oset_next(&pool->blocks, node))
             if (!visit(context, block_of(node))) return;
         return;
@@ -786,7 +819,7 @@ void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_bl
             }
             const vb_ordered_set *set = class_set(index, (uint32_t)c);
             for (vb_oset_node *node = vb_oset_last(set); node; node = vb_oset_prev(set, node))
-                if (!visit(context, block_of_class(node))) return;
+                if (!visit(context, block_of(node))) return;
         }
     }
 }
@@ -814,7 +847,7 @@ uint64_t vb_cc_try_merge(vb_cc_allocator *cc, vb_cc_block *dst, vb_cc_block *src
     }
     dst->size += src->size;
     if (src->mapped) vb_cc_pool_erase(src->pool, src);
-    else vb_oset_remove(&src->pool->unmapped, &src->node);
+    else vb_oset_remove(&src->pool->unmapped, &src->class_node);
     uint64_t absorbed = src->size;
     vb_cc_block_recycle(cc, src);
     return absorbed;
@@ -968,6 +1001,18 @@ static void event_give(vb_cc_allocator *cc, vb_event event)
     cc->spare_events[cc->spare_event_count++] = event;
 }
 
+/* The capacity of a block's uses array, which vb_stream_list_add makes
+ * for 2 and doubles when full: the least power of two, 2 at least, that
+ * holds `count` (0 for no array). A block struct keeps no capacity field:
+ * it is two cache lines (vb_cc_block). */
+static uint32_t uses_capacity(uint32_t count)
+{
+    if (count == 0) return 0;
+    uint32_t capacity = 2;
+    while (capacity < count) capacity *= 2;
+    return capacity;
+}
+
 /* insert_events: at free time, one event per stream the block was used on;
  * the block is reusable once all have completed. Where an event cannot be
  * had, waiting for the stream here keeps the same guarantee. */
@@ -988,6 +1033,8 @@ static void insert_events(vb_cc_allocator *cc, vb_cc_block *block)
         dev->ops->stream_synchronize(dev, stream);
     }
     block->use_count = 0;
+    free(block->uses); /* a struct keeps no array: its capacity follows from use_count (uses_capacity) */
+    block->uses = NULL;
 }
 
 /* Takes the oldest entry of a queue off it; its event goes back to the spare
@@ -1041,15 +1088,15 @@ static uint64_t expandable_size(const vb_cc_block *block)
 }
 
 /* Queries on the free set of one stream, in best-fit order: from the
- * stream's size index, or by walking pool->blocks once the pool is
- * unindexed. */
+ * stream's size index, or by walking pool->blocks while the pool keeps
+ * it (see complete_blocks). */
 
 /* The first free block of `stream` not before (size, 0), or NULL. */
 static vb_cc_block *free_lower_bound(vb_cc_pool *pool, vb_stream stream, uint64_t size)
 {
-    if (pool->unindexed) {
+    if (pool->blocks_kept) {
         vb_cc_block probe = probe_block(stream, size, 0);
-        vb_cc_block *block = block_of(vb_oset_lower_bound_by(&pool->blocks, &probe.node, compare_by_size));
+        vb_cc_block *block = block_of(vb_oset_lower_bound_by(&pool->blocks, &probe.class_node, compare_by_size));
         return block && block->stream == stream ? block : NULL;
     }
     vb_cc_size_index *index = index_of(pool, stream, 0);
@@ -1059,9 +1106,9 @@ static vb_cc_block *free_lower_bound(vb_cc_pool *pool, vb_stream stream, uint64_
 /* The last free block of `stream` before (size, 0), or NULL. */
 static vb_cc_block *free_last_before(vb_cc_pool *pool, vb_stream stream, uint64_t size)
 {
-    if (pool->unindexed) {
+    if (pool->blocks_kept) {
         vb_cc_block probe = probe_block(stream, size, 0);
-        vb_cc_block *block = block_of(vb_oset_last_before(&pool->blocks, &probe.node));
+        vb_cc_block *block = block_of(vb_oset_last_before(&pool->blocks, &probe.class_node));
         return block && block->stream == stream ? block : NULL;
     }
     vb_cc_size_index *index = index_of(pool, stream, 0);
@@ -1071,15 +1118,15 @@ static vb_cc_block *free_last_before(vb_cc_pool *pool, vb_stream stream, uint64_
 /* The free block after / before `block` (free) in its stream, or NULL. */
 static vb_cc_block *free_after(vb_cc_pool *pool, const vb_cc_block *block)
 {
-    if (!pool->unindexed) return index_after(block);
-    vb_cc_block *next = block_of(vb_oset_next(&pool->blocks, &block->node));
+    if (!pool->blocks_kept) return index_after(block);
+    vb_cc_block *next = block_of(vb_oset_next(&pool->blocks, &block->class_node));
     return next && next->stream == block->stream ? next : NULL;
 }
 
 static vb_cc_block *free_before(vb_cc_pool *pool, const vb_cc_block *block)
 {
-    if (!pool->unindexed) return index_before(block);
-    vb_cc_block *before = block_of(vb_oset_prev(&pool->blocks, &block->node));
+    if (!pool->blocks_kept) return index_before(block);
+    vb_cc_block *before = block_of(vb_oset_prev(&pool->blocks, &block->class_node));
     return before && before->stream == block->stream ? before : NULL;
 }
 
@@ -1152,7 +1199,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
     size_t freeable = 0;
     complete_blocks(&cc->large_pool);
     vb_ordered_set *blocks = &cc->large_pool.blocks;
-    for (vb_cc_block *b = block_of(vb_oset_first(blocks)); b; b = block_of(vb_oset_next(blocks, &b->node)))
+    for (vb_cc_block *b = block_of(vb_oset_first(blocks)); b; b = block_of(vb_oset_next(blocks, &b->class_node)))
         if (!vb_cc_block_is_split(b)) {
             total_age += block_age(b);
             freeable++;
@@ -1164,7 +1211,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
         freed_one = 0;
         vb_cc_block *b = block_of(vb_oset_first(blocks));
         while (b) {
-            vb_cc_block *next = block_of(vb_oset_next(blocks, &b->node));
+            vb_cc_block *next = block_of(vb_oset_next(blocks, &b->class_node));
             if (!vb_cc_block_is_split(b) && (double)block_age(b) >= age_threshold) {
                 freed_one = 1;
                 reclaimed += b->size;
@@ -1247,8 +1294,7 @@ static void release_cached_blocks(vb_cc_allocator *cc)
 
 /* alloc_found_block: hands `block` out for `size` (rounded) bytes, splitting
  * the remainder off into the pool when `split`; returns the block handed out. */
-static vb_cc_block *alloc_found_block(vb_cc_allocator *cc, vb_cc_block *block, uint64_t size, uint64_t requested,
-                              int split)
+static vb_cc_block *alloc_found_block(vb_cc_allocator *cc, vb_cc_block *block, uint64_t size, int split)
 {
     vb_cc_block *front = split ? vb_cc_block_new(cc, block->addr, size, block->stream, block->pool, block->segment)
                                : NULL;
@@ -1261,7 +1307,6 @@ static vb_cc_block *alloc_found_block(vb_cc_allocator *cc, vb_cc_block *block, u
         block = front;
     }
     block->allocated = 1;
-    block->requested = requested;
     return block;
 }
 
@@ -1305,7 +1350,7 @@ vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *o
                             (unsigned long long)cc->stats->allocated_bytes);
         }
     }
-    vb_cc_block *handed = alloc_found_block(cc, block, rounded, size, should_split(cc, block, rounded));
+    vb_cc_block *handed = alloc_found_block(cc, block, rounded, should_split(cc, block, rounded));
     if (cc->allocated_indexed &&
         vb_addr_map_put(&cc->allocated_blocks, handed->addr, (uint64_t)(uintptr_t)handed) != 0) {
         handed->allocated = 0;
@@ -1391,7 +1436,8 @@ vb_status vb_cc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream
         return vb_error(VB_ERR_INVALID, "%s: record_stream on 0x%llx, which is not allocated", cc->name,
                         (unsigned long long)addr);
     if (stream == block->stream) return VB_OK;
-    return vb_stream_list_add(&block->uses, &block->use_count, &block->use_capacity, stream);
+    uint32_t capacity = uses_capacity(block->use_count);
+    return vb_stream_list_add(&block->uses, &block->use_count, &capacity, stream);
 }
 
 /* empty_cache: release_cached_blocks. */
@@ -1402,18 +1448,18 @@ vb_status vb_cc_empty_cache(void *state)
 }
 
 /* The largest free block of a pool: the last block of each stream, from
- * the indexes (or from pool->blocks when the pool is unindexed). */
+ * the indexes (or from pool->blocks while the pool keeps it). */
 static uint64_t largest_in(const vb_cc_pool *pool)
 {
     uint64_t largest = 0;
-    if (pool->unindexed) {
+    if (pool->blocks_kept) {
         const vb_ordered_set *set = &pool->blocks;
         vb_cc_block *first = block_of(vb_oset_first(set));
         while (first) {
             vb_cc_block probe = probe_block(first->stream, UINT64_MAX, UINT64_MAX);
-            vb_cc_block *last = block_of(vb_oset_last_before(set, &probe.node));
+            vb_cc_block *last = block_of(vb_oset_last_before(set, &probe.class_node));
             if (last && last->size > largest) largest = last->size;
-            first = block_of(vb_oset_lower_bound(set, &probe.node));
+            first = block_of(vb_oset_lower_bound(set, &probe.class_node));
         }
         return largest;
     }

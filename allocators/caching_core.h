@@ -72,21 +72,24 @@ typedef struct vb_cc_allocator vb_cc_allocator;
 typedef struct vb_cc_size_index vb_cc_size_index;
 
 typedef struct vb_cc_block {
-    /* First cache line: the size-class node and the fields the free sets
-     * order by (block structs are 64-byte aligned, so a step of a
-     * best-fit walk reads one line), and the address neighbour before. */
-    vb_oset_node class_node;      /* in its size class's set (free, mapped, indexed) */
+    /* First cache line: the node and the fields the free sets order by
+     * (block structs are 64-byte aligned, so a step of a best-fit walk
+     * reads one line), and the address neighbour before. */
+    vb_oset_node class_node;      /* in the one set that holds it, if any: its size class's (free, mapped,
+                                   * indexed), pool->blocks (free, mapped, while the pool keeps that) or
+                                   * pool->unmapped (expandable) */
     vb_stream stream;             /* the allocation stream: only it reuses the block */
     uint64_t size;
     vb_addr addr;
     struct vb_cc_block *prev;     /* address neighbours in the segment (spare list: next) */
-    /* Second line: the rest of what malloc, free and a merge read and
-     * write, so that a free touches two lines of each block it meets. */
+    /* Second line: the rest, so that a free touches two lines of each
+     * block it meets, and a struct is two lines: at 400,000 events of a
+     * random trace the structs are most of what replay reads, and the
+     * host's caches hold 1.5 times as many of them as at three lines. */
     struct vb_cc_block *next;
     vb_cc_pool *pool;
     vb_cc_segment *segment;
     vb_cc_size_index *size_index; /* where class_node is (NULL: not indexed) */
-    uint64_t requested;           /* what the caller asked for, while allocated */
     uint64_t gc_count_base;       /* pool->get_free_blocks_call_count when it became free */
     uint32_t size_class;
     int event_count;              /* outstanding events of other streams' uses */
@@ -94,22 +97,21 @@ typedef struct vb_cc_block {
     uint8_t allocated;            /* 1 handed out; VB_CC_LENT: lent to a stitched range (stitch) */
     uint8_t mapped;               /* 0 only for unmapped address space of an expandable segment */
     uint8_t whole_in_pool;        /* counted in its pool's whole_free (unsplit when it went in) */
-    /* Third line: what only some pools and record_stream use. */
-    uint32_t use_capacity;        /* the uses array is kept when the struct is recycled */
-    vb_oset_node node;            /* in pool->blocks (free, mapped) or pool->unmapped */
-    vb_stream *uses;              /* streams record_stream named (never the block's own) */
+    vb_stream *uses;              /* streams record_stream named (never the block's own); NULL while
+                                   * use_count is 0, its capacity a function of use_count (uses_capacity) */
 } vb_cc_block;
 
-/* One of the two pools: free blocks of <= 1 MiB requests, or larger. The
- * free mapped blocks are kept in size indexes, one per stream
- * (caching_core.c), which answer best fit. `blocks`, all of them in
- * PyTorch's best-fit order, is complete whenever the core lets a segment
- * source walk it (release_pool), and otherwise only at times (see
- * complete_blocks): code outside caching_core.c must not walk it anywhere
- * else; vb_cc_pool_insert / vb_cc_pool_erase keep both right. */
+/* One of the two pools: free blocks of <= 1 MiB requests, or larger. Its
+ * free mapped blocks are in one of two forms (caching_core.c): size
+ * indexes, one per stream, which answer best fit; or `blocks`, all of them
+ * in PyTorch's best-fit order, which a walk over them needs. The pool is in
+ * the second form whenever the core lets a segment source walk `blocks`
+ * (release_pool), and otherwise only at times (see complete_blocks): code
+ * outside caching_core.c must not walk it anywhere else;
+ * vb_cc_pool_insert / vb_cc_pool_erase put a block where the form says. */
 struct vb_cc_pool {
     vb_ordered_set blocks;        /* free mapped blocks by (stream, size, address), while kept */
-    int blocks_kept;              /* `blocks` holds every free mapped block */
+    int blocks_kept;              /* the second form: `blocks` holds every free mapped block, no index any */
     int blocks_walks;             /* walks over `blocks` going on (they nest) */
     uint64_t updates_since_walk;  /* inserts and erases since the last walk, while kept */
     vb_ordered_set unmapped;      /* unmapped ranges by (stream, address); expandable only */

@@ -2,8 +2,9 @@
  *
  * record_stream(block, stream) in every strategy that honours it (caching,
  * expandable, async, and the chunk-based bfc, buddy, binning) remembers the
- * stream once, in a growable array kept with the block; the array is reused
- * when the block struct is recycled. */
+ * stream once, in a growable array kept with the block; the chunk-based
+ * strategies reuse the array when the struct is recycled, caching_core.c
+ * frees it when the uses end (its structs keep no capacity field). */
 #ifndef VB_STREAM_LIST_H
 #define VB_STREAM_LIST_H
 

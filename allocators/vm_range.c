@@ -226,7 +226,7 @@ static vb_status new_range(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stre
     range->segment.pool = pool;
     range->segment.stream = stream;
     block->mapped = 0;
-    vb_oset_insert(&pool->unmapped, &block->node);
+    vb_oset_insert(&pool->unmapped, &block->class_node);
     vb_cc_segment_add(cc, &range->segment);
     *out = block;
     return VB_OK;
@@ -236,9 +236,9 @@ vb_status vb_vm_range_find_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_strea
                                  vb_vm_growth growth, vb_cc_block **out)
 {
     vb_cc_block probe = {.stream = stream, .addr = 0};
-    for (vb_oset_node *node = vb_oset_lower_bound(&pool->unmapped, &probe.node); node;
+    for (vb_oset_node *node = vb_oset_lower_bound(&pool->unmapped, &probe.class_node); node;
          node = vb_oset_next(&pool->unmapped, node)) {
-        vb_cc_block *candidate = VB_OSET_ENTRY(node, vb_cc_block, node);
+        vb_cc_block *candidate = VB_OSET_ENTRY(node, vb_cc_block, class_node);
         if (candidate->stream != stream) break;
         if (vb_cc_block_available(candidate->prev)) candidate = candidate->prev;
         if (has_room(candidate, size)) {
@@ -274,12 +274,12 @@ vb_status vb_vm_range_map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64
         vb_cc_block_recycle(cc, rest);
         rest = NULL;
     }
-    vb_oset_remove(&to_map->pool->unmapped, &to_map->node);
+    vb_oset_remove(&to_map->pool->unmapped, &to_map->class_node);
     to_map->mapped = 1;
     if (rest) {
         rest->mapped = 0;
         vb_cc_splice(rest, to_map, to_map->next);
-        vb_oset_insert(&to_map->pool->unmapped, &rest->node);
+        vb_oset_insert(&to_map->pool->unmapped, &rest->class_node);
         to_map->size = mapped_size;
     }
     vb_cc_try_merge(cc, to_map, to_map->prev);
@@ -364,7 +364,7 @@ size_t vb_vm_range_unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t m
     block->mapped = 0;
     vb_cc_try_merge(cc, block, block->prev);
     vb_cc_try_merge(cc, block, block->next);
-    vb_oset_insert(&block->pool->unmapped, &block->node);
+    vb_oset_insert(&block->pool->unmapped, &block->class_node);
     return end - begin;
 }
 
@@ -372,7 +372,7 @@ size_t vb_vm_range_unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t m
 static void release_range(vb_cc_allocator *cc, vb_cc_block *block)
 {
     vb_vm_range *range = vb_vm_range_of(block->segment);
-    vb_oset_remove(&block->pool->unmapped, &block->node);
+    vb_oset_remove(&block->pool->unmapped, &block->class_node);
     vb_cc_segment_remove(cc, &range->segment);
     cc->device->ops->vm_free(cc->device, range->segment.base, range->segment.size);
     vb_cc_block_recycle(cc, block);
@@ -388,7 +388,7 @@ void vb_vm_range_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
     vb_oset_node *node = vb_oset_first(&pool->blocks);
     while (node) {
         vb_oset_node *next = vb_oset_next(&pool->blocks, node);
-        vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, node);
+        vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, class_node);
         if (block->segment->borrowed) {
             node = next;
             continue;

@@ -261,6 +261,73 @@ static void each_free_visits_every_free_block_once(void **state)
     }
 }
 
+/* One random free, or malloc of up to 1 MiB (the small pool; never out
+ * of memory on the twin's device, which would walk the free set again). */
+static void small_random_step(twin *t, uint64_t *rng)
+{
+    uint64_t choice = twin_random(rng);
+    size_t slot = (size_t)(choice >> 16) % TWIN_LIVE_SLOTS;
+    if (t->live[slot]) {
+        assert_int_equal(vb_free(t->allocator, t->live[slot]), VB_OK);
+        t->live[slot] = 0;
+    } else {
+        uint64_t size = 1 + twin_random(rng) % VB_MiB;
+        assert_int_equal(vb_malloc(t->allocator, size, t->streams[choice % 2], &t->live[slot]), VB_OK);
+    }
+}
+
+/* The free blocks of a pool that each_free visits (each once, each free). */
+static size_t free_blocks_of(vb_cc_pool *pool)
+{
+    seen_blocks seen = {calloc(1 << 16, sizeof *seen.blocks), 0, 1 << 16, 0};
+    assert_non_null(seen.blocks);
+    vb_cc_pool_each_free(pool, note_seen, &seen);
+    assert_false(seen.wrong);
+    free(seen.blocks);
+    return seen.count;
+}
+
+/* A walk over a pool's free set (empty_cache's, here) moves its free
+ * blocks out of the size indexes into pool->blocks, which then answers
+ * best fit; once enough inserts and erases have passed with no other
+ * walk, every free block is back in the indexes. (That the answers are
+ * the same either way is what the twins above check.) */
+static void a_walked_pool_goes_back_to_its_size_indexes(void **state)
+{
+    (void)state;
+    const char *const names[] = {"caching", "expandable"};
+    for (size_t n = 0; n < 2; n++) {
+        twin t;
+        twin_open(&t, names[n], NULL);
+        vb_cc_allocator *cc = t.allocator->state;
+        vb_cc_pool *pool = &cc->small_pool;
+        uint64_t rng = 31 + n;
+        for (size_t op = 0; op < OPERATIONS / 4; op++) small_random_step(&t, &rng);
+        size_t blocks, entries, classes;
+        vb_cc_pool_index_size(pool, &blocks, &entries, &classes);
+        assert_true(blocks > 0);
+        assert_false(pool->blocks_kept);
+
+        assert_int_equal(vb_empty_cache(t.allocator), VB_OK);
+        size_t free_after_walk = free_blocks_of(pool);
+        assert_true(free_after_walk > 0); /* split segments keep their free blocks */
+        assert_true(pool->blocks_kept);
+        assert_int_equal(pool->blocks.count, free_after_walk);
+        vb_cc_pool_index_size(pool, &blocks, &entries, &classes);
+        assert_int_equal(blocks, 0);
+
+        for (int step = 0; step < 8; step++) small_random_step(&t, &rng);
+        assert_true(pool->blocks_kept); /* not right after the walk: a few hundred updates first */
+        for (size_t op = 0; pool->blocks_kept && op < 4 * OPERATIONS; op++) small_random_step(&t, &rng);
+        assert_false(pool->blocks_kept);
+        assert_int_equal(pool->blocks.count, 0);
+        vb_cc_pool_index_size(pool, &blocks, &entries, &classes);
+        assert_int_equal(blocks, free_blocks_of(pool));
+        assert_true(blocks > 0);
+        twin_close(&t);
+    }
+}
+
 /* Runs every caching index test. */
 int main(void)
 {
@@ -274,6 +341,7 @@ int main(void)
         cmocka_unit_test(allocated_at_knows_blocks_from_before_and_after_its_first_call),
         cmocka_unit_test(a_class_left_over_and_over_keeps_few_stale_entries),
         cmocka_unit_test(each_free_visits_every_free_block_once),
+        cmocka_unit_test(a_walked_pool_goes_back_to_its_size_indexes),
     };
     return cmocka_run_group_tests_name("caching_index", tests, NULL, NULL);
 }
