@@ -157,13 +157,26 @@ $(BUILD)/vrambench: $(BUILD)/obj/app/main.o $(BUILD)/libvrambench.a
 
 # ---- lab/: investigation programs, apart from the product ----
 # lab/probes/vm_calls.c: VM driver calls by kind on sim (the stitch trade-off data);
+# lab/probes/drive_speed.c: one allocator's events per second on sim, without the replay around it;
+# lab/probes/cache_footprint.c: what a random read costs as memory grows (docs/bench.md, Long traces);
 # lab/harnesses/fullgpu.c: OOM on a truly full GPU (lab/gpu-session.sh fullgpu).
-lab: $(BUILD)/lab/vm-calls $(if $(filter yes,$(HAVE_CUDA)),$(BUILD)/lab/fullgpu)
+lab: $(BUILD)/lab/vm-calls $(BUILD)/lab/drive-speed $(BUILD)/lab/cache-footprint \
+     $(if $(filter yes,$(HAVE_CUDA)),$(BUILD)/lab/fullgpu)
 
 $(BUILD)/lab/vm-calls: $(BUILD)/obj/lab/probes/vm_calls.o $(BUILD)/libvrambench.a
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/lab/drive-speed: $(BUILD)/obj/lab/probes/drive_speed.o $(BUILD)/libvrambench.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/lab/cache-footprint: $(BUILD)/obj/lab/probes/cache_footprint.o
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^
 
 # ---- the PyTorch plug-in: position-independent objects of the rooms it uses ----
 PLUGIN_SRC := $(filter base/% allocators/%,$(LIB_SRC)) plugin/torch_plugin.c
