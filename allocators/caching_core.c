@@ -410,22 +410,20 @@ static void stop_indexing(vb_cc_pool *pool)
     pool->unindexed = 1;
 }
 
-static vb_cc_size_index *index_of(vb_cc_pool *pool, vb_stream stream, int create);
-static int index_add(vb_cc_size_index *index, vb_cc_block *block);
-
-/* Moves every block of pool->blocks back into the size indexes. Where host
- * memory runs out for an index, the pool stops indexing for good. */
+/* Moves every block of pool->blocks back into the size indexes, each
+ * as vb_cc_pool_insert puts it, its age kept. Where host memory runs out
+ * for an index, the pool stops indexing for good (and keeps the rest). */
 static void move_to_indexes(vb_cc_pool *pool)
 {
     pool->blocks_kept = 0;
-    for (vb_oset_node *node = vb_oset_first(&pool->blocks); node; node = vb_oset_first(&pool->blocks)) {
+    for (vb_oset_node *node = vb_oset_first(&pool->blocks); node && !pool->blocks_kept;
+         node = vb_oset_first(&pool->blocks)) {
         vb_cc_block *block = block_of(node);
         vb_oset_remove(&pool->blocks, node);
-        vb_cc_size_index *index = index_of(pool, block->stream, 1); /* NULL: it stopped indexing */
-        if (index && index_add(index, block) == 0) continue;
-        if (!pool->unindexed) stop_indexing(pool);
-        vb_oset_insert_by(&pool->blocks, &block->class_node, compare_by_size);
-        return;
+        uint64_t age_base = block->gc_count_base;
+        pool->whole_free -= block->whole_in_pool;
+        vb_cc_pool_insert(pool, block);
+        block->gc_count_base = age_base;
     }
 }
 
