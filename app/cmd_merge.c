@@ -112,8 +112,9 @@ static const char *shown(const json_t *value, char *out, size_t capacity)
  * word of the command lines that differs, else the context field. */
 static int check_same_command(const vb_results_file *a, const vb_results_file *b)
 {
-    json_t *first = json_object_get(a->context, "shard_command"), *second = json_object_get(b->context, "shard_command");
-    char left[96], right[96];
+    json_t *first = json_object_get(a->context, "shard_command");
+    json_t *second = json_object_get(b->context, "shard_command");
+    char left[160], right[160];
     if (!json_equal(first, second)) {
         size_t k = 0;
         while (k < json_array_size(first) && k < json_array_size(second) &&
