@@ -2,16 +2,17 @@
  * replay or tune (--shard I/N, app/shard.h), or runs of one device made on
  * several machines, joined into one results file.
  *
- * Shards must all be there, once each, of one command line (the same shard
- * count, case count and allocator configs); their entries are put back in
- * the order one run writes them (family_index, per_family_instance_index),
- * so sharded then merged equals one run, case for case. Files that are not
- * shards are joined in the order given. Either way a case found in two files
- * is refused, as are files of different kinds, devices or vrambench commits:
- * a results file holds one device (`vrambench compare` sets devices side by
+ * Shards must all be there, once each, of one command line on one device
+ * (the same shard and case counts, shard_command and context but for the
+ * per_shard_fields, below); their entries are put back in the order one run
+ * writes them (family_index, per_family_instance_index), so sharded then
+ * merged equals one run, case for case. Files that are not shards are
+ * joined in the order given. Either way a case found in two files is
+ * refused, as are files of different kinds, devices or vrambench commits: a
+ * results file holds one device (`vrambench compare` sets devices side by
  * side). A merged tune gets its Pareto front and recommendation here. The
- * context is the first file's, without "shard", with "merged_from" naming
- * each file, its shard, host and date. */
+ * context is the first file's, without "shard" and "shard_command", with
+ * "merged_from" naming each file, its shard, host and date. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,8 @@
     "usage: vrambench merge FILE... -o OUT.json [--quiet]\n"                                               \
     "  FILE: results of run, replay or tune (.json or .json.gz), e.g. the shards of\n"                      \
     "        vrambench run --shard I/N --out out/shard-I.json\n"                                            \
-    "  -o, --out OUT.json: the merged file, e.g. -o out/results/merged.json (written whole or not at all)\n" \
+    "  -o, --out OUT.json: the merged file, e.g. -o out/results/merged.json (written whole or not at all;\n" \
+    "        gzip'd when OUT ends in .gz)\n"                                                                \
     "  --quiet: no closing line on stderr\n"                                                                \
     "  e.g. vrambench merge out/shard-*.json -o out/results/bench.json\n"
 
@@ -78,6 +80,67 @@ static int check_compatible(const vb_results_file *files, size_t count, vb_resul
     return VB_EXIT_OK;
 }
 
+/* The context fields that differ between the shards of one command line:
+ * when and on which host each ran, the binary's path there, the host's CPUs
+ * and load, and the shard itself. Every other field says what ran, and on
+ * what device, so the shards of one run agree on it. */
+static const char *const per_shard_fields[] = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu",
+                                               "cpu_scaling_enabled", "caches", "load_avg", "shard", NULL};
+
+/* 1 if the context field `field` is one of the per_shard_fields. */
+static int is_per_shard(const char *field)
+{
+    for (const char *const *name = per_shard_fields; *name; name++)
+        if (strcmp(*name, field) == 0) return 1;
+    return 0;
+}
+
+/* `value` as compact JSON in `out`, cut short with "..." when long;
+ * "nothing" when NULL (a field, or a word, one file has and the other has not). */
+static const char *shown(const json_t *value, char *out, size_t capacity)
+{
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    snprintf(out, capacity, "%s", value ? (text ? text : "?") : "nothing");
+    if (text && strlen(text) >= capacity && capacity > 4) snprintf(out + capacity - 4, 4, "...");
+    free(text);
+    return out;
+}
+
+/* Exit 2 unless shards `a` and `b` are of one command line on one device:
+ * their shard_command (vb_shard_command) and every context field but the
+ * per_shard_fields equal. The line names the first difference: the first
+ * word of the command lines that differs, else the context field. */
+static int check_same_command(const vb_results_file *a, const vb_results_file *b)
+{
+    json_t *first = json_object_get(a->context, "shard_command");
+    json_t *second = json_object_get(b->context, "shard_command");
+    char left[160], right[160];
+    if (!json_equal(first, second)) {
+        size_t k = 0;
+        while (k < json_array_size(first) && k < json_array_size(second) &&
+               json_equal(json_array_get(first, k), json_array_get(second, k)))
+            k++;
+        return vb_cli_error(VB_EXIT_USAGE, "merge: %s and %s are shards of different command lines: %s's has %s "
+                                           "where %s's has %s", a->path, b->path, a->path,
+                            shown(json_array_get(first, k), left, sizeof left), b->path,
+                            shown(json_array_get(second, k), right, sizeof right));
+    }
+    const vb_results_file *sides[2] = {a, b};
+    for (size_t side = 0; side < 2; side++) {
+        const char *field;
+        json_t *value;
+        json_object_foreach(sides[side]->context, field, value) {
+            if (is_per_shard(field)) continue;
+            json_t *mine = json_object_get(a->context, field), *theirs = json_object_get(b->context, field);
+            if (!json_equal(mine, theirs))
+                return vb_cli_error(VB_EXIT_USAGE, "merge: %s and %s are shards of different command lines or "
+                                                   "devices: their context's %s is %s and %s", a->path, b->path, field,
+                                    shown(mine, left, sizeof left), shown(theirs, right, sizeof right));
+        }
+    }
+    return VB_EXIT_OK;
+}
+
 /* Exit 2 unless the files are all shards of one command line, once each
  * and every one, or none is a shard. *sharded says which. */
 static int check_shards(const vb_results_file *files, size_t count, int *sharded)
@@ -110,11 +173,8 @@ static int check_shards(const vb_results_file *files, size_t count, int *sharded
         else if (holder[index])
             status = vb_cli_error(VB_EXIT_USAGE, "merge: %s and %s are both shard %lld/%lld", holder[index],
                                   files[i].path, (long long)index, (long long)shard_count);
-        else if (!json_equal(json_object_get(files[i].context, "allocator_configs"),
-                             json_object_get(files[0].context, "allocator_configs")))
-            status = vb_cli_error(VB_EXIT_USAGE, "merge: %s and %s are shards of different command lines (their "
-                                                 "allocators differ)", files[0].path, files[i].path);
-        else holder[index] = files[i].path;
+        else if ((status = check_same_command(&files[0], &files[i])) == VB_EXIT_OK)
+            holder[index] = files[i].path;
     }
     if (status == VB_EXIT_OK && *sharded) {
         char missing[256] = "";
@@ -143,6 +203,7 @@ static json_t *merged_context(const vb_results_file *files, size_t count)
         return NULL;
     }
     json_object_del(context, "shard");
+    json_object_del(context, "shard_command");
     int failed = 0;
     for (size_t i = 0; i < count; i++) {
         json_t *shard = json_object_get(files[i].context, "shard"), *one = json_object();

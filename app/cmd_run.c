@@ -604,8 +604,12 @@ int vb_run_command(int argc, char **argv, int trace_command)
         }
         free(trace_path);
     }
-    if (state.document && vb_shard_describe(json_object_get(state.document, "context"), args.shard,
-                                            state.scenarios.count * state.spec_count) != 0) {
+    /* What changes no result: where it goes, what it prints, the exit status. */
+    static const int not_results[] = {OPT_OUT, OPT_FORCE, OPT_SNAPSHOT, OPT_FAIL_ON_OOM, OPT_QUIET, OPT_SHARD, -1};
+    if (state.document && (vb_shard_describe(json_object_get(state.document, "context"), args.shard,
+                                             state.scenarios.count * state.spec_count) != 0 ||
+                           vb_shard_command(json_object_get(state.document, "context"), args.shard, args.usage, argc,
+                                            argv, not_results) != 0)) {
         json_decref(state.document);
         state.document = NULL;
     }

@@ -149,6 +149,11 @@ int vb_cmd_tune(int argc, char **argv)
     if (exit_status == VB_EXIT_OK) {
         vb_status status = vb_tune_run(&options, options.quiet ? NULL : stdout, &document);
         fflush(stdout);
+        /* What changes no result: where it goes, what it prints, how many processes. */
+        static const int not_results[] = {OPT_JOBS, OPT_OUT, OPT_FORCE, OPT_QUIET, OPT_SHARD, -1};
+        if (status == VB_OK &&
+            vb_shard_command(json_object_get(document, "context"), options.shard, &usage, argc, argv, not_results) != 0)
+            status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
         if (status == VB_OK && out_path[0]) status = vb_report_write(document, out_path);
         if (status != VB_OK) exit_status = vb_cli_status_error(status);
         else if (out_path[0] && !options.quiet) vb_cli_line(stderr, "vrambench: wrote %s", out_path);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zlib.h>
+
 #include "base/measure.h"
 #include "output_file.h"
 #include "text.h"
@@ -50,15 +52,52 @@ json_t *vb_report_document(json_t *context)
     return document;
 }
 
+/* Writes `length` bytes of `text` to `out` gzip-compressed (the gzip
+ * format, level 6, as gen-trace writes a .gz trace), a chunk at a time. */
+static vb_status write_gzip(vb_output *out, const char *path, const char *text, size_t length)
+{
+    z_stream stream;
+    memset(&stream, 0, sizeof stream);
+    if (deflateInit2(&stream, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) /* 15 + 16: a gzip header */
+        return vb_error(VB_ERR_HOST_OOM, "cannot write '%s': out of host memory", path);
+    unsigned char chunk[65536];
+    vb_status status = VB_OK;
+    int result = Z_OK;
+    stream.next_in = (unsigned char *)text;
+    while (status == VB_OK && result != Z_STREAM_END) {
+        size_t step = length < 1u << 30 ? length : 1u << 30; /* avail_in is an unsigned int */
+        if (stream.avail_in == 0) {
+            stream.avail_in = (uInt)step;
+            length -= step;
+        }
+        stream.next_out = chunk;
+        stream.avail_out = sizeof chunk;
+        result = deflate(&stream, length == 0 ? Z_FINISH : Z_NO_FLUSH);
+        if (result == Z_STREAM_ERROR)
+            status = vb_error(VB_ERR_IO, "cannot write '%s': gzip compression failed", path);
+        else status = vb_output_write(out, chunk, sizeof chunk - stream.avail_out);
+    }
+    deflateEnd(&stream);
+    return status;
+}
+
 vb_status vb_report_write(json_t *root, const char *path)
 {
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-    if (!text) return vb_error(VB_ERR_HOST_OOM, "cannot write '%s': out of host memory", path);
+    size_t length = text ? strlen(text) : 0, name_length = strlen(path);
+    char *line = text ? realloc(text, length + 2) : NULL; /* the text and its newline, written as one */
+    if (!line) {
+        free(text);
+        return vb_error(VB_ERR_HOST_OOM, "cannot write '%s': out of host memory", path);
+    }
+    line[length++] = '\n';
+    line[length] = '\0';
     vb_output out;
     vb_status status = vb_output_open(&out, path);
-    if (status == VB_OK) status = vb_output_write(&out, text, strlen(text));
-    if (status == VB_OK) status = vb_output_write(&out, "\n", 1);
-    free(text);
+    if (status == VB_OK && name_length > 3 && strcmp(path + name_length - 3, ".gz") == 0)
+        status = write_gzip(&out, path, line, length);
+    else if (status == VB_OK) status = vb_output_write(&out, line, length);
+    free(line);
     if (status == VB_OK) return vb_output_commit(&out);
     vb_output_abandon(&out);
     return status;

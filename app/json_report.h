@@ -55,9 +55,10 @@ json_t *vb_json_number(double value);
  * document never fails on a name. NULL on host OOM. */
 json_t *vb_json_text(const char *value);
 
-/* Writes `root` to `path` as an output file (output_file.h). VB_ERR_IO with
- * a message naming the path on any failure, and then the target is as it
- * was. */
+/* Writes `root` to `path` as an output file (output_file.h), gzip-compressed
+ * when the name ends in .gz (every reader of results takes either). VB_ERR_IO
+ * with a message naming the path on any failure, and then the target is as
+ * it was. */
 vb_status vb_report_write(json_t *root, const char *path);
 
 #endif

@@ -2,7 +2,11 @@
 #include "shard.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "json_report.h"
 
 /* A whole number in [1, VB_SHARD_MAX] from `text` up to `end`; 0 when bad. */
 static size_t whole(const char *text, const char *end)
@@ -45,4 +49,50 @@ int vb_shard_describe(json_t *context, vb_shard shard, size_t total)
     json_t *value = json_pack("{s:I,s:I,s:I}", "index", (json_int_t)shard.index, "count", (json_int_t)shard.count,
                               "cases", (json_int_t)total);
     return value && json_object_set_new(context, "shard", value) == 0 ? 0 : -1;
+}
+
+/* 1 if `option` is among `ignored` (ended by -1). */
+static int is_ignored(int option, const int *ignored)
+{
+    for (; *ignored >= 0; ignored++)
+        if (*ignored == option) return 1;
+    return 0;
+}
+
+/* Appends to `words` each occurrence in argv of option `want` (its index in
+ * usage->options) as "--name=value" ("--name" for a flag), or with `want`
+ * VB_CLI_ARGUMENT each positional argument as given; 0 on success. */
+static int append_words(json_t *words, const vb_cli_usage *usage, int argc, char **argv, int want)
+{
+    vb_cli_parser parser;
+    vb_cli_parser_init(&parser, usage, argc, argv);
+    const char *value;
+    int failed = 0;
+    /* VB_CLI_STOP cannot come: the command parsed this argv before. */
+    for (int option; !failed && (option = vb_cli_next(&parser, &value)) != VB_CLI_END && option != VB_CLI_STOP;) {
+        if (option != want) continue;
+        const char *name = want == VB_CLI_ARGUMENT ? "" : usage->options[option].name;
+        size_t length = strlen(name) + (value ? strlen(value) + 2 : 1);
+        char *word = malloc(length);
+        if (word) snprintf(word, length, "%s%s%s", name, value && *name ? "=" : "", value ? value : "");
+        failed |= !word || json_array_append_new(words, vb_json_text(word)) != 0;
+        free(word);
+    }
+    return failed;
+}
+
+int vb_shard_command(json_t *context, vb_shard shard, const vb_cli_usage *usage, int argc, char **argv,
+                     const int *ignored)
+{
+    if (shard.count <= 1) return 0;
+    json_t *words = json_array();
+    int failed = !words || json_array_append_new(words, vb_json_text(argv[0])) != 0;
+    /* The options in their table's order (repeats in the order given), so
+     * that command lines that differ only in their options' order are one. */
+    failed |= !failed && append_words(words, usage, argc, argv, VB_CLI_ARGUMENT);
+    for (int option = 0; !failed && usage->options[option].name; option++)
+        if (!is_ignored(option, ignored)) failed |= append_words(words, usage, argc, argv, option);
+    if (!failed) return json_object_set_new(context, "shard_command", words) == 0 ? 0 : -1;
+    json_decref(words);
+    return -1;
 }

@@ -15,6 +15,8 @@
 
 #include <jansson.h>
 
+#include "cli.h"
+
 #define VB_SHARD_MAX 100000
 
 typedef struct vb_shard {
@@ -38,5 +40,19 @@ size_t vb_shard_size(vb_shard shard, size_t total);
 /* Sets context["shard"] = {"index": I, "count": N, "cases": total} when the
  * shard is not the whole run; 0 on success, -1 on host OOM. */
 int vb_shard_describe(json_t *context, vb_shard shard, size_t total);
+
+/* Sets context["shard_command"] when the shard is not the whole run: the
+ * command line that made it, so that merge can refuse shards of different
+ * command lines (a shard's file holds its own cases only: nothing else says
+ * which scenarios, --param or trace the others ran). An array: the
+ * command's name (argv[0]), its positional arguments as given, then its
+ * options in their table's order (an option given twice in the order given),
+ * each as "--name=value" ("--name" for a flag) under its full name however it
+ * was spelt, less the options whose indexes in usage->options are in
+ * `ignored` (ended by -1): those that change no result (--shard itself,
+ * --out, --quiet, ...). argv is the command's, already parsed without error.
+ * 0 on success, -1 on host OOM. */
+int vb_shard_command(json_t *context, vb_shard shard, const vb_cli_usage *usage, int argc, char **argv,
+                     const int *ignored);
 
 #endif

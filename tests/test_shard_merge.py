@@ -2,8 +2,11 @@
 a run are disjoint and cover it, and merged they equal one run case for case
 (every memory figure, the order of the entries, the names); a tune's shards
 merged give one tune's candidates and recommendation; merge refuses what is
-not one run's shards with one clear line and writes nothing."""
+not one run's shards (of another command line or device) with one clear line
+and writes nothing; an output named .gz is gzip'd."""
 
+import gzip
+import json
 import os
 import tempfile
 import unittest
@@ -129,6 +132,103 @@ class ShardMergeTest(unittest.TestCase):
                 self.assertFalse(os.path.exists(out))
         status, _, err = vrambench("merge", *self.shards, "-o", os.path.join(self.dir, "no", "such", "dir.json"))
         self.assertEqual(status, 2, err)
+
+    def shard_pair(self, name, first, second):
+        """Shards 1/2 and 2/2 of `first` and `second` (argument lists; the
+        shard and the --out are added): their two paths."""
+        paths = []
+        for index, arguments in ((1, first), (2, second)):
+            paths.append(self.path(f"{name}-{index}.json"))
+            status, _, err = vrambench(*arguments, "--quiet", "--shard", f"{index}/2", "--out", paths[-1])
+            self.assertEqual(status, 0, err)
+        return paths
+
+    def test_merge_refuses_shards_of_different_command_lines(self):
+        trace, other_trace = self.path("cmd.trace"), self.path("other.trace")
+        for path, text in ((trace, TRACE), (other_trace, "vbtrace 1\na 0 1024\nf 0\n")):
+            with open(path, "w") as stream:
+                stream.write(text)
+        replay = ["replay", trace, "--device", "sim", "--allocator", "caching,bfc"]
+        run = ["run", "--device", "sim", "--allocator", "caching", "--min-time", "0"]
+        tune = ["tune", trace, "--jobs", "2"]
+        cases = [
+            ("sim-capacity", replay, replay + ["--sim-capacity", "1GiB"], "--sim-capacity=1GiB"),
+            ("placement", replay, replay + ["--sim-placement", "rising"], "--sim-placement=rising"),
+            ("trace", replay, ["replay", other_trace] + replay[2:], "other.trace"),
+            ("scenario", run + ["--scenario", "random_mix"], run + ["--scenario", "views"], "--scenario=views"),
+            ("param", run + ["--scenario", "random_mix"], run + ["--scenario", "random_mix", "--param", "seed=2"],
+             "--param=seed=2"),
+            ("tune-capacity", tune, tune + ["--capacity", "1GiB"], "--capacity=1GiB"),
+            ("tune-trace", tune, ["tune", other_trace, "--jobs", "2"], "other.trace"),
+        ]
+        for name, first, second, words in cases:
+            with self.subTest(differ=name):
+                out = self.path(f"refused-{name}.json")
+                one, two = self.shard_pair(name, first, second)
+                status, _, err = vrambench("merge", one, two, "-o", out)
+                self.assertEqual(status, 2, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                for word in ("different command lines", words, one, two):
+                    self.assertIn(word, err)
+                self.assertFalse(os.path.exists(out))
+
+    def test_merge_refuses_shards_of_different_devices(self):
+        """Fields of the context a command line does not decide (a GPU's
+        driver, its memory) must agree too; the host's own may differ."""
+        for field, value in (("driver_version", 12040), ("device_total_bytes", 3 << 30), ("sim_placement", "rising")):
+            with self.subTest(field=field):
+                document = load(self.shards[2])
+                document["context"][field] = value
+                changed = self.path(f"device-{field}.json")
+                with open(changed, "w") as stream:
+                    json.dump(document, stream)
+                out = self.path(f"refused-{field}.json")
+                status, _, err = vrambench("merge", *self.shards[:2], changed, "-o", out)
+                self.assertEqual(status, 2, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                for word in ("different command lines or devices", f"context's {field}", changed):
+                    self.assertIn(word, err)
+                self.assertFalse(os.path.exists(out))
+        document = load(self.shards[2])
+        document["context"].update(host_name="another-host", date="2026-01-01T00:00:00+00:00", load_avg=[9.0],
+                                   num_cpus=128, executable="/opt/vrambench")
+        elsewhere = self.path("elsewhere.json")
+        with open(elsewhere, "w") as stream:
+            json.dump(document, stream)
+        status, _, err = vrambench("merge", *self.shards[:2], elsewhere, "-o", self.path("elsewhere-merged.json"))
+        self.assertEqual(status, 0, err)
+
+    def test_merge_joins_shards_whose_options_differ_in_order_and_output_only(self):
+        trace = self.path("order.trace")
+        with open(trace, "w") as stream:
+            stream.write(TRACE)
+        one, two = self.shard_pair("order", ["replay", trace, "--device", "sim", "--allocator", "caching,bfc"],
+                                   ["replay", "--allocator=caching,bfc", trace, "--device=sim", "--fail-on-oom",
+                                    "--force"])
+        merged = self.path("order-merged.json")
+        status, _, err = vrambench("merge", one, two, "-o", merged)
+        self.assertEqual(status, 0, err)
+        self.assertNotIn("shard_command", load(merged)["context"])
+
+    def test_a_gz_output_is_gzip(self):
+        merged = self.path("merged.json.gz")
+        status, _, err = vrambench("merge", *self.shards, "-o", merged, "--quiet")
+        self.assertEqual(status, 0, err)
+        replayed = self.path("replay.json.gz")
+        trace = self.path("gz.trace")
+        with open(trace, "w") as stream:
+            stream.write(TRACE)
+        status, _, err = vrambench("replay", trace, "--device", "sim", "--allocator", "caching", "--quiet", "--out",
+                                   replayed)
+        self.assertEqual(status, 0, err)
+        documents = {}
+        for path in (merged, replayed):
+            with open(path, "rb") as stream:
+                self.assertEqual(stream.read(2), b"\x1f\x8b", path)
+            with gzip.open(path, "rt") as stream:
+                documents[path] = json.load(stream)
+        self.assertEqual(len(documents[merged]["benchmarks"]), len(load(self.path("one.json"))["benchmarks"]))
+        self.assertEqual(len(documents[replayed]["benchmarks"]), 1)
 
     def test_bad_shard_values(self):
         for value in ("0/3", "4/3", "x", "1/0", "1/", "/2", "1/2/3", "-1/2", "1/100001"):
