@@ -45,7 +45,7 @@ static void free_leftover(void *context, uint64_t addr, uint64_t size)
 static void cuda_destroy(void *state)
 {
     cuda_state *cuda = state;
-    vb_addr_map_each(&cuda->requested, free_leftover, cuda);
+    vb_addr_map_each_sorted(&cuda->requested, free_leftover, cuda); /* the same frees every run */
     vb_addr_map_clear(&cuda->requested);
     free(cuda);
 }
@@ -87,45 +87,30 @@ static vb_status cuda_empty_cache(void *state)
     return VB_OK;
 }
 
-/* Context for listing segments in address order. */
-typedef struct segment_list {
-    uint64_t *addrs;
-    size_t count;
-} segment_list;
+/* cuda_segments' walk: where each segment goes. */
+typedef struct segment_walk {
+    vb_block_visitor visit;
+    void *context;
+} segment_walk;
 
-static void collect_segment(void *context, uint64_t addr, uint64_t size)
+/* Reports one allocation as its segment. */
+static void visit_segment(void *context, uint64_t addr, uint64_t size)
 {
-    segment_list *list = context;
-    (void)size;
-    list->addrs[list->count++] = addr;
-}
-
-static int compare_addr(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
+    const segment_walk *walk = context;
+    /* A packed block's segment is the shared page it lies in. */
+    int small = vb_driver_is_small(size);
+    vb_addr segment = small ? addr & ~(VB_DRIVER_PAGE - 1) : addr;
+    vb_block_info block = {segment, small ? VB_DRIVER_PAGE : driver_size(size), addr, driver_size(size), 1, NULL};
+    walk->visit(walk->context, &block);
 }
 
 /* Each large allocation is one segment holding one block; packed small
- * blocks share their page's segment. */
+ * blocks share their page's segment. In address order. */
 static void cuda_segments(void *state, vb_block_visitor visit, void *context)
 {
     cuda_state *cuda = state;
-    segment_list list = {malloc((cuda->requested.count + 1) * sizeof(uint64_t)), 0};
-    if (!list.addrs) return;
-    vb_addr_map_each(&cuda->requested, collect_segment, &list);
-    qsort(list.addrs, list.count, sizeof *list.addrs, compare_addr);
-    for (size_t i = 0; i < list.count; i++) {
-        uint64_t size = 0;
-        vb_addr_map_get(&cuda->requested, list.addrs[i], &size);
-        /* A packed block's segment is the shared page it lies in. */
-        int small = vb_driver_is_small(size);
-        vb_addr segment = small ? list.addrs[i] & ~(VB_DRIVER_PAGE - 1) : list.addrs[i];
-        vb_block_info block = {segment, small ? VB_DRIVER_PAGE : driver_size(size), list.addrs[i],
-                               driver_size(size), 1, NULL};
-        visit(context, &block);
-    }
-    free(list.addrs);
+    segment_walk walk = {visit, context};
+    vb_addr_map_each_sorted(&cuda->requested, visit_segment, &walk);
 }
 
 const vb_allocator_ops vb_cuda_allocator = {

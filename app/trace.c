@@ -950,7 +950,7 @@ void vb_trace_each_live(const vb_trace *trace, void (*visit)(void *context, uint
         return;
     }
     live_walk walk = {trace, visit, context};
-    vb_addr_map_each(&trace->live, visit_rmm_live, &walk);
+    vb_addr_map_each_sorted(&trace->live, visit_rmm_live, &walk);
 }
 
 /* Accessors: see trace.h. */

@@ -101,7 +101,8 @@ void vb_trace_tag(vb_trace *trace, uint64_t tag);
 int vb_trace_lookahead(vb_trace *trace, uint64_t *tag);
 
 /* Calls `visit` for every allocation still live, with its id and tag, in
- * no particular order. The trace must not be read meanwhile. */
+ * an order that is the same every run (a replay frees them in it). The
+ * trace must not be read meanwhile. */
 void vb_trace_each_live(const vb_trace *trace, void (*visit)(void *context, uint64_t id, uint64_t tag),
                         void *context);
 

@@ -164,13 +164,14 @@ static void visit_outside(void *context, uint64_t key, uint64_t value)
     walk->visit(walk->context, key - 1, value);
 }
 
-/* The window's ids by slot, then the hash map's. */
+/* The window's ids by slot, then the hash map's by id (its own order is
+ * seeded: see addr_map.h). */
 void vb_id_map_each(const vb_id_map *map, void (*visit)(void *context, uint64_t id, uint64_t value), void *context)
 {
     for (size_t slot = 0; slot < map->capacity; slot++)
         if (vb_id_map_held(map, slot)) visit(context, id_at(map, slot), map->values[slot]);
     outside_walk walk = {visit, context};
-    vb_addr_map_each(&map->outside, visit_outside, &walk);
+    vb_addr_map_each_sorted(&map->outside, visit_outside, &walk);
 }
 
 void vb_id_map_clear(vb_id_map *map)

@@ -55,8 +55,9 @@ static inline int vb_id_map_remove(vb_id_map *map, uint64_t id, uint64_t *value)
 /* The ids held. */
 size_t vb_id_map_count(const vb_id_map *map);
 
-/* Calls `visit` for every id and its value, in no particular order. The map
- * must not change meanwhile. */
+/* Calls `visit` for every id and its value, in an order that depends only
+ * on what the map was given (not on the hash's seed). The map must not
+ * change meanwhile. */
 void vb_id_map_each(const vb_id_map *map, void (*visit)(void *context, uint64_t id, uint64_t value), void *context);
 
 /* Frees everything; the map is empty and usable again. */

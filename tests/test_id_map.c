@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/id_map.h"
+#include "tests/hostile_keys.h"
 
 /* splitmix64, for seeded random operations. */
 static uint64_t next_random(uint64_t *state)
@@ -251,6 +252,52 @@ static void random_ops_with_mixed_ids(void **state)
     random_ops_against_reference(IDS_MIXED, 100000, 5000, 45, 7);
 }
 
+/* Records the ids vb_id_map_each visits, in order. */
+typedef struct id_walk {
+    uint64_t *ids;
+    size_t count;
+} id_walk;
+
+static void record_id(void *context, uint64_t id, uint64_t value)
+{
+    (void)value;
+    id_walk *walk = context;
+    walk->ids[walk->count++] = id;
+}
+
+/* A trace whose ids are the unseeded hash's colliders minus 1 (a 1.9 MB
+ * trace, replayed in seconds before the hash was seeded): the first id
+ * places the window, the rest are far from it, in the hash map, where
+ * they spread like any ids; each visits them in increasing order, the
+ * same every run (a replay frees leftovers in that order). */
+static void ids_colliding_under_the_unseeded_hash_stay_spread(void **state)
+{
+    (void)state;
+    vb_id_map map = VB_ID_MAP_INIT;
+    for (uint64_t i = 1; i <= VB_TEST_COLLIDERS; i++) {
+        uint64_t *slot = vb_id_map_slot(&map, vb_test_unseeded_collider(i) - 1, NULL);
+        assert_non_null(slot);
+        *slot = i;
+    }
+    assert_int_equal(vb_id_map_count(&map), VB_TEST_COLLIDERS);
+    assert_true(map.outside.count >= VB_TEST_COLLIDERS - 1);
+    assert_true(vb_addr_map_longest_probe(&map.outside) <= VB_TEST_LONGEST_PROBE);
+    for (uint64_t i = 1; i <= VB_TEST_COLLIDERS; i++) {
+        uint64_t value = 0;
+        assert_true(vb_id_map_get(&map, vb_test_unseeded_collider(i) - 1, &value));
+        assert_int_equal(value, i);
+    }
+    uint64_t *ids = malloc(VB_TEST_COLLIDERS * sizeof *ids);
+    assert_non_null(ids);
+    id_walk walk = {ids, 0};
+    vb_id_map_each(&map, record_id, &walk);
+    assert_int_equal(walk.count, VB_TEST_COLLIDERS);
+    size_t window_ids = VB_TEST_COLLIDERS - map.outside.count;
+    for (size_t k = window_ids + 1; k < walk.count; k++) assert_true(ids[k - 1] < ids[k]);
+    free(ids);
+    vb_id_map_clear(&map);
+}
+
 /* Runs every id_map test. */
 int main(void)
 {
@@ -264,6 +311,7 @@ int main(void)
         cmocka_unit_test(random_ops_with_reused_ids),
         cmocka_unit_test(random_ops_with_sparse_ids),
         cmocka_unit_test(random_ops_with_mixed_ids),
+        cmocka_unit_test(ids_colliding_under_the_unseeded_hash_stay_spread),
     };
     return cmocka_run_group_tests_name("id_map", tests, NULL, NULL);
 }
