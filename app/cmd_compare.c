@@ -150,6 +150,20 @@ static int parse_fail_on(const char *text, fail_on *out)
     return VB_EXIT_OK;
 }
 
+/* The '=' of "X=Y" that parts the two allocators, or NULL: the first outside
+ * brackets, since a configured spec holds '=' inside its brackets
+ * ("caching[max_split_size_mb=256]=caching"). */
+static const char *pair_equals(const char *text)
+{
+    int depth = 0;
+    for (const char *at = text; *at; at++) {
+        if (*at == '[') depth++;
+        else if (*at == ']' && depth > 0) depth--;
+        else if (*at == '=' && depth == 0) return at;
+    }
+    return NULL;
+}
+
 static int parse_args(int argc, char **argv, compare_args *args)
 {
     memset(args, 0, sizeof *args);
@@ -184,7 +198,7 @@ static int parse_args(int argc, char **argv, compare_args *args)
             if (status != VB_EXIT_OK) return status;
             continue;
         }
-        const char *equals = strchr(value, '=');
+        const char *equals = pair_equals(value);
         size_t n = args->pair_count;
         if (n == MAX_PAIR_SPECS) return vb_cli_error(VB_EXIT_USAGE, "compare: more than %d --pair", MAX_PAIR_SPECS);
         if (!equals || equals == value || !equals[1] || (size_t)(equals - value) >= sizeof args->pair_a[0] ||
@@ -205,8 +219,9 @@ static int parse_args(int argc, char **argv, compare_args *args)
 /* Figures                                                                  */
 /* ======================================================================== */
 
-/* A metric's value in a case: 1 present, 0 absent, -1 bad (error printed). */
-static int metric_value(const vb_results_file *file, const vb_results_case *c, const metric *m, double *out)
+/* A metric's value in a case: 1 present, 0 absent (null or no such field).
+ * Its type and range were checked when the file was read (results_file.c). */
+static int metric_value(const vb_results_case *c, const metric *m, double *out)
 {
     if (!m->key) {
         if (c->time_count == 0) return 0;
@@ -218,11 +233,7 @@ static int metric_value(const vb_results_file *file, const vb_results_case *c, c
     int present = 0;
     for (size_t k = 0; k < 2 && keys[k]; k++) {
         json_t *value = json_object_get(c->entry, keys[k]);
-        if (!value || json_is_null(value)) continue;
-        if (!json_is_number(value) || json_number_value(value) < 0) {
-            vb_cli_error(VB_EXIT_USAGE, "%s: %s: '%s' is not a number from 0 up", file->path, c->name, keys[k]);
-            return -1;
-        }
+        if (!json_is_number(value)) continue;
         *out += json_number_value(value);
         present = 1;
     }
@@ -409,9 +420,8 @@ static int evaluate(const compare_args *args, const comparison *c, size_t pair, 
         snprintf(out->shown, sizeof out->shown, out->differs ? "%s -> %s" : "%s", out->a_text, out->b_text);
         return VB_EXIT_OK;
     }
-    out->a_present = metric_value(c->a, left, m, &out->a);
-    out->b_present = metric_value(c->b, right, m, &out->b);
-    if (out->a_present < 0 || out->b_present < 0) return VB_EXIT_USAGE;
+    out->a_present = metric_value(left, m, &out->a);
+    out->b_present = metric_value(right, m, &out->b);
     char a_text[48] = "-", b_text[48] = "-";
     if (out->a_present) format_value(m->unit, out->a, a_text, sizeof a_text);
     if (out->b_present) format_value(m->unit, out->b, b_text, sizeof b_text);

@@ -2,6 +2,7 @@
 #include "results_file.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,9 @@
 
 /* The most a file may hold once decompressed (docs/results-json.md, "Readers"). */
 #define MAX_FILE_BYTES ((size_t)256 << 20)
+
+/* 2^64: every figure of a results file is below it (a byte count at most 2^64-1). */
+#define TWO_TO_THE_64 18446744073709551616.0
 
 const char *vb_results_kind_name(vb_results_kind kind)
 {
@@ -204,6 +208,78 @@ static double unit_ns(const char *unit)
     return 0;
 }
 
+/* What a field of an iteration entry may hold, by its name (docs/results-json.md,
+ * "Readers"; python/vrambench/results.py, field_kind, reads the same rule). */
+typedef enum field_kind {
+    FIELD_TEXT,    /* a name: a string (checked where it is read) */
+    FIELD_WHOLE,   /* a byte count or a count: a whole number from 0 to 2^64-1, or null */
+    FIELD_NUMBER,  /* a time or a ratio: a number from 0 to 2^64, or null */
+    FIELD_OTHER,   /* anything but a string; a number from 0 to 2^64 */
+} field_kind;
+
+/* 1 when `word` is one of the '_'-separated words of `key`. */
+static int has_word(const char *key, const char *word)
+{
+    size_t length = strlen(word);
+    for (const char *at = key; (at = strstr(at, word)) != NULL; at += length)
+        if ((at == key || at[-1] == '_') && (at[length] == '\0' || at[length] == '_')) return 1;
+    return 0;
+}
+
+/* 1 when `key` is one of the NULL-terminated `names`. */
+static int is_one_of(const char *key, const char *const *names)
+{
+    for (size_t i = 0; names[i]; i++)
+        if (strcmp(key, names[i]) == 0) return 1;
+    return 0;
+}
+
+/* The kind of field `key` of an iteration entry (see field_kind). */
+static field_kind field_kind_of(const char *key)
+{
+    static const char *const text[] = {"name", "run_name", "run_type", "time_unit", "scenario", "allocator",
+                                       "label", "aggregate_name", "aggregate_unit", "error_message",
+                                       "pytorch_alloc_conf", "reserved_bytes_source", NULL};
+    static const char *const whole_words[] = {"bytes", "ooms", "calls", "retries", "events", NULL};
+    static const char *const whole[] = {"iterations", "repetitions", "repetition_index", "threads", "family_index",
+                                        "per_family_instance_index", "first_oom_line", "live_at_end",
+                                        "recorded_failures", NULL};
+    static const char *const number_words[] = {"time", "ns", "ms", "ratio", "frag", "per", "utilization", NULL};
+    if (is_one_of(key, text)) return FIELD_TEXT;
+    if (is_one_of(key, whole)) return FIELD_WHOLE;
+    for (size_t i = 0; whole_words[i]; i++)
+        if (has_word(key, whole_words[i])) return FIELD_WHOLE;
+    for (size_t i = 0; number_words[i]; i++)
+        if (has_word(key, number_words[i])) return FIELD_NUMBER;
+    return FIELD_OTHER;
+}
+
+/* Checks every field of iteration entry `index` (named `name`) against its
+ * kind (field_kind_of): one line naming the file, the entry and the field. */
+static vb_status check_fields(const char *path, size_t index, const char *name, json_t *entry)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach(entry, key, value) {
+        field_kind kind = field_kind_of(key);
+        if (kind == FIELD_TEXT || json_is_null(value)) continue;
+        const char *what = kind != FIELD_WHOLE ? "" : has_word(key, "bytes") ? " (a byte count)" : " (a count)";
+        if (json_is_string(value) || (kind != FIELD_OTHER && !json_is_number(value)))
+            return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): '%.60s' is %s, not a number%s", path, index,
+                            name, key, json_is_string(value) ? "a string" : json_is_boolean(value) ? "true or false"
+                            : json_is_array(value) ? "a list" : "an object", what);
+        if (!json_is_number(value)) continue;
+        double number = json_number_value(value);
+        if (number < 0 || number > TWO_TO_THE_64)
+            return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): '%.60s' is not a number from 0 to below 2^64%s",
+                            path, index, name, key, number < 0 ? " (it is negative)" : "");
+        if (kind == FIELD_WHOLE && (number != floor(number) || number == TWO_TO_THE_64))
+            return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): '%.60s' is %g, not a whole number%s", path,
+                            index, name, key, number, what);
+    }
+    return VB_OK;
+}
+
 /* The cases of a "benchmarks" file. */
 static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
 {
@@ -230,10 +306,11 @@ static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
         else if ((int)file->kind != kind)
             return vb_error(VB_ERR_INVALID, "%s: entry '%s' is a %s entry in a %s file", path, name,
                             vb_results_kind_name(kind), vb_results_kind_name(file->kind));
+        vb_status checked = check_fields(path, i, name, entry);
+        if (checked != VB_OK) return checked;
         json_t *real_time = json_object_get(entry, "real_time");
         double scale = unit_ns(json_string_value(json_object_get(entry, "time_unit")));
-        if ((real_time && !json_is_number(real_time)) || scale == 0)
-            return vb_error(VB_ERR_INVALID, "%s: entry '%s': bad real_time or time_unit", path, name);
+        if (scale == 0) return vb_error(VB_ERR_INVALID, "%s: entry '%s': unknown time_unit", path, name);
         /* A new case in the next slot, unless one of its group and allocator is there (repetitions). */
         vb_results_case *c = &file->cases[file->case_count];
         memset(c, 0, sizeof *c);
@@ -250,7 +327,7 @@ static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
             if (index_case(file, file->case_count++) != 0)
                 return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
         }
-        if (real_time) {
+        if (json_is_number(real_time)) {
             c->time_sum_ns += json_number_value(real_time) * scale;
             c->time_count++;
         }

@@ -8,10 +8,32 @@ import copy
 import gzip
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
-from cli_support import CLAIMS, MICROBENCH, RESULTS, load, vrambench
+from cli_support import CLAIMS, MICROBENCH, RESULTS, ROOT, load, vrambench
+
+# Fields of an iteration entry that break the one rule of docs/results-json.md ("Readers"):
+# (field, value, words of the error). Every reader refuses each in one line naming the file,
+# the entry and the field.
+BAD_FIELDS = [
+    ("peak_reserved_bytes", "big", "is a string, not a number (a byte count)"),
+    ("peak_reserved_bytes", 1.5, "is 1.5, not a whole number (a byte count)"),
+    ("peak_allocated_bytes", -4096, "(it is negative)"),
+    ("ooms", True, "is true or false, not a number (a count)"),
+    ("driver_alloc_calls", 2.5, "not a whole number (a count)"),
+    ("events", [3], "is a list, not a number (a count)"),
+    ("real_time", -1, "'real_time' is not a number from 0 to below 2^64 (it is negative)"),
+    ("cpu_time", "fast", "is a string, not a number"),
+    ("overhead_ratio", {"x": 1}, "is an object, not a number"),
+    ("malloc_ns_p50", False, "is true or false, not a number"),
+    ("kernel_in_flight_at_dispatch", "3", "is a string, not a number"),
+]
+# Values of the same fields that every reader takes: a whole byte count written as a real, null
+# (an absent figure), a flag in a field of no kind.
+GOOD_FIELDS = [("peak_reserved_bytes", 4096.0), ("ooms", None), ("real_time", 0), ("some_flag", True)]
 
 GZ_REPLAY = os.path.join(RESULTS, "stitch-ranges-nvidia-h100-80gb-hbm3-20261123",
                          "stitch-replay-random-4m-nvidia-h100-80gb-hbm3-20261123.json.gz")
@@ -173,7 +195,7 @@ class CompareTest(unittest.TestCase):
         cases = [("context.json", {"context": True, "benchmarks": []}, "not a vrambench results file"),
                  ("device.json", {"context": {"device_name": 5}, "benchmarks": []}, "device_name"),
                  ("no_name.json", no_name, "is not an entry with a name"),
-                 ("bad_unit.json", bad_unit, "bad real_time or time_unit")]
+                 ("bad_unit.json", bad_unit, "unknown time_unit")]
         out = os.path.join(self.tmp.name, "merged.json")
         for name, document, words in cases:
             bad = self.write(name, document)
@@ -181,6 +203,69 @@ class CompareTest(unittest.TestCase):
                 self.assert_one_error(*vrambench("compare", self.a, bad), words)
                 self.assert_one_error(*vrambench("merge", self.a, bad, "-o", out), words)
                 self.assertFalse(os.path.exists(out))
+
+    def readers(self, path):
+        """What compare, report, the plots and the tables say about `path`:
+        [(reader, exit status, stderr)]."""
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        python = [[sys.executable, "-m", "vrambench.plots", path, "--out", os.path.join(self.tmp.name, "plots")],
+                  [sys.executable, os.path.join(ROOT, "python", "vrambench", "results_tables.py"), "bench", path]]
+        said = [("compare", *vrambench("compare", self.a, path)[::2]),
+                ("report", *vrambench("report", path, "-o", os.path.join(self.tmp.name, "r.html"),
+                                      "--no-plots")[::2])]
+        for command in python:
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+            said.append((command[2], done.returncode, done.stderr))
+        return said
+
+    def test_compare_report_plots_and_tables_refuse_the_same_fields(self):
+        # One rule for what a field may hold, applied by every reader: a
+        # field compare refuses, report, the plots and the tables refuse too,
+        # and the other way round, each in one line naming the file, the
+        # entry and the field.
+        for key, value, words in BAD_FIELDS:
+            document = copy.deepcopy(self.doc)
+            document["benchmarks"][1][key] = value
+            path = self.write("field.json", document)
+            entry = f"benchmarks[1] ({document['benchmarks'][1]['name']})"
+            for reader, status, err in self.readers(path):
+                with self.subTest(key=key, value=value, reader=reader):
+                    self.assertEqual(status, 2, err)
+                    lines = err.strip().splitlines()
+                    self.assertEqual(len(lines), 1, err)
+                    for word in (path, entry, f"'{key}'", words):
+                        self.assertIn(word, lines[0])
+
+    def test_compare_report_and_tables_take_the_same_good_fields(self):
+        for key, value in GOOD_FIELDS:
+            document = copy.deepcopy(self.doc)
+            for entry in document["benchmarks"]:
+                entry[key] = value
+            path = self.write("good.json", document)
+            for reader, status, err in self.readers(path):
+                if reader == "vrambench.plots" and "matplotlib is not available" in err:
+                    continue  # the input was checked before matplotlib was looked for
+                with self.subTest(key=key, value=value, reader=reader):
+                    self.assertEqual(status, 0, err)
+
+    def test_pair_splits_at_the_equals_outside_brackets(self):
+        # A configured spec holds '=' in its brackets: --pair X=Y parts X and
+        # Y at the '=' outside them, on either side.
+        configured = "caching[max_split_size_mb=256]"
+        path = os.path.join(self.tmp.name, "configured.json")
+        status, _, err = vrambench("run", "--scenario", "views", "--allocator", f"caching,{configured}", "--device",
+                                   "sim", "--min-time", "0", "--quiet", "--out", path)
+        self.assertEqual(status, 0, err)
+        for pair, left, right in ((f"{configured}=caching", configured, "caching"),
+                                  (f"caching={configured}", "caching", configured)):
+            with self.subTest(pair=pair):
+                status, out, err = vrambench("compare", path, "--pair", pair, "--json")
+                self.assertEqual(status, 0, err)
+                pairs = json.loads(out)[0]["pairs"]
+                self.assertEqual([(p["a"], p["b"]) for p in pairs], [(f"views/{left}", f"views/{right}")])
+        self.assert_one_error(*vrambench("compare", path, "--pair", f"{configured}=cachin"),
+                              "'cachin'", "did you mean 'caching'")
+        self.assert_one_error(*vrambench("compare", path, "--pair", configured), "bad --pair")
 
     def test_names_with_control_characters_are_refused_not_printed(self):
         # compare prints names and the device as they are: an escape

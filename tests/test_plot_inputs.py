@@ -154,6 +154,13 @@ DOCUMENT_CASES = [
     ("counter the string NaN", set_in(entry0, "overhead_ratio", "NaN"), "not a number"),
     ("counter the string inf", set_in(entry0, "peak_reserved_bytes", "inf"), "not a number"),
     ("counter the string 12", set_in(entry0, "driver_alloc_calls", "12"), "not a number"),
+    ("byte count a word", set_in(entry0, "peak_reserved_bytes", "big"), "'peak_reserved_bytes' is a string"),
+    ("byte count fractional", set_in(entry0, "peak_requested_bytes", 1.5), "not a whole number (a byte count)"),
+    ("count fractional", set_in(entry0, "driver_free_calls", 0.5), "not a whole number (a count)"),
+    ("count true", set_in(entry0, "ooms", True), "'ooms' is true or false"),
+    ("time a word", set_in(entry0, "cpu_time", "slow"), "'cpu_time' is a string"),
+    ("ratio a list", set_in(entry0, "overhead_ratio", [1]), "'overhead_ratio' is a list"),
+    ("scenario counter a word", set_in(entry0, "kernel_in_flight_at_dispatch", "two"), "is a string"),
     # timelines
     ("timeline an object", set_in(entry0, "timeline", {}), "timeline"),
     ("timeline a string", set_in(entry0, "timeline", "steps"), "timeline"),

@@ -152,6 +152,25 @@ class ReportTest(unittest.TestCase):
                 self.assertTrue(err.startswith("vrambench: error: "), err)
                 self.assertFalse(os.path.exists(page))
 
+    def test_a_figure_of_the_wrong_type_is_one_line_naming_the_field_and_no_page(self):
+        # What compare refuses, report refuses too (docs/results-json.md, "Readers"):
+        # a byte count that is a word or a fraction, a count that is a flag.
+        page = self.path("never.html")
+        for key, value, words in (("peak_reserved_bytes", "big", "is a string, not a number (a byte count)"),
+                                  ("peak_requested_bytes", 1.5, "is 1.5, not a whole number (a byte count)"),
+                                  ("ooms", True, "is true or false, not a number (a count)")):
+            document = load(self.run_file)
+            document["benchmarks"][0][key] = value
+            path = self.path("field.json")
+            with open(path, "w") as stream:
+                json.dump(document, stream)
+            with self.subTest(key=key, value=value):
+                status, out, err = vrambench("report", path, "-o", page, "--no-plots")
+                self.assertEqual(status, 2, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(f"field.json: benchmarks[0] ({document['benchmarks'][0]['name']}): '{key}' {words}", err)
+                self.assertFalse(os.path.exists(page))
+
     def test_files_of_the_wrong_shape_inside_are_one_line_and_no_page(self):
         # JSON that parses but that the page could not be made from: a lone
         # UTF-16 surrogate (no UTF-8 text holds it), benchmarks that is not

@@ -82,9 +82,22 @@ class ResultsTables(unittest.TestCase):
         document = plot_fixture.sim_result(scenarios=["views"])
         for entry in document["benchmarks"]:
             entry.pop("overhead_ratio", None)
-        run = tables("bench", self.write("sim.json", document))
+        path = self.write("sim.json", document)
+        run = tables("bench", path)
         self.assertEqual(run.returncode, 2, run.stderr)
-        self.assertIn("overhead_ratio", run.stderr)
+        self.assertIn(f"{path}: views/cuda: no counter 'overhead_ratio'", run.stderr)
+
+    def test_a_counter_that_is_not_a_number_names_the_file(self):
+        document = plot_fixture.sim_result(scenarios=["views"])
+        document["benchmarks"][0]["peak_reserved_bytes"] = "big"
+        path = self.write("sim.json", document)
+        for kind in ("bench", "replay"):
+            with self.subTest(kind=kind):
+                run = tables(kind, path)
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+                self.assertIn(f"{path}: benchmarks[0] (views/cuda): 'peak_reserved_bytes' is a string, not a number",
+                              run.stderr)
 
 
 if __name__ == "__main__":

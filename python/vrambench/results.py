@@ -88,8 +88,9 @@ class Run:
     numbers are medians over the repetitions, the timeline and segment map
     come from the lowest repetition_index (0)."""
 
-    def __init__(self, name, scenario, allocator):
+    def __init__(self, name, scenario, allocator, path):
         self.name = name
+        self.path = path           # the file it was read from, for messages
         self.scenario = scenario
         self.allocator = allocator
         self.samples = {}          # counter -> values, one per repetition
@@ -490,35 +491,64 @@ def check_document(path, raw):
     return raw
 
 
-# An entry's fields that hold text; any other field holds a number (a
-# counter, a time, a count), which a figure could draw.
+# An entry's fields that hold text; any other field holds a number (a counter, a time, a
+# count), which a figure could draw, or a flag, a list or an object (field_kind).
 TEXT_FIELDS = frozenset(("name", "run_name", "run_type", "time_unit", "scenario", "allocator", "label",
                          "aggregate_name", "aggregate_unit", "error_message", "pytorch_alloc_conf",
                          "reserved_bytes_source"))
 
 
-def looks_numeric(text):
-    """True for a string Python reads as a number ("NaN", "inf", "1e5", "12")."""
-    try:
-        float(text)
-    except (ValueError, OverflowError):
-        return False
-    return True
+# What a field of an iteration entry may hold, by its name (docs/results-json.md,
+# "Readers"; app/results_file.c, field_kind_of, reads the same rule for compare and merge):
+# a byte count or count is a whole number from 0 to 2^64-1, a time or ratio a number from
+# 0 to 2^64, any other field anything but a string (a number there from 0 to 2^64 too);
+# null is an absent figure.
+WHOLE_WORDS = frozenset(("bytes", "ooms", "calls", "retries", "events"))
+WHOLE_FIELDS = frozenset(("iterations", "repetitions", "repetition_index", "threads", "family_index",
+                          "per_family_instance_index", "first_oom_line", "live_at_end", "recorded_failures"))
+NUMBER_WORDS = frozenset(("time", "ns", "ms", "ratio", "frag", "per", "utilization"))
+
+
+def field_kind(key):
+    """'text', 'byte count', 'count', 'number' (a time or ratio) or 'other'."""
+    words = set(key.split("_"))
+    if key in TEXT_FIELDS:
+        return "text"
+    if key in WHOLE_FIELDS or words & WHOLE_WORDS:
+        return "byte count" if "bytes" in words else "count"
+    return "number" if words & NUMBER_WORDS else "other"
+
+
+def type_name(value):
+    """What a JSON value that is not a number is, for an error line."""
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true or false"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def counter_values(entry, where):
-    """The entry's numeric fields, each a number from 0 to below 2^64 (every
-    counter, time and count vrambench writes is one). A number written as a
-    string ("NaN", "12") is refused, not drawn as text or skipped."""
+    """The entry's numeric fields, each checked against its kind (field_kind):
+    a number from 0 to below 2^64, a whole one for a byte count or count. A
+    string outside the text fields is refused ("NaN", "12", "big"), never
+    drawn as text or skipped."""
     numbers = {}
     for key, value in entry.items():
-        if isinstance(value, str) and key not in TEXT_FIELDS and looks_numeric(value):
-            raise InputError(f"{where}: '{abbreviate_key(key)}' is the string {_shown(value[:40])!r}, not a number")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        kind = field_kind(key)
+        if kind == "text" or value is None:
+            continue
+        is_figure = not isinstance(value, bool) and isinstance(value, (int, float))
+        if isinstance(value, str) or (kind != "other" and not is_figure):
+            raise InputError(f"{where}: '{abbreviate_key(key)}' is {type_name(value)}, not a number"
+                             + (f" (a {kind})" if kind in ("byte count", "count") else ""))
+        if not is_figure:
             continue
         if not in_range(value, 0, MAX_MAGNITUDE):
             raise InputError(f"{where}: '{abbreviate_key(key)}' is not a number from 0 to below 2^64"
                              + (" (it is negative)" if is_number(value) and value < 0 else ""))
+        if kind in ("byte count", "count") and (value != int(value) or value > MAX_UINT64):
+            raise InputError(f"{where}: '{abbreviate_key(key)}' is {value:g}, not a whole number (a {kind})")
         numbers[key] = float(value)
     return numbers
 
@@ -573,7 +603,7 @@ def parse_result(path, raw):
                              f"{MAX_REPETITION}")
         run = runs.get(name)
         if run is None:
-            run = runs[name] = Run(name, scenario, allocator)
+            run = runs[name] = Run(name, scenario, allocator, path)
             result.runs.append(run)
         if "real_time" in numbers:
             unit = entry.get("time_unit", "ns")

@@ -36,9 +36,10 @@ def iterations(result):
 
 
 def median(run, key):
-    """The run's counter `key` (the median over its repetitions)."""
+    """The run's counter `key` (the median over its repetitions); the loader
+    has refused a file where it is not a number, so here it is only absent."""
     if key not in run.values:
-        raise InputError(f"{run.name}: no counter '{key}'")
+        raise InputError(f"{run.path}: {run.name}: no counter '{key}'")
     return run.values[key]
 
 
