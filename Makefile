@@ -306,7 +306,10 @@ bench-scaling: all
 # device; each case whose memory figures differ is listed, and an
 # undocumented difference fails (docs/sim-differences.md). By default the newest
 # file of each kind and device under results/; files made before the memory
-# pass, sim and microbench files are skipped with a note.
+# pass, sim and microbench files, and replays whose trace is not here (some
+# stitch replays' traces are not committed) are skipped with a note. A replay's
+# trace path is found from any directory (the results file's folder up to the
+# repository root); with every case skipped it fails (exit 2: nothing checked).
 check-sim: all
 	$(BUILD)/vrambench check-sim $(if $(RESULTS),$(RESULTS),--newest $(wildcard results/*.json results/*/*.json results/*.json.gz results/*/*.json.gz))
 

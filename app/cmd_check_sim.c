@@ -20,21 +20,27 @@
  * the check; any other makes the exit status 1.
  *
  * A results file never runs code of its own: only built-in allocators are
- * re-run; the cases of any other (an external:PATH.so library, an unknown
- * name) are skipped with a note, and no library is loaded. An external
- * allocator is loaded only when a user names it on a command line (`run`).
+ * re-run; the cases of an external:PATH.so library are skipped with a note,
+ * and no library is loaded (an external allocator is loaded only when a user
+ * names it on a command line: `run`). An unknown allocator name is bad input.
  *
  * Files it cannot check are skipped with a note, not failed: sim results,
  * microbench files, PyTorch measurement files, files made before the memory
  * pass (no context.memory_pass: their figures depend on the iteration
- * count), and replays whose trace is not a regular file at the recorded
- * path. Each input is read once (a pipe or FIFO cannot be read twice; one
- * without a writer reads as empty) and at most VB_JSON_INPUT_MAX_BYTES.
+ * count), and replays whose trace is not a regular file. A replay's
+ * context.trace_path is as `replay` was given it: a relative one is looked
+ * for from the current directory, then from the results file's directory and
+ * each one above it up to the repository root (locate_trace), so check-sim
+ * runs from any directory. Each input is read once (a pipe or FIFO cannot be
+ * read twice; one without a writer reads as empty) and at most
+ * VB_JSON_INPUT_MAX_BYTES.
  *
  * Exit status: 0 every difference documented; 1 an undocumented difference
  * or a failed re-run; 2 bad input (a file that is not a results file or is
- * malformed, a case it names that cannot be run as named, a missing or
- * malformed differences file), one line on stderr for each. */
+ * malformed, a case it names that cannot be run as named, an unknown
+ * allocator, a missing or malformed differences file) or nothing checked
+ * (every case of the files given was skipped), one line on stderr for each. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,29 +140,22 @@ static void rerun_set_free(rerun_set *set)
     memset(set, 0, sizeof *set);
 }
 
-/* 1 if a results file's allocator is built in: a registered name or
- * pytorch[CONF]. An external:PATH library or an unknown name is not. */
-static int built_in(const char *allocator)
+/* 1 if a results file's allocator is an external:PATH library, which a
+ * results file never makes check-sim load. */
+static int external(const char *allocator)
 {
-    if (strncmp(allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0) return 0;
-    size_t length = strcspn(allocator, "[");
-    if (length == 7 && strncmp(allocator, "pytorch", 7) == 0) return 1;
-    for (size_t i = 0; vb_allocator_registry[i]; i++) {
-        const char *name = vb_allocator_registry[i]->name;
-        if (strlen(name) == length && strncmp(name, allocator, length) == 0) return 1;
-    }
-    return 0;
+    return strncmp(allocator, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0;
 }
 
-/* Adds a results file's allocator to `set`: its spec once, or, when it is
- * not built in, a note that its cases are skipped. VB_ERR_INVALID when a
- * built-in one's spec is malformed. */
+/* Adds a results file's allocator to `set`: its spec once, or, for an
+ * external library, a note that its cases are skipped. VB_ERR_INVALID when
+ * it is neither (an unknown name: "did you mean") or its spec is malformed. */
 static vb_status add_allocator(rerun_set *set, const char *allocator)
 {
     if (json_object_get(set->skipped_allocators, allocator)) return VB_OK;
     for (size_t i = 0; i < set->spec_count; i++)
         if (strcmp(set->specs[i].label, allocator) == 0) return VB_OK;
-    if (!built_in(allocator)) {
+    if (external(allocator)) {
         printf("  skipped: the cases of '%s', not a built-in allocator (a results file never loads one)\n",
                allocator);
         return json_object_set_new(set->skipped_allocators, allocator, json_true()) == 0
@@ -183,7 +182,8 @@ static vb_status add_allocator(rerun_set *set, const char *allocator)
 
 /* Fills `set` from the allocators of the entries of `array` (benchmarks, or
  * claims, whose "pytorch" ones are PyTorch's own measurements) and, with
- * `scenarios`, their scenarios. VB_ERR_INVALID for a malformed spec. */
+ * `scenarios`, their scenarios. VB_ERR_INVALID for an unknown allocator or a
+ * malformed spec. */
 static vb_status collect(json_t *array, int claims, int scenarios, rerun_set *set)
 {
     set->skipped_allocators = json_object();
@@ -465,6 +465,38 @@ static int regular_file(const char *path)
     return stat(path, &info) == 0 && S_ISREG(info.st_mode) && access(path, R_OK) == 0;
 }
 
+/* 1 and, in `found`, where the trace a replay result recorded (`trace`) is
+ * readable, or 0. `replay` records the path as it was given, relative to the
+ * directory it ran in (the committed results/ name the repository's own
+ * traces from its root), so a relative one is looked for as given (from the
+ * current directory), then in the results file's directory and each one
+ * above it, up to the repository root (the first that holds .git) or /:
+ * check-sim works from any directory. */
+static int locate_trace(const char *results_path, const char *trace, char *found, size_t capacity)
+{
+    snprintf(found, capacity, "%s", trace);
+    if (access(trace, R_OK) == 0) return 1;
+    if (trace[0] == '/') return 0;
+    char directory[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(results_path, '/');
+    if (!slash) snprintf(directory, sizeof directory, ".");
+    else snprintf(directory, sizeof directory, "%.*s", slash == results_path ? 1 : (int)(slash - results_path),
+                  results_path);
+    if (!realpath(directory, real)) return 0; /* e.g. /dev/stdin's pipe: no directory to look in */
+    for (;;) {
+        int root = strcmp(real, "/") == 0;
+        char marker[PATH_MAX + 8];
+        if ((size_t)snprintf(found, capacity, "%s/%s", root ? "" : real, trace) < capacity && access(found, R_OK) == 0)
+            return 1;
+        snprintf(marker, sizeof marker, "%s/.git", real);
+        if (root || access(marker, F_OK) == 0) break;
+        char *last = strrchr(real, '/');
+        *(last == real ? last + 1 : last) = '\0'; /* its parent */
+    }
+    snprintf(found, capacity, "%s", trace);
+    return 0;
+}
+
 /* Checks one file; returns VB_EXIT_OK (checked or skipped), 1 when a
  * difference is undocumented or the re-run failed, 2 for bad input. */
 static int check_file(vb_sim_differences *differences, check_input *input, int sweep, check_tally *total)
@@ -494,7 +526,14 @@ static int check_file(vb_sim_differences *differences, check_input *input, int s
                                            "or claims)", path);
     }
     const char *device = json_string_value(json_object_get(context, "device_name")) ?: "?";
-    const char *trace = json_string_value(json_object_get(context, "trace_path"));
+    json_t *trace_value = json_object_get(context, "trace_path");
+    const char *trace = json_string_value(trace_value);
+    if (trace_value && (!trace || !trace[0])) {
+        json_decref(document);
+        return vb_cli_error(VB_EXIT_USAGE, "check-sim: %s: context.trace_path is not a path (a non-empty string)",
+                            path);
+    }
+    char trace_found[PATH_MAX + NAME_MAX + 2] = "";
     json_t *first = json_array_get(benchmarks, 0);
     const char *first_name = first ? json_string_value(json_object_get(first, "name")) : NULL;
     int replay = first_name && strncmp(first_name, "replay:", 7) == 0;
@@ -507,16 +546,18 @@ static int check_file(vb_sim_differences *differences, check_input *input, int s
     } else if (!json_object_get(context, "memory_pass")) {
         printf("  skipped: made before the memory pass (no context.memory_pass), so its memory figures depend on "
                "the iteration count; re-record it with this vrambench\n");
-    } else if (replay && (!trace || access(trace, R_OK) != 0)) {
-        vb_cli_line(stdout, "  skipped: the replayed trace %s%s%s is not here",
-                    trace ? "'" : "(not recorded: no context.trace_path)", trace ? trace : "", trace ? "'" : "");
-    } else if (replay && !regular_file(trace)) {
+    } else if (replay && (!trace || !locate_trace(path, trace, trace_found, sizeof trace_found))) {
+        vb_cli_line(stdout, "  skipped: the replayed trace %s%s%s is not here%s",
+                    trace ? "'" : "(not recorded: no context.trace_path)", trace ? trace : "", trace ? "'" : "",
+                    trace && trace[0] != '/' ? " (nor in the results file's folder or one above it)" : "");
+    } else if (replay && !regular_file(trace_found)) {
         vb_cli_line(stdout, "  skipped: the replayed trace '%s' is not a regular file (check-sim replays only those)",
-                    trace);
+                    trace_found);
     } else {
+        if (replay && strcmp(trace_found, trace) != 0) vb_cli_line(stdout, "  the replayed trace: %s", trace_found);
         check_tally tally = {0};
         int checked = json_is_array(claims) ? check_claims(differences, path, document, &tally)
-                                            : check_benchmarks(differences, path, document, replay ? trace : NULL,
+                                            : check_benchmarks(differences, path, document, replay ? trace_found : NULL,
                                                                &tally);
         if (checked == VB_EXIT_OK) {
             printf("  %zu cases, %zu differ (%zu differences documented, %zu not)\n", tally.cases,
@@ -629,7 +670,9 @@ int vb_cmd_check_sim(int argc, char **argv)
                  "  --differences FILE: the documented differences (default: " VB_SIM_DIFFERENCES_ENV ", else\n"
                  "            " VB_SIM_DIFFERENCES_PATH " of the repository the binary was built in);\n"
                  "  JSON files (.json.gz too) that are not results are skipped (a folder's files may be given); a\n"
-                 "  case whose allocator is not built in (external:PATH.so) is skipped: a results file never loads one\n"
+                 "  case whose allocator is not built in (external:PATH.so) is skipped: a results file never loads\n"
+                 "  one; a replay's relative trace path is looked for from the results file's folder up too; exit 2\n"
+                 "  if nothing could be checked\n"
                  "  -h, --help: this help\n\n"
                  "examples:\n"
                  "  vrambench check-sim results/nvidia-h100-80gb-hbm3-20261123.json\n"
@@ -698,5 +741,10 @@ int vb_cmd_check_sim(int argc, char **argv)
             printf("check-sim: documented difference not seen in these files: %s %s\n",
                    differences.matches[i].case_pattern, differences.matches[i].figure_pattern);
     vb_sim_differences_free(&differences);
+    /* Files were named to be checked: a pass with nothing compared (each one
+     * skipped, its trace not here, ...) would be a silent success. */
+    if (exit_status == VB_EXIT_OK && total.cases == 0)
+        exit_status = vb_cli_error(VB_EXIT_USAGE, "check-sim: nothing was checked: no case of the files given could "
+                                                  "be re-run on sim (each file's note above says why)");
     return exit_status;
 }

@@ -53,6 +53,11 @@ class CheckSim(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.directory.name, name)
 
+    def checked(self):
+        """A GPU file whose cases are checked, beside a skipped one (a check
+        of nothing at all is not a pass)."""
+        return as_gpu(self.run_file, self.path("checked-run.json"))
+
     def test_inputs_were_made(self):
         for status, _, stderr in self.made:
             self.assertEqual(status, 0, stderr)
@@ -101,7 +106,7 @@ class CheckSim(unittest.TestCase):
         def old(document):
             del document["context"]["memory_pass"]
         gpu = as_gpu(self.run_file, self.path("old.json"), old)
-        status, stdout, _ = vrambench("check-sim", gpu)
+        status, stdout, _ = vrambench("check-sim", gpu, self.checked())
         self.assertEqual(status, 0, stdout)
         self.assertIn("skipped: made before the memory pass", stdout)
 
@@ -133,14 +138,14 @@ class CheckSim(unittest.TestCase):
         other = self.path("other.json")
         with open(other, "w") as f:
             json.dump({"grid": []}, f)
-        status, stdout, _ = vrambench("check-sim", "--newest", other)
+        status, stdout, _ = vrambench("check-sim", "--newest", other, self.checked())
         self.assertEqual(status, 0, stdout)
         self.assertIn("skipped: not a vrambench results file", stdout)
         status, _, stderr = vrambench("check-sim", other)
         self.assertEqual(status, 2, stderr)
 
     def test_sim_results_are_skipped(self):
-        status, stdout, _ = vrambench("check-sim", self.run_file)
+        status, stdout, _ = vrambench("check-sim", self.run_file, self.checked())
         self.assertEqual(status, 0, stdout)
         self.assertIn("skipped: a sim result", stdout)
 

@@ -1,6 +1,8 @@
 """`vrambench check-sim` on inputs it must refuse, skip or survive: a
-results file never loads a library (the cases of an external: or unknown
-allocator are skipped, the library is never opened); a FIFO or pipe is read
+results file never loads a library (the cases of an external: allocator are
+skipped, the library is never opened; an unknown allocator is bad input); a
+replay's relative trace path is found from any directory; files of which
+nothing could be checked are not a pass; a FIFO or pipe is read
 once and never waited on forever; a file over 256 MiB is refused naming the
 limit; bad input is exit 2 with one line on stderr; the documented
 differences come from docs/data/sim-differences.json (or --differences /
@@ -98,12 +100,16 @@ class CheckSimInputs(unittest.TestCase):
         self.assertIn(f"skipped: the cases of 'external:{TEST_SO}', not a built-in allocator", stdout)
         self.assertIn("2 cases, 0 differ", stdout)  # views with cuda and bfc; the external case is not one
 
-    def test_an_unknown_allocator_is_skipped_with_a_note(self):
-        path = self.write("unknown.json", self.with_allocator("nosuch[x=1]"))
-        status, stdout, stderr = self.check_sim(path)
-        self.assertEqual(status, 0, stdout + stderr)
-        self.assertIn("skipped: the cases of 'nosuch[x=1]', not a built-in allocator", stdout)
-        self.assertIn("2 cases, 0 differ", stdout)
+    def test_an_unknown_allocator_in_a_results_file_is_exit_2_naming_it_with_did_you_mean(self):
+        for allocator, name, hint in (("cachng", "cachng", "did you mean caching?"),
+                                      ("nosuch[x=1]", "nosuch", None)):
+            with self.subTest(allocator):
+                path = self.write("unknown.json", self.with_allocator(allocator))
+                line = self.assert_bad_input(path, expect=f"unknown allocator '{name}'")
+                self.assertIn(path, line)
+                if hint:
+                    self.assertIn(hint, line)
+                self.assertNotIn("skipped", self.check_sim(path)[1])
 
     # ---- FIFOs, pipes, sizes ----
 
@@ -184,11 +190,85 @@ class CheckSimInputs(unittest.TestCase):
         try:
             document = json.loads(json.dumps(self.replay_document))
             document["context"]["trace_path"] = fifo
-            status, stdout, stderr = self.check_sim(self.write("fifo-replay.json", document), timeout=30)
+            status, stdout, stderr = self.check_sim(self.write("fifo-replay.json", document),
+                                                    self.write("checked-run.json", self.run_document), timeout=30)
             self.assertEqual(status, 0, stdout + stderr)
             self.assertIn("is not a regular file", stdout)
         finally:
             os.remove(fifo)
+
+    # ---- a replay's trace, from any directory ----
+
+    def replay_in_a_repository(self, root, trace_at):
+        """A replay result at ROOT/repo/results/sub/replay.json whose trace_path
+        is the relative "traces/tiny.trace", with the trace at ROOT/`trace_at`;
+        ROOT/repo holds .git, so it is a repository root."""
+        for folder in ("repo/.git", "repo/results/sub", "elsewhere", os.path.dirname(trace_at)):
+            os.makedirs(os.path.join(root, folder), exist_ok=True)
+        with open(os.path.join(root, trace_at), "wb") as file:
+            file.write(TINY_TRACE)
+        document = json.loads(json.dumps(self.replay_document))
+        document["context"]["trace_path"] = "traces/tiny.trace"
+        path = os.path.join(root, "repo", "results", "sub", "replay.json")
+        with open(path, "w") as file:
+            json.dump(document, file)
+        return path
+
+    def test_a_relative_trace_path_is_found_from_the_results_file_in_any_directory(self):
+        with tempfile.TemporaryDirectory() as root:
+            path = self.replay_in_a_repository(root, "repo/traces/tiny.trace")
+            for cwd in (os.path.join(root, "elsewhere"), os.path.join(root, "repo", "results")):
+                with self.subTest(cwd=cwd):
+                    status, stdout, stderr = self.check_sim(path, cwd=cwd)
+                    self.assertEqual(status, 0, stdout + stderr)
+                    self.assertIn("1 cases, 0 differ", stdout)
+                    self.assertIn(os.path.join(root, "repo", "traces", "tiny.trace"), stdout)
+            status, stdout, stderr = self.check_sim(os.path.relpath(path, root), cwd=root)
+            self.assertEqual(status, 0, stdout + stderr)
+            self.assertIn("1 cases, 0 differ", stdout)
+
+    def test_a_relative_trace_path_is_not_looked_for_above_the_repository_root(self):
+        with tempfile.TemporaryDirectory() as root:
+            path = self.replay_in_a_repository(root, "traces/tiny.trace")
+            status, stdout, stderr = self.check_sim(path, cwd=os.path.join(root, "elsewhere"))
+            self.assertEqual(status, 2, stdout + stderr)
+            self.assertIn("skipped: the replayed trace 'traces/tiny.trace' is not here", stdout)
+
+    def test_a_trace_path_that_is_not_a_non_empty_string_is_exit_2_with_one_line(self):
+        for value in (5, None, "", ["tiny.trace"]):
+            for kind, document in (("replay", self.replay_document), ("run", self.run_document)):
+                with self.subTest(value=value, kind=kind):
+                    document = json.loads(json.dumps(document))
+                    document["context"]["trace_path"] = value
+                    path = self.write("bad-trace-path.json", document)
+                    line = self.assert_bad_input(path, expect="context.trace_path is not a path")
+                    self.assertIn(path, line)
+
+    # ---- nothing checked is not a pass ----
+
+    def test_files_whose_every_case_is_skipped_are_exit_2_not_a_silent_pass(self):
+        missing_trace = json.loads(json.dumps(self.replay_document))
+        missing_trace["context"]["trace_path"] = self.file_path("absent.trace")
+        no_memory_pass = json.loads(json.dumps(self.run_document))
+        del no_memory_pass["context"]["memory_pass"]
+        only_external = json.loads(json.dumps(self.run_document))
+        for entry in only_external["benchmarks"]:
+            entry["allocator"] = "external:/nonexistent/allocator.so"
+        skipped = {
+            "a sim result": self.file_path("sim-run.json"),
+            "a replay whose trace is not here": self.write("missing-trace.json", missing_trace),
+            "a file before the memory pass": self.write("no-memory-pass.json", no_memory_pass),
+            "only external allocators": self.write("only-external.json", only_external),
+        }
+        checked = self.write("checked-run.json", self.run_document)
+        for name, path in skipped.items():
+            with self.subTest(name):
+                self.assert_bad_input(path, expect="nothing was checked")
+                self.assert_bad_input("--newest", path, expect="nothing was checked")
+                status, stdout, stderr = self.check_sim(path, checked)
+                self.assertEqual(status, 0, stdout + stderr)
+                self.assertIn("skipped", stdout)
+        self.assert_bad_input(*skipped.values(), expect="nothing was checked")
 
     # ---- bad input: exit 2, one line ----
 

@@ -579,6 +579,9 @@ class CommandLine(Base):
         made = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
                               "--out", "r.json")
         self.assertEqual(made.returncode, 0, made.stderr)
+        gpu = json.loads(self.read("r.json"))
+        gpu["context"]["simulated"] = False  # check-sim re-runs a GPU's result (a sim's is skipped: nothing checked)
+        self.write("w\nname-gpu.json", json.dumps(gpu).encode())
         replay = ["replay", "t.trace", "--device", "sim", "--allocator", "caching"]
         cases = [[*replay, "--out", "w\nname-replay.json"], [*replay, "--snapshot", "w\nname-snapshot.pickle"],
                  ["tune", "t.trace", "--out", "w\nname-tune.json"],
@@ -587,7 +590,7 @@ class CommandLine(Base):
                   "-o", "w\nname-gen.trace"],
                  ["merge", "r.json", "-o", "w\nname-merge.json"],
                  ["report", "r.json", "-o", "w\nname-report.html", "--no-plots"],
-                 ["check-sim", "w\nname-replay.json"],
+                 ["check-sim", "w\nname-gpu.json"],
                  ["compare", "r.json", "w\nname-replay.json", "--fail-on", "time:+1000%"],
                  ["claims", "--allocator", "caching", "--device", "sim", "--out", "w\nname-claims.json"],
                  ["microbench", "--allocator", "cuda", "--device", "sim", "--out", "w\nname-micro.json"],
