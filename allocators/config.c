@@ -1,6 +1,8 @@
 /* vrambench — key=value configuration parsed against an allocator's options. */
 #include "allocator.h"
 
+#include "base/closest.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -189,8 +191,12 @@ vb_status vb_config_apply(const vb_config *config, const vb_option *options, siz
         if (!option) {
             char keys[512];
             list_keys(options, option_count, keys, sizeof keys);
-            return vb_error(VB_ERR_INVALID, "%s: unknown config key '%s' (known: %s)", allocator_name,
-                            entry->key, keys);
+            const char *known[64] = {NULL};
+            for (size_t j = 0; j < option_count && j + 1 < sizeof known / sizeof *known; j++) known[j] = options[j].key;
+            const char *nearest = vb_closest_name(entry->key, known);
+            return vb_error(VB_ERR_INVALID, "%s: unknown config key '%s'%s%s%s (known: %s)", allocator_name,
+                            entry->key, nearest ? "; did you mean " : "", nearest ? nearest : "", nearest ? "?" : "",
+                            keys);
         }
         vb_status status = apply_entry(entry, option, settings, allocator_name);
         if (status != VB_OK) return status;

@@ -11,6 +11,8 @@
  * refuses what the two do. */
 #include "pytorch_conf.h"
 
+#include "base/closest.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -280,6 +282,19 @@ static vb_status set_divisions(reading *r)
     return set_entry(r, "roundup_power2_divisions", text);
 }
 
+/* Every key read_setting reads (PyTorch's keys), for the "did you mean" of
+ * an unrecognized one; the first SHAPING_KEY_COUNT are those that shape
+ * device memory, listed when none is near (all of them would not fit one
+ * message). NULL-terminated. */
+#define SHAPING_KEY_COUNT 7
+static const char *const known_keys[] = {
+    "backend", "expandable_segments", "max_split_size_mb", "max_non_split_rounding_mb",
+    "garbage_collection_threshold", "roundup_power2_divisions", "per_process_memory_fraction",
+    "large_segment_size_mb", "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
+    "pinned_use_cuda_host_register", "pinned_use_hip_host_register", "pinned_num_register_threads",
+    "pinned_reserve_segment_size_mb", "pinned_use_background_threads", "graph_capture_record_stream_reuse",
+    NULL};
+
 /* One setting, by the rules of the parser that owns its key. */
 static vb_status read_setting(reading *r, size_t *i)
 {
@@ -330,7 +345,16 @@ static vb_status read_setting(reading *r, size_t *i)
         return VB_OK;
     }
     if (!strcmp(key, "per_process_memory_fraction")) return read_fraction(r, i, key, "memory_fraction", 0);
-    return vb_error(VB_ERR_INVALID, "PyTorch allocator config: unrecognized key '%s' (PyTorch refuses it)", key);
+    const char *nearest = vb_closest_name(key, known_keys);
+    if (nearest)
+        return vb_error(VB_ERR_INVALID, "PyTorch allocator config: unrecognized key '%s'; did you mean %s? (PyTorch "
+                        "refuses it)", key, nearest);
+    char keys[256];
+    size_t used = 0;
+    for (size_t k = 0; k < SHAPING_KEY_COUNT && used < sizeof keys; k++)
+        used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", k ? ", " : "", known_keys[k]);
+    return vb_error(VB_ERR_INVALID, "PyTorch allocator config: unrecognized key '%s' (PyTorch refuses it; the keys "
+                    "that shape device memory: %s)", key, keys);
 }
 
 vb_status vb_pytorch_conf_parse(const char *conf, vb_pytorch_conf *out)

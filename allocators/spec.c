@@ -55,14 +55,16 @@ vb_status vb_allocator_spec_set(vb_allocator_spec *spec, const char *key, const 
  * bracketed list, e.g. roundup_power2_divisions=[256:1,>:4]). */
 static vb_status spec_parse_options(vb_allocator_spec *spec, char *inside, const char *text)
 {
-    if (inside[0] == '\0') return vb_error(VB_ERR_INVALID, "allocator spec '%s' has empty brackets", text);
+    if (inside[0] == '\0')
+        return vb_error(VB_ERR_INVALID, "allocator spec '%.*s%s' has empty brackets", VB_SPEC_QUOTED(text));
     for (char *item = inside;;) {
         size_t length = vb_spec_list_item_length(item);
         int last = item[length] == '\0';
         item[length] = '\0';
         vb_config_entry entry;
         if (vb_config_entry_parse(item, &entry) != VB_OK || strpbrk(entry.key, "[]"))
-            return vb_error(VB_ERR_INVALID, "allocator spec '%s': '%s' is not KEY=VALUE", text, item);
+            return vb_error(VB_ERR_INVALID, "allocator spec '%.*s%s': '%.*s%s' is not KEY=VALUE",
+                            VB_SPEC_QUOTED(text), VB_SPEC_QUOTED(item));
         vb_status status = vb_allocator_spec_set(spec, entry.key, entry.value);
         if (status != VB_OK || last) return status;
         item += length + 1;
@@ -76,7 +78,8 @@ static vb_status spec_parse_pytorch(const char *text, vb_allocator_spec *out)
 {
     size_t length = strlen(text);
     if (text[7] != '\0' && (text[7] != '[' || text[length - 1] != ']'))
-        return vb_error(VB_ERR_INVALID, "allocator spec '%s' is not pytorch[PYTORCH_ALLOC_CONF]", text);
+        return vb_error(VB_ERR_INVALID, "allocator spec '%.*s%s' is not pytorch[PYTORCH_ALLOC_CONF]",
+                        VB_SPEC_QUOTED(text));
     char *conf = text[7] ? strndup(text + 8, length - 9) : strdup("");
     if (!conf) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     vb_pytorch_conf parsed;
@@ -87,7 +90,7 @@ static vb_status spec_parse_pytorch(const char *text, vb_allocator_spec *out)
     for (size_t i = 0; i < parsed.count && status == VB_OK; i++)
         status = vb_allocator_spec_set(out, parsed.entries[i].key, parsed.entries[i].value);
     if (status == VB_OK && (size_t)snprintf(out->label, sizeof out->label, "%s", text) >= sizeof out->label)
-        status = vb_error(VB_ERR_INVALID, "allocator spec '%s' is too long", text);
+        status = vb_error(VB_ERR_INVALID, "allocator spec '%.*s%s' is too long", VB_SPEC_QUOTED(text));
     if (status != VB_OK) vb_allocator_spec_free(out);
     return status;
 }
@@ -96,9 +99,10 @@ vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
 {
     memset(out, 0, sizeof *out);
     size_t name_length = strcspn(text, "[");
-    if (name_length == 0) return vb_error(VB_ERR_INVALID, "allocator spec '%s' has no allocator name", text);
+    if (name_length == 0) return vb_error(VB_ERR_INVALID, "allocator spec '%.*s%s' has no allocator name",
+                                           VB_SPEC_QUOTED(text));
     if (name_length >= sizeof out->name)
-        return vb_error(VB_ERR_INVALID, "allocator name in '%s' is too long", text);
+        return vb_error(VB_ERR_INVALID, "allocator name in '%.*s%s' is too long", VB_SPEC_QUOTED(text));
     if (name_length == 7 && strncmp(text, "pytorch", 7) == 0) return spec_parse_pytorch(text, out);
     memcpy(out->name, text, name_length);
     if (!vb_allocator_find(out->name)) {
@@ -121,7 +125,7 @@ vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
         balanced = depth > 0 || i == length - 1;
     }
     if (!balanced || depth != 0)
-        return vb_error(VB_ERR_INVALID, "allocator spec '%s' is not NAME[KEY=VALUE,...]", text);
+        return vb_error(VB_ERR_INVALID, "allocator spec '%.*s%s' is not NAME[KEY=VALUE,...]", VB_SPEC_QUOTED(text));
     char *inside = strndup(text + name_length + 1, length - name_length - 2);
     if (!inside) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     status = spec_parse_options(out, inside, text);
@@ -192,7 +196,7 @@ static vb_status spec_list_add(vb_allocator_spec **specs, size_t *count, size_t 
 static vb_status spec_list_item(vb_allocator_spec **specs, size_t *count, size_t *capacity, const char *item,
                                 const char *text)
 {
-    if (item[0] == '\0') return vb_error(VB_ERR_INVALID, "empty allocator name in '%s'", text);
+    if (item[0] == '\0') return vb_error(VB_ERR_INVALID, "empty allocator name in '%.*s%s'", VB_SPEC_QUOTED(text));
     if (strcmp(item, "all") != 0) return spec_list_add(specs, count, capacity, item);
     for (size_t i = 0; vb_allocator_registry[i]; i++) {
         vb_status status = spec_list_add(specs, count, capacity, vb_allocator_registry[i]->name);
@@ -230,7 +234,7 @@ vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out
         }
     }
     if (status == VB_OK && depth != 0)
-        status = vb_error(VB_ERR_INVALID, "unbalanced brackets in allocator list '%s'", text);
+        status = vb_error(VB_ERR_INVALID, "unbalanced brackets in allocator list '%.*s%s'", VB_SPEC_QUOTED(text));
     free(copy);
     if (status != VB_OK) {
         vb_allocator_spec_list_free(specs, spec_count);

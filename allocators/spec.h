@@ -4,6 +4,7 @@
 #define VB_SPEC_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "allocator.h"
 
@@ -12,6 +13,12 @@
 /* ------------------------------------------------------------------------ */
 
 #define VB_SPEC_MAX_ENTRIES 32
+
+/* printf arguments for "%.*s%s": `text` cut to VB_SPEC_QUOTE_MAX bytes, with
+ * "..." after a cut, so that an error line quoting a long spec keeps its
+ * reason (vb_error holds 511 bytes). */
+#define VB_SPEC_QUOTE_MAX 100
+#define VB_SPEC_QUOTED(text) VB_SPEC_QUOTE_MAX, (text), strlen(text) > VB_SPEC_QUOTE_MAX ? "..." : ""
 
 typedef struct vb_allocator_spec {
     char name[320];                   /* the registered allocator, or external:PATH.so */

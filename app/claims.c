@@ -600,6 +600,7 @@ vb_status vb_claims_measure(vb_device *dev, const vb_scenario *scenario, const v
     size_t counter_count = rep->counter_count;
     if (info.context_bytes) {
         snprintf(counters[counter_count].name, sizeof counters[0].name, "context_bytes");
+        counters[counter_count].whole = info.context_bytes;
         counters[counter_count++].value = (double)info.context_bytes;
     }
     vb_measurement m = {rep->timeline, rep->timeline_count, counters, counter_count, info.simulated};

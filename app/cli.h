@@ -168,7 +168,9 @@ int vb_cli_trace_input(const char *command, const char *input, int quiet, char *
 /* Parses a size (VB_CLI_SIZE_RULE) into bytes: digits with an optional
  * fraction, then an optional unit; the bytes must come out whole and fit 64
  * bits. 0 on success (0 bytes included: limits are the caller's), -1 when
- * malformed. */
+ * malformed, VB_CLI_SIZE_NOT_WHOLE when well formed but not a whole number
+ * of bytes ("1.5", "2.0000001M"). */
+#define VB_CLI_SIZE_NOT_WHOLE (-2)
 int vb_cli_parse_bytes(const char *text, uint64_t *out);
 
 /* Parses a whole number in [min, max]: decimal digits only, no sign, no
@@ -182,6 +184,12 @@ int vb_cli_parse_whole(const char *text, uint64_t min, uint64_t max, uint64_t *o
  * of range. */
 int vb_cli_parse_decimal(const char *text, const char *suffix, double min, double max, double *out);
 
+/* Checks `command`'s --pytorch-alloc-conf `conf` as PyTorch would read it
+ * before it becomes the spec pytorch[CONF], so that a refusal names the
+ * option the user wrote (not an allocator list they did not): 0, or one
+ * error line and VB_EXIT_USAGE. */
+int vb_cli_check_pytorch_conf(const char *command, const char *conf);
+
 /* For a --param given to scenario `name`, which takes none: one error line
  * naming the scenarios that do take one; VB_EXIT_USAGE. */
 int vb_cli_param_refused(const char *command, const char *name);
@@ -193,7 +201,8 @@ int vb_cli_parse_capacity(const char *command, const char *option, const char *t
                           uint64_t *out);
 
 /* vb_cli_parse_bytes for the option `option` of `command`: 0, or one error
- * line "COMMAND: bad OPTION 'TEXT': <VB_CLI_SIZE_RULE>" and 2. */
+ * line "COMMAND: bad OPTION 'TEXT': <VB_CLI_SIZE_RULE>" (after "not a whole
+ * number of bytes; " when that is what is wrong) and 2. */
 int vb_cli_size_option(const char *command, const char *option, const char *text, uint64_t *out);
 
 /* Bytes for people: "512 B", "64.0 MiB", "1.50 GiB". */

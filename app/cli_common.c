@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "allocators/allocator.h"
+#include "allocators/pytorch_conf.h"
 #include "base/closest.h"
 #include "scenarios/scenario.h"
 #include "cli.h"
@@ -295,7 +296,7 @@ int vb_cli_parse_bytes(const char *text, uint64_t *out)
     if (*c && strcasecmp(c, "b") != 0 && (index == 0 || strcasecmp(c, "ib") != 0)) return -1;
     unsigned __int128 unit = (unsigned __int128)1 << (10 * index);
     unsigned __int128 fraction_bytes = fraction * unit;
-    if (fraction_bytes % scale != 0) return -1; /* not a whole number of bytes */
+    if (fraction_bytes % scale != 0) return VB_CLI_SIZE_NOT_WHOLE;
     unsigned __int128 bytes = whole * unit + fraction_bytes / scale;
     if (bytes > UINT64_MAX) return -1;
     *out = (uint64_t)bytes;
@@ -341,8 +342,10 @@ int vb_cli_parse_decimal(const char *text, const char *suffix, double min, doubl
 
 int vb_cli_size_option(const char *command, const char *option, const char *text, uint64_t *out)
 {
-    if (vb_cli_parse_bytes(text, out) == 0) return VB_EXIT_OK;
-    return vb_cli_error(VB_EXIT_USAGE, "%s: bad %s '%s': " VB_CLI_SIZE_RULE, command, option, text);
+    int parsed = vb_cli_parse_bytes(text, out);
+    if (parsed == 0) return VB_EXIT_OK;
+    return vb_cli_error(VB_EXIT_USAGE, "%s: bad %s '%s': %s" VB_CLI_SIZE_RULE, command, option, text,
+                        parsed == VB_CLI_SIZE_NOT_WHOLE ? "not a whole number of bytes; " : "");
 }
 
 void vb_cli_format_bytes(uint64_t bytes, char *out, size_t capacity)
@@ -378,6 +381,13 @@ int vb_cli_parse_capacity(const char *command, const char *option, const char *t
                             command, option, text, (unsigned long long)VB_SIM_MAX_CAPACITY);
     *out = bytes;
     return 0;
+}
+
+int vb_cli_check_pytorch_conf(const char *command, const char *conf)
+{
+    vb_pytorch_conf parsed;
+    if (vb_pytorch_conf_parse(conf, &parsed) == VB_OK) return VB_EXIT_OK;
+    return vb_cli_error(VB_EXIT_USAGE, "%s: --pytorch-alloc-conf '%s': %s", command, conf, vb_last_error());
 }
 
 int vb_cli_param_refused(const char *command, const char *name)

@@ -84,6 +84,8 @@ int vb_cmd_explain(int argc, char **argv)
         return vb_cli_error(VB_EXIT_USAGE, "explain: give --allocator or --pytorch-alloc-conf, not both");
     char conf_spec[1200];
     if (conf) {
+        int exit_status = vb_cli_check_pytorch_conf("explain", conf);
+        if (exit_status != VB_EXIT_OK) return exit_status;
         if ((size_t)snprintf(conf_spec, sizeof conf_spec, "pytorch[%s]", conf) >= sizeof conf_spec)
             return vb_cli_error(VB_EXIT_USAGE, "explain: --pytorch-alloc-conf is too long");
         explain.spec = conf_spec;

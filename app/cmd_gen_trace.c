@@ -160,8 +160,10 @@ static int generate(writer *w, const random_options *options)
     /* Each live allocation still owes its free: stop when they fill the rest. */
     while (written + live_count < options->events && !w->failed) {
         uint64_t size = 1 + rng_below(&r, options->max_size);
+        /* live_bytes <= max_live always; size <= max_live - live_bytes never wraps (live_bytes + size
+         * would, with a max-live near 2^64). */
         int allocate = live_count == 0 ||
-                       (rng_below(&r, 100) < ALLOCATION_PERCENT && live_bytes + size <= options->max_live);
+                       (rng_below(&r, 100) < ALLOCATION_PERCENT && size <= options->max_live - live_bytes);
         if (written + live_count + 2 > options->events) allocate = 0; /* no room for its free */
         if (allocate) {
             if (live_count == live_capacity) {

@@ -411,8 +411,14 @@ static int split_driver_rows(const char *list, char **strategies, int drivers[2]
             drivers[1] = 1;
         else if (strncmp(item, "driver:", 7) == 0) {
             free(*strategies);
-            return vb_cli_error(VB_EXIT_USAGE, "microbench: unknown driver row '%.*s' (known: %s, %s)", (int)length,
-                                item, DRIVER_MALLOC, DRIVER_MALLOC_ASYNC);
+            static const char *const rows[] = {DRIVER_MALLOC, DRIVER_MALLOC_ASYNC, NULL};
+            char *row = strndup(item, length), did_you_mean[64];
+            if (!row) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+            int exit_code = vb_cli_error(VB_EXIT_USAGE, "microbench: unknown driver row '%s'%s (known: %s, %s)", row,
+                                         vb_cli_did_you_mean(row, rows, did_you_mean, sizeof did_you_mean),
+                                         DRIVER_MALLOC, DRIVER_MALLOC_ASYNC);
+            free(row);
+            return exit_code;
         } else {
             if (length == 3 && strncmp(item, "all", 3) == 0) drivers[0] = drivers[1] = 1;
             used += (size_t)sprintf(*strategies + used, "%s%.*s", used ? "," : "", (int)length, item);

@@ -519,6 +519,8 @@ int vb_run_command(int argc, char **argv, int trace_command)
     }
     if (exit_status != VB_EXIT_OK) return exit_status;
     if (args.pytorch_conf) {
+        exit_status = vb_cli_check_pytorch_conf(args.trace ? "replay" : "run", args.pytorch_conf);
+        if (exit_status != VB_EXIT_OK) goto done;
         /* PYTORCH_ALLOC_CONF's value as the spec pytorch[CONF]. */
         size_t size = strlen(args.allocators) + strlen(args.pytorch_conf) + 16;
         args.allocator_list = malloc(size);

@@ -37,9 +37,9 @@ vb_case_oom vb_report_case_oom(const vb_case_result *result)
     vb_case_oom oom = {0};
     if (result->repetition_count == 0) return oom;
     const vb_repetition_result *rep = &result->repetitions[0]; /* the memory pass's, as every repetition's */
-    oom.ooms = (uint64_t)vb_repetition_counter(rep, "ooms", 0);
-    oom.first_line = (uint64_t)vb_repetition_counter(rep, "first_oom_line", 0);
-    oom.first_bytes = (uint64_t)vb_repetition_counter(rep, "first_oom_bytes", 0);
+    oom.ooms = vb_repetition_counter_whole(rep, "ooms", 0);
+    oom.first_line = vb_repetition_counter_whole(rep, "first_oom_line", 0);
+    oom.first_bytes = vb_repetition_counter_whole(rep, "first_oom_bytes", 0);
     const vb_scenario *scenario = vb_scenario_find(result->scenario);
     oom.expected = scenario && scenario->device_cap_bytes != 0;
     return oom;

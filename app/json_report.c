@@ -23,6 +23,15 @@ json_t *vb_json_number(double value)
     return json_real(value);
 }
 
+/* A counter's value: exact when it was kept whole and JSON's integers (as
+ * jansson writes them, signed 64 bits) hold it; else vb_json_number's. */
+static json_t *counter_json(const vb_run_counter *counter)
+{
+    if (counter->whole && (double)counter->whole == counter->value && counter->whole <= (uint64_t)INT64_MAX)
+        return json_integer((json_int_t)counter->whole);
+    return vb_json_number(counter->value);
+}
+
 json_t *vb_json_text(const char *value)
 {
     if (vb_text_valid(value, strlen(value), 1)) return json_string(value);
@@ -299,7 +308,7 @@ static vb_status add_iteration_entry(json_t *benchmarks, const vb_case_result *r
         failed |= json_object_set_new(entry, "repetition_index", json_integer((json_int_t)index));
         failed |= entry_times(entry, result, (double)rep->iterations, rep->real_time_ns, rep->cpu_time_ns);
         for (size_t i = 0; i < rep->counter_count; i++)
-            failed |= json_object_set_new(entry, rep->counters[i].name, vb_json_number(rep->counters[i].value));
+            failed |= json_object_set_new(entry, rep->counters[i].name, counter_json(&rep->counters[i]));
         failed |= json_object_set_new(entry, "timeline", timeline_json(rep));
         if (index == 0 && result->has_segments)
             failed |= json_object_set_new(entry, "segments_at_peak", segments_json(result));

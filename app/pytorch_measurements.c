@@ -56,6 +56,7 @@ static int read_measurement(json_t *entry, vb_pytorch_measurement *item, char *w
             return -1;
         }
         snprintf(item->counters[item->counter_count].name, sizeof item->counters[0].name, "%s", key);
+        item->counters[item->counter_count].whole = 0;
         item->counters[item->counter_count++].value = json_number_value(value);
     }
     return 0;

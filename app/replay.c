@@ -188,9 +188,9 @@ static vb_status finish(replay *state, vb_status status)
     if (status == VB_OK)
         status = vb_run_set_counter(state->run, counters[RECORDED_FAILURES], (double)state->drive.recorded_failures);
     if (status == VB_OK && state->drive.first_oom_line)
-        status = vb_run_set_counter(state->run, counters[FIRST_OOM_LINE], (double)state->drive.first_oom_line);
+        status = vb_run_set_counter_whole(state->run, counters[FIRST_OOM_LINE], state->drive.first_oom_line);
     if (status == VB_OK && state->drive.first_oom_line)
-        status = vb_run_set_counter(state->run, counters[FIRST_OOM_BYTES], (double)state->drive.first_oom_bytes);
+        status = vb_run_set_counter_whole(state->run, counters[FIRST_OOM_BYTES], state->drive.first_oom_bytes);
     vb_trace_each_live(state->trace, free_leftover, state->run);
     if (state->progress_shown) fputs("\r\033[K", stderr);
     return status;

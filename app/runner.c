@@ -45,6 +45,18 @@ double vb_repetition_counter(const vb_repetition_result *rep, const char *name, 
     return fallback;
 }
 
+uint64_t vb_repetition_counter_whole(const vb_repetition_result *rep, const char *name, uint64_t fallback)
+{
+    for (size_t i = 0; i < rep->counter_count; i++) {
+        const vb_run_counter *counter = &rep->counters[i];
+        if (strcmp(counter->name, name) != 0) continue;
+        if (counter->whole && (double)counter->whole == counter->value) return counter->whole;
+        /* 2^64: the first double past every uint64_t */
+        return counter->value >= 0 && counter->value < 18446744073709551616.0 ? (uint64_t)counter->value : fallback;
+    }
+    return fallback;
+}
+
 /* ======================================================================== */
 /* Running                                                                  */
 /* ======================================================================== */
@@ -60,12 +72,12 @@ typedef struct counter_list {
     size_t count, capacity;
 } counter_list;
 
-/* Sets `name` to `value`; -1 when host memory runs out. */
-static int counter_set(counter_list *list, const char *name, double value)
+/* Sets the counter of `counter`'s name to it; -1 when host memory runs out. */
+static int counter_put(counter_list *list, const vb_run_counter *counter)
 {
     for (size_t i = 0; i < list->count; i++)
-        if (strcmp(list->items[i].name, name) == 0) {
-            list->items[i].value = value;
+        if (strcmp(list->items[i].name, counter->name) == 0) {
+            list->items[i] = *counter;
             return 0;
         }
     if (list->count == list->capacity) {
@@ -75,10 +87,16 @@ static int counter_set(counter_list *list, const char *name, double value)
         list->items = items;
         list->capacity = capacity;
     }
-    vb_run_counter *counter = &list->items[list->count++];
-    snprintf(counter->name, sizeof counter->name, "%s", name);
-    counter->value = value;
+    list->items[list->count++] = *counter;
     return 0;
+}
+
+/* Sets `name` to `value` (not kept whole); -1 when host memory runs out. */
+static int counter_set(counter_list *list, const char *name, double value)
+{
+    vb_run_counter counter = {.value = value};
+    snprintf(counter.name, sizeof counter.name, "%s", name);
+    return counter_put(list, &counter);
 }
 
 /* What one repetition keeps while it runs. */
@@ -227,7 +245,7 @@ static void memory_pass_free(memory_pass_result *memory)
 static int counters_append(counter_list *to, const counter_list *from)
 {
     int failed = 0;
-    for (size_t i = 0; i < from->count; i++) failed |= counter_set(to, from->items[i].name, from->items[i].value);
+    for (size_t i = 0; i < from->count; i++) failed |= counter_put(to, &from->items[i]);
     return failed;
 }
 
@@ -261,8 +279,11 @@ static vb_status memory_pass_finish(repetition_state *rep, memory_pass_result *m
     int named = 0;
     for (size_t i = 0; i < memory->scenario_counters.count; i++)
         named |= strcmp(memory->scenario_counters.items[i].name, "first_oom_bytes") == 0;
-    if (stats.ooms && !named && vb_run_first_oom_bytes(rep->run))
-        failed |= counter_set(&memory->scenario_counters, "first_oom_bytes", (double)vb_run_first_oom_bytes(rep->run));
+    if (stats.ooms && !named && vb_run_first_oom_bytes(rep->run)) {
+        vb_run_counter first = {"first_oom_bytes", (double)vb_run_first_oom_bytes(rep->run),
+                                vb_run_first_oom_bytes(rep->run)};
+        failed |= counter_put(&memory->scenario_counters, &first);
+    }
     if (failed) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     memory->timeline = rep->kept.timeline;
     memory->timeline_count = rep->kept.timeline_count;
@@ -355,7 +376,7 @@ static vb_status memory_pass_run(vb_device *dev, const vb_case *c, capture_plan 
             size_t count;
             const vb_run_counter *counters = vb_run_counters(rep.run, &count);
             for (size_t i = 0; i < count && status == VB_OK; i++)
-                if (counter_set(&rep.scenario_counters, counters[i].name, counters[i].value) != 0)
+                if (counter_put(&rep.scenario_counters, &counters[i]) != 0)
                     status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
             if (status == VB_OK) status = keep_timeline(rep.run, &rep.kept);
         }

@@ -114,6 +114,10 @@ void vb_case_result_free(vb_case_result *result);
 
 /* The counter `name` of a repetition, or `fallback` when it has none. */
 double vb_repetition_counter(const vb_repetition_result *rep, const char *name, double fallback);
+/* The same for a count or a size, exact where the counter was kept whole
+ * (vb_run_counter.whole); `fallback` also when it is no whole number in
+ * 0 .. 2^64-1. */
+uint64_t vb_repetition_counter_whole(const vb_repetition_result *rep, const char *name, uint64_t fallback);
 
 /* ------------------------------------------------------------------------ */
 /* Google Benchmark's statistics over repetitions (src/statistics.cc)        */

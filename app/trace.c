@@ -397,9 +397,12 @@ static vb_status vbtrace_stream(vb_trace *trace, char *field, uint32_t *stream)
 /* Parses an ID field (any number but the largest, which the id map cannot hold). */
 static vb_status vbtrace_id(vb_trace *trace, const char *field, uint64_t *id)
 {
-    if (!parse_decimal(field, id) || *id == UINT64_MAX)
-        return fail(trace, VB_ERR_INVALID, "malformed id '%s' (expected a number)", field);
-    return VB_OK;
+    if (parse_decimal(field, id) && *id != UINT64_MAX) return VB_OK;
+    /* Digits that do not make an id: past 2^64, or 2^64-1 itself. */
+    if (field[0] && strspn(field, "0123456789") == strlen(field))
+        return fail(trace, VB_ERR_INVALID, "id %.40s out of range (0 to %llu; 2^64-1 is reserved)", field,
+                    (unsigned long long)UINT64_MAX - 1);
+    return fail(trace, VB_ERR_INVALID, "malformed id '%s' (expected a number)", field);
 }
 
 /* An allocation of `id` becomes live; fills the event. */
@@ -675,8 +678,10 @@ static vb_status rmm_stream(vb_trace *trace, const char *field, uint32_t *stream
         return VB_OK;
     }
     if (!vb_addr_map_get(&trace->rmm_streams, handle, &id)) {
+        /* The default stream (0) is one of VB_TRACE_MAX_STREAMS, used or not. */
         if (trace->rmm_stream_count == VB_TRACE_MAX_STREAMS)
-            return fail(trace, VB_ERR_INVALID, "more than %d distinct streams", VB_TRACE_MAX_STREAMS);
+            return fail(trace, VB_ERR_INVALID, "more than %d distinct streams besides the default stream",
+                        VB_TRACE_MAX_STREAMS - 1);
         id = trace->rmm_stream_count++;
         if (vb_addr_map_put(&trace->rmm_streams, handle, id) != 0)
             return fail(trace, VB_ERR_HOST_OOM, "out of host memory");
@@ -804,7 +809,18 @@ static uint64_t uncompressed_size(int fd, const struct stat *info)
 static vb_status read_header(vb_trace *trace)
 {
     char *line;
-    vb_status status = next_line(trace, &line);
+    vb_status status = VB_OK;
+    /* A gzip inside the gzip would read as binary junk: say what it is. */
+    while (status == VB_OK && trace->input.gzip && trace->end - trace->start < 2 && !trace->at_eof)
+        status = refill(trace);
+    if (status != VB_OK) return status;
+    if (trace->input.gzip && trace->end - trace->start >= 2 && (unsigned char)trace->buffer[trace->start] == 0x1f &&
+        (unsigned char)trace->buffer[trace->start + 1] == 0x8b) {
+        trace->line = 1;
+        return fail(trace, VB_ERR_INVALID, "compressed twice: the gzip holds another gzip, not a text trace "
+                                           "(gunzip it once)");
+    }
+    status = next_line(trace, &line);
     if (status != VB_OK) return status;
     if (!line) {
         trace->line = 1;

@@ -69,8 +69,10 @@ static vb_status parse_spec(const char *text, vb_allocator_spec *spec)
         vb_allocator_spec_free(spec);
         status = vb_error(VB_ERR_INVALID, "the plug-in serves vrambench's own strategies, not '%s'", text);
     }
+    /* The value cut short (VB_SPEC_QUOTED): a long one would push the reason out of the line. */
     if (status != VB_OK)
-        snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s': %s", text, vb_last_error());
+        snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%.*s%s': %s", VB_SPEC_QUOTED(text),
+                 vb_last_error());
     return status;
 }
 
@@ -111,8 +113,8 @@ static vb_status create_for(int device)
         if (status == VB_OK) allocators[device] = allocator;
     }
     if (status != VB_OK)
-        snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s' on cuda device %d: %s", text, device,
-                 vb_last_error());
+        snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%.*s%s' on cuda device %d: %s",
+                 VB_SPEC_QUOTED(text), device, vb_last_error());
     vb_allocator_spec_free(&spec);
     restore_device(previous);
     return status;
@@ -171,7 +173,8 @@ const char *vb_torch_init(void)
         status = vb_sim_open(0, &sim);
         if (status == VB_OK) status = vb_allocator_create(spec.name, sim, &config, &trial);
         if (status != VB_OK)
-            snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%s': %s", spec.label, vb_last_error());
+            snprintf(setup_error, sizeof setup_error, "VRAMBENCH_ALLOCATOR='%.*s%s': %s", VB_SPEC_QUOTED(spec.label),
+                     vb_last_error());
         vb_allocator_destroy(trial);
         vb_device_close(sim);
         vb_allocator_spec_free(&spec);

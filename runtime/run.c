@@ -464,11 +464,13 @@ vb_status vb_run_step(vb_run *run, const char *name)
     return VB_OK;
 }
 
-vb_status vb_run_set_counter(vb_run *run, const char *name, double value)
+/* Sets counter `name` to `value`, `whole` its exact whole value or 0. */
+static vb_status set_counter(vb_run *run, const char *name, double value, uint64_t whole)
 {
     for (size_t i = 0; i < run->counter_count; i++)
         if (strcmp(run->counters[i].name, name) == 0) {
             run->counters[i].value = value;
+            run->counters[i].whole = whole;
             return VB_OK;
         }
     if (run->counter_count == run->counter_capacity) {
@@ -481,7 +483,18 @@ vb_status vb_run_set_counter(vb_run *run, const char *name, double value)
     vb_run_counter *counter = &run->counters[run->counter_count++];
     snprintf(counter->name, sizeof counter->name, "%s", name);
     counter->value = value;
+    counter->whole = whole;
     return VB_OK;
+}
+
+vb_status vb_run_set_counter(vb_run *run, const char *name, double value)
+{
+    return set_counter(run, name, value, 0);
+}
+
+vb_status vb_run_set_counter_whole(vb_run *run, const char *name, uint64_t value)
+{
+    return set_counter(run, name, (double)value, value);
 }
 
 /* The allocator's peaks of the current window (since its last peak reset). */

@@ -27,6 +27,8 @@ typedef struct vb_timeline_sample {
 typedef struct vb_run_counter {
     char name[64];
     double value;
+    uint64_t whole; /* a count or size set whole (vb_run_set_counter_whole): exact where `value`, a double,
+                     * rounds it (past 2^53); else 0 */
 } vb_run_counter;
 
 /* ---- for the runner and tests: making and reading runs ---- */
@@ -168,6 +170,9 @@ vb_status vb_run_insert_sample(vb_run *run, size_t position, const vb_timeline_s
 
 /* Reports a named figure (replaces an earlier one of the same name). */
 vb_status vb_run_set_counter(vb_run *run, const char *name, double value);
+/* vb_run_set_counter for a count or a size, kept exact (`whole`) where a
+ * double would round it. */
+vb_status vb_run_set_counter_whole(vb_run *run, const char *name, uint64_t value);
 
 /* Records the latency of about one vb_run_malloc / vb_run_free call in
  * `every` (1 = every call, the default; 0 = none). Calls are picked at a

@@ -282,6 +282,24 @@ class BadInputTest(unittest.TestCase):
                 self.assertIn(b"--param", line)
                 self.assertIn(words, line)
 
+    PYTORCH_CONFS = [("roundup_power2_divisions:[256:1", b"roundup_power2_divisions has no closing ']'"),
+                     ("expandable_segment:True", b"did you mean expandable_segments?"),
+                     ("backend:cudaMallocAsyn", b"backend:cudaMallocAsyn (native or cudaMallocAsync")]
+
+    def test_a_bad_pytorch_alloc_conf_is_named_as_the_option_given(self):
+        # It was refused as "allocator list 'pytorch[...]'", which the user never wrote.
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        for conf, words in self.PYTORCH_CONFS:
+            for command in (["run", "--scenario", "views", "--device", "sim"], ["replay", "t.trace", "--device", "sim"],
+                            ["explain", "t.trace", "--capacity", "1GiB"]):
+                with self.subTest(conf=conf, command=command[0]):
+                    line = self.refused([*command, "--pytorch-alloc-conf", conf, "--quiet", "--out", "out.json"],
+                                        ["t.trace"])
+                    self.assertTrue(line.startswith(b"vrambench: error: %s: --pytorch-alloc-conf '%s': "
+                                                    % (command[0].encode(), conf.encode())), line)
+                    self.assertIn(words, line)
+                    self.assertNotIn(b"allocator list", line)
+
     def test_bad_run_options(self):
         for option in self.RUN_OPTIONS:
             with self.subTest(option):

@@ -160,6 +160,12 @@ class DidYouMean(unittest.TestCase):
         (["gen-trace", "randon"], "did you mean random?"),
         (["tune", "t.trace", "--capacty", "1G"], "did you mean --capacity?"),
         (["replay", GPT2, "--sim-capacty", "1G"], "did you mean --sim-capacity?"),
+        (["run", "--scenario", "views", "--allocator", "caching[max_split_size=256]", "--device", "sim"],
+         "unknown config key 'max_split_size'; did you mean max_split_size_mb?"),
+        (["run", "--scenario", "views", "--pytorch-alloc-conf", "expandable_segment:True", "--device", "sim"],
+         "unrecognized key 'expandable_segment'; did you mean expandable_segments?"),
+        (["microbench", "--allocator", "driver:cudaMaloc", "--device", "sim"],
+         "unknown driver row 'driver:cudaMaloc'; did you mean driver:cudaMalloc?"),
     ]
 
     def test_a_mistyped_name_is_one_line_naming_the_nearest(self):
@@ -220,7 +226,18 @@ class Sizes(Temporary):
                     status, _, stderr = vrambench(*args, text)
                     self.assertEqual(status, 2, stderr)
                     self.assertEqual(len(lines(stderr)), 1, stderr)
-                    self.assertTrue(stderr.rstrip("\n").endswith(f"'{text}': {SIZE_RULE}"), stderr)
+                    self.assertTrue(stderr.rstrip("\n").endswith(SIZE_RULE), stderr)
+                    self.assertIn(f"'{text}': ", stderr)
+
+    def test_a_size_that_is_no_whole_number_of_bytes_says_so(self):
+        # 2.0000001M is 2097152.1048576 bytes: well formed, but no byte count.
+        for text in ("2.0000001M", "1.0001K", "1.5"):
+            with self.subTest(text=text):
+                status, _, stderr = vrambench("run", "--device", "sim", "--sim-capacity", text)
+                self.assertEqual(status, 2, stderr)
+                self.assertIn(f"bad --sim-capacity '{text}': not a whole number of bytes; {SIZE_RULE}", stderr)
+        status, _, stderr = vrambench("run", "--device", "sim", "--sim-capacity", "2.5Q")
+        self.assertNotIn("whole number", stderr)
 
 
 class OutOfMemory(Temporary):
@@ -240,6 +257,24 @@ class OutOfMemory(Temporary):
         self.assertRegex(note[0], r"^vrambench: warning: 1 case ran out of memory: replay:gpt2.trace.gz/caching "
                                   r"\(3 OOMs, the first at trace line \d+: \d+ bytes")
         self.assertIn("--fail-on-oom makes this exit 3", note[0])
+
+    def test_a_first_request_past_2_to_the_53_bytes_is_named_exactly(self):
+        # The sizes went through a double: 12966619160104079558 showed as ...079360.
+        for size in (12966619160104079558, 9007199254740993):
+            with self.subTest(size=size):
+                trace, out = self.path("big.trace"), self.path("r.json")
+                with open(trace, "w") as file:
+                    file.write(f"vbtrace 1\na 1 4096\na 2 {size}\n")
+                status, stdout, stderr = vrambench("replay", trace, "--allocator", "caching", "--device", "sim",
+                                                   "--out", out)
+                self.assertEqual(status, 0, stderr)
+                self.assertIn(f"the first at trace line 3: {size} bytes", stdout)
+                self.assertIn(f"the first at trace line 3: {size} bytes", stderr)
+                with open(out) as file:
+                    entry = json.load(file)["benchmarks"][0]
+                self.assertEqual(entry["first_oom_line"], 3)
+                if size < 1 << 63:  # JSON integers as jansson writes them: signed 64 bits
+                    self.assertEqual(entry["first_oom_bytes"], size)
 
     def test_fail_on_oom_exits_3_with_an_error_line_even_when_quiet(self):
         out = self.path("r.json")

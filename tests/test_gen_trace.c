@@ -65,7 +65,8 @@ static trace_summary summarize(const char *path)
         summary.events++;
         if (event.kind == VB_TRACE_ALLOC) {
             assert_int_equal(vb_addr_map_put(&sizes, event.id + 1, event.size), 0);
-            live_bytes += event.size;
+            /* Past 2^64 live bytes reads as UINT64_MAX, never as a wrapped small number. */
+            live_bytes = event.size > UINT64_MAX - live_bytes ? UINT64_MAX : live_bytes + event.size;
             if (live_bytes > summary.max_live_bytes) summary.max_live_bytes = live_bytes;
             if (event.size < summary.min_size) summary.min_size = event.size;
             if (event.size > summary.max_size) summary.max_size = event.size;
@@ -141,6 +142,14 @@ static void test_live_bytes_never_exceed_max_live(void **state)
     (void)state;
     assert_int_equal(gen("7", "20000", "8K", "100000", paths[2]), VB_EXIT_OK);
     assert_true(summarize(paths[2]).max_live_bytes <= 100000);
+}
+
+static void test_live_bytes_never_exceed_a_max_live_near_2_to_the_64(void **state)
+{
+    (void)state;
+    /* 16777215T is 2^64 - 2^40: live bytes + the next size wrapped past 2^64 and passed the check. */
+    assert_int_equal(gen("1", "20", "16777215T", "16777215T", paths[2]), VB_EXIT_OK);
+    assert_true(summarize(paths[2]).max_live_bytes <= UINT64_C(16777215) << 40);
 }
 
 static void test_sizes_are_within_one_and_max_size(void **state)
@@ -229,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_even_event_count_is_exact),
         cmocka_unit_test(test_odd_event_count_gives_one_fewer),
         cmocka_unit_test(test_live_bytes_never_exceed_max_live),
+        cmocka_unit_test(test_live_bytes_never_exceed_a_max_live_near_2_to_the_64),
         cmocka_unit_test(test_sizes_are_within_one_and_max_size),
         cmocka_unit_test(test_everything_is_freed_by_the_end),
         cmocka_unit_test(test_gz_name_writes_gzip_the_reader_reads),

@@ -324,6 +324,18 @@ class MalformedInput(unittest.TestCase):
         os.mkdir(empty)
         self.assert_rejected(*self.run_main("--latest", empty), "no run results")
 
+    @unittest.skipUnless(HAVE_MATPLOTLIB, f"matplotlib is not installed for {sys.executable}")
+    def test_an_out_dir_that_is_a_regular_file_is_refused_as_not_a_directory(self):
+        # makedirs said "File exists", which reads as if the folder were fine.
+        path = self.write("sim.json", dump(good()))
+        self.write("out", b"keep me")
+        status, stderr = self.run_main(path)
+        self.assertNotEqual(status, 0, stderr)
+        self.assertEqual(len(stderr.strip().splitlines()), 1, stderr)
+        self.assertIn(f"{self.out}: not a directory", stderr)
+        with open(self.out, "rb") as stream:
+            self.assertEqual(stream.read(), b"keep me")
+
     def test_unknown_segments_entry(self):
         path = self.write("sim.json", dump(good()))
         self.assert_rejected(*self.run_main(path, "--segments", "views/nope"), "views/nope")

@@ -140,6 +140,21 @@ class UseAgainAfterABadSpec(unittest.TestCase):
         self.assertNotIn("not set", said["empty"])
         self.assertIn("VRAMBENCH_ALLOCATOR is not set", said["unset"])
 
+    def test_a_long_bad_value_is_quoted_short_and_the_reason_kept(self):
+        # The value was quoted whole, twice (the line and the spec's own
+        # message), and the line was cut at 767 bytes before the reason.
+        import subprocess
+        child = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); lib.vb_torch_init.restype = ctypes.c_char_p; "
+                 "print(lib.vb_torch_init().decode())")
+        for value, reason in (("caching[" + "x" * 700, "is not NAME[KEY=VALUE,...]"), ("q" * 700, "is too long")):
+            with self.subTest(reason):
+                env = dict(os.environ, VRAMBENCH_ALLOCATOR=value)
+                done = subprocess.run([sys.executable, "-c", child, PLUGIN], capture_output=True, text=True,
+                                      timeout=60, env=env)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertTrue(done.stdout.rstrip("\n").endswith(reason), done.stdout)
+                self.assertIn("...'", done.stdout)
+
     def test_all_is_refused_as_not_one_strategy(self):
         (line,) = self.tries("all")
         self.assertIn("serves one strategy", line)

@@ -112,6 +112,12 @@ static const refused_case refused[] = {
     {"pinned_num_register_threads:6", "a power of two", "isPowerOf2_64"},
     {"pinned_reserve_segment_size_mb:0", "more than 0", "parsePinnedReserveSegmentSize: > 0"},
     {"no_such_key:1", "unrecognized key 'no_such_key'", "CUDA parser: Unrecognized key"},
+    {"expandable_segment:True", "unrecognized key 'expandable_segment'; did you mean expandable_segments?",
+     "a slip of the keyboard: the nearest key named"},
+    {"garbage_collection_treshold:0.5", "did you mean garbage_collection_threshold?",
+     "a letter left out: the nearest key named"},
+    {"zzz:1", "the keys that shape device memory: backend, expandable_segments, max_split_size_mb",
+     "no key near: the keys that matter here listed"},
     {"large_segment_size_mb:64", "known to PyTorch, not modelled here: large_segment_size_mb",
      "AllocatorConfig.h's keys: a large-pool segment size no strategy here models"},
 };

@@ -758,6 +758,63 @@ static void test_bad_rmm_pointer_not_hex_names_line(void **state)
     expect_invalid_at("hex.csv", RMM_HEADER_LINE "1,t,allocate,0xzz,1,0x0\n", 2);
 }
 
+/* Checks that reading `path` fails with VB_ERR_INVALID at `line` and a
+ * message holding `words`. */
+static void expect_message(const char *path, int line, const char *words)
+{
+    assert_int_equal(read_all(path), VB_ERR_INVALID);
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "%s:%d: ", path, line);
+    if (strncmp(vb_last_error(), prefix, strlen(prefix)) != 0 || !strstr(vb_last_error(), words))
+        fail_msg("expected '%s...%s', got '%s'", prefix, words, vb_last_error());
+}
+
+static void test_an_id_of_2_to_the_64_or_its_reserved_last_is_out_of_range_not_malformed(void **state)
+{
+    (void)state;
+    /* Both are numbers: "malformed ... (expected a number)" said otherwise. */
+    expect_message(write_file("id_last.trace", "vbtrace 1\na 18446744073709551615 1\n"), 2,
+                   "id 18446744073709551615 out of range (0 to 18446744073709551614; 2^64-1 is reserved)");
+    expect_message(write_file("id_past.trace", "vbtrace 1\na 1 1\nf 18446744073709551616\n"), 3,
+                   "id 18446744073709551616 out of range");
+}
+
+static void test_a_gzip_of_a_gzip_is_named_compressed_twice(void **state)
+{
+    (void)state;
+    const char *inner = write_gzip_file("inner.trace.gz", "vbtrace 1\na 1 4\nf 1\n");
+    FILE *file = fopen(inner, "rb");
+    assert_non_null(file);
+    char bytes[256];
+    size_t length = fread(bytes, 1, sizeof bytes, file);
+    fclose(file);
+    const char *outer = temp_path("outer.trace.gz");
+    gzFile gz = gzopen(outer, "wb");
+    assert_non_null(gz);
+    assert_int_equal(gzwrite(gz, bytes, (unsigned)length), (int)length);
+    assert_int_equal(gzclose(gz), Z_OK);
+    expect_message(outer, 1, "compressed twice");
+}
+
+static void test_rmm_streams_besides_the_default_are_refused_past_the_count_the_message_names(void **state)
+{
+    (void)state;
+    /* The default stream (0) is one of VB_TRACE_MAX_STREAMS: 1023 others fit, the 1024th is refused. */
+    size_t capacity = 64 * VB_TRACE_MAX_STREAMS + 64, used = 0;
+    char *text = malloc(capacity);
+    assert_non_null(text);
+    used += (size_t)snprintf(text, capacity, RMM_HEADER_LINE);
+    for (int i = 1; i < VB_TRACE_MAX_STREAMS; i++)
+        used += (size_t)snprintf(text + used, capacity - used, "1,t,allocate,0x%x,8,0x%x\n", 16 * i, i);
+    assert_int_equal(read_all(write_file("streams_fit.csv", text)), VB_OK);
+    snprintf(text + used, capacity - used, "1,t,allocate,0x%x,8,0x%x\n", 16 * VB_TRACE_MAX_STREAMS,
+             VB_TRACE_MAX_STREAMS);
+    char words[64];
+    snprintf(words, sizeof words, "more than %d distinct streams besides the default", VB_TRACE_MAX_STREAMS - 1);
+    expect_message(write_file("streams_over.csv", text), VB_TRACE_MAX_STREAMS + 1, words);
+    free(text);
+}
+
 static void test_error_is_sticky(void **state)
 {
     (void)state;
@@ -1253,6 +1310,9 @@ int main(void)
         cmocka_unit_test(test_bad_rmm_field_count_names_line),
         cmocka_unit_test(test_bad_rmm_free_of_unknown_pointer_names_line),
         cmocka_unit_test(test_bad_rmm_pointer_not_hex_names_line),
+        cmocka_unit_test(test_an_id_of_2_to_the_64_or_its_reserved_last_is_out_of_range_not_malformed),
+        cmocka_unit_test(test_a_gzip_of_a_gzip_is_named_compressed_twice),
+        cmocka_unit_test(test_rmm_streams_besides_the_default_are_refused_past_the_count_the_message_names),
         cmocka_unit_test(test_error_is_sticky),
         cmocka_unit_test(test_missing_file_is_io_error_naming_it),
         cmocka_unit_test(test_directory_is_io_error),

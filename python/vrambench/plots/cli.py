@@ -33,6 +33,8 @@ class Output:
             os.makedirs(out_dir, exist_ok=True)
             with signals_held():
                 self.staging = tempfile.mkdtemp(prefix=".plot-", dir=out_dir)
+        except FileExistsError:  # makedirs: something not a folder has the name
+            raise InputError(f"{out_dir}: not a directory (--out-dir names the folder the PNGs go into)") from None
         except OSError as error:
             raise InputError(f"{out_dir}: cannot write there ({error.strerror or error})") from None
         except BaseException:  # a signal held while the folder was made: nothing else would remove it
