@@ -152,6 +152,18 @@ void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count)
     free(specs);
 }
 
+vb_status vb_allocator_spec_list_check(vb_device *dev, const vb_allocator_spec *specs, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        vb_config config = vb_allocator_spec_config(&specs[i]);
+        vb_allocator *allocator = NULL;
+        vb_status status = vb_allocator_create(specs[i].name, dev, &config, &allocator);
+        if (status != VB_OK) return status;
+        vb_allocator_destroy(allocator);
+    }
+    return VB_OK;
+}
+
 int vb_allocator_spec_same(const vb_allocator_spec *a, const vb_allocator_spec *b)
 {
     if (strcmp(a->label, b->label) == 0) return 1;

@@ -59,4 +59,10 @@ vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out
 size_t vb_spec_list_item_length(const char *item);
 void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count);
 
+/* Creates each spec's allocator once on `dev`, so that an unknown key or a
+ * bad value is an error before anything runs or is printed; the first
+ * failure's status (its message set). An external: spec's library is
+ * loaded: callers that must not load one check for those first. */
+vb_status vb_allocator_spec_list_check(vb_device *dev, const vb_allocator_spec *specs, size_t count);
+
 #endif

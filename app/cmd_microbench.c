@@ -501,6 +501,12 @@ int vb_cmd_microbench(int argc, char **argv)
         vb_allocator_spec_list_free(specs, spec_count);
         return vb_cli_status_error(status);
     }
+    status = vb_allocator_spec_list_check(dev, specs, spec_count); /* a bad key: its line before the table's head */
+    if (status != VB_OK) {
+        vb_device_close(dev);
+        vb_allocator_spec_list_free(specs, spec_count);
+        return vb_cli_status_error(status);
+    }
     vb_device_info info;
     dev->ops->info(dev, &info);
     char out_path[4096] = "";

@@ -348,18 +348,12 @@ static void drop_repeats(run_state *state)
     state->scenarios.count = kept;
 }
 
-/* Creates each spec's allocator once, so unknown keys and bad values are
- * reported before anything runs. */
+/* Every spec's allocator made once (vb_allocator_spec_list_check), so
+ * unknown keys and bad values are reported before anything runs. */
 static int check_specs(vb_device *dev, const vb_allocator_spec *specs, size_t spec_count)
 {
-    for (size_t i = 0; i < spec_count; i++) {
-        vb_config config = vb_allocator_spec_config(&specs[i]);
-        vb_allocator *allocator = NULL;
-        vb_status status = vb_allocator_create(specs[i].name, dev, &config, &allocator);
-        if (status != VB_OK) return vb_cli_status_error(status);
-        vb_allocator_destroy(allocator);
-    }
-    return VB_EXIT_OK;
+    vb_status status = vb_allocator_spec_list_check(dev, specs, spec_count);
+    return status == VB_OK ? VB_EXIT_OK : vb_cli_status_error(status);
 }
 
 /* ======================================================================== */

@@ -14,20 +14,15 @@ static vb_status open_sim(uint64_t capacity_bytes, vb_device **device)
     return vb_device_open("sim", &options, device);
 }
 
-/* Creates each spec's allocator once, so that a bad key or value is an
- * error before anything runs; an external library is not loaded. */
+/* vb_allocator_spec_list_check, with no external library loaded: an
+ * external: spec is refused first. */
 static vb_status check_specs(vb_device *device, const vb_allocator_spec *specs, size_t count)
 {
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = 0; i < count; i++)
         if (strncmp(specs[i].name, VB_EXTERNAL_PREFIX, strlen(VB_EXTERNAL_PREFIX)) == 0)
             return vb_error(VB_ERR_INVALID, "%s runs on the cuda device only, not on the simulated one",
                             specs[i].label);
-        vb_config config = vb_allocator_spec_config(&specs[i]);
-        vb_allocator *allocator = NULL;
-        VB_TRY(vb_allocator_create(specs[i].name, device, &config, &allocator));
-        vb_allocator_destroy(allocator);
-    }
-    return VB_OK;
+    return vb_allocator_spec_list_check(device, specs, count);
 }
 
 void vb_sim_rerun_cases_free(vb_case_result *results, size_t count)

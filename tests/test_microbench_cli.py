@@ -71,6 +71,13 @@ class DriverRows(unittest.TestCase):
         self.assertIn("vrambench: error:", stderr)
         self.assertEqual(len(stderr.strip().splitlines()), 1)
 
+    def test_a_bad_allocator_key_is_refused_before_the_table_starts(self):
+        status, stdout, stderr = microbench("--allocator", "bfc,caching[bogus=1]")
+        self.assertEqual(status, 2)
+        self.assertIn("unknown config key 'bogus'", stderr)
+        self.assertEqual(len(stderr.strip().splitlines()), 1)
+        self.assertEqual(stdout, "")
+
 
 if __name__ == "__main__":
     unittest.main()
