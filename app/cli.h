@@ -48,6 +48,7 @@ typedef struct vb_cli_option {
     const char *value;   /* the value it takes as help shows it ("SPEC[,SPEC]|all"); NULL: a flag */
     const char *help;    /* what it does, its unit, default and an example; may hold '\n' */
     unsigned only;       /* 0: every variant of the command; else the vb_cli_usage.variant bits it belongs to */
+    int repeats;         /* 1: may be given more than once, each adding one (--config); 0: a second is refused */
 } vb_cli_option;
 
 typedef struct vb_cli_usage {
@@ -74,6 +75,8 @@ typedef struct vb_cli_parser {
     char **argv;
     int next;          /* the index of the next argument */
     int exit_status;   /* after VB_CLI_STOP: 0 when --help was printed, 2 after an error line */
+    int only_arguments; /* after "--": every word is a positional argument */
+    uint64_t given[4]; /* a bit per option of the table that took a value already (the first 256) */
 } vb_cli_parser;
 
 #define VB_CLI_END (-1)       /* no arguments left */
@@ -86,13 +89,16 @@ void vb_cli_parser_init(vb_cli_parser *parser, const vb_cli_usage *usage, int ar
 /* The next option: its index in usage->options, with *value its value (NULL
  * for a flag); "--name=value" and "--name value" alike. VB_CLI_ARGUMENT for a
  * positional argument (an error line instead when usage->arguments is NULL),
- * VB_CLI_END at the end. VB_CLI_STOP after printing the help (-h, --help) or
- * one error line: an unknown option (with the nearest known one), an option
- * of the other variant, a missing value, a value given to a flag. */
+ * and for every word after "--" (a trace named "-x"), VB_CLI_END at the end.
+ * VB_CLI_STOP after printing the help (-h, --help) or one error line: an
+ * unknown option (with the nearest known one), an option of the other
+ * variant, a missing value, a value given to a flag, a second value for an
+ * option that takes one (not `repeats`: "--out given twice"). */
 int vb_cli_next(vb_cli_parser *parser, const char **value);
 
 /* After VB_CLI_STOP: VB_EXIT_HELP when --help was printed, else the exit
- * status (2 after an error line; 1 when stdout could not take the help). */
+ * status (2 after an error line). A help that stdout could not take is
+ * reported by main, which checks stdout after every command. */
 int vb_cli_stopped(const vb_cli_parser *parser);
 
 /* The command's help: synopsis, summary, every option of its variant with

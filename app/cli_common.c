@@ -71,7 +71,7 @@ static int option_applies(const vb_cli_usage *usage, const vb_cli_option *option
 
 void vb_cli_parser_init(vb_cli_parser *parser, const vb_cli_usage *usage, int argc, char **argv)
 {
-    *parser = (vb_cli_parser){usage, argc, argv, 1, VB_EXIT_OK};
+    *parser = (vb_cli_parser){usage, argc, argv, 1, VB_EXIT_OK, 0, {0}};
 }
 
 /* 1 if `word` (its first `length` bytes) is `name`. */
@@ -113,9 +113,18 @@ int vb_cli_next(vb_cli_parser *parser, const char **value)
     if (parser->next >= parser->argc) return VB_CLI_END;
     const vb_cli_usage *usage = parser->usage;
     const char *word = parser->argv[parser->next++];
+    if (!parser->only_arguments && strcmp(word, "--") == 0) { /* the end of the options */
+        parser->only_arguments = 1;
+        return vb_cli_next(parser, value);
+    }
+    if (parser->only_arguments) {
+        *value = word;
+        if (usage->arguments) return VB_CLI_ARGUMENT;
+        return stop(parser, "unexpected argument '%s': it takes none, only options", word);
+    }
     if (strcmp(word, "--help") == 0 || strcmp(word, "-h") == 0) {
-        vb_cli_print_help(stdout, usage);
-        parser->exit_status = fflush(stdout) == 0 ? VB_EXIT_OK : VB_EXIT_FAILURE;
+        vb_cli_print_help(stdout, usage); /* a failed write is main's to report, as every command's output */
+        parser->exit_status = VB_EXIT_OK;
         return VB_CLI_STOP;
     }
     if (word[0] != '-' || word[1] == '\0') {
@@ -137,6 +146,12 @@ int vb_cli_next(vb_cli_parser *parser, const char **value)
         if (equals) *value = equals + 1;
         else if (parser->next < parser->argc) *value = parser->argv[parser->next++];
         else return stop(parser, "%s needs a value: %s", option->name, option->value);
+        /* A second value would silently replace the first: refused, as a second TRACE is. */
+        uint64_t *given = i < 256 ? &parser->given[i / 64] : NULL, bit = (uint64_t)1 << (i % 64);
+        if (given && !option->repeats) {
+            if (*given & bit) return stop(parser, "%s given twice", option->name);
+            *given |= bit;
+        }
         return i;
     }
     char unknown[128];
@@ -173,6 +188,8 @@ void vb_cli_print_help(FILE *out, const vb_cli_usage *usage)
         print_indented(out, o->help, 6);
     }
     fputs("  -h, --help\n      this help\n", out);
+    if (usage->arguments)
+        fputs("  --\n      the end of the options: every word after it is an argument (a file named -x)\n", out);
     if (usage->notes) {
         fputc('\n', out);
         print_indented(out, usage->notes, 0);

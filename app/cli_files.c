@@ -12,14 +12,24 @@ int vb_cli_files_out(int argc, char **argv, const char *usage, const char *flag,
     memset(out, 0, sizeof *out);
     out->files = calloc((size_t)argc + 1, sizeof *out->files);
     if (!out->files) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    for (int i = 1, only_files = 0; i < argc; i++) {
+        if (!only_files && strcmp(argv[i], "--") == 0) { /* every word after it is a FILE (one named -x) */
+            only_files = 1;
+            continue;
+        }
+        if (only_files) out->files[out->count++] = argv[i];
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(usage, stdout);
             out->helped = 1;
             return VB_EXIT_OK;
         }
-        if (flag && strcmp(argv[i], flag) == 0) out->flag = 1;
-        else if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) out->out = argv[++i];
+        else if (flag && strcmp(argv[i], flag) == 0) out->flag = 1;
+        else if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) {
+            if (out->out) /* a second would silently replace the first */
+                return vb_cli_error(VB_EXIT_USAGE, "%s: -o/--out given twice ('%s', then '%s')", argv[0], out->out,
+                                    argv[i + 1]);
+            out->out = argv[++i];
+        }
         else if (argv[i][0] == '-') {
             const char *known[] = {"--out", "--help", flag, NULL};
             char hint[96];

@@ -683,6 +683,11 @@ int vb_cmd_check_sim(int argc, char **argv)
         if (strcmp(argv[first], "--newest") == 0) {
             newest = 1;
         } else if (strcmp(argv[first], "--differences") == 0 && first + 1 < argc) {
+            if (differences_path) { /* a second would silently replace the first */
+                free(files);
+                return vb_cli_error(VB_EXIT_USAGE, "check-sim: --differences given twice ('%s', then '%s')",
+                                    differences_path, argv[first + 1]);
+            }
             differences_path = argv[++first];
         } else if (strcmp(argv[first], "--") == 0) {
             only_files = 1;

@@ -36,6 +36,7 @@
     "        time (real time per iteration); tune: also min_capacity, ooms_at_capacity;\n"                     \
     "        microbench: pair_p50, pair_p99, driver_calls (driver allocs per pair); claims: verdict\n"         \
     "  --json: the comparison as JSON on stdout, e.g. vrambench compare a.json b.json --json > diff.json\n"    \
+    "  --: every word after it is a file (e.g. a file named -x)\n"                                            \
     "  Exit status: 0 no regression, 1 a regression (--fail-on), 2 bad input or nothing to pair\n"
 
 #define MAX_FILES 64
@@ -167,20 +168,24 @@ static const char *pair_equals(const char *text)
 static int parse_args(int argc, char **argv, compare_args *args)
 {
     memset(args, 0, sizeof *args);
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1, only_files = 0; i < argc; i++) {
         const char *option = argv[i];
-        if (strcmp(option, "--help") == 0 || strcmp(option, "-h") == 0) {
-            fputs(COMPARE_USAGE, stdout);
-            exit(VB_EXIT_OK);
-        }
-        if (strcmp(option, "--json") == 0) {
-            args->json = 1;
+        if (!only_files && strcmp(option, "--") == 0) { /* every word after it is a file */
+            only_files = 1;
             continue;
         }
-        if (strncmp(option, "-", 1) != 0) {
+        if (!only_files && (strcmp(option, "--help") == 0 || strcmp(option, "-h") == 0)) {
+            fputs(COMPARE_USAGE, stdout);
+            return VB_EXIT_HELP;
+        }
+        if (only_files || strncmp(option, "-", 1) != 0) {
             if (args->file_count == MAX_FILES)
                 return vb_cli_error(VB_EXIT_USAGE, "compare: more than %d files", MAX_FILES);
             args->files[args->file_count++] = option;
+            continue;
+        }
+        if (strcmp(option, "--json") == 0) {
+            args->json = 1;
             continue;
         }
         if (i + 1 >= argc || (strcmp(option, "--pair") != 0 && strcmp(option, "--fail-on") != 0)) {
@@ -604,7 +609,7 @@ int vb_cmd_compare(int argc, char **argv)
 {
     compare_args args;
     int exit_status = parse_args(argc, argv, &args);
-    if (exit_status != VB_EXIT_OK) return exit_status;
+    if (exit_status != VB_EXIT_OK) return exit_status == VB_EXIT_HELP ? VB_EXIT_OK : exit_status;
     vb_results_file *files = calloc(args.file_count, sizeof *files);
     comparison *comparisons = calloc(args.file_count, sizeof *comparisons);
     size_t loaded = 0, comparison_count = 0;

@@ -115,9 +115,12 @@ int vb_cmd_explain(int argc, char **argv)
     int exit_status = vb_cli_trace_input("explain", trace_path, quiet, converted, &explain.trace_path);
     json_t *document = NULL;
     if (exit_status == VB_EXIT_OK) {
+        vb_output_defer(); /* --snapshot's file and --out's: both or neither (app/output_file.h) */
         vb_status status = vb_explain_run(&explain, quiet ? NULL : stdout, &document);
         fflush(stdout);
         if (status == VB_OK && out) status = vb_report_write(document, out);
+        vb_status released = vb_output_release(status == VB_OK);
+        if (status == VB_OK) status = released;
         if (status != VB_OK) exit_status = vb_cli_status_error(status);
         else if (out && !quiet) vb_cli_line(stderr, "vrambench: wrote %s", out);
     }

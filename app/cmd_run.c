@@ -55,7 +55,7 @@ static const vb_cli_option options[OPTION_COUNT + 1] = {
     [OPT_CONFIG] = {"--config", NULL, "ALLOC.KEY=VALUE",
                     "an option of every spec of allocator ALLOC (repeatable; its keys: vrambench list allocators),\n"
                     "e.g. --config caching.max_split_size_mb=256",
-                    0},
+                    0, 1},
     [OPT_DEVICE] = {"--device", NULL, "auto|cuda|sim",
                     "where it runs (default auto: the GPU when one is found, else the simulated device, which\n"
                     "says so first: its memory figures are exact, its times are host-side model times)",
@@ -619,24 +619,20 @@ int vb_run_command(int argc, char **argv, int trace_command)
         vb_report_print_summary(stdout, &info, state.results, state.result_count);
         fflush(stdout); /* the table before any later stderr line */
     }
-    if (args.out) {
-        status = vb_report_write(state.document, out_path);
-        if (status != VB_OK) {
-            exit_status = vb_cli_status_error(status);
-            goto done;
-        }
-        if (!args.quiet) vb_cli_line(stderr, "vrambench: wrote %s", out_path);
-    }
-    if (args.snapshot) {
-        /* The same replay again on a sim device of the run's capacity (the
-         * memory a strategy takes is the device's no matter which). */
+    /* Both outputs or neither: --out's file waits for the snapshot (app/output_file.h). */
+    vb_output_defer();
+    status = args.out ? vb_report_write(state.document, out_path) : VB_OK;
+    /* The same replay again on a sim device of the run's capacity (the
+     * memory a strategy takes is the device's no matter which). */
+    if (status == VB_OK && args.snapshot)
         status = vb_snapshot_write(args.trace, &state.specs[0], args.sim_capacity, args.sim_placement, args.snapshot);
-        if (status != VB_OK) {
-            exit_status = vb_cli_status_error(status);
-            goto done;
-        }
-        if (!args.quiet) vb_cli_line(stderr, "vrambench: wrote %s", args.snapshot);
+    if (status == VB_OK) status = vb_output_release(1);
+    if (status != VB_OK) {
+        exit_status = vb_cli_status_error(status);
+        goto done;
     }
+    if (args.out && !args.quiet) vb_cli_line(stderr, "vrambench: wrote %s", out_path);
+    if (args.snapshot && !args.quiet) vb_cli_line(stderr, "vrambench: wrote %s", args.snapshot);
     /* Out of memory is never silent: one line (an error with --fail-on-oom,
      * the exit 3's reason, so even under --quiet). */
     if (args.fail_on_oom || !args.quiet) {
@@ -644,6 +640,7 @@ int vb_run_command(int argc, char **argv, int trace_command)
         if (failed && args.fail_on_oom) exit_status = VB_EXIT_OOM;
     }
 done:
+    vb_output_release(0); /* after a failure: no output of this run is left behind */
     free(args.allocator_list);
     run_state_free(&state);
     return exit_status;

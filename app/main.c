@@ -1,7 +1,10 @@
 /* vrambench — entry point: dispatches to the subcommands; answers --help,
  * --version and `help COMMAND`. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -53,12 +56,20 @@ static int version(void)
     const char *backends = "sim only (built without CUDA: every run is on the simulated device)";
 #endif
     printf("vrambench %s\ncommit: %s\nbackends: %s\n", VB_VERSION, VB_BUILD_COMMIT, backends);
-    return fflush(stdout) == 0 ? VB_EXIT_OK : VB_EXIT_FAILURE;
+    return VB_EXIT_OK;
 }
 
-/* The command named `name`, or NULL after one error line naming the nearest. */
+/* The command named `name`, or NULL after one error line naming the nearest
+ * (a misspelled top-level option, "--verison", is offered the nearest one). */
 static const command *find_command(const char *name)
 {
+    if (name[0] == '-') {
+        static const char *const options[] = {"--help", "--version", NULL};
+        char hint[64];
+        vb_cli_error(VB_EXIT_USAGE, "unknown option '%s'%s (vrambench --help lists the commands and options)", name,
+                     vb_cli_did_you_mean(name, options, hint, sizeof hint));
+        return NULL;
+    }
     const char *names[COMMAND_COUNT + 2];
     for (size_t i = 0; i < COMMAND_COUNT; i++) {
         if (strcmp(name, commands[i].name) == 0) return &commands[i];
@@ -87,25 +98,70 @@ static void keep_freed_memory(void)
 #endif
 }
 
+/* Keeps a closed standard stream closed in effect: a file the command opens
+ * would otherwise take its descriptor, and the lines meant for the stream
+ * would land in that file. A closed stdin reads as empty; a closed stdout is
+ * reopened read-only, so writing to it still fails (EBADF) and finish()
+ * reports it; a closed stderr takes the messages nowhere. */
+static void hold_standard_streams(void)
+{
+    static const int flags[3] = {O_RDONLY, O_RDONLY, O_WRONLY};
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+            int opened = open("/dev/null", flags[fd]);
+            if (opened != -1 && opened != fd) close(opened); /* the lowest free descriptor: fd itself */
+        }
+}
+
+/* The exit status of a command that returned `exit_status`: output it left
+ * in stdout's buffer is written now, and a write to stdout that failed (a
+ * full disk, a closed pipe, stdout closed) makes a command that succeeded
+ * fail, with one line. A command that failed has said why already. */
+static int finish(int exit_status)
+{
+    errno = 0;
+    int flushed = fflush(stdout) == 0;
+    int reason = errno;
+    if ((flushed && !ferror(stdout)) || exit_status != VB_EXIT_OK) return exit_status;
+    if (reason) return vb_cli_error(VB_EXIT_FAILURE, "cannot write to standard output: %s", strerror(reason));
+    return vb_cli_error(VB_EXIT_FAILURE, "cannot write to standard output");
+}
+
+/* 0 when `option` (--help, --version) stands alone, else one error line and 2. */
+static int alone(int argc, char **argv)
+{
+    if (argc == 2) return VB_EXIT_OK;
+    return vb_cli_error(VB_EXIT_USAGE, "%s takes no arguments ('%s' follows it; vrambench help COMMAND is a "
+                                       "command's help)", argv[1], argv[2]);
+}
+
 int main(int argc, char **argv)
 {
+    hold_standard_streams();
     keep_freed_memory();
     if (argc < 2) {
         usage(stderr);
         return VB_EXIT_USAGE;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        (strcmp(argv[1], "help") == 0 && (argc == 2 || strcmp(argv[2], "help") == 0))) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        if (alone(argc, argv) != VB_EXIT_OK) return VB_EXIT_USAGE;
         usage(stdout);
-        return fflush(stdout) == 0 ? VB_EXIT_OK : VB_EXIT_FAILURE;
+        return finish(VB_EXIT_OK);
     }
-    if (strcmp(argv[1], "--version") == 0) return version();
-    if (strcmp(argv[1], "help") == 0) { /* help COMMAND: the command's own --help */
+    if (strcmp(argv[1], "--version") == 0)
+        return alone(argc, argv) == VB_EXIT_OK ? finish(version()) : VB_EXIT_USAGE;
+    if (strcmp(argv[1], "help") == 0) { /* help [COMMAND]: the command's own --help */
+        if (argc > 3)
+            return vb_cli_error(VB_EXIT_USAGE, "help takes one COMMAND ('%s' follows '%s')", argv[3], argv[2]);
+        if (argc == 2 || strcmp(argv[2], "help") == 0) {
+            usage(stdout);
+            return finish(VB_EXIT_OK);
+        }
         const command *c = find_command(argv[2]);
         if (!c) return VB_EXIT_USAGE;
         char *help_argv[] = {argv[2], "--help", NULL};
-        return c->run(2, help_argv);
+        return finish(c->run(2, help_argv));
     }
     const command *c = find_command(argv[1]);
-    return c ? c->run(argc - 1, argv + 1) : VB_EXIT_USAGE;
+    return c ? finish(c->run(argc - 1, argv + 1)) : VB_EXIT_USAGE;
 }

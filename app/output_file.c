@@ -147,18 +147,53 @@ void vb_output_abandon(vb_output *out)
     out->handle = -1;
 }
 
-vb_status vb_output_commit(vb_output *out)
+/* The outputs committed while deferring (vb_output_defer): each finished
+ * (fsync'ed, closed) temporary file, still registered for removal, waiting
+ * to be renamed over its target by vb_output_release. */
+typedef struct deferred_output {
+    char path[4096];
+    char temp[4096];
+    int handle;
+} deferred_output;
+static deferred_output *deferred;
+static size_t deferred_count;
+static int deferring;
+
+/* The target of `out` (or of a deferred output) is still a regular file or
+ * missing: else VB_ERR_IO naming it (an output replaces only a regular file). */
+static vb_status target_replaceable(const char *path)
 {
     struct stat info;
+    if (lstat(path, &info) == 0 && !S_ISREG(info.st_mode))
+        return vb_error(VB_ERR_IO, "cannot write '%s': it is now %s (an output replaces only a regular file)", path,
+                        file_kind(info.st_mode));
+    return VB_OK;
+}
+
+vb_status vb_output_commit(vb_output *out)
+{
     int error = 0;
     if (fsync(out->fd) != 0) error = errno;
     if (close(out->fd) != 0 && !error) error = errno;
     out->fd = -1;
-    if (!error && lstat(out->path, &info) == 0 && !S_ISREG(info.st_mode)) {
-        vb_error(VB_ERR_IO, "cannot write '%s': it is now %s (an output replaces only a regular file)", out->path,
-                 file_kind(info.st_mode));
+    if (!error && target_replaceable(out->path) != VB_OK) {
         vb_output_abandon(out);
         return VB_ERR_IO;
+    }
+    if (!error && deferring) { /* the rename waits for vb_output_release; the list holds the temporary file now */
+        deferred_output *grown = realloc(deferred, (deferred_count + 1) * sizeof *deferred);
+        if (!grown) {
+            vb_output_abandon(out);
+            return vb_error(VB_ERR_HOST_OOM, "cannot write '%s': out of host memory", out->path);
+        }
+        deferred = grown;
+        deferred_output *d = &deferred[deferred_count++];
+        memcpy(d->path, out->path, sizeof d->path);
+        memcpy(d->temp, out->temp, sizeof d->temp);
+        d->handle = out->handle;
+        out->temp[0] = '\0';
+        out->handle = -1;
+        return VB_OK;
     }
     if (!error && rename(out->temp, out->path) != 0) error = errno;
     if (!error) {
@@ -169,6 +204,31 @@ vb_status vb_output_commit(vb_output *out)
     }
     vb_output_abandon(out);
     return vb_error(VB_ERR_IO, "cannot write '%s': %s", out->path, strerror(error));
+}
+
+void vb_output_defer(void)
+{
+    deferring = 1;
+}
+
+vb_status vb_output_release(int keep)
+{
+    vb_status status = VB_OK;
+    /* Every target checked before any is replaced: a refusal leaves them all as they were. */
+    for (size_t i = 0; keep && i < deferred_count && status == VB_OK; i++)
+        status = target_replaceable(deferred[i].path);
+    for (size_t i = 0; i < deferred_count; i++) {
+        int renamed = keep && status == VB_OK && rename(deferred[i].temp, deferred[i].path) == 0;
+        if (keep && status == VB_OK && !renamed)
+            status = vb_error(VB_ERR_IO, "cannot write '%s': %s", deferred[i].path, strerror(errno));
+        if (!renamed) unlink(deferred[i].temp); /* ours: mkstemp created it */
+        vb_temp_forget(deferred[i].handle);
+    }
+    free(deferred);
+    deferred = NULL;
+    deferred_count = 0;
+    deferring = 0;
+    return status;
 }
 
 /* What identifies a file: its device and inode when it exists, else its

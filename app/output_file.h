@@ -71,4 +71,17 @@ vb_status vb_output_commit(vb_output *out);
 /* Closes and removes the temporary file (a no-op once committed). */
 void vb_output_abandon(vb_output *out);
 
+/* For a command that writes several outputs (replay --out and --snapshot):
+ * from now on vb_output_commit finishes each output (written, fsync'ed,
+ * closed, its target checked) but leaves it in its temporary file, still
+ * removed on a signal, until vb_output_release. So a command that fails,
+ * or is killed, after one output was written leaves none of them behind. */
+void vb_output_defer(void);
+
+/* Ends vb_output_defer: `keep` renames every deferred output over its
+ * target (each target checked first: VB_ERR_IO naming one that is no
+ * longer a regular file or missing, and none is replaced); 0 removes them
+ * all, the targets left as they were. VB_OK when there were none. */
+vb_status vb_output_release(int keep);
+
 #endif

@@ -426,6 +426,33 @@ class BadInputTest(unittest.TestCase):
         with open(self.path("kept.json"), "rb") as file:
             self.assertEqual(file.read(), b"old")
 
+    def test_extra_words_after_version_or_help_are_refused(self):
+        for arguments in (["--version", "extra"], ["--help", "x"], ["-h", "x"], ["help", "replay", "x"]):
+            with self.subTest(arguments):
+                self.assertIn(b"'x" if arguments[-1] == "x" else b"'extra'", self.refused(arguments, []))
+
+    def test_a_misspelt_top_level_option_is_offered_the_nearest(self):
+        self.assertIn(b"unknown option '--verison'; did you mean --version?", self.refused(["--verison"], []))
+        self.assertIn(b"did you mean --help?", self.refused(["--hepl"], []))
+
+    def test_a_second_value_for_a_single_value_option_is_refused(self):
+        trace = self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        self.write("r.json", b"{}")
+        inputs = ["t.trace", "r.json"]
+        for arguments, option in (
+                (["replay", trace, "--out", "a.json", "--out", "b.json"], b"--out given twice"),
+                (["replay", trace, "--snapshot", "a.pickle", "--snapshot=b.pickle"], b"--snapshot given twice"),
+                (["run", "--allocator", "caching", "--allocator", "bfc"], b"--allocator given twice"),
+                (["run", "--param", "1", "--param", "2"], b"--param given twice"),
+                (["tune", trace, "--out", "a.json", "--out=b.json"], b"--out given twice"),
+                (["explain", trace, "--capacity", "1M", "--capacity", "2M"], b"--capacity given twice"),
+                (["gen-trace", "random", "--seed", "1", "--seed", "2"], b"--seed given twice"),
+                (["merge", "r.json", "-o", "a.json", "-o", "b.json"], b"-o/--out given twice"),
+                (["report", "r.json", "--out", "a.html", "-o", "b.html"], b"-o/--out given twice"),
+                (["check-sim", "--differences", "a", "--differences", "b", "r.json"], b"--differences given twice")):
+            with self.subTest(arguments):
+                self.assertIn(option, self.refused(arguments, inputs, out="a.json"))
+
     @classmethod
     def tearDownClass(cls):
         print(f"\nbad inputs: {cls.cases_run} refused as they should be", end=" ")
@@ -476,6 +503,63 @@ class EdgeInputTest(unittest.TestCase):
         page = subprocess.run([VRAMBENCH, "report", "run.json", "--out", "page.html", "--no-plots"],
                               capture_output=True, env=environment, cwd=self.directory.name, timeout=120)
         self.assertEqual(page.returncode, 0, page.stderr)
+
+    def test_a_repeatable_option_adds_each_value(self):
+        result = subprocess.run([VRAMBENCH, "run", "--device", "sim", "--scenario", "views", "--allocator", "caching",
+                                 "--config", "caching.max_split_size_mb=256", "--config",
+                                 "caching.roundup_power2_divisions=4", "--min-time", "0", "--quiet", "--out",
+                                 "run.json"], capture_output=True, env=self.environment, cwd=self.directory.name,
+                                timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(self.directory.name, "run.json")) as file:
+            text = file.read()
+        self.assertIn("max_split_size_mb", text)
+        self.assertIn("roundup_power2_divisions", text)
+
+    def test_after_a_double_dash_a_file_named_like_an_option_is_read(self):
+        with open(os.path.join(self.directory.name, "-x"), "wb") as file:
+            file.write(V + b"a 1 4096\nf 1\n")
+        # Output names that start with '-' are refused (an option that lost its value): ./-r.json is written.
+        for command in (["replay", "--device", "sim", "--allocator", "caching", "--quiet", "--out", "./-r.json", "--",
+                         "-x"], ["merge", "--quiet", "-o", "m.json", "--", "-r.json"],
+                        ["compare", "--pair", "caching=caching", "--", "-r.json"]):
+            with self.subTest(command[0]):
+                result = subprocess.run([VRAMBENCH, *command], capture_output=True, env=self.environment,
+                                        cwd=self.directory.name, timeout=120)
+                self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(sorted(os.listdir(self.directory.name)), ["-r.json", "-x", "m.json"])
+
+    def test_a_command_whose_stdout_cannot_be_written_fails_with_one_error_line(self):
+        # /dev/full fails every write (ENOSPC); a closed stdout fails them too (EBADF).
+        def closed_stdout():
+            os.close(1)
+
+        trace = os.path.join(self.directory.name, "t.trace")
+        with open(trace, "wb") as file:
+            file.write(V + b"a 1 4096\nm step\nf 1\n")
+        made = subprocess.run([VRAMBENCH, "run", "--device", "sim", "--scenario", "views", "--allocator", "caching",
+                               "--min-time", "0", "--quiet", "--out", "r.json"], capture_output=True,
+                              env=self.environment, cwd=self.directory.name, timeout=120)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        commands = [["compare", "r.json", "--pair", "caching=caching", "--json"],
+                    ["compare", "r.json", "--pair", "caching=caching"],
+                    ["replay", trace, "--device", "sim", "--allocator", "caching"],
+                    ["tune", trace, "--device", "sim"], ["explain", trace, "--capacity", "1M"],
+                    ["check-sim", "r.json"], ["list", "allocators"], ["list", "scenarios"],
+                    ["list", "names", "--json"], ["--help"], ["--version"], ["help", "replay"],
+                    ["replay", "--help"], ["compare", "--help"], ["merge", "--help"]]
+        for command in commands:
+            for name, stdout, preexec_fn in (("/dev/full", open(os.devnull.replace("null", "full"), "wb"), None),
+                                              ("closed", None, closed_stdout)):
+                with self.subTest(command=command, stdout=name):
+                    result = subprocess.run([VRAMBENCH, *command], stdout=stdout, stderr=subprocess.PIPE,
+                                            env=self.environment, cwd=self.directory.name, timeout=120,
+                                            preexec_fn=preexec_fn)
+                    if stdout:
+                        stdout.close()
+                    self.assertEqual(result.returncode, 1, result.stderr)
+                    self.assertEqual(result.stderr.count(b"vrambench: error: "), 1, result.stderr)
+        self.assertEqual(sorted(os.listdir(self.directory.name)), ["r.json", "t.trace"])
 
     def test_a_full_disk_fails_with_exit_1_and_keeps_the_old_file(self):
         # RLIMIT_FSIZE makes every write past 512 bytes fail (EFBIG, SIGXFSZ

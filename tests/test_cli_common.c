@@ -189,12 +189,13 @@ static void test_the_nearest_name_is_offered_only_when_near(void **state)
 /* The option table                                                          */
 /* ------------------------------------------------------------------------ */
 
-enum { OPT_SIZE, OPT_OUT, OPT_QUIET, OPT_ONLY_B, OPTION_COUNT };
+enum { OPT_SIZE, OPT_OUT, OPT_QUIET, OPT_ONLY_B, OPT_TAG, OPTION_COUNT };
 static const vb_cli_option test_options[OPTION_COUNT + 1] = {
     [OPT_SIZE] = {"--size", NULL, "SIZE", "a size, e.g. --size 64MiB", 0},
     [OPT_OUT] = {"--out", "-o", "FILE", "where it goes", 0},
     [OPT_QUIET] = {"--quiet", NULL, NULL, "errors only", 0},
     [OPT_ONLY_B] = {"--only-b", NULL, "X", "variant B's", 2},
+    [OPT_TAG] = {"--tag", NULL, "T", "a tag (repeatable)", 0, 1},
     [OPTION_COUNT] = {NULL, NULL, NULL, NULL, 0},
 };
 static const vb_cli_usage usage_a = {"tool", "FILE", "A test command.", test_options, 1, "example:\n  tool x"};
@@ -253,9 +254,9 @@ static void test_the_parser_reads_options_from_the_table(void **state)
 {
     (void)state;
     char seen[256];
-    char *argv1[] = {"tool", "--size", "64M", "f.trace", "-o", "x.json", "--quiet", "--out=y.json", NULL};
+    char *argv1[] = {"tool", "--size", "64M", "f.trace", "-o", "x.json", "--quiet", "--tag=y", NULL};
     assert_int_equal(walk(&usage_a, argv1, seen, sizeof seen), VB_CLI_END);
-    assert_string_equal(seen, "0=64M -2=f.trace 1=x.json 2=- 1=y.json ");
+    assert_string_equal(seen, "0=64M -2=f.trace 1=x.json 2=- 4=y ");
     char *argv2[] = {"tool", "--only-b", "1", NULL};
     assert_int_equal(walk(&usage_b, argv2, seen, sizeof seen), VB_CLI_END);
     assert_string_equal(seen, "3=1 ");
@@ -275,6 +276,35 @@ static void test_the_parser_stops_with_exit_2_on_what_it_does_not_take(void **st
     assert_int_equal(walk(&usage_a, flag_value, seen, sizeof seen), 100 + VB_EXIT_USAGE);
     assert_int_equal(walk(&usage_a, other_variant, seen, sizeof seen), 100 + VB_EXIT_USAGE);
     assert_int_equal(walk(&usage_b, no_arguments, seen, sizeof seen), 100 + VB_EXIT_USAGE);
+}
+
+static void test_a_second_value_for_a_single_value_option_is_refused(void **state)
+{
+    (void)state;
+    char seen[256];
+    char *twice[] = {"tool", "--out", "a.json", "--out", "b.json", NULL};
+    char *alias_then_name[] = {"tool", "-o", "a.json", "--out=b.json", NULL};
+    assert_int_equal(walk(&usage_a, twice, seen, sizeof seen), 100 + VB_EXIT_USAGE);
+    assert_string_equal(seen, "1=a.json ");
+    assert_int_equal(walk(&usage_a, alias_then_name, seen, sizeof seen), 100 + VB_EXIT_USAGE);
+    /* A repeatable option adds each value; a flag given twice is still one flag. */
+    char *repeatable[] = {"tool", "--tag", "a", "--quiet", "--tag=b", "--quiet", NULL};
+    assert_int_equal(walk(&usage_a, repeatable, seen, sizeof seen), VB_CLI_END);
+    assert_string_equal(seen, "4=a 2=- 4=b 2=- ");
+}
+
+static void test_after_a_double_dash_every_word_is_an_argument(void **state)
+{
+    (void)state;
+    char seen[256];
+    char *dashes[] = {"tool", "--quiet", "--", "-x", "--size", "--", "--help", NULL};
+    assert_int_equal(walk(&usage_a, dashes, seen, sizeof seen), VB_CLI_END);
+    assert_string_equal(seen, "2=- -2=-x -2=--size -2=-- -2=--help ");
+    /* A command without arguments takes a lone "--", but no word after it. */
+    char *lone[] = {"tool", "--", NULL};
+    char *word_after[] = {"tool", "--", "x", NULL};
+    assert_int_equal(walk(&usage_b, lone, seen, sizeof seen), VB_CLI_END);
+    assert_int_equal(walk(&usage_b, word_after, seen, sizeof seen), 100 + VB_EXIT_USAGE);
 }
 
 static void test_help_lists_every_option_of_its_variant_and_nothing_else(void **state)
@@ -347,6 +377,8 @@ int main(void)
         cmocka_unit_test(test_a_name_or_all_named_twice_is_listed_once),
         cmocka_unit_test(test_the_parser_reads_options_from_the_table),
         cmocka_unit_test(test_the_parser_stops_with_exit_2_on_what_it_does_not_take),
+        cmocka_unit_test(test_a_second_value_for_a_single_value_option_is_refused),
+        cmocka_unit_test(test_after_a_double_dash_every_word_is_an_argument),
         cmocka_unit_test(test_help_lists_every_option_of_its_variant_and_nothing_else),
         cmocka_unit_test(test_a_template_never_names_an_existing_file_unless_forced),
     };

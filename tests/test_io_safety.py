@@ -317,6 +317,29 @@ class SnapshotOutput(Base):
         self.assertEqual(self.read("s.pickle"), b"old")
         self.assertEqual(self.listing(), ["s.pickle", "t.trace"])
 
+    def test_a_failed_snapshot_leaves_no_out_file_behind(self):
+        # The results JSON (some 40 KB) fits under the file size limit, the
+        # snapshot of 5000 allocations (over 1 MB) does not: the replay fails
+        # and --out's file is neither written nor replaced.
+        self.write("kept.json", b"old")
+
+        def small_disk():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+        self.write("t.trace", b"vbtrace 1\n" + b"".join(b"a %d %d\nf %d\n" % (i, 4096 * (i % 5 + 1), i)
+                                                       for i in range(5000)))
+        for out in ("new.json", "kept.json"):
+            with self.subTest(out):
+                result = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                                        "--out", out, "--snapshot", "s.pickle", preexec_fn=small_disk)
+                self.assert_one_error_line(result, status=1)
+                self.assertEqual(self.read("kept.json"), b"old")
+                self.assertEqual(self.listing(), ["kept.json", "t.trace"])
+        result = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                                "--out", "new.json", "--snapshot", "s.pickle")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(self.listing(), ["kept.json", "new.json", "s.pickle", "t.trace"])
+
 
 class Signals(Base):
     """A signal mid-write: the process dies by it and leaves no file."""
