@@ -154,6 +154,18 @@ int vb_cli_python_dir(char *out, size_t capacity);
 /* The python to run it with: $VB_PYTHON, else /usr/bin/python3 when there, else python3. */
 const char *vb_cli_python(void);
 
+/* Says how a child that ran a Python tool ended, in one line at most of
+ * ours: `captured` is a scratch file (app/scratch.h) that was its stderr.
+ * When it succeeded, what it wrote is passed on as it is. When it failed,
+ * its own lines (those starting with `prefix`, "torch2trace:", or with
+ * "vrambench: ", the exec failure's line of the child) are passed
+ * on, and when none of them was an error line, one line says that `what`
+ * ("tune: converting x.pickle with python3 t.py") failed, its exit status or
+ * signal, and the last line it wrote otherwise (a traceback's exception):
+ * never a traceback, never silence. The exit status to give: 0, 2 when the
+ * child's was 2 (bad input), else 1. */
+int vb_cli_child_ended(const char *what, int wait_status, int captured, const char *prefix);
+
 /* The trace a command reads (app/cli_trace_input.c): TRACE as every input
  * is read (app/input_file.h: a pipe or FIFO once, spooled), or for a
  * PyTorch memory snapshot pickle the trace python/vrambench/torch2trace.py

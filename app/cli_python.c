@@ -1,9 +1,11 @@
 /* vrambench — the product's Python package (python/vrambench), for the
  * commands that run a part of it (tune's snapshot reader, report). */
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -40,4 +42,46 @@ const char *vb_cli_python(void)
     if (env && *env) return env;
     /* Debian's python3 has python3-matplotlib; a pyenv or venv python3 earlier on PATH may not (as the Makefile's PLOT_PYTHON) */
     return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
+/* One line of `text` without its end: its newline and trailing blanks. */
+static void trim_line(char *text)
+{
+    size_t length = strlen(text);
+    while (length > 0 && (text[length - 1] == '\n' || text[length - 1] == '\r' || text[length - 1] == ' ')) length--;
+    text[length] = '\0';
+}
+
+int vb_cli_child_ended(const char *what, int wait_status, int captured, const char *prefix)
+{
+    int succeeded = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+    int said = 0; /* the child printed its own error line */
+    char last[512] = ""; /* the last other line: a traceback's exception, perhaps */
+    int fd = captured >= 0 && lseek(captured, 0, SEEK_SET) == 0 ? dup(captured) : -1;
+    FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!in && fd >= 0) close(fd);
+    char *line = NULL;
+    size_t capacity = 0;
+    while (in && getline(&line, &capacity, in) >= 0) {
+        int own = strncmp(line, prefix, strlen(prefix)) == 0 || strncmp(line, "vrambench: ", 11) == 0;
+        if (succeeded || own) {
+            fputs(line, stderr); /* its notes, warnings and error lines, as it wrote them */
+            if (!succeeded && strstr(line, "error:")) said = 1;
+            continue;
+        }
+        trim_line(line);
+        if (line[0] && line[0] != ' ' && line[0] != '\t') snprintf(last, sizeof last, "%s", line);
+    }
+    free(line);
+    if (in) fclose(in);
+    if (succeeded) return VB_EXIT_OK;
+    int status = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == VB_EXIT_USAGE ? VB_EXIT_USAGE : VB_EXIT_FAILURE;
+    if (said) return status;
+    char how[96];
+    if (WIFSIGNALED(wait_status))
+        snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(wait_status), strsignal(WTERMSIG(wait_status)));
+    else
+        snprintf(how, sizeof how, "exit status %d", WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1);
+    return last[0] ? vb_cli_error(status, "%s failed (%s): %s", what, how, last)
+                   : vb_cli_error(status, "%s failed (%s)", what, how);
 }

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "input_file.h"
 #include "replay.h"
+#include "scratch.h"
 
 /* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, or in the
  * product's Python package (vb_cli_python_dir). 0 when found. */
@@ -56,8 +57,16 @@ static int convert_pickle(const char *command, const char *pickle, int quiet, co
                             command, pickle);
     int input = vb_input_open(pickle, NULL), trace_pipe[2] = {-1, -1};
     if (input < 0) return vb_cli_error(VB_EXIT_USAGE, "%s: cannot read %s: %s", command, pickle, strerror(errno));
+    /* its stderr, read when it has ended: a traceback becomes one line (vb_cli_child_ended) */
+    int errors = vb_scratch_file();
+    if (errors < 0) {
+        close(input);
+        return vb_cli_error(VB_EXIT_FAILURE, "%s: cannot make a temporary file in %s: %s", command,
+                            vb_scratch_directory(), strerror(errno));
+    }
     if (pipe2(trace_pipe, O_CLOEXEC) != 0) {
         close(input);
+        close(errors);
         return vb_cli_error(VB_EXIT_FAILURE, "%s: cannot make a pipe: %s", command, strerror(errno));
     }
     char name_option[PATH_MAX + 16]; /* the snapshot's name for torch2trace's messages */
@@ -66,7 +75,8 @@ static int convert_pickle(const char *command, const char *pickle, int quiet, co
     pid_t pid = fork();
     if (pid == 0) {
         /* dup2 leaves the copies open across exec. */
-        if (dup2(input, STDIN_FILENO) < 0 || dup2(trace_pipe[1], STDOUT_FILENO) < 0) _exit(VB_EXIT_FAILURE);
+        if (dup2(input, STDIN_FILENO) < 0 || dup2(trace_pipe[1], STDOUT_FILENO) < 0 || dup2(errors, STDERR_FILENO) < 0)
+            _exit(VB_EXIT_FAILURE);
         execlp("python3", "python3", tool, "-", "-", name_option, quiet ? "--quiet" : (char *)NULL, (char *)NULL);
         fprintf(stderr, "vrambench: error: %s: cannot run python3 for %s: %s\n", command, tool, strerror(errno));
         _exit(VB_EXIT_FAILURE);
@@ -76,11 +86,23 @@ static int convert_pickle(const char *command, const char *pickle, int quiet, co
     close(trace_pipe[1]);
     vb_status spooled = pid < 0 ? VB_OK : vb_input_spool_fd(converted, trace_pipe[0]);
     close(trace_pipe[0]); /* a child still writing (the copy hit its limit) gets EPIPE */
-    if (pid < 0) return vb_cli_error(VB_EXIT_FAILURE, "%s: cannot start python3: %s", command, strerror(start_error));
+    if (pid < 0) {
+        close(errors);
+        return vb_cli_error(VB_EXIT_FAILURE, "%s: cannot start python3: %s", command, strerror(start_error));
+    }
     int status = 0;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
-        return vb_cli_error(VB_EXIT_FAILURE, "%s: converting %s failed", command, pickle);
-    if (WEXITSTATUS(status) != 0) return WEXITSTATUS(status) == VB_EXIT_USAGE ? VB_EXIT_USAGE : VB_EXIT_FAILURE;
+    pid_t waited;
+    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {}
+    if (waited < 0) {
+        close(errors);
+        return vb_cli_error(VB_EXIT_FAILURE, "%s: converting %s: waiting for python3: %s", command, pickle,
+                            strerror(errno));
+    }
+    char what[2 * PATH_MAX + 64];
+    snprintf(what, sizeof what, "%s: converting %s with python3 %s", command, pickle, tool);
+    int exit_status = vb_cli_child_ended(what, status, errors, "torch2trace:");
+    close(errors);
+    if (exit_status != VB_EXIT_OK) return exit_status;
     return spooled == VB_OK ? VB_EXIT_OK : vb_cli_status_error(spooled);
 }
 

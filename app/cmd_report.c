@@ -2,15 +2,18 @@
  * one self-contained HTML page (summary and overhead tables, claims,
  * replays, tune, environment, plots). The page is made by the product's
  * Python package (python/vrambench/report.py, which reads the files through
- * vrambench.results and draws the plots with vrambench.plots) into a private
- * temporary folder, and written to OUT here, through the safe writer
- * (report.h: whole or not at all). */
+ * vrambench.results and draws the plots with vrambench.plots) into a scratch
+ * file (app/scratch.h: in $TMPDIR and unlinked, so no name is left behind
+ * whatever ends the command), and written to OUT here, through the safe
+ * writer (output_file.h: whole or not at all). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +21,7 @@
 #include "cli.h"
 #include "input_file.h"
 #include "output_file.h"
+#include "scratch.h"
 
 #define REPORT_USAGE                                                                                       \
     "usage: vrambench report FILE... -o report.html [--no-plots]\n"                                      \
@@ -31,8 +35,13 @@
 /* The child's exit status when it could not run Python (it says so itself). */
 #define EXEC_FAILED 127
 
-/* Runs python -m vrambench.report on the files into `html`; the exit status to give. */
-static int make_page(const char **files, size_t count, int no_plots, const char *html)
+/* The descriptor the child writes the page to, and its name for it (--out). */
+#define PAGE_FD 3
+#define PAGE_PATH "/dev/fd/3"
+
+/* Runs python -m vrambench.report on the files into `page` (a scratch file);
+ * the exit status to give. */
+static int make_page(const char **files, size_t count, int no_plots, int page)
 {
     char dir[PATH_MAX];
     const char *given = getenv("VB_PYTHON_DIR");
@@ -50,15 +59,30 @@ static int make_page(const char **files, size_t count, int no_plots, const char 
     child_argv[n++] = "vrambench.report";
     for (size_t i = 0; i < count; i++) child_argv[n++] = (char *)files[i];
     child_argv[n++] = "--out";
-    child_argv[n++] = (char *)html;
+    child_argv[n++] = PAGE_PATH;
     if (no_plots) child_argv[n++] = "--no-plots";
+    /* its stderr, read when it has ended: a traceback becomes one line (vb_cli_child_ended) */
+    int errors = vb_scratch_file();
+    if (errors < 0) {
+        free(child_argv);
+        return vb_cli_error(VB_EXIT_FAILURE, "report: cannot make a temporary file in %s: %s",
+                            vb_scratch_directory(), strerror(errno));
+    }
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         free(child_argv);
+        close(errors);
         return vb_cli_error(VB_EXIT_FAILURE, "report: cannot start %s: %s", python, strerror(errno));
     }
     if (pid == 0) {
+        /* A report ended by a signal takes the page's maker with it (it removes its own temporaries). */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(VB_EXIT_FAILURE);
+        /* dup2 leaves the copies open across exec (and a page already at PAGE_FD is opened up for it) */
+        if (dup2(errors, STDERR_FILENO) < 0) _exit(VB_EXIT_FAILURE);
+        if (page == PAGE_FD ? fcntl(page, F_SETFD, 0) < 0 : dup2(page, PAGE_FD) < 0) _exit(VB_EXIT_FAILURE);
         const char *old = getenv("PYTHONPATH");
         char path[2 * PATH_MAX];
         snprintf(path, sizeof path, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
@@ -72,22 +96,31 @@ static int make_page(const char **files, size_t count, int no_plots, const char 
     }
     free(child_argv);
     int status = 0;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
-        return vb_cli_error(VB_EXIT_FAILURE, "report: %s -m vrambench.report failed", python);
-    /* It has said what was wrong (bad input: 2; EXEC_FAILED: the child did);
-     * any other failure may have been silent ($VB_PYTHON not a Python). */
-    if (WEXITSTATUS(status) == 0) return VB_EXIT_OK;
-    if (WEXITSTATUS(status) == VB_EXIT_USAGE) return VB_EXIT_USAGE;
-    if (WEXITSTATUS(status) == EXEC_FAILED) return VB_EXIT_FAILURE;
-    return vb_cli_error(VB_EXIT_FAILURE, "report: %s -m vrambench.report failed (exit status %d)", python,
-                        WEXITSTATUS(status));
+    pid_t waited;
+    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {}
+    if (waited < 0) {
+        close(errors);
+        return vb_cli_error(VB_EXIT_FAILURE, "report: waiting for %s: %s", python, strerror(errno));
+    }
+    /* Its own error lines say what was wrong (bad input: 2; EXEC_FAILED: the
+     * child's line); any other failure may have been silent ($VB_PYTHON not
+     * a Python) or a traceback: one line of ours then. */
+    char what[PATH_MAX + 64];
+    snprintf(what, sizeof what, "report: %s -m vrambench.report", python);
+    int exit_status = vb_cli_child_ended(what, status, errors, "vrambench");
+    close(errors);
+    return exit_status;
 }
 
-/* Copies the page at `from` to `to` through a vb_output. */
-static vb_status write_page(const char *from, const char *to)
+/* Copies the page in `from` (a scratch file) to `to` through a vb_output. */
+static vb_status write_page(int from, const char *to)
 {
-    FILE *in = fopen(from, "rb");
-    if (!in) return vb_error(VB_ERR_IO, "report: the page was not made: %s", strerror(errno));
+    int fd = lseek(from, 0, SEEK_SET) == 0 ? dup(from) : -1;
+    FILE *in = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!in) {
+        if (fd >= 0) close(fd);
+        return vb_error(VB_ERR_IO, "report: the page was not made: %s", strerror(errno));
+    }
     vb_output out;
     vb_status status = vb_output_open(&out, to);
     char buffer[1 << 16];
@@ -111,19 +144,16 @@ int vb_cmd_report(int argc, char **argv)
     /* Python reads the files; a malformed VB_SPOOL_LIMIT is refused here, as every command refuses it */
     for (size_t i = 0; i < args.count && exit_status == VB_EXIT_OK; i++)
         if (vb_input_check_spool_limit(args.files[i]) != VB_OK) exit_status = vb_cli_status_error(VB_ERR_INVALID);
-    char dir[] = "/tmp/vrambench-report-XXXXXX", page[64] = "";
-    if (exit_status == VB_EXIT_OK && !mkdtemp(dir))
-        exit_status = vb_cli_error(VB_EXIT_FAILURE, "report: no temporary folder: %s", strerror(errno));
+    int page = exit_status == VB_EXIT_OK ? vb_scratch_file() : -1;
+    if (exit_status == VB_EXIT_OK && page < 0)
+        exit_status = vb_cli_error(VB_EXIT_FAILURE, "report: cannot make a temporary file in %s: %s",
+                                   vb_scratch_directory(), strerror(errno));
     else if (exit_status == VB_EXIT_OK) {
-        snprintf(page, sizeof page, "%s/report.html", dir);
         exit_status = make_page(args.files, args.count, args.flag, page);
-        if (exit_status == VB_EXIT_OK) {
-            vb_status status = write_page(page, args.out);
-            if (status != VB_OK) exit_status = vb_cli_status_error(status);
-            else vb_cli_line(stderr, "vrambench: wrote %s", args.out);
-        }
-        unlink(page);
-        rmdir(dir);
+        vb_status status = exit_status == VB_EXIT_OK ? write_page(page, args.out) : VB_OK;
+        close(page); /* before the line below, which a closed pipe may end (SIGPIPE) */
+        if (status != VB_OK) exit_status = vb_cli_status_error(status);
+        else if (exit_status == VB_EXIT_OK) vb_cli_line(stderr, "vrambench: wrote %s", args.out);
     }
     vb_files_out_free(&args);
     return exit_status;

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "fit.h"
+#include "input_file.h"
 #include "json_report.h"
+#include "scratch.h"
 #include "snapshot.h"
 #include "trace.h"
 #include "trace_drive.h"
@@ -46,12 +48,14 @@ typedef struct recorded_oom {
 } recorded_oom;
 
 /* The trace explained: the input, or a copy cut at its first recorded
- * failure, which becomes an allocation (PyTorch's OOM, asked again).
+ * failure, which becomes an allocation (PyTorch's OOM, asked again): a
+ * scratch file (app/scratch.h: unlinked, nothing left behind whatever ends
+ * the command) read as the spooled input `path` (app/input_file.h).
  * lines[k] is the input's line of the copy's line k + 2 (the header is
  * line 1). */
 typedef struct explained_trace {
     char path[4200];
-    char dir[64];
+    int cut; /* path names the copy */
     uint64_t *lines;
     size_t line_count;
     recorded_oom recorded;
@@ -89,14 +93,18 @@ static vb_status cut_trace(const char *input, explained_trace *t)
     vb_trace_close(trace);
     if (status != VB_OK || !t->recorded.present) return status;
 
-    snprintf(t->dir, sizeof t->dir, "/tmp/vrambench-explain-XXXXXX");
-    if (!mkdtemp(t->dir)) {
-        t->dir[0] = '\0';
-        return vb_error(VB_ERR_IO, "cannot make a temporary directory: %s", strerror(errno));
+    int copy = vb_scratch_file();
+    int fd = copy >= 0 ? dup(copy) : -1;
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!out) {
+        vb_status error = vb_error(VB_ERR_IO, "cannot make a temporary file in %s: %s", vb_scratch_directory(),
+                                   strerror(errno));
+        if (fd >= 0) close(fd);
+        if (copy >= 0) close(copy);
+        return error;
     }
-    snprintf(t->path, sizeof t->path, "%s/explained.trace", t->dir);
-    FILE *out = fopen(t->path, "w");
-    if (!out) return vb_error(VB_ERR_IO, "cannot write %s: %s", t->path, strerror(errno));
+    snprintf(t->path, sizeof t->path, "%s (cut at its recorded out-of-memory, line %llu)", input,
+             (unsigned long long)t->recorded.line);
     fputs("vbtrace 1\n", out);
     status = vb_trace_open(input, &trace);
     uint64_t next_id = 0;
@@ -122,24 +130,29 @@ static vb_status cut_trace(const char *input, explained_trace *t)
         if (event.kind == VB_TRACE_FAILED_ALLOC) break;
     }
     vb_trace_close(trace);
-    if ((ferror(out) | fclose(out)) && status == VB_OK) status = vb_error(VB_ERR_IO, "cannot write %s", t->path);
+    if ((ferror(out) | fclose(out)) && status == VB_OK)
+        status = vb_error(VB_ERR_IO, "cannot write a temporary file in %s: %s", vb_scratch_directory(),
+                          strerror(errno));
+    if (status != VB_OK) {
+        close(copy);
+        return status;
+    }
+    status = vb_input_adopt(t->path, copy);
+    t->cut = status == VB_OK;
     return status;
 }
 
 /* The input's line of a line of the trace explained. */
 static uint64_t input_line(const explained_trace *t, uint64_t line)
 {
-    if (!t->dir[0]) return line;
+    if (!t->cut) return line;
     return line >= 2 && line - 2 < t->line_count ? t->lines[line - 2] : line;
 }
 
 static void trace_done(explained_trace *t)
 {
     free(t->lines);
-    if (t->dir[0]) {
-        unlink(t->path);
-        rmdir(t->dir);
-    }
+    if (t->cut) vb_input_forget(t->path);
     memset(t, 0, sizeof *t);
 }
 

@@ -116,6 +116,22 @@ static int copy_bounded(int from, int to, uint64_t limit)
     }
 }
 
+/* Lists `copy` (a scratch file) as the spooled copy of `name`; 0, or -1
+ * when out of host memory (nothing listed, `copy` left open). */
+static int list_copy(const char *name, int copy)
+{
+    spooled *entry = calloc(1, sizeof *entry);
+    if (entry) entry->path = strdup(name);
+    if (!entry || !entry->path) {
+        free(entry);
+        return -1;
+    }
+    entry->fd = copy;
+    entry->next = spooled_inputs;
+    spooled_inputs = entry;
+    return 0;
+}
+
 /* Reads `from` into a new scratch file listed under `name`. */
 static vb_status spool_from(const char *name, int from)
 {
@@ -127,11 +143,8 @@ static vb_status spool_from(const char *name, int from)
         return vb_error(VB_ERR_IO, "%s: cannot keep a copy of it (it is not a regular file) in %s: %s", name,
                         vb_scratch_directory(), strerror(errno));
     int error = copy_bounded(from, copy, limit);
-    spooled *entry = error ? NULL : calloc(1, sizeof *entry);
-    if (entry) entry->path = strdup(name);
-    if (error || !entry || !entry->path) {
+    if (error || list_copy(name, copy) != 0) {
         close(copy);
-        if (entry) free(entry);
         if (error == -1) {
             char size[32];
             format_size(limit, size, sizeof size);
@@ -144,9 +157,6 @@ static vb_status spool_from(const char *name, int from)
         if (error) return vb_error(VB_ERR_IO, "%s: cannot read it into a temporary copy: %s", name, strerror(error));
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
-    entry->fd = copy;
-    entry->next = spooled_inputs;
-    spooled_inputs = entry;
     return VB_OK;
 }
 
@@ -170,6 +180,30 @@ vb_status vb_input_spool_fd(const char *name, int fd)
     spooled *old = find_spooled(name);
     if (old) return vb_error(VB_ERR_INVALID, "%s: spooled twice", name);
     return spool_from(name, fd);
+}
+
+vb_status vb_input_adopt(const char *name, int fd)
+{
+    if (find_spooled(name)) {
+        close(fd);
+        return vb_error(VB_ERR_INVALID, "%s: spooled twice", name);
+    }
+    if (list_copy(name, fd) == 0) return VB_OK;
+    close(fd);
+    return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+}
+
+void vb_input_forget(const char *name)
+{
+    for (spooled **link = &spooled_inputs; *link; link = &(*link)->next) {
+        spooled *entry = *link;
+        if (strcmp(entry->path, name) != 0) continue;
+        *link = entry->next;
+        close(entry->fd);
+        free(entry->path);
+        free(entry);
+        return;
+    }
 }
 
 int vb_input_open(const char *path, struct stat *info)

@@ -48,6 +48,15 @@ vb_status vb_input_spool(const char *path);
  * `fd` is not closed. */
 vb_status vb_input_spool_fd(const char *name, int fd);
 
+/* Lists `fd`, a scratch file (app/scratch.h) the command has written (a
+ * trace it made), as the spooled copy of `name`: vb_input_open(name) reads
+ * it from then on. The descriptor is the list's from now on (closed by
+ * vb_input_forget or vb_input_release, or at once when this fails). */
+vb_status vb_input_adopt(const char *name, int fd);
+
+/* Closes `name`'s spooled copy, if it has one (its space is given back). */
+void vb_input_forget(const char *name);
+
 /* 1 when `path` has a spooled copy. */
 int vb_input_is_spooled(const char *path);
 

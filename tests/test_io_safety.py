@@ -640,5 +640,207 @@ class CommandLine(Base):
                 self.assertNotIn("external:/opt/lib'", line)
 
 
+def plotting_python():
+    """The python `vrambench report` runs (app/cli_python.c: $VB_PYTHON, else
+    /usr/bin/python3 when there, else python3)."""
+    return os.environ.get("VB_PYTHON") or ("/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK)
+                                           else "python3")
+
+
+class Temporaries(Base):
+    """report and explain leave no temporary file or folder, in $TMPDIR or
+    /tmp, whatever ends them: a closed pipe under their last line, SIGINT to
+    their process group (Ctrl-C), SIGTERM to them alone."""
+
+    def setUp(self):
+        super().setUp()
+        # A name no other process uses: a temporary of ours found in /tmp holds it.
+        self.label = f"io-safety-{os.getpid()}-{id(self)}"
+
+    def wait_for(self, condition, seconds=120):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if condition():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def tmp_folders(self, prefix):
+        return {name for name in os.listdir("/tmp") if name.startswith(prefix)}
+
+    def assert_none_of_ours_in_tmp(self, prefix, before):
+        for name in self.tmp_folders(prefix) - before:
+            folder = os.path.join("/tmp", name)
+            for inner in os.listdir(folder) if os.path.isdir(folder) else []:
+                try:
+                    with open(os.path.join(folder, inner), "rb") as file:
+                        self.assertNotIn(self.label.encode(), file.read(), folder)
+                except OSError:
+                    pass
+
+    def results_file(self):
+        self.write("t.trace", TRACE)
+        name = self.label + ".json"
+        result = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching,bfc", "--quiet",
+                                "--out", name)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return name
+
+    def test_report_leaves_no_temporary_when_its_last_line_meets_a_closed_pipe(self):
+        results = self.results_file()
+        before = self.tmp_folders("vrambench-report-")
+        reader, writer = os.pipe()
+        os.close(reader)  # the line "vrambench: wrote" ends the process (SIGPIPE)
+        try:
+            process = subprocess.run([VRAMBENCH, "report", results, "-o", "r.html", "--no-plots"], cwd=self.dir,
+                                     env=self.env, stderr=writer, timeout=120)
+        finally:
+            os.close(writer)
+        self.assertEqual(process.returncode, -signal.SIGPIPE)
+        self.assertEqual(self.listing(), sorted([results, "r.html", "t.trace"]))
+        self.assert_none_of_ours_in_tmp("vrambench-report-", before)
+
+    def test_report_interrupted_leaves_no_temporary_and_no_traceback(self):
+        results = self.results_file()
+        before = self.tmp_folders("vrambench-report-")
+        inputs = sorted([results, "t.trace"])
+        for signum, whom in ((signal.SIGINT, "group"), (signal.SIGTERM, "group"), (signal.SIGTERM, "vrambench")):
+            with self.subTest(f"{signal.Signals(signum).name} to the {whom}"):
+                process = subprocess.Popen([VRAMBENCH, "report", results, results, "-o", "r.html"], cwd=self.dir,
+                                           env=self.env, stderr=subprocess.PIPE, start_new_session=True)
+                # The plots' temporary folder (Python's) is there: the page is under way.
+                started = self.wait_for(lambda: any(name.startswith("vrambench-report-") for name in self.listing())
+                                        or process.poll() is not None)
+                if process.poll() is not None:
+                    self.skipTest(f"no plots: {plotting_python()} has no matplotlib")
+                self.assertTrue(started)
+                if whom == "group":
+                    os.killpg(process.pid, signum)
+                else:
+                    process.send_signal(signum)
+                _, errors = process.communicate(timeout=120)
+                self.assertEqual(process.returncode, -signum, errors)
+                self.assertNotIn(b"Traceback", errors)
+                # The page's maker goes with vrambench, removing its folder as it goes.
+                self.assertTrue(self.wait_for(lambda: self.listing() == inputs), self.listing())
+        self.assert_none_of_ours_in_tmp("vrambench-report-", before)
+
+    def test_report_module_interrupted_removes_its_folder_quietly(self):
+        results = self.results_file()
+        inputs = sorted([results, "t.trace"])
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            with self.subTest(signal.Signals(signum).name):
+                process = subprocess.Popen([plotting_python(), "-m", "vrambench.report", results, "--out", "r.html"],
+                                           cwd=self.dir, env=self.env, stderr=subprocess.PIPE)
+                started = self.wait_for(lambda: any(name.startswith("vrambench-report-") for name in self.listing())
+                                        or process.poll() is not None)
+                if process.poll() is not None:
+                    self.skipTest(f"no plots: {plotting_python()} has no matplotlib")
+                self.assertTrue(started)
+                process.send_signal(signum)
+                _, errors = process.communicate(timeout=120)
+                self.assertEqual(process.returncode, -signum, errors)
+                self.assertEqual(errors, b"")
+                self.assertEqual(self.listing(), inputs)
+
+    def scratch_file_open(self, pid):
+        """1 when process `pid` holds an unlinked file of $TMPDIR open (a
+        scratch file), or a folder of its own is in /tmp (before the fix)."""
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            return False
+        return any(link.startswith(self.dir) and link.endswith(" (deleted)") for link in links)
+
+    def test_explain_interrupted_leaves_no_temporary(self):
+        trace = self.label + ".trace"
+        made = self.vrambench("gen-trace", "random", "--seed", "3", "--events", "1000000", "--max-size", "1MiB",
+                              "--max-live", "4GiB", "-o", trace)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        with open(self.path(trace), "ab") as file:
+            file.write(b"o 1048576\n")  # a recorded out-of-memory: explain cuts a copy of the trace there
+        before = self.tmp_folders("vrambench-explain-")
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with self.subTest(signal.Signals(signum).name):
+                process = subprocess.Popen([VRAMBENCH, "explain", trace, "--capacity", "1GiB", "--no-what-if"],
+                                           cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.PIPE)
+                started = self.wait_for(lambda: self.scratch_file_open(process.pid)
+                                        or self.tmp_folders("vrambench-explain-") - before
+                                        or process.poll() is not None)
+                self.assertTrue(started)
+                self.assertIsNone(process.poll(), "explain ended before its copy was made")
+                process.send_signal(signum)
+                _, errors = process.communicate(timeout=120)
+                self.assertEqual(process.returncode, -signum, errors)
+                self.assertEqual(self.listing(), [trace])
+                self.assertEqual(self.tmp_folders("vrambench-explain-") - before, set())
+
+
+class PythonFailuresAreOneLine(Base):
+    """A Python tool that cannot do its work says so in one line, never a
+    traceback; a converter that fails is one line of vrambench's, never
+    silence."""
+
+    def assert_one_line(self, result, status, start):
+        self.assertEqual(result.returncode, status, result.stderr)
+        self.assertNotIn(b"Traceback", result.stderr)
+        lines = result.stderr.decode("utf-8").splitlines()
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertTrue(lines[0].startswith(start), result.stderr)
+        return lines[0]
+
+    def test_report_past_the_file_size_limit_is_one_line_and_no_page(self):
+        self.write("t.trace", TRACE)
+        made = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                              "--out", "r.json")
+        self.assertEqual(made.returncode, 0, made.stderr)
+
+        def small_files():  # as `ulimit -f 2`: SIGXFSZ as the shell leaves it
+            resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+        result = self.vrambench("report", "r.json", "-o", "p.html", "--no-plots", preexec_fn=small_files)
+        line = self.assert_one_line(result, 1, "vrambench: error: ")
+        self.assertIn("File too large", line)
+        self.assertEqual(self.listing(), ["r.json", "t.trace"])
+
+    def test_tune_plot_without_matplotlib_is_one_line(self):
+        self.write("tune.json", b"{}")
+        os.makedirs(self.path("no-matplotlib/matplotlib"))
+        self.write("no-matplotlib/matplotlib/__init__.py", b"raise ImportError('no matplotlib here')\n")
+        env = {"PYTHONPATH": self.path("no-matplotlib") + os.pathsep + PYTHON_DIR}
+        for argv in ([sys.executable, "-m", "vrambench.plots.tune", "tune.json"], [sys.executable, TUNE_PLOT,
+                                                                                    "tune.json"]):
+            with self.subTest(argv[1]):
+                line = self.assert_one_line(self.run_tool(argv, env=env), 1, "tune.py: error: ")
+                self.assertIn("matplotlib is not available", line)
+
+    def test_results_tables_on_a_full_disk_is_one_line(self):
+        self.write("t.trace", TRACE)
+        made = self.vrambench("replay", "t.trace", "--device", "sim", "--allocator", "caching", "--quiet",
+                              "--out", "r.json")
+        self.assertEqual(made.returncode, 0, made.stderr)
+        with open("/dev/full", "wb") as full:
+            result = subprocess.run([sys.executable, "-m", "vrambench.results_tables", "replay", "r.json"],
+                                    cwd=self.dir, env=self.env, stdout=full, stderr=subprocess.PIPE, timeout=120)
+        line = self.assert_one_line(result, 1, "results_tables: error: ")
+        self.assertIn("No space left", line)
+
+    def test_a_failing_converter_is_one_line_of_ours(self):
+        self.write("s.pickle", snapshot_bytes())
+        self.write("exits.py", b"import sys\nsys.exit(3)\n")
+        self.write("not-python", b"root:x:0:0:root:/root:/bin/bash\n")
+        self.write("killed.py", b"import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+        self.write("raises.py", b"raise KeyError('deep inside')\n")
+        for tool, said in (("exits.py", "exit status 3"), ("not-python", "SyntaxError"),
+                           ("killed.py", "signal 9"), ("raises.py", "KeyError: 'deep inside'")):
+            for command in (["tune", "s.pickle", "--out", "t.json"], ["explain", "s.pickle", "--capacity", "1G"]):
+                with self.subTest(f"{command[0]} with {tool}"):
+                    result = self.vrambench(*command, env={"VB_TORCH2TRACE": self.path(tool)})
+                    line = self.assert_one_line(result, 1, "vrambench: error: ")
+                    self.assertIn("converting s.pickle", line)
+                    self.assertIn(said, line)
+                    self.assertNotIn("t.json", self.listing())
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -23,6 +23,7 @@ import contextlib
 import os
 import signal
 import stat
+import sys
 import tempfile
 import unicodedata
 
@@ -145,6 +146,63 @@ def signals_held():
     finally:
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+class _StdoutFailed(Exception):
+    """Writing to stdout failed (its OSError is the cause)."""
+
+
+class _Stdout:
+    """sys.stdout whose write and flush failures are _StdoutFailed, so that
+    run_main tells them from any other OSError."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except OSError as error:
+            raise _StdoutFailed() from error
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except OSError as error:
+            raise _StdoutFailed() from error
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def run_main(main, prog):
+    """sys.exit(main()) for a tool's `__main__`, with its ends made quiet:
+    SIGTERM and SIGHUP raise Interrupted while it runs (signals_raise), so
+    its `finally` and `with` blocks remove its temporaries, and then end the
+    process by the signal; SIGINT does the same, without Python's
+    KeyboardInterrupt traceback; a stdout that cannot be written (a full
+    disk, /dev/full) is one line `PROG: error: ...` and exit status 1."""
+    stream = sys.stdout
+    if stream is not None:
+        sys.stdout = _Stdout(stream)
+    try:
+        with signals_raise():
+            status = main()
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        status = 128 + signal.SIGINT  # where SIGINT does not end the process
+    except _StdoutFailed as failed:
+        # what is still buffered cannot be written either: nothing more goes to stdout
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        error = failed.__cause__
+        print(f"{prog}: error: cannot write to stdout: {shown(error.strerror or error)}", file=sys.stderr)
+        status = 1
+    finally:
+        sys.stdout = stream
+    sys.exit(status)
 
 
 def write_file(path, produce):

@@ -24,11 +24,12 @@ import datetime
 import html
 import io
 import os
+import shutil
 import sys
 import tempfile
 
 from vrambench import arguments
-from vrambench.output import shown
+from vrambench.output import run_main, shown, signals_held
 from vrambench.results import InputError, check_text, is_number, parse_result, read_json, load_claims
 
 PROG = "vrambench"
@@ -335,7 +336,10 @@ def plots(documents, wanted):
         return [], (f"Plots: not included: matplotlib is not available to {sys.executable} ({error}); install "
                     "python3-matplotlib (or set VB_PYTHON to a python that has it) and run again.")
     images, notes = [], []
-    with tempfile.TemporaryDirectory(prefix="vrambench-report-") as scratch:
+    scratch = None
+    try:
+        with signals_held():  # made and named at once: a signal cannot leave it behind unnamed
+            scratch = tempfile.mkdtemp(prefix="vrambench-report-")
         for index, document in enumerate(documents):
             out_dir = os.path.join(scratch, str(index))
             captured = io.StringIO()
@@ -360,6 +364,9 @@ def plots(documents, wanted):
                 if name.endswith(".png"):
                     with open(os.path.join(out_dir, name), "rb") as stream:
                         images.append((f"{document.label}: {name}", stream.read()))
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return images, "; ".join(notes) or None
 
 
@@ -469,11 +476,16 @@ def main(argv=None):
     text = page(documents, images, note)
     if args.out == "-":
         sys.stdout.write(text)
-    else:
+        return 0
+    try:
         with open(args.out, "w", encoding="utf-8") as stream:
             stream.write(text)
+    except OSError as error:  # a full disk, a file size limit: one line, not a traceback
+        print(f"{PROG}: error: report: cannot write the page: {shown(error.strerror or error)}", file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # SIGINT, SIGTERM, SIGHUP: the plots' temporary folder is removed, no traceback
+    run_main(main, PROG)

@@ -19,7 +19,7 @@ import sys
 # The results model and loader of plots/ (python/vrambench/results.py), one for every tool.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vrambench.output import shown  # noqa: E402
+from vrambench.output import run_main, shown  # noqa: E402
 from vrambench.results import InputError, load_claims, load_result, load_tune_check  # noqa: E402
 
 MiB = 1 << 20
@@ -268,4 +268,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    run_main(lambda: main(sys.argv), "results_tables")

@@ -17,6 +17,12 @@ EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 
 
+def matplotlib_missing(error):
+    """The error message for matplotlib's ImportError `error` (no traceback)."""
+    return (f"matplotlib is not available to {sys.executable} ({error}); "
+            "install python3-matplotlib or run with a python that has it")
+
+
 # --------------------------------------------------------------------------
 # Output: all PNGs or none
 # --------------------------------------------------------------------------
@@ -138,8 +144,7 @@ def main(argv=None):
     try:
         from vrambench.plots.figures import Inputs
     except ImportError as error:
-        print(f"{PROG}: error: matplotlib is not available to {sys.executable} ({error}); "
-              "install python3-matplotlib or run with a python that has it", file=sys.stderr)
+        print(f"{PROG}: error: {matplotlib_missing(error)}", file=sys.stderr)
         return EXIT_FAILURE
     with signals_raise():   # SIGTERM, SIGHUP: the staging folder goes too
         try:

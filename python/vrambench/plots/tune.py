@@ -22,6 +22,7 @@ if __package__ in (None, ""):  # run as a script: the package vrambench is two f
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from vrambench import arguments  # noqa: E402
+from vrambench.plots.cli import matplotlib_missing  # noqa: E402
 from vrambench.output import OutputError, check_distinct, check_target, shown, write_file  # noqa: E402
 from vrambench.results import MAX_FILE_BYTES, InputError, read_input  # noqa: E402
 
@@ -99,6 +100,11 @@ def main(argv=None):
     except (InputError, OutputError) as error:
         print(f"tune.py: error: {shown(error)}", file=sys.stderr)
         return 2
+    try:
+        import matplotlib  # noqa: F401  (figure() needs it: said here in one line)
+    except ImportError as error:
+        print(f"tune.py: error: {matplotlib_missing(error)}", file=sys.stderr)
+        return 1
     try:
         fig = figure(json.loads(data.decode("utf-8")))
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:
