@@ -44,13 +44,20 @@ static int teardown(void **state)
 }
 
 /* Runs `vrambench run` with `extra` options (NULL-terminated) after a fast
- * valid base, stdout silenced and stderr captured into f->error_text. */
+ * valid base (its --device sim left out when `extra` names a device: a
+ * second --device is refused), stdout silenced and stderr captured into
+ * f->error_text. */
 static int run_with(fixture *f, const char *const *extra)
 {
-    const char *base[] = {"run", "--device", "sim", "--min-time", "0", "--quiet", "--param", "allocations=10"};
+    const char *base[] = {"run", "--min-time", "0", "--quiet", "--param", "allocations=10"};
     char *argv[40];
-    int argc = 0;
+    int argc = 0, device_given = 0;
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) argv[argc++] = (char *)base[i];
+    for (size_t i = 0; extra[i]; i++) device_given |= strcmp(extra[i], "--device") == 0;
+    if (!device_given) {
+        argv[argc++] = (char *)"--device";
+        argv[argc++] = (char *)"sim";
+    }
     for (size_t i = 0; extra[i]; i++) argv[argc++] = (char *)extra[i];
     int status = vb_run_quietly(vb_cmd_run, argc, argv, f->errors);
     FILE *text = fopen(f->errors, "r");
