@@ -59,6 +59,16 @@ def snapshot_bytes(conf=None, names=(), entries=5):
 
 
 class Base(unittest.TestCase):
+    def wait_for(self, condition, seconds=120):
+        """Polls `condition` until it holds (True) or `seconds` pass (False):
+        the tests wait for a state, never for a fixed time."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if condition():
+                return True
+            time.sleep(0.02)
+        return False
+
     def setUp(self):
         self.directory = tempfile.TemporaryDirectory()
         self.addCleanup(self.directory.cleanup)
@@ -343,14 +353,6 @@ class SnapshotOutput(Base):
 
 class Signals(Base):
     """A signal mid-write: the process dies by it and leaves no file."""
-
-    def wait_for(self, condition, seconds=60):
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            if condition():
-                return True
-            time.sleep(0.02)
-        return False
 
     def temporaries(self):
         return [n for n in self.listing() if n.startswith((".vrambench-", "vrambench-"))]
@@ -656,14 +658,6 @@ class Temporaries(Base):
         super().setUp()
         # A name no other process uses: a temporary of ours found in /tmp holds it.
         self.label = f"io-safety-{os.getpid()}-{id(self)}"
-
-    def wait_for(self, condition, seconds=120):
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            if condition():
-                return True
-            time.sleep(0.02)
-        return False
 
     def tmp_folders(self, prefix):
         return {name for name in os.listdir("/tmp") if name.startswith(prefix)}
