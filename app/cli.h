@@ -47,9 +47,15 @@ typedef struct vb_cli_option {
     const char *alias;   /* a short form ("-o"), or NULL */
     const char *value;   /* the value it takes as help shows it ("SPEC[,SPEC]|all"); NULL: a flag */
     const char *help;    /* what it does, its unit, default and an example; may hold '\n' */
-    unsigned only;       /* 0: every variant of the command; else the vb_cli_usage.variant bits it belongs to */
-    int repeats;         /* 1: may be given more than once, each adding one (--config); 0: a second is refused */
+    unsigned only;       /* 0: every variant of the command; else the vb_cli_usage.variant bits it belongs to;
+                          * with VB_CLI_REPEATS, which is no variant */
 } vb_cli_option;
+
+/* In an option's `only`: it may be given more than once, each adding one
+ * (--config); without it a second is refused. A flag bit, not a field of
+ * its own, so that the tables' entries (five fields, positional) stay
+ * complete for clang's -Wmissing-field-initializers. */
+#define VB_CLI_REPEATS (1u << 31)
 
 typedef struct vb_cli_usage {
     const char *command;           /* "replay" */
@@ -93,7 +99,7 @@ void vb_cli_parser_init(vb_cli_parser *parser, const vb_cli_usage *usage, int ar
  * VB_CLI_STOP after printing the help (-h, --help) or one error line: an
  * unknown option (with the nearest known one), an option of the other
  * variant, a missing value, a value given to a flag, a second value for an
- * option that takes one (not `repeats`: "--out given twice"). */
+ * option that takes one (not VB_CLI_REPEATS: "--out given twice"). */
 int vb_cli_next(vb_cli_parser *parser, const char **value);
 
 /* After VB_CLI_STOP: VB_EXIT_HELP when --help was printed, else the exit

@@ -66,7 +66,8 @@ int vb_cli_status_error(vb_status status)
 /* 1 if the option belongs to the usage's variant. */
 static int option_applies(const vb_cli_usage *usage, const vb_cli_option *option)
 {
-    return option->only == 0 || usage->variant == 0 || (option->only & usage->variant) != 0;
+    unsigned variants = option->only & ~VB_CLI_REPEATS;
+    return variants == 0 || usage->variant == 0 || (variants & usage->variant) != 0;
 }
 
 void vb_cli_parser_init(vb_cli_parser *parser, const vb_cli_usage *usage, int argc, char **argv)
@@ -148,7 +149,7 @@ int vb_cli_next(vb_cli_parser *parser, const char **value)
         else return stop(parser, "%s needs a value: %s", option->name, option->value);
         /* A second value would silently replace the first: refused, as a second TRACE is. */
         uint64_t *given = i < 256 ? &parser->given[i / 64] : NULL, bit = (uint64_t)1 << (i % 64);
-        if (given && !option->repeats) {
+        if (given && !(option->only & VB_CLI_REPEATS)) {
             if (*given & bit) return stop(parser, "%s given twice", option->name);
             *given |= bit;
         }

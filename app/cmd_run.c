@@ -55,7 +55,7 @@ static const vb_cli_option options[OPTION_COUNT + 1] = {
     [OPT_CONFIG] = {"--config", NULL, "ALLOC.KEY=VALUE",
                     "an option of every spec of allocator ALLOC (repeatable; its keys: vrambench list allocators),\n"
                     "e.g. --config caching.max_split_size_mb=256",
-                    0, 1},
+                    VB_CLI_REPEATS},
     [OPT_DEVICE] = {"--device", NULL, "auto|cuda|sim",
                     "where it runs (default auto: the GPU when one is found, else the simulated device, which\n"
                     "says so first: its memory figures are exact, its times are host-side model times)",
