@@ -686,7 +686,10 @@ int vb_cmd_compare(int argc, char **argv)
     } else {
         for (size_t i = 0; i < comparison_count && !failed; i++) print_comparison(&args, &comparisons[i], &failed);
     }
-    fflush(stdout);
+    /* Flushed here, so that the table comes before a regression line; a
+     * write that failed is said here, with its reason, as main would. */
+    if (fflush(stdout) != 0 && !failed)
+        failed = vb_cli_error(VB_EXIT_FAILURE, "cannot write to standard output: %s", strerror(errno));
     size_t regressions = 0;
     for (size_t i = 0; i < comparison_count; i++) regressions += comparisons[i].regressions;
     exit_status = failed ? failed : regressions ? VB_EXIT_FAILURE : VB_EXIT_OK;
