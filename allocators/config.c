@@ -193,10 +193,9 @@ vb_status vb_config_apply(const vb_config *config, const vb_option *options, siz
             list_keys(options, option_count, keys, sizeof keys);
             const char *known[64] = {NULL};
             for (size_t j = 0; j < option_count && j + 1 < sizeof known / sizeof *known; j++) known[j] = options[j].key;
-            const char *nearest = vb_closest_name(entry->key, known);
-            return vb_error(VB_ERR_INVALID, "%s: unknown config key '%s'%s%s%s (known: %s)", allocator_name,
-                            entry->key, nearest ? "; did you mean " : "", nearest ? nearest : "", nearest ? "?" : "",
-                            keys);
+            char hint[96];
+            return vb_error(VB_ERR_INVALID, "%s: unknown config key '%s'%s (known: %s)", allocator_name, entry->key,
+                            vb_did_you_mean(entry->key, known, hint, sizeof hint), keys);
         }
         vb_status status = apply_entry(entry, option, settings, allocator_name);
         if (status != VB_OK) return status;

@@ -111,10 +111,10 @@ vb_status vb_allocator_spec_parse(const char *text, vb_allocator_spec *out)
         const char *known[64] = {"pytorch"};
         for (size_t i = 0; vb_allocator_registry[i] && i + 2 < sizeof known / sizeof *known; i++)
             known[i + 1] = vb_allocator_registry[i]->name;
-        const char *nearest = vb_closest_name(out->name, known);
+        char hint[96];
         return vb_error(VB_ERR_INVALID,
-                        "unknown allocator '%s'%s%s%s (known: %s, pytorch[CONF], " VB_EXTERNAL_PREFIX "PATH.so, or all)",
-                        out->name, nearest ? "; did you mean " : "", nearest ? nearest : "", nearest ? "?" : "", names);
+                        "unknown allocator '%s'%s (known: %s, pytorch[CONF], " VB_EXTERNAL_PREFIX "PATH.so, or all)",
+                        out->name, vb_did_you_mean(out->name, known, hint, sizeof hint), names);
     }
     vb_status status = spec_relabel(out);
     if (status != VB_OK || text[name_length] == '\0') return status;
@@ -217,11 +217,16 @@ static vb_status spec_list_item(vb_allocator_spec **specs, size_t *count, size_t
     return VB_OK;
 }
 
+size_t vb_spec_span(const char *text, char stop)
+{
+    const char *end = text;
+    for (int depth = 0; *end && (*end != stop || depth); end++) depth += (*end == '[') - (*end == ']');
+    return (size_t)(end - text);
+}
+
 size_t vb_spec_list_item_length(const char *item)
 {
-    const char *end = item;
-    for (int depth = 0; *end && (*end != ',' || depth); end++) depth += (*end == '[') - (*end == ']');
-    return (size_t)(end - item);
+    return vb_spec_span(item, ',');
 }
 
 vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out, size_t *count)

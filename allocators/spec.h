@@ -53,9 +53,13 @@ int vb_allocator_spec_same(const vb_allocator_spec *a, const vb_allocator_spec *
  * `*count` specs (free with vb_allocator_spec_list_free). */
 vb_status vb_allocator_spec_list_parse(const char *text, vb_allocator_spec **out, size_t *count);
 
-/* The length of the list item that starts at `item`: up to the first comma
- * outside brackets, or the end (items such as "caching[a=1,b=2]" hold
- * commas). Brackets are not checked here; vb_allocator_spec_list_parse does. */
+/* The length of `text` up to the first `stop` outside brackets, or to its
+ * end: specs hold ',' and '=' inside their brackets ("caching[a=1,b=2]").
+ * Brackets are not checked here; vb_allocator_spec_parse does. */
+size_t vb_spec_span(const char *text, char stop);
+
+/* The length of the list item that starts at `item`: vb_spec_span to the
+ * first comma outside brackets. */
 size_t vb_spec_list_item_length(const char *item);
 void vb_allocator_spec_list_free(vb_allocator_spec *specs, size_t count);
 

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "base/status.h"
 
@@ -130,9 +131,6 @@ typedef struct vb_name_list {
 int vb_cli_names(const char *spec, const char *what, const char *const *known, vb_name_list *out);
 void vb_name_list_free(vb_name_list *list);
 
-/* "; did you mean NAME?" for the known name nearest `name`
- * (vb_closest_name), or "" when none is near; written to `out`, returned. */
-const char *vb_cli_did_you_mean(const char *name, const char *const *known, char *out, size_t capacity);
 
 /* The registered allocator names, NULL-terminated (static storage). */
 const char *const *vb_cli_allocator_names(void);
@@ -160,8 +158,9 @@ int vb_cli_python_dir(char *out, size_t capacity);
 /* The python to run it with: $VB_PYTHON, else /usr/bin/python3 when there, else python3. */
 const char *vb_cli_python(void);
 
-/* Says how a child that ran a Python tool ended, in one line at most of
- * ours: `captured` is a scratch file (app/scratch.h) that was its stderr.
+/* Waits for child `pid`, which ran a Python tool, and says how it ended, in
+ * one line at most of ours: `captured` is a scratch file (app/scratch.h)
+ * that was its stderr.
  * When it succeeded, what it wrote is passed on as it is. When it failed,
  * its own lines (those starting with `prefix`, "torch2trace:", or with
  * "vrambench: ", the exec failure's line of the child) are passed
@@ -170,7 +169,7 @@ const char *vb_cli_python(void);
  * signal, and the last line it wrote otherwise (a traceback's exception):
  * never a traceback, never silence. The exit status to give: 0, 2 when the
  * child's was 2 (bad input), else 1. */
-int vb_cli_child_ended(const char *what, int wait_status, int captured, const char *prefix);
+int vb_cli_child_ended(const char *what, pid_t pid, int captured, const char *prefix);
 
 /* The trace a command reads (app/cli_trace_input.c): TRACE as every input
  * is read (app/input_file.h: a pipe or FIFO once, spooled), or for a

@@ -90,7 +90,7 @@ static const char *nearest_option(const vb_cli_usage *usage, const char *word, c
         if (option_applies(usage, o)) known[count++] = o->name;
     known[count++] = "--help";
     known[count] = NULL;
-    return vb_cli_did_you_mean(word, known, out, capacity);
+    return vb_did_you_mean(word, known, out, capacity);
 }
 
 /* One error line and VB_CLI_STOP. */
@@ -201,13 +201,6 @@ void vb_cli_print_help(FILE *out, const vb_cli_usage *usage)
 /* Names                                                                    */
 /* ======================================================================== */
 
-const char *vb_cli_did_you_mean(const char *name, const char *const *known, char *out, size_t capacity)
-{
-    const char *nearest = vb_closest_name(name, known);
-    snprintf(out, capacity, "%s%s%s", nearest ? "; did you mean " : "", nearest ? nearest : "", nearest ? "?" : "");
-    return out;
-}
-
 const char *const *vb_cli_allocator_names(void)
 {
     static const char *names[64];
@@ -215,14 +208,6 @@ const char *const *vb_cli_allocator_names(void)
         for (size_t i = 0; vb_allocator_registry[i] && i + 1 < sizeof names / sizeof names[0]; i++)
             names[i] = vb_allocator_registry[i]->name;
     return names;
-}
-
-/* 1 if `name` is among `known`. */
-static int is_known(const char *name, const char *const *known)
-{
-    for (size_t i = 0; known[i]; i++)
-        if (strcmp(known[i], name) == 0) return 1;
-    return 0;
 }
 
 /* Joins `known` into one comma-separated line. */
@@ -250,19 +235,19 @@ int vb_cli_names(const char *spec, const char *what, const char *const *known, v
     for (char *save = NULL, *name = strtok_r(out->storage, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         if (strcmp(name, "all") == 0) {
             for (size_t i = 0; i < known_count; i++)
-                if (!is_known(known[i], out->names)) out->names[out->count++] = known[i];
+                if (!vb_name_known(known[i], out->names)) out->names[out->count++] = known[i];
             continue;
         }
-        if (!is_known(name, known)) {
+        if (!vb_name_known(name, known)) {
             char names[1024], nearest[160];
             join(known, names, sizeof names);
-            vb_cli_did_you_mean(name, known, nearest, sizeof nearest);
+            vb_did_you_mean(name, known, nearest, sizeof nearest);
             int status = vb_cli_error(VB_EXIT_USAGE, "unknown %s '%s'%s (known: %s, or all)", what, name, nearest,
                                       names);
             vb_name_list_free(out);
             return status;
         }
-        if (!is_known(name, out->names)) out->names[out->count++] = name;
+        if (!vb_name_known(name, out->names)) out->names[out->count++] = name;
     }
     if (out->count == 0) {
         vb_name_list_free(out);

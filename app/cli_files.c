@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/closest.h"
 #include "cli.h"
 #include "output_file.h"
 
@@ -34,7 +35,7 @@ int vb_cli_files_out(int argc, char **argv, const char *usage, const char *flag,
             const char *known[] = {"--out", "--help", flag, NULL};
             char hint[96];
             return vb_cli_error(VB_EXIT_USAGE, "%s: unknown option or missing value: '%s'%s (see vrambench %s --help)",
-                                argv[0], argv[i], vb_cli_did_you_mean(argv[i], known, hint, sizeof hint), argv[0]);
+                                argv[0], argv[i], vb_did_you_mean(argv[i], known, hint, sizeof hint), argv[0]);
         }
         else out->files[out->count++] = argv[i];
     }

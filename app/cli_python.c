@@ -1,5 +1,6 @@
 /* vrambench — the product's Python package (python/vrambench), for the
  * commands that run a part of it (tune's snapshot reader, report). */
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "scratch.h"
 
 int vb_cli_python_dir(char *out, size_t capacity)
 {
@@ -52,14 +54,16 @@ static void trim_line(char *text)
     text[length] = '\0';
 }
 
-int vb_cli_child_ended(const char *what, int wait_status, int captured, const char *prefix)
+int vb_cli_child_ended(const char *what, pid_t pid, int captured, const char *prefix)
 {
+    int wait_status = 0;
+    pid_t waited;
+    while ((waited = waitpid(pid, &wait_status, 0)) < 0 && errno == EINTR) {}
+    if (waited < 0) return vb_cli_error(VB_EXIT_FAILURE, "%s: waiting for it: %s", what, strerror(errno));
     int succeeded = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
     int said = 0; /* the child printed its own error line */
     char last[512] = ""; /* the last other line: a traceback's exception, perhaps */
-    int fd = captured >= 0 && lseek(captured, 0, SEEK_SET) == 0 ? dup(captured) : -1;
-    FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!in && fd >= 0) close(fd);
+    FILE *in = vb_scratch_stream(captured, "r");
     char *line = NULL;
     size_t capacity = 0;
     while (in && getline(&line, &capacity, in) >= 0) {

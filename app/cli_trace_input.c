@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -90,17 +89,9 @@ static int convert_pickle(const char *command, const char *pickle, int quiet, co
         close(errors);
         return vb_cli_error(VB_EXIT_FAILURE, "%s: cannot start python3: %s", command, strerror(start_error));
     }
-    int status = 0;
-    pid_t waited;
-    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {}
-    if (waited < 0) {
-        close(errors);
-        return vb_cli_error(VB_EXIT_FAILURE, "%s: converting %s: waiting for python3: %s", command, pickle,
-                            strerror(errno));
-    }
     char what[2 * PATH_MAX + 64];
     snprintf(what, sizeof what, "%s: converting %s with python3 %s", command, pickle, tool);
-    int exit_status = vb_cli_child_ended(what, status, errors, "torch2trace:");
+    int exit_status = vb_cli_child_ended(what, pid, errors, "torch2trace:");
     close(errors);
     if (exit_status != VB_EXIT_OK) return exit_status;
     return spooled == VB_OK ? VB_EXIT_OK : vb_cli_status_error(spooled);

@@ -50,6 +50,7 @@
 
 #include <jansson.h>
 
+#include "base/closest.h"
 #include "cli.h"
 #include "json_input.h"
 #include "sim_differences.h"
@@ -696,7 +697,7 @@ int vb_cmd_check_sim(int argc, char **argv)
             char hint[96];
             free(files);
             return vb_cli_error(VB_EXIT_USAGE, "check-sim: unknown option or missing value: '%s'%s (%s)", argv[first],
-                                vb_cli_did_you_mean(argv[first], known, hint, sizeof hint), CHECK_SIM_USAGE);
+                                vb_did_you_mean(argv[first], known, hint, sizeof hint), CHECK_SIM_USAGE);
         }
     }
     if (count < 1) {

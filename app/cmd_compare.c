@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocators/spec.h"
 #include "base/closest.h"
 #include "cli.h"
 #include "results_file.h"
@@ -151,20 +152,6 @@ static int parse_fail_on(const char *text, fail_on *out)
     return VB_EXIT_OK;
 }
 
-/* The '=' of "X=Y" that parts the two allocators, or NULL: the first outside
- * brackets, since a configured spec holds '=' inside its brackets
- * ("caching[max_split_size_mb=256]=caching"). */
-static const char *pair_equals(const char *text)
-{
-    int depth = 0;
-    for (const char *at = text; *at; at++) {
-        if (*at == '[') depth++;
-        else if (*at == ']' && depth > 0) depth--;
-        else if (*at == '=' && depth == 0) return at;
-    }
-    return NULL;
-}
-
 static int parse_args(int argc, char **argv, compare_args *args)
 {
     memset(args, 0, sizeof *args);
@@ -193,7 +180,7 @@ static int parse_args(int argc, char **argv, compare_args *args)
             char hint[96];
             return vb_cli_error(VB_EXIT_USAGE, "compare: unknown option or missing value: '%s'%s (see vrambench "
                                                "compare --help)", option,
-                                vb_cli_did_you_mean(option, known, hint, sizeof hint));
+                                vb_did_you_mean(option, known, hint, sizeof hint));
         }
         const char *value = argv[++i];
         if (strcmp(option, "--fail-on") == 0) {
@@ -203,7 +190,9 @@ static int parse_args(int argc, char **argv, compare_args *args)
             if (status != VB_EXIT_OK) return status;
             continue;
         }
-        const char *equals = pair_equals(value);
+        /* the '=' outside brackets: a configured spec holds one inside ("caching[max_split_size_mb=256]=caching") */
+        const char *equals = value + vb_spec_span(value, '=');
+        if (!*equals) equals = NULL;
         size_t n = args->pair_count;
         if (n == MAX_PAIR_SPECS) return vb_cli_error(VB_EXIT_USAGE, "compare: more than %d --pair", MAX_PAIR_SPECS);
         if (!equals || equals == value || !equals[1] || (size_t)(equals - value) >= sizeof args->pair_a[0] ||

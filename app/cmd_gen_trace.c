@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/closest.h"
 #include "cli.h"
 #include "output_file.h"
 
@@ -245,7 +246,7 @@ static int parse_random_options(int argc, char **argv, random_options *options)
                 static const char *const generators[] = {"random", NULL};
                 char hint[64];
                 return vb_cli_error(VB_EXIT_USAGE, "gen-trace: unknown generator '%s'%s (known: random)", value,
-                                    vb_cli_did_you_mean(value, generators, hint, sizeof hint));
+                                    vb_did_you_mean(value, generators, hint, sizeof hint));
             }
             generator = value;
             break;
@@ -285,13 +286,6 @@ static int parse_random_options(int argc, char **argv, random_options *options)
         return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --max-live (%llu) must be at least --max-size (%llu)",
                             (unsigned long long)options->max_live, (unsigned long long)options->max_size);
     return VB_EXIT_OK;
-}
-
-/* 1 if `path` ends with ".gz". */
-static int is_gzip_name(const char *path)
-{
-    size_t length = strlen(path);
-    return length > 3 && strcmp(path + length - 3, ".gz") == 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -343,7 +337,7 @@ static int check_room(const random_options *options)
 {
     uint64_t room;
     if (vb_output_room(options->out, &room) != VB_OK) return VB_EXIT_OK;
-    int gzip = is_gzip_name(options->out);
+    int gzip = vb_output_is_gzip_name(options->out);
     uint64_t need = estimated_bytes(options, gzip);
     if (need <= room) return VB_EXIT_OK;
     char need_text[32], room_text[32];
@@ -370,7 +364,7 @@ int vb_cmd_gen_trace(int argc, char **argv)
     /* zlib closes the descriptor it is given: it gets a copy, and the output
      * keeps its own for the fsync and rename. "T" writes plain text. */
     int copy = w ? dup(out.fd) : -1;
-    if (w && copy >= 0) w->file = gzdopen(copy, is_gzip_name(options.out) ? "wb6" : "wbT");
+    if (w && copy >= 0) w->file = gzdopen(copy, vb_output_is_gzip_name(options.out) ? "wb6" : "wbT");
     if (!w || !w->file) {
         if (copy >= 0) close(copy);
         free(w);

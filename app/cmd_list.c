@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "allocators/allocator.h"
+#include "base/closest.h"
 #include "scenarios/scenario.h"
 #include "claims.h"
 #include "cli.h"
@@ -138,5 +139,5 @@ int vb_cmd_list(int argc, char **argv)
     }
     char hint[160];
     return vb_cli_error(VB_EXIT_USAGE, "list: unknown kind '%s'%s (known: allocators, scenarios, names)", kind,
-                        vb_cli_did_you_mean(kind, kinds, hint, sizeof hint));
+                        vb_did_you_mean(kind, kinds, hint, sizeof hint));
 }

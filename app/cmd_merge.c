@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/closest.h"
 #include "cli.h"
 #include "json_report.h"
 #include "results_file.h"
@@ -87,14 +88,6 @@ static int check_compatible(const vb_results_file *files, size_t count, vb_resul
 static const char *const per_shard_fields[] = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu",
                                                "cpu_scaling_enabled", "caches", "load_avg", "shard", NULL};
 
-/* 1 if the context field `field` is one of the per_shard_fields. */
-static int is_per_shard(const char *field)
-{
-    for (const char *const *name = per_shard_fields; *name; name++)
-        if (strcmp(*name, field) == 0) return 1;
-    return 0;
-}
-
 /* `value` as compact JSON in `out`, cut short with "..." when long;
  * "nothing" when NULL (a field, or a word, one file has and the other has not). */
 static const char *shown(const json_t *value, char *out, size_t capacity)
@@ -130,7 +123,7 @@ static int check_same_command(const vb_results_file *a, const vb_results_file *b
         const char *field;
         json_t *value;
         json_object_foreach(sides[side]->context, field, value) {
-            if (is_per_shard(field)) continue;
+            if (vb_name_known(field, per_shard_fields)) continue;
             json_t *mine = json_object_get(a->context, field), *theirs = json_object_get(b->context, field);
             if (!json_equal(mine, theirs))
                 return vb_cli_error(VB_EXIT_USAGE, "merge: %s and %s are shards of different command lines or "

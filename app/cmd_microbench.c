@@ -45,6 +45,7 @@
 
 #include "allocators/allocator.h"
 #include "allocators/spec.h"
+#include "base/closest.h"
 #include "cli.h"
 #include "base/measure.h"
 #include "context.h"
@@ -415,7 +416,7 @@ static int split_driver_rows(const char *list, char **strategies, int drivers[2]
             char *row = strndup(item, length), did_you_mean[64];
             if (!row) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
             int exit_code = vb_cli_error(VB_EXIT_USAGE, "microbench: unknown driver row '%s'%s (known: %s, %s)", row,
-                                         vb_cli_did_you_mean(row, rows, did_you_mean, sizeof did_you_mean),
+                                         vb_did_you_mean(row, rows, did_you_mean, sizeof did_you_mean),
                                          DRIVER_MALLOC, DRIVER_MALLOC_ASYNC);
             free(row);
             return exit_code;

@@ -15,7 +15,6 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -95,19 +94,12 @@ static int make_page(const char **files, size_t count, int no_plots, int page)
         _exit(EXEC_FAILED);
     }
     free(child_argv);
-    int status = 0;
-    pid_t waited;
-    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {}
-    if (waited < 0) {
-        close(errors);
-        return vb_cli_error(VB_EXIT_FAILURE, "report: waiting for %s: %s", python, strerror(errno));
-    }
     /* Its own error lines say what was wrong (bad input: 2; EXEC_FAILED: the
      * child's line); any other failure may have been silent ($VB_PYTHON not
      * a Python) or a traceback: one line of ours then. */
     char what[PATH_MAX + 64];
     snprintf(what, sizeof what, "report: %s -m vrambench.report", python);
-    int exit_status = vb_cli_child_ended(what, status, errors, "vrambench");
+    int exit_status = vb_cli_child_ended(what, pid, errors, "vrambench");
     close(errors);
     return exit_status;
 }
@@ -115,12 +107,8 @@ static int make_page(const char **files, size_t count, int no_plots, int page)
 /* Copies the page in `from` (a scratch file) to `to` through a vb_output. */
 static vb_status write_page(int from, const char *to)
 {
-    int fd = lseek(from, 0, SEEK_SET) == 0 ? dup(from) : -1;
-    FILE *in = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    if (!in) {
-        if (fd >= 0) close(fd);
-        return vb_error(VB_ERR_IO, "report: the page was not made: %s", strerror(errno));
-    }
+    FILE *in = vb_scratch_stream(from, "rb");
+    if (!in) return vb_error(VB_ERR_IO, "report: the page was not made: %s", strerror(errno));
     vb_output out;
     vb_status status = vb_output_open(&out, to);
     char buffer[1 << 16];

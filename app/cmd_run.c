@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/closest.h"
 #include "cli.h"
 #include "base/measure.h"
 #include "console_report.h"
@@ -207,7 +208,7 @@ static int parse_args(int argc, char **argv, int trace_command, run_args *args)
             if (strcmp(value, placements[0]) != 0 && strcmp(value, placements[1]) != 0) {
                 char hint[96];
                 return vb_cli_error(VB_EXIT_USAGE, "%s: bad --sim-placement '%s' (top-down or rising)%s", command,
-                                    value, vb_cli_did_you_mean(value, placements, hint, sizeof hint));
+                                    value, vb_did_you_mean(value, placements, hint, sizeof hint));
             }
             args->sim_placement = strcmp(value, "rising") == 0 ? VB_SIM_PLACE_RISING : VB_SIM_PLACE_TOP_DOWN;
             args->sim_placement_given = 1;
@@ -305,7 +306,7 @@ static int apply_configs(const run_args *args, vb_allocator_spec *specs, size_t 
             if (!vb_allocator_find(name)) {
                 char hint[160];
                 return vb_cli_error(VB_EXIT_USAGE, "%s: --config '%s': unknown allocator '%s'%s", command, text, name,
-                                    vb_cli_did_you_mean(name, vb_cli_allocator_names(), hint, sizeof hint));
+                                    vb_did_you_mean(name, vb_cli_allocator_names(), hint, sizeof hint));
             }
             return vb_cli_error(VB_EXIT_USAGE, "%s: --config '%s': allocator '%s' is not among those run", command,
                                 text, name);

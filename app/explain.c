@@ -94,12 +94,10 @@ static vb_status cut_trace(const char *input, explained_trace *t)
     if (status != VB_OK || !t->recorded.present) return status;
 
     int copy = vb_scratch_file();
-    int fd = copy >= 0 ? dup(copy) : -1;
-    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    FILE *out = vb_scratch_stream(copy, "w");
     if (!out) {
         vb_status error = vb_error(VB_ERR_IO, "cannot make a temporary file in %s: %s", vb_scratch_directory(),
                                    strerror(errno));
-        if (fd >= 0) close(fd);
         if (copy >= 0) close(copy);
         return error;
     }

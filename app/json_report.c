@@ -27,7 +27,7 @@ json_t *vb_json_number(double value)
  * jansson writes them, signed 64 bits) hold it; else vb_json_number's. */
 static json_t *counter_json(const vb_run_counter *counter)
 {
-    if (counter->whole && (double)counter->whole == counter->value && counter->whole <= (uint64_t)INT64_MAX)
+    if (counter->whole && counter->whole <= (uint64_t)INT64_MAX)
         return json_integer((json_int_t)counter->whole);
     return vb_json_number(counter->value);
 }
@@ -93,7 +93,7 @@ static vb_status write_gzip(vb_output *out, const char *path, const char *text, 
 vb_status vb_report_write(json_t *root, const char *path)
 {
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-    size_t length = text ? strlen(text) : 0, name_length = strlen(path);
+    size_t length = text ? strlen(text) : 0;
     char *line = text ? realloc(text, length + 2) : NULL; /* the text and its newline, written as one */
     if (!line) {
         free(text);
@@ -103,7 +103,7 @@ vb_status vb_report_write(json_t *root, const char *path)
     line[length] = '\0';
     vb_output out;
     vb_status status = vb_output_open(&out, path);
-    if (status == VB_OK && name_length > 3 && strcmp(path + name_length - 3, ".gz") == 0)
+    if (status == VB_OK && vb_output_is_gzip_name(path))
         status = write_gzip(&out, path, line, length);
     else if (status == VB_OK) status = vb_output_write(&out, line, length);
     free(line);

@@ -9,6 +9,7 @@
 #include <malloc.h>
 #endif
 
+#include "base/closest.h"
 #include "cli.h"
 #include "context.h"
 
@@ -67,7 +68,7 @@ static const command *find_command(const char *name)
         static const char *const options[] = {"--help", "--version", NULL};
         char hint[64];
         vb_cli_error(VB_EXIT_USAGE, "unknown option '%s'%s (vrambench --help lists the commands and options)", name,
-                     vb_cli_did_you_mean(name, options, hint, sizeof hint));
+                     vb_did_you_mean(name, options, hint, sizeof hint));
         return NULL;
     }
     const char *names[COMMAND_COUNT + 2];
@@ -79,7 +80,7 @@ static const command *find_command(const char *name)
     names[COMMAND_COUNT + 1] = NULL;
     char hint[64];
     vb_cli_error(VB_EXIT_USAGE, "unknown command '%s'%s (vrambench --help lists the commands)", name,
-                 vb_cli_did_you_mean(name, names, hint, sizeof hint));
+                 vb_did_you_mean(name, names, hint, sizeof hint));
     return NULL;
 }
 

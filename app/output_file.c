@@ -137,6 +137,12 @@ vb_status vb_output_write(vb_output *out, const void *bytes, size_t length)
     return VB_OK;
 }
 
+int vb_output_is_gzip_name(const char *path)
+{
+    size_t length = strlen(path);
+    return length > 3 && strcmp(path + length - 3, ".gz") == 0;
+}
+
 void vb_output_abandon(vb_output *out)
 {
     if (out->fd >= 0) close(out->fd);

@@ -68,6 +68,9 @@ vb_status vb_output_write(vb_output *out, const void *bytes, size_t length);
  * is untouched. */
 vb_status vb_output_commit(vb_output *out);
 
+/* 1 when an output named `path` is written gzip'd: its name ends in ".gz". */
+int vb_output_is_gzip_name(const char *path);
+
 /* Closes and removes the temporary file (a no-op once committed). */
 void vb_output_abandon(vb_output *out);
 

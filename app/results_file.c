@@ -10,6 +10,7 @@
 
 #include <zlib.h>
 
+#include "base/closest.h"
 #include "input_file.h"
 #include "text.h"
 
@@ -226,14 +227,6 @@ static int has_word(const char *key, const char *word)
     return 0;
 }
 
-/* 1 when `key` is one of the NULL-terminated `names`. */
-static int is_one_of(const char *key, const char *const *names)
-{
-    for (size_t i = 0; names[i]; i++)
-        if (strcmp(key, names[i]) == 0) return 1;
-    return 0;
-}
-
 /* The kind of field `key` of an iteration entry (see field_kind). */
 static field_kind field_kind_of(const char *key)
 {
@@ -245,8 +238,8 @@ static field_kind field_kind_of(const char *key)
                                         "per_family_instance_index", "first_oom_line", "live_at_end",
                                         "recorded_failures", NULL};
     static const char *const number_words[] = {"time", "ns", "ms", "ratio", "frag", "per", "utilization", NULL};
-    if (is_one_of(key, text)) return FIELD_TEXT;
-    if (is_one_of(key, whole)) return FIELD_WHOLE;
+    if (vb_name_known(key, text)) return FIELD_TEXT;
+    if (vb_name_known(key, whole)) return FIELD_WHOLE;
     for (size_t i = 0; whole_words[i]; i++)
         if (has_word(key, whole_words[i])) return FIELD_WHOLE;
     for (size_t i = 0; number_words[i]; i++)

@@ -50,7 +50,7 @@ uint64_t vb_repetition_counter_whole(const vb_repetition_result *rep, const char
     for (size_t i = 0; i < rep->counter_count; i++) {
         const vb_run_counter *counter = &rep->counters[i];
         if (strcmp(counter->name, name) != 0) continue;
-        if (counter->whole && (double)counter->whole == counter->value) return counter->whole;
+        if (counter->whole) return counter->whole; /* its value is that, rounded to a double */
         /* 2^64: the first double past every uint64_t */
         return counter->value >= 0 && counter->value < 18446744073709551616.0 ? (uint64_t)counter->value : fallback;
     }

@@ -66,6 +66,22 @@ int vb_scratch_file(void)
     return made;
 }
 
+FILE *vb_scratch_stream(int fd, const char *mode)
+{
+    if (fd < 0) {
+        errno = EBADF;
+        return NULL;
+    }
+    int copy = lseek(fd, 0, SEEK_SET) == 0 ? dup(fd) : -1;
+    FILE *stream = copy >= 0 ? fdopen(copy, mode) : NULL;
+    if (!stream && copy >= 0) {
+        int error = errno;
+        close(copy);
+        errno = error;
+    }
+    return stream;
+}
+
 /* Removes this process's registered files, last registered first.
  * Async-signal-safe: getpid and unlink only. */
 static void remove_registered(void)

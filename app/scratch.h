@@ -20,6 +20,7 @@
 #define VB_SCRATCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* The directory scratch files go in: $TMPDIR when set and not empty, else
  * /tmp. */
@@ -28,6 +29,11 @@ const char *vb_scratch_directory(void);
 /* A new, empty scratch file open for reading and writing, already unlinked
  * (O_TMPFILE, else mkstemp then unlink), close-on-exec; -1 with errno set. */
 int vb_scratch_file(void);
+
+/* A stdio stream on scratch file `fd` from its start, through a descriptor
+ * of its own (closing the stream leaves `fd` open), `mode` as fopen's; NULL
+ * with errno set. */
+FILE *vb_scratch_stream(int fd, const char *mode);
 
 /* Registers `path`, a temporary file this process has just created, for
  * removal on a signal or exit(); a handle for vb_temp_forget, or -1 when the

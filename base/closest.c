@@ -2,6 +2,7 @@
 #include "closest.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -50,4 +51,18 @@ const char *vb_closest_name(const char *name, const char *const *known)
         }
     }
     return best;
+}
+
+int vb_name_known(const char *name, const char *const *known)
+{
+    for (size_t i = 0; known[i]; i++)
+        if (strcmp(known[i], name) == 0) return 1;
+    return 0;
+}
+
+const char *vb_did_you_mean(const char *name, const char *const *known, char *out, size_t capacity)
+{
+    const char *nearest = vb_closest_name(name, known);
+    snprintf(out, capacity, "%s%s%s", nearest ? "; did you mean " : "", nearest ? nearest : "", nearest ? "?" : "");
+    return out;
 }

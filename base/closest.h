@@ -16,4 +16,11 @@ size_t vb_edit_distance(const char *a, const char *b);
  * none is near, or `name` is itself known. */
 const char *vb_closest_name(const char *name, const char *const *known);
 
+/* "; did you mean NEAREST?" in `out` (vb_closest_name), or "" when no
+ * known name is near: the tail of an "unknown NAME" message. Returns `out`. */
+const char *vb_did_you_mean(const char *name, const char *const *known, char *out, size_t capacity);
+
+/* 1 when `name` is one of `known` (NULL-terminated), else 0. */
+int vb_name_known(const char *name, const char *const *known);
+
 #endif

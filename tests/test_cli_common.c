@@ -181,8 +181,8 @@ static void test_the_nearest_name_is_offered_only_when_near(void **state)
                      cases[i].nearest ? cases[i].nearest : "nothing");
     }
     char hint[64];
-    assert_string_equal(vb_cli_did_you_mean("cachng", allocators, hint, sizeof hint), "; did you mean caching?");
-    assert_string_equal(vb_cli_did_you_mean("zzzzzz", allocators, hint, sizeof hint), "");
+    assert_string_equal(vb_did_you_mean("cachng", allocators, hint, sizeof hint), "; did you mean caching?");
+    assert_string_equal(vb_did_you_mean("zzzzzz", allocators, hint, sizeof hint), "");
 }
 
 /* ------------------------------------------------------------------------ */
