@@ -6,7 +6,10 @@
  * streamed, never loaded whole, so traces of any length replay in constant
  * memory beyond the live allocations.
  *
- * The trace is driven through the run by app/trace_drive.h's driver. Trace
+ * The trace is driven through the run by app/trace_drive.h's driver,
+ * which reads it in batches and counts the reading as the run's overhead:
+ * the timed figures are the allocator's calls and the drive, not the
+ * parsing of the text, which costs every allocator the same. Trace
  * stream N is the run's stream N (vb_run_extra_stream: 0 is the run's own
  * stream, the others are created when first used and kept with the run, so
  * they stay the same streams from one iteration to the next). An
@@ -142,11 +145,11 @@ static uint64_t sample_mark(const replay *state, unsigned index)
     return total / INTERVAL_SAMPLES * index + total % INTERVAL_SAMPLES * index / INTERVAL_SAMPLES;
 }
 
-/* Takes the regular sample that is due; a long line that jumped over several
- * marks gives one sample, not several at the same point. */
-static vb_status take_regular_sample(replay *state, uint64_t events_so_far)
+/* Takes the regular sample that is due, `consumed` bytes into the file; a
+ * long line that jumped over several marks gives one sample, not several
+ * at the same point. */
+static vb_status take_regular_sample(replay *state, uint64_t consumed, uint64_t events_so_far)
 {
-    uint64_t consumed = vb_trace_consumed_bytes(state->trace);
     while (consumed >= sample_mark(state, state->samples_taken + 1)) state->samples_taken++;
     state->next_sample_bytes = sample_mark(state, state->samples_taken + 1);
     char name[64];
@@ -157,12 +160,13 @@ static vb_status take_regular_sample(replay *state, uint64_t events_so_far)
     return vb_run_step(state->run, name);
 }
 
-/* After each event: the regular sample, when one is due. */
+/* After each event: the regular sample, when one is due (the drive reads
+ * ahead of the events it drives: where in the file an event is, it says). */
 static vb_status on_after_event(void *context, const vb_drive_result *so_far)
 {
     replay *state = context;
-    if (vb_trace_consumed_bytes(state->trace) < state->next_sample_bytes) return VB_OK;
-    return take_regular_sample(state, so_far->events);
+    if (so_far->consumed_bytes < state->next_sample_bytes) return VB_OK;
+    return take_regular_sample(state, so_far->consumed_bytes, so_far->events);
 }
 
 /* Frees one allocation the trace left live (its tag is its block's key,

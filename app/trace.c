@@ -40,7 +40,6 @@ typedef struct rmm_record {
 /* A line of the form the fast path reads ("a ID SIZE [STREAM]", "f ID
  * [STREAM]", single spaces, wholly buffered), parsed. */
 typedef struct fast_line {
-    uint64_t line;             /* its number; 0: no line parsed here */
     char action;               /* 'a' or 'f'; 0: the line is not of that form (or not whole yet) */
     size_t length;             /* its bytes, the newline included */
     uint64_t id, size, stream;
@@ -84,13 +83,6 @@ struct vb_trace {
     uint64_t free_record;      /* RMM: a free list through records[].id, + 1 (0: empty) */
     uint64_t next_rmm_id;      /* RMM allocations are numbered in order */
     vb_addr_map rmm_streams;   /* RMM stream handle (non-zero) -> small stream id */
-    /* vb_trace_lookahead: a line ahead of the last one read and where it
-     * starts in the buffer (line 0: none, as after a refill moved the
-     * bytes), and the lines it passed, parsed, by line number: the fast
-     * path reads a line parsed so without parsing it again. */
-    uint64_t ahead_line;
-    size_t ahead_at;
-    fast_line ahead[VB_TRACE_LOOKAHEAD_FAR]; /* line L at [L % FAR] */
     uint64_t rmm_stream_count; /* small ids handed out, 0 (the default stream) included */
     char name[VB_TRACE_MAX_NAME + 1];
 };
@@ -144,14 +136,31 @@ static vb_status fail_stream(vb_trace *trace, vb_status status, const char *form
 }
 
 /* A consumer's error on the current line (not sticky: the trace may go on). */
-vb_status vb_trace_error(const vb_trace *trace, vb_status status, const char *format, ...)
+/* "PATH:LINE: <message>" as the error of `status`. */
+static vb_status trace_error_va(const vb_trace *trace, uint64_t line, vb_status status, const char *format,
+                                va_list args)
 {
     char message[400];
+    vsnprintf(message, sizeof message, format, args);
+    return vb_error(status, "%s:%llu: %s", trace->path, (unsigned long long)line, message);
+}
+
+vb_status vb_trace_error(const vb_trace *trace, vb_status status, const char *format, ...)
+{
     va_list args;
     va_start(args, format);
-    vsnprintf(message, sizeof message, format, args);
+    status = trace_error_va(trace, trace->line, status, format, args);
     va_end(args);
-    return vb_error(status, "%s:%llu: %s", trace->path, (unsigned long long)trace->line, message);
+    return status;
+}
+
+vb_status vb_trace_error_at(const vb_trace *trace, uint64_t line, vb_status status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    status = trace_error_va(trace, line, status, format, args);
+    va_end(args);
+    return status;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -257,7 +266,6 @@ static vb_status refill(vb_trace *trace)
     memmove(trace->buffer, trace->buffer + trace->start, pending);
     trace->start = 0;
     trace->end = pending;
-    trace->ahead_line = 0; /* its place moved with the bytes */
     size_t got;
     vb_status status = input_read(trace, trace->buffer + pending, TRACE_BUFFER_BYTES - pending, &got);
     if (status != VB_OK) return status;
@@ -571,24 +579,19 @@ static void parse_fast_line(const vb_trace *trace, size_t at, fast_line *out)
 }
 
 /* The fast path for the lines that make up nearly every trace (see
- * parse_fast_line), taken parsed from the lookahead when it passed the
- * line. Returns 0, having consumed nothing, for any other line: the
- * general path then reads it. Otherwise returns 1 with the line consumed
- * and *status the outcome. */
+ * parse_fast_line). Returns 0, having consumed nothing, for any other
+ * line: the general path then reads it. Otherwise returns 1 with the line
+ * consumed and *status the outcome. */
 static int vbtrace_fast(vb_trace *trace, vb_trace_event *event, vb_status *status)
 {
-    fast_line parsed;
-    const fast_line *line = &trace->ahead[(trace->line + 1) % VB_TRACE_LOOKAHEAD_FAR];
-    if (line->line != trace->line + 1 || !line->action) {
-        parse_fast_line(trace, trace->start, &parsed);
-        line = &parsed;
-    }
-    if (!line->action) return 0;
-    trace->start += line->length;
-    trace->consumed_bytes += line->length;
+    fast_line line;
+    parse_fast_line(trace, trace->start, &line);
+    if (!line.action) return 0;
+    trace->start += line.length;
+    trace->consumed_bytes += line.length;
     trace->line++;
-    *status = line->action == 'a' ? vbtrace_allocated(trace, line->id, line->size, (uint32_t)line->stream, event)
-                                  : vbtrace_freed(trace, line->id, (uint32_t)line->stream, event);
+    *status = line.action == 'a' ? vbtrace_allocated(trace, line.id, line.size, (uint32_t)line.stream, event)
+                                 : vbtrace_freed(trace, line.id, (uint32_t)line.stream, event);
     return 1;
 }
 
@@ -615,51 +618,6 @@ static vb_status vbtrace_next(vb_trace *trace, vb_trace_event *event)
         if (strcmp(fields[0], "o") == 0) return vbtrace_failed(trace, fields, count, event);
         return fail(trace, VB_ERR_INVALID, "unknown action '%.40s' (expected a, f, o or m)", fields[0]);
     }
-}
-
-/* Parses the lookahead's line into its place in the ring and, for a free,
- * asks for where the reader keeps its id's tag. */
-static void note_ahead_line(vb_trace *trace)
-{
-    fast_line *line = &trace->ahead[trace->ahead_line % VB_TRACE_LOOKAHEAD_FAR];
-    parse_fast_line(trace, trace->ahead_at, line);
-    line->line = trace->ahead_line;
-    if (line->action == 'f') vb_id_map_prefetch(&trace->ids, line->id);
-}
-
-/* Moves the lookahead line by line up to line `target` (or as far as the
- * buffer goes), parsing each line it reaches. It starts again at the next
- * line to read when it fell behind the reading or a refill moved the bytes. */
-static void look_ahead_to(vb_trace *trace, uint64_t target)
-{
-    if (trace->ahead_line <= trace->line) {
-        trace->ahead_line = trace->line + 1;
-        trace->ahead_at = trace->start;
-        note_ahead_line(trace);
-    }
-    while (trace->ahead_line < target) {
-        const fast_line *line = &trace->ahead[trace->ahead_line % VB_TRACE_LOOKAHEAD_FAR];
-        if (line->action) {
-            trace->ahead_at += line->length;
-        } else {
-            const char *newline = memchr(trace->buffer + trace->ahead_at, '\n', trace->end - trace->ahead_at);
-            if (!newline) return;
-            trace->ahead_at = (size_t)(newline - trace->buffer) + 1;
-        }
-        trace->ahead_line++;
-        note_ahead_line(trace);
-    }
-}
-
-/* Parses the lines up to VB_TRACE_LOOKAHEAD_FAR on; gives the tag of the
- * free VB_TRACE_LOOKAHEAD lines on, parsed before. */
-int vb_trace_lookahead(vb_trace *trace, uint64_t *tag)
-{
-    if (trace->format != VB_TRACE_FORMAT_VBTRACE || trace->failure != VB_OK) return 0;
-    look_ahead_to(trace, trace->line + VB_TRACE_LOOKAHEAD_FAR);
-    const fast_line *line = &trace->ahead[(trace->line + VB_TRACE_LOOKAHEAD) % VB_TRACE_LOOKAHEAD_FAR];
-    if (line->line != trace->line + VB_TRACE_LOOKAHEAD || line->action != 'f') return 0;
-    return vb_id_map_get(&trace->ids, line->id, tag);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -967,6 +925,30 @@ void vb_trace_each_live(const vb_trace *trace, void (*visit)(void *context, uint
     }
     live_walk walk = {trace, visit, context};
     vb_addr_map_each_sorted(&trace->live, visit_rmm_live, &walk);
+}
+
+/* vb_trace_retag_live's walk over RMM's live map, whose values index the records. */
+typedef struct retag_walk {
+    vb_trace *trace;
+    uint64_t (*retag)(void *context, uint64_t tag);
+    void *context;
+} retag_walk;
+
+static void retag_rmm_live(void *context, uint64_t pointer, uint64_t record)
+{
+    (void)pointer;
+    const retag_walk *walk = context;
+    walk->trace->records[record].tag = walk->retag(walk->context, walk->trace->records[record].tag);
+}
+
+void vb_trace_retag_live(vb_trace *trace, uint64_t (*retag)(void *context, uint64_t tag), void *context)
+{
+    if (trace->format != VB_TRACE_FORMAT_RMM_CSV) {
+        vb_id_map_change_values(&trace->ids, retag, context);
+        return;
+    }
+    retag_walk walk = {trace, retag, context};
+    vb_addr_map_each(&trace->live, retag_rmm_live, &walk);
 }
 
 /* Accessors: see trace.h. */

@@ -85,26 +85,17 @@ vb_status vb_trace_next(vb_trace *trace, vb_trace_event *event);
  * its own from ids to addresses. */
 void vb_trace_tag(vb_trace *trace, uint64_t tag);
 
-/* A prefetching aid for a consumer that keeps one word per allocation (its
- * tag) and looks it up at the free: the tag of the allocation that the
- * line VB_TRACE_LOOKAHEAD lines after the last one read frees, as the
- * reader holds it now, in *tag (1), or 0 when that line is no free of a
- * tagged allocation, is not read into the buffer yet, or is not written
- * as gen-trace and torch2trace write frees ("f ID [STREAM]", single
- * spaces). It also asks for where the reader keeps the tag of the free a
- * few lines further on (VB_TRACE_LOOKAHEAD_FAR), so that its own look-up
- * then finds it in the cache. Only vbtrace files; changes nothing the
- * events depend on (the line is not read, not checked: a malformed line
- * is an error when it is read, not now). */
-#define VB_TRACE_LOOKAHEAD 5
-#define VB_TRACE_LOOKAHEAD_FAR 8
-int vb_trace_lookahead(vb_trace *trace, uint64_t *tag);
-
 /* Calls `visit` for every allocation still live, with its id and tag, in
  * an order that is the same every run (a replay frees them in it). The
  * trace must not be read meanwhile. */
 void vb_trace_each_live(const vb_trace *trace, void (*visit)(void *context, uint64_t id, uint64_t tag),
                         void *context);
+
+/* Replaces the tag of every allocation still live by what `retag` makes
+ * of it: for a consumer that tagged allocations with numbers of its own
+ * and learned later what each stands for. The trace must not be read
+ * meanwhile. */
+void vb_trace_retag_live(vb_trace *trace, uint64_t (*retag)(void *context, uint64_t tag), void *context);
 
 vb_trace_format vb_trace_get_format(const vb_trace *trace);
 const char *vb_trace_path(const vb_trace *trace);
@@ -127,5 +118,9 @@ uint64_t vb_trace_total_bytes(const vb_trace *trace);
  * be created). */
 vb_status vb_trace_error(const vb_trace *trace, vb_status status, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
+/* vb_trace_error for line `line`, read earlier (a consumer that reads
+ * events ahead of acting on them). */
+vb_status vb_trace_error_at(const vb_trace *trace, uint64_t line, vb_status status, const char *format, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -1,6 +1,7 @@
 /* vrambench — the one trace driver (see trace_drive.h). */
 #include "trace_drive.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,7 @@ static vb_status count_demand(vb_drive_events *out)
     uint64_t live = 0;
     for (size_t i = 0; i < out->count; i++) {
         const vb_drive_event *event = &out->items[i];
-        if (event->is_alloc) {
+        if (event->kind == VB_TRACE_ALLOC) {
             sizes[event->slot] = event->size;
             live += event->size;
             if (live > out->peak_live_bytes) out->peak_live_bytes = live;
@@ -49,8 +50,8 @@ vb_status vb_drive_load(const char *path, vb_drive_events *out)
             out->items = more;
         }
         vb_drive_event *item = &out->items[out->count++];
-        *item = (vb_drive_event){event.size, vb_trace_line(trace), 0, event.stream, event.kind == VB_TRACE_ALLOC};
-        if (item->is_alloc) {
+        *item = (vb_drive_event){event.size, vb_trace_line(trace), 0, event.stream, event.kind};
+        if (item->kind == VB_TRACE_ALLOC) {
             if (out->slots == UINT32_MAX) {
                 status = vb_trace_error(trace, VB_ERR_INVALID, "more than %u allocations", UINT32_MAX - 1);
                 break;
@@ -73,11 +74,37 @@ void vb_drive_events_free(vb_drive_events *events)
     memset(events, 0, sizeof *events);
 }
 
+/* A trace being read is driven a batch at a time: up to BATCH_EVENTS of
+ * its events are read into memory, then driven as loaded events are, so
+ * that a free finds its block's key in an array by the allocation's slot
+ * and the frees a few events ahead are known, to be prefetched. Each
+ * allocation read takes a slot (the reader's tag is slot + 1); a slot is
+ * free again once its free is driven, and taken again only by a later
+ * batch, so the slots stay about the live allocations plus a batch.
+ * Through a run, reading a batch is the run's own work, as its samples are
+ * (vb_run_add_overhead_ns): the timed figures are the allocator's calls
+ * and the drive, not the trace reader's parsing, which is the same for
+ * every allocator. A batch ends at a step marker, whose name it keeps. */
+#define BATCH_EVENTS 2048
+
+typedef struct batch {
+    vb_drive_events events;               /* the batch (items, count); slots: slots made so far */
+    uint64_t ids[BATCH_EVENTS];           /* each event's trace id, for messages */
+    uint64_t consumed[BATCH_EVENTS];      /* the reader's consumed bytes through each event */
+    char mark[VB_TRACE_MAX_NAME + 1];     /* the name of the marker the batch ends with */
+    uint32_t *free_slots;                 /* slots whose free was driven, to take again */
+    size_t free_count;
+    int ended;                            /* the reader has no more: END, or read_status */
+    vb_status read_status;                /* the reader's error after the batch's events, or VB_OK */
+    char read_error[512];                 /* ... and its message */
+} batch;
+
 /* Prefetching the frees to come (vb_prefetch_free): the key of the free
- * VB_TRACE_LOOKAHEAD events ahead is taken each event, and its stages
- * asked for as it comes nearer, each a little after the one before, so
- * that each finds what the one before asked for in the cache. */
-#define LOOKAHEAD VB_TRACE_LOOKAHEAD
+ * LOOKAHEAD events ahead is taken each event, and its stages asked for as
+ * it comes nearer, each a little after the one before, so that each finds
+ * what the one before asked for in the cache. */
+#define LOOKAHEAD 5
+#define LOOKAHEAD_FAR 8  /* where the key of a free is asked for, to be read at LOOKAHEAD */
 #define UPCOMING_KEYS 8 /* a power of two above LOOKAHEAD */
 _Static_assert(LOOKAHEAD > VB_PREFETCH_STAGES && LOOKAHEAD < UPCOMING_KEYS, "room for the stages in the ring");
 
@@ -89,32 +116,32 @@ typedef struct upcoming {
     uint64_t taken;               /* events so far */
 } upcoming;
 
-/* A drive's place in its source, and where the keys of the loaded events'
- * allocations are kept (a trace's reader keeps them as tags). A key is
- * the allocator's for the block (vb_malloc_keyed), so a free needs no
- * look-up by address. */
+/* A drive's place in its events (loaded, or the batch being driven) and
+ * the block key of each allocation, by slot. A key is the allocator's for
+ * the block (vb_malloc_keyed), so a free needs no look-up by address. */
 typedef struct cursor {
     const vb_drive_source *source;
-    size_t next;                 /* loaded: the next item */
-    const vb_drive_event *item;  /* loaded: the current one */
-    uint64_t *keys;              /* loaded: each allocation's block key (0: none) */
+    const vb_drive_events *events; /* source->events, or the batch's */
+    size_t next;                 /* the next item */
+    const vb_drive_event *item;  /* the current one */
+    uint64_t *keys;              /* each slot's block key (0: none) */
+    size_t key_capacity;
+    batch *batch;                /* a trace's, or NULL */
+    vb_run *run;                 /* where reading a batch is counted as overhead, or NULL */
     vb_allocator *allocator;     /* where the frees go */
     upcoming ahead;
 } cursor;
 
 /* The key of the free LOOKAHEAD events after the current one, as known now
- * (0: none, or not known yet); for loaded events, it also asks for the
- * key of the one VB_TRACE_LOOKAHEAD_FAR events ahead. */
-static uint64_t key_ahead(cursor *c)
+ * (0: none, or not known yet); it also asks for the key of the free
+ * LOOKAHEAD_FAR events ahead. */
+static uint64_t key_ahead(const cursor *c)
 {
-    if (c->source->trace) {
-        uint64_t tag = 0;
-        return vb_trace_lookahead(c->source->trace, &tag) ? tag : 0;
-    }
-    const vb_drive_events *events = c->source->events;
-    size_t far = c->next - 1 + VB_TRACE_LOOKAHEAD_FAR, near = c->next - 1 + LOOKAHEAD;
-    if (far < events->count && !events->items[far].is_alloc) __builtin_prefetch(&c->keys[events->items[far].slot]);
-    return near < events->count && !events->items[near].is_alloc ? c->keys[events->items[near].slot] : 0;
+    const vb_drive_events *events = c->events;
+    size_t far = c->next - 1 + LOOKAHEAD_FAR, near = c->next - 1 + LOOKAHEAD;
+    if (far < events->count && events->items[far].kind == VB_TRACE_FREE)
+        __builtin_prefetch(&c->keys[events->items[far].slot]);
+    return near < events->count && events->items[near].kind == VB_TRACE_FREE ? c->keys[events->items[near].slot] : 0;
 }
 
 /* Before each event: takes the key ahead and asks for each stage of the
@@ -130,37 +157,146 @@ static void prefetch_frees(cursor *c)
     ahead->taken++;
 }
 
-/* The next event: read from the trace, or the next loaded one as the
- * reader would give it (a FREE's tag its allocation's block key). */
-static vb_status next_event(cursor *c, vb_trace_event *event)
+/* A slot for an allocation being read: a free one, else a new one (the
+ * keys, and the room for slots to be freed, grown to match). */
+static vb_status take_slot(cursor *c, uint32_t *out)
 {
-    if (c->source->trace) return vb_trace_next(c->source->trace, event);
-    if (c->next == c->source->events->count) {
-        *event = (vb_trace_event){.kind = VB_TRACE_END};
+    batch *b = c->batch;
+    if (b->free_count) {
+        *out = b->free_slots[--b->free_count];
         return VB_OK;
     }
-    const vb_drive_event *item = c->item = &c->source->events->items[c->next++];
+    uint32_t slot = b->events.slots;
+    if (slot == UINT32_MAX) return vb_error(VB_ERR_INVALID, "more than %u allocations live at once", UINT32_MAX - 1);
+    if (slot == c->key_capacity) {
+        size_t capacity = c->key_capacity ? c->key_capacity * 2 : 4096;
+        uint64_t *keys = realloc(c->keys, capacity * sizeof *keys);
+        if (keys) c->keys = keys;
+        uint32_t *free_slots = keys ? realloc(b->free_slots, capacity * sizeof *free_slots) : NULL;
+        if (!free_slots) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        b->free_slots = free_slots;
+        c->key_capacity = capacity;
+    }
+    c->keys[slot] = 0;
+    b->events.slots++;
+    *out = slot;
+    return VB_OK;
+}
+
+/* Reads the trace's next events into the batch: up to BATCH_EVENTS, to a
+ * marker, or to the end (or the reader's error, kept for after the
+ * events before it are driven). */
+static void read_batch(cursor *c)
+{
+    batch *b = c->batch;
+    vb_trace *trace = c->source->trace;
+    uint64_t started = c->run ? vb_now_ns() : 0;
+    vb_drive_event *items = b->events.items;
+    b->events.count = 0;
+    while (b->events.count < BATCH_EVENTS) {
+        vb_trace_event event;
+        vb_status status = vb_trace_next(trace, &event);
+        if (status == VB_OK && event.kind == VB_TRACE_END) b->ended = 1;
+        if (status != VB_OK || event.kind == VB_TRACE_END) {
+            if (status != VB_OK) {
+                b->ended = 1;
+                b->read_status = status;
+                snprintf(b->read_error, sizeof b->read_error, "%s", vb_last_error());
+            }
+            break;
+        }
+        size_t i = b->events.count;
+        vb_drive_event *item = &items[i];
+        *item = (vb_drive_event){event.size, vb_trace_line(trace), 0, event.stream, event.kind};
+        b->ids[i] = event.id;
+        b->consumed[i] = vb_trace_consumed_bytes(trace);
+        if (event.kind == VB_TRACE_ALLOC) {
+            status = take_slot(c, &item->slot);
+            if (status != VB_OK) {
+                b->ended = 1;
+                b->read_status = vb_trace_error(trace, status, "%s", vb_last_error());
+                snprintf(b->read_error, sizeof b->read_error, "%s", vb_last_error());
+                break;
+            }
+            vb_trace_tag(trace, (uint64_t)item->slot + 1);
+        } else if (event.kind == VB_TRACE_FREE) {
+            item->slot = (uint32_t)(event.tag - 1); /* every allocation read was tagged */
+        }
+        b->events.count++;
+        if (event.kind == VB_TRACE_MARK) {
+            snprintf(b->mark, sizeof b->mark, "%s", event.name);
+            break;
+        }
+    }
+    if (c->run) vb_run_add_overhead_ns(c->run, vb_now_ns() - started);
+}
+
+/* The next event: the next loaded one, or the batch's (read when the one
+ * before is done), as the reader would give it (a FREE's tag its
+ * allocation's block key). After a trace's last event, the reader's END
+ * or error. */
+static vb_status next_event(cursor *c, vb_trace_event *event)
+{
+    if (c->next == c->events->count && c->batch && !c->batch->ended) {
+        read_batch(c);
+        c->next = 0;
+    }
+    if (c->next == c->events->count) {
+        *event = (vb_trace_event){.kind = VB_TRACE_END};
+        return c->batch && c->batch->read_status != VB_OK
+                   ? vb_error(c->batch->read_status, "%s", c->batch->read_error)
+                   : VB_OK;
+    }
+    size_t i = c->next++;
+    const vb_drive_event *item = c->item = &c->events->items[i];
     *event = (vb_trace_event){
-        .kind = item->is_alloc ? VB_TRACE_ALLOC : VB_TRACE_FREE,
-        .id = item->slot,
+        .kind = (vb_trace_kind)item->kind,
+        .id = c->batch ? c->batch->ids[i] : item->slot,
         .size = item->size,
         .stream = item->stream,
-        .tag = item->is_alloc ? 0 : c->keys[item->slot],
+        .name = item->kind == VB_TRACE_MARK ? c->batch->mark : NULL,
+        .tag = item->kind == VB_TRACE_FREE ? c->keys[item->slot] : 0,
     };
     return VB_OK;
+}
+
+/* After a free is driven: a trace's slot is free for a later batch. */
+static void release_slot(cursor *c)
+{
+    if (c->batch) c->batch->free_slots[c->batch->free_count++] = c->item->slot;
 }
 
 /* Keeps the block key the current allocation got (0: none) for its free. */
 static void keep_key(cursor *c, uint64_t key)
 {
-    if (c->source->trace) vb_trace_tag(c->source->trace, key);
-    else c->keys[c->item->slot] = key;
+    c->keys[c->item->slot] = key;
 }
 
 /* The trace line of the current event. */
 static uint64_t current_line(const cursor *c)
 {
-    return c->source->trace ? vb_trace_line(c->source->trace) : c->item->line;
+    return c->item->line;
+}
+
+/* What the trace's allocations still live are tagged with: their block
+ * keys, for the caller (vb_trace_each_live); 0 for one read ahead of where
+ * the drive stopped, never driven. */
+static uint64_t key_of_slot_tag(void *context, uint64_t tag)
+{
+    const cursor *c = context;
+    return tag ? c->keys[tag - 1] : 0;
+}
+
+/* At the end of a trace's drive: the allocations read but not driven (a
+ * drive stopped early) have no key; every live allocation's tag becomes
+ * its key. Counted as reading is. */
+static void hand_back_keys(cursor *c)
+{
+    uint64_t started = c->run ? vb_now_ns() : 0;
+    for (size_t i = c->next; i < c->events->count; i++)
+        if (c->events->items[i].kind == VB_TRACE_ALLOC) c->keys[c->events->items[i].slot] = 0;
+    vb_trace_retag_live(c->source->trace, key_of_slot_tag, c);
+    if (c->run) vb_run_add_overhead_ns(c->run, vb_now_ns() - started);
 }
 
 /* The device stream of trace stream `id`, fetched on first use. */
@@ -185,8 +321,8 @@ static vb_status drive_alloc(cursor *c, vb_drive_target *target, const vb_drive_
     vb_stream stream = NULL;
     vb_status status = stream_of(target, event->stream, &stream);
     if (status != VB_OK)
-        return trace ? vb_trace_error(trace, status, "cannot create a stream for trace stream %u: %s", event->stream,
-                                      vb_last_error())
+        return trace ? vb_trace_error_at(trace, current_line(c), status, "cannot create a stream for trace stream %u: %s",
+                                         event->stream, vb_last_error())
                      : status;
     if (hooks && hooks->before_alloc) hooks->before_alloc(hooks->context, event->size, event->stream);
     vb_addr addr = 0;
@@ -202,8 +338,8 @@ static vb_status drive_alloc(cursor *c, vb_drive_target *target, const vb_drive_
             out->first_oom_bytes = event->size;
         }
     } else if (status != VB_OK) {
-        return trace ? vb_trace_error(trace, status, "allocation of %llu bytes failed: %s",
-                                      (unsigned long long)event->size, vb_last_error())
+        return trace ? vb_trace_error_at(trace, current_line(c), status, "allocation of %llu bytes failed: %s",
+                                         (unsigned long long)event->size, vb_last_error())
                      : status;
     }
     if (hooks && hooks->after_alloc) hooks->after_alloc(hooks->context, addr, event->size, event->stream, oom);
@@ -226,27 +362,54 @@ static vb_status drive_free(cursor *c, vb_drive_target *target, const vb_drive_h
     vb_status status = target->run ? vb_run_free_keyed(target->run, key) : vb_free_keyed(target->allocator, key);
     if (status == VB_OK && hooks && hooks->after_free) hooks->after_free(hooks->context, addr, event->stream);
     if (status != VB_OK && c->source->trace)
-        return vb_trace_error(c->source->trace, status, "free of id %llu failed: %s", (unsigned long long)event->id,
-                              vb_last_error());
+        return vb_trace_error_at(c->source->trace, current_line(c), status, "free of id %llu failed: %s",
+                                 (unsigned long long)event->id, vb_last_error());
     return status;
+}
+
+/* Sets up the cursor: the keys of loaded events' allocations, or a batch
+ * for a trace's. */
+static vb_status cursor_open(cursor *c, const vb_drive_source *source, vb_drive_target *target)
+{
+    *c = (cursor){.source = source, .events = source->events, .run = target->run,
+                  .allocator = target->run ? vb_run_allocator(target->run) : target->allocator};
+    if (source->trace) {
+        c->batch = calloc(1, sizeof *c->batch);
+        vb_drive_event *items = c->batch ? malloc(BATCH_EVENTS * sizeof *items) : NULL;
+        if (!items) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        c->batch->events.items = items;
+        c->events = &c->batch->events;
+        return VB_OK;
+    }
+    c->keys = calloc(source->events->slots ? source->events->slots : 1, sizeof *c->keys);
+    return c->keys ? VB_OK : vb_error(VB_ERR_HOST_OOM, "out of host memory");
+}
+
+static void cursor_close(cursor *c)
+{
+    if (c->batch) {
+        free(c->batch->events.items);
+        free(c->batch->free_slots);
+        free(c->batch);
+    }
+    free(c->keys);
 }
 
 vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const vb_drive_hooks *hooks,
                    int stop_at_oom, vb_drive_result *out)
 {
     memset(out, 0, sizeof *out);
-    cursor c = {.source = source, .allocator = target->run ? vb_run_allocator(target->run) : target->allocator};
-    if (!source->trace) {
-        c.keys = calloc(source->events->slots ? source->events->slots : 1, sizeof *c.keys);
-        if (!c.keys) return vb_error(VB_ERR_OOM, "out of host memory");
-    }
+    cursor c;
+    vb_status status = cursor_open(&c, source, target);
     vb_trace_event event;
-    vb_status status;
-    while ((status = next_event(&c, &event)) == VB_OK && event.kind != VB_TRACE_END) {
+    while (status == VB_OK && (status = next_event(&c, &event)) == VB_OK && event.kind != VB_TRACE_END) {
         prefetch_frees(&c);
         switch (event.kind) {
         case VB_TRACE_ALLOC: status = drive_alloc(&c, target, hooks, &event, out); break;
-        case VB_TRACE_FREE: status = drive_free(&c, target, hooks, &event); break;
+        case VB_TRACE_FREE:
+            status = drive_free(&c, target, hooks, &event);
+            release_slot(&c);
+            break;
         case VB_TRACE_FAILED_ALLOC: out->recorded_failures++; break;
         case VB_TRACE_MARK:
             if (hooks && hooks->mark) status = hooks->mark(hooks->context, event.name);
@@ -255,6 +418,7 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
         }
         if (status != VB_OK) break;
         out->events += event.kind != VB_TRACE_MARK;
+        if (c.batch) out->consumed_bytes = c.batch->consumed[c.next - 1];
         if (stop_at_oom && out->ooms) {
             out->stopped = 1;
             break;
@@ -264,7 +428,8 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
             if (status != VB_OK) break;
         }
     }
-    free(c.keys);
+    if (c.batch && c.batch->events.items) hand_back_keys(&c);
+    cursor_close(&c);
     return status;
 }
 

@@ -5,8 +5,10 @@
  * (app/snapshot.c) and `tune`'s many capacity probes (app/tune.c). What a
  * caller adds, it adds through hooks.
  *
- * The events come from a trace being read (streamed, any length) or from
- * one read once into memory (vb_drive_load). Trace stream N is a device
+ * The events come from a trace being read (streamed, any length, in
+ * batches of a few thousand events read ahead of the calls; through a run,
+ * the reading is counted as the run's overhead, not timed) or from one
+ * read once into memory (vb_drive_load). Trace stream N is a device
  * stream made on first use (0 included; through a run, the run's stream N).
  * An allocation that finds no memory is counted and its later free
  * skipped. Allocations the trace leaves live stay allocated: the caller
@@ -29,7 +31,7 @@ typedef struct vb_drive_event {
     uint64_t line;       /* the trace line */
     uint32_t slot;       /* the allocation's number, 0, 1, ... (a FREE names its allocation's) */
     uint32_t stream;
-    int is_alloc;
+    uint32_t kind;       /* VB_TRACE_ALLOC or VB_TRACE_FREE */
 } vb_drive_event;
 
 typedef struct vb_drive_events {
@@ -71,6 +73,7 @@ typedef struct vb_drive_result {
     uint64_t recorded_failures;  /* allocations that failed in the recorded program: not replayed */
     uint64_t ooms;
     uint64_t first_oom_line, first_oom_bytes;  /* line 0: no OOM */
+    uint64_t consumed_bytes;     /* a trace being read: its uncompressed bytes through the last event driven */
     int stopped;                 /* 1: stopped at the first OOM */
 } vb_drive_result;
 
@@ -94,8 +97,14 @@ typedef struct vb_drive_hooks {
 
 /* Drives the events of `source` through `target` to their end; with
  * `stop_at_oom`, stops at the first allocation that finds no memory.
- * Errors of a trace being read name its file and line ("PATH:LINE: ...");
- * a malformed trace is its reader's error (VB_ERR_INVALID). */
+ * Errors of a trace being read name its file and the event's line
+ * ("PATH:LINE: ..."); a malformed trace is its reader's error
+ * (VB_ERR_INVALID), after the events before the bad line are driven. At
+ * the end a trace's live allocations are tagged with their block keys
+ * (vb_trace_each_live: a replay frees them by these). A drive that stops
+ * early has read its trace up to a batch past the last event it drove:
+ * the reader's live allocations are then not the allocator's (those read
+ * but not driven are tagged 0). */
 vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const vb_drive_hooks *hooks,
                    int stop_at_oom, vb_drive_result *out);
 

@@ -151,6 +151,12 @@ void vb_addr_map_each(const vb_addr_map *map, void (*visit)(void *context, uint6
         if (map->entries[i].key) visit(context, map->entries[i].key, map->entries[i].value);
 }
 
+void vb_addr_map_change_values(vb_addr_map *map, uint64_t (*change)(void *context, uint64_t value), void *context)
+{
+    for (size_t i = 0; i < map->capacity; i++)
+        if (map->entries[i].key) map->entries[i].value = change(context, map->entries[i].value);
+}
+
 /* vb_addr_map_each_sorted's copy of the entries, and its order. */
 static int compare_keys(const void *a, const void *b)
 {

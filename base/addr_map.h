@@ -58,6 +58,10 @@ int vb_addr_map_remove(vb_addr_map *map, uint64_t key, uint64_t *value);
 void vb_addr_map_each(const vb_addr_map *map, void (*visit)(void *context, uint64_t key, uint64_t value),
                       void *context);
 
+/* Replaces every entry's value by what `change` makes of it (the keys,
+ * and so the table, unchanged). */
+void vb_addr_map_change_values(vb_addr_map *map, uint64_t (*change)(void *context, uint64_t value), void *context);
+
 /* Calls `visit` for every entry in increasing key order, the same every
  * run, for walks whose order can reach an output or a decision (frees of
  * leftovers, listings). Should host memory run out for the sorted copy, it

@@ -174,6 +174,13 @@ void vb_id_map_each(const vb_id_map *map, void (*visit)(void *context, uint64_t 
     vb_addr_map_each_sorted(&map->outside, visit_outside, &walk);
 }
 
+void vb_id_map_change_values(vb_id_map *map, uint64_t (*change)(void *context, uint64_t value), void *context)
+{
+    for (size_t slot = 0; slot < map->capacity; slot++)
+        if (vb_id_map_held(map, slot)) map->values[slot] = change(context, map->values[slot]);
+    vb_addr_map_change_values(&map->outside, change, context);
+}
+
 void vb_id_map_clear(vb_id_map *map)
 {
     free(map->values);

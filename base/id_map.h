@@ -60,6 +60,9 @@ size_t vb_id_map_count(const vb_id_map *map);
  * change meanwhile. */
 void vb_id_map_each(const vb_id_map *map, void (*visit)(void *context, uint64_t id, uint64_t value), void *context);
 
+/* Replaces the value of every id held by what `change` makes of it. */
+void vb_id_map_change_values(vb_id_map *map, uint64_t (*change)(void *context, uint64_t value), void *context);
+
 /* Frees everything; the map is empty and usable again. */
 void vb_id_map_clear(vb_id_map *map);
 

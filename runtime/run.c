@@ -266,6 +266,11 @@ uint64_t vb_run_overhead_ns(const vb_run *run)
     return run->overhead_ns;
 }
 
+void vb_run_add_overhead_ns(vb_run *run, uint64_t ns)
+{
+    run->overhead_ns += ns;
+}
+
 /* Segment visitor: appends one block to the scratch snapshot. */
 static void collect_block(void *context, const vb_block_info *block)
 {

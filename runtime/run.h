@@ -89,6 +89,10 @@ int vb_run_segments_supported(const vb_run *run);
 /* Host nanoseconds the run spent measuring (step samples and segment
  * snapshots) since it was created, so timings can leave them out. */
 uint64_t vb_run_overhead_ns(const vb_run *run);
+/* Adds `ns` of the scenario's own work to the run's overhead, to be left
+ * out of its timed figures as the run's samples are (a replay's reading
+ * of its trace: app/trace_drive.c). */
+void vb_run_add_overhead_ns(vb_run *run, uint64_t ns);
 /* The peaks of a whole run: the maxima of the allocator's peaks across every
  * vb_run_reset_peaks a scenario made (the runner reports these, not the
  * allocator's, whose peaks only cover the window since the last reset). */

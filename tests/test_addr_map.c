@@ -12,15 +12,7 @@
 
 #include "base/addr_map.h"
 #include "tests/hostile_keys.h"
-
-/* splitmix64, for seeded random operations. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#include "test_random.h"
 
 /* Device-like keys: 256-byte aligned, sharing their high bits, as the
  * addresses the map is built for. */

@@ -34,6 +34,7 @@
 #include "allocators/spec.h"
 #include "counting_device.h"
 #include "ledger.h"
+#include "test_random.h"
 
 /* ------------------------------------------------------------------------ */
 /* Settings                                                                  */
@@ -74,15 +75,6 @@ static int compare_driver_memory = 1;
 static int on_gpu(void)
 {
     return strcmp(test_device_kind, "cuda") == 0;
-}
-
-/* splitmix64: a seeded, portable stream of pseudo-random numbers. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
 }
 
 /* ------------------------------------------------------------------------ */

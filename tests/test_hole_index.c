@@ -13,18 +13,10 @@
 #include <string.h>
 
 #include "allocators/hole_index.h"
+#include "test_random.h"
 
 #define UNIT (2ull << 20)
 #define ADDRESSES 400
-
-/* splitmix64, for seeded random holes. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 /* A hole at address slot `slot`: few distinct sizes, so that many holes
  * tie on whole bytes and on piece bytes. */

@@ -12,15 +12,7 @@
 
 #include "base/id_map.h"
 #include "tests/hostile_keys.h"
-
-/* splitmix64, for seeded random operations. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#include "test_random.h"
 
 /* slot inserts a new id with value 0 and says so; for a present id it
  * says not added and points at the stored value, which a write through it

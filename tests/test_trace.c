@@ -297,127 +297,6 @@ static void test_vbtrace_tag_comes_back_with_the_free(void **state)
     vb_trace_close(trace);
 }
 
-/* vb_trace_lookahead, after each event, gives the tag of the allocation
- * that the line VB_TRACE_LOOKAHEAD lines on frees, when that line is a
- * free written with single spaces ("f 2 0", not "f  3") of an allocation
- * read already; else nothing. */
-static void test_vbtrace_lookahead_gives_the_tag_of_the_free_lines_ahead(void **state)
-{
-    (void)state;
-    assert_int_equal(VB_TRACE_LOOKAHEAD, 5); /* the expectations below are 5 lines apart */
-    const char *text = "vbtrace 1\n"                                       /* line 1 */
-                       "a 1 5\na 2 5\na 3 5\na 4 5\na 5 5\na 6 5\n"        /* 2-7 */
-                       "f 1\nf 2 0\n# note\nf  3\nf 4\na 7 5\nf 5\nf 7\nf 6\n"; /* 8-16 */
-    /* After the event of each line: 1 and the tag expected, or 0. */
-    static const struct {
-        uint64_t line;
-        int found;
-        uint64_t tag;
-    } expected[] = {
-        {2, 0, 0},   /* line 7: an allocation */
-        {3, 1, 10},  /* line 8: f 1 */
-        {4, 1, 20},  /* line 9: f 2 0 */
-        {5, 0, 0},   /* line 10: a comment */
-        {6, 0, 0},   /* line 11: f  3, two spaces */
-        {7, 1, 40},  /* line 12: f 4 */
-        {8, 0, 0},   /* line 13: an allocation */
-        {9, 1, 50},  /* line 14: f 5 */
-        {11, 1, 60}, /* line 16: f 6 (line 10, the comment, is no event) */
-        {12, 0, 0},  /* line 17: past the end */
-    };
-    vb_trace *trace = open_ok(write_file("lookahead.trace", text));
-    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
-        vb_trace_event event = next_ok(trace);
-        if (event.kind == VB_TRACE_ALLOC) vb_trace_tag(trace, event.id * 10);
-        assert_int_equal(vb_trace_line(trace), expected[i].line);
-        uint64_t tag = 0;
-        int found = vb_trace_lookahead(trace, &tag);
-        if (found != expected[i].found || (found && tag != expected[i].tag))
-            fail_msg("after line %llu: lookahead gave %d (tag %llu), expected %d (tag %llu)",
-                     (unsigned long long)expected[i].line, found, (unsigned long long)tag, expected[i].found,
-                     (unsigned long long)expected[i].tag);
-    }
-    vb_trace_close(trace);
-}
-
-/* Across buffer refills (a trace eight times the buffer), every answer of
- * vb_trace_lookahead agrees with the text, and it misses a free only where
- * the line is not in the buffer yet (a few lines before each refill);
- * reading with it gives the same events as reading without it (it reads
- * nothing ahead of time). */
-static void test_vbtrace_lookahead_agrees_with_the_text_across_refills(void **state)
-{
-    (void)state;
-    enum { LINES = 60000, IDS = LINES };
-    char **lines = calloc(LINES + 2, sizeof *lines);
-    uint64_t *tags = calloc(IDS, sizeof *tags); /* the tag each live id holds (id * 3 + 1), 0: not live */
-    int *live = calloc(IDS, sizeof *live);
-    assert_true(lines && tags && live);
-    size_t capacity = (size_t)LINES * 24 + 16, used = 0;
-    char *text = malloc(capacity);
-    assert_non_null(text);
-    used += (size_t)snprintf(text + used, capacity - used, "vbtrace 1\n");
-    uint64_t rng = 7, next_id = 0, misses = 0;
-    for (int line = 2; line < LINES + 2; line++) {
-        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-        int roll = (int)(rng >> 33) % 100;
-        uint64_t id = (rng >> 40) % (next_id ? next_id : 1);
-        const char *start = text + used;
-        if (roll < 3) used += (size_t)snprintf(text + used, capacity - used, "# comment\n");
-        else if (roll < 55 || next_id == 0 || !live[id])
-            live[next_id] = 1, used += (size_t)snprintf(text + used, capacity - used, "a %llu 512\n",
-                                                         (unsigned long long)next_id++);
-        else if (roll < 60) live[id] = 0, used += (size_t)snprintf(text + used, capacity - used, "f  %llu\n",
-                                                                  (unsigned long long)id);
-        else live[id] = 0, used += (size_t)snprintf(text + used, capacity - used, roll < 80 ? "f %llu\n" : "f %llu 0\n",
-                                                   (unsigned long long)id);
-        lines[line] = (char *)start; /* where the line starts in `text` */
-    }
-    vb_trace *plain = open_ok(write_file("lookahead-long.trace", text));
-    vb_trace *with = open_ok(temp_path("lookahead-long.trace"));
-    memset(live, 0, IDS * sizeof *live);
-    for (;;) {
-        vb_trace_event event = next_ok(with), same = next_ok(plain);
-        assert_int_equal(event.kind, same.kind);
-        assert_int_equal(event.id, same.id);
-        assert_int_equal(event.tag, same.tag);
-        if (event.kind == VB_TRACE_END) break;
-        if (event.kind == VB_TRACE_ALLOC) {
-            live[event.id] = 1;
-            tags[event.id] = event.id * 3 + 1;
-            vb_trace_tag(with, tags[event.id]);
-            vb_trace_tag(plain, tags[event.id]);
-        } else {
-            live[event.id] = 0;
-        }
-        uint64_t ahead = vb_trace_line(with) + VB_TRACE_LOOKAHEAD, id = 0, tag = 0;
-        int expect = 0;
-        if (ahead < LINES + 2) {
-            const char *at = lines[ahead];
-            char *end;
-            if (at[0] == 'f' && at[1] == ' ' && at[2] >= '0' && at[2] <= '9') {
-                id = strtoull(at + 2, &end, 10);
-                expect = (*end == '\n' || (end[0] == ' ' && end[1] == '0' && end[2] == '\n')) && live[id];
-            }
-        }
-        int found = vb_trace_lookahead(with, &tag);
-        misses += expect && !found;
-        if ((found && !expect) || (found && tag != tags[id]))
-            fail_msg("after line %llu: lookahead gave %d (tag %llu), the text says %d (tag %llu)",
-                     (unsigned long long)vb_trace_line(with), found, (unsigned long long)tag, expect,
-                     (unsigned long long)tags[id]);
-    }
-    /* At most a lookahead's worth of lines per buffer (64 KiB) of text. */
-    if (misses > (used / (64 * 1024) + 1) * VB_TRACE_LOOKAHEAD_FAR)
-        fail_msg("lookahead missed %llu frees in %zu bytes of text", (unsigned long long)misses, used);
-    vb_trace_close(with);
-    vb_trace_close(plain);
-    free(text);
-    free(lines);
-    free(tags);
-    free(live);
-}
-
 /* Tallies vb_trace_each_live's visits: ids and tags summed. */
 typedef struct live_tally {
     uint64_t visits, id_sum, tag_sum;
@@ -446,6 +325,37 @@ static void test_each_live_visits_live_allocations_with_their_tags(void **state)
     assert_int_equal(tally.visits, 2);
     assert_int_equal(tally.id_sum, 7);
     assert_int_equal(tally.tag_sum, 70);
+    vb_trace_close(trace);
+}
+
+/* vb_trace_retag_live's change: the tag plus 1000. */
+static uint64_t add_thousand(void *context, uint64_t tag)
+{
+    (*(int *)context)++;
+    return tag + 1000;
+}
+
+/* vb_trace_retag_live changes the tag of every live allocation, those the
+ * id window holds and those far from it (kept in its hash map), and of
+ * no freed one; a free read afterwards carries the new tag. */
+static void test_retag_live_changes_every_live_tag(void **state)
+{
+    (void)state;
+    vb_trace *trace = open_ok(write_file("retag.trace", "vbtrace 1\na 3 5\na 4 5\na 5 5\na 9000000000 5\nf 5\nf 4\n"));
+    uint64_t ids[] = {3, 4, 5, 9000000000ull};
+    for (size_t i = 0; i < 4; i++) {
+        next_ok(trace);
+        vb_trace_tag(trace, ids[i] % 100);
+    }
+    next_ok(trace); /* f 5 */
+    int changes = 0;
+    vb_trace_retag_live(trace, add_thousand, &changes);
+    assert_int_equal(changes, 3);
+    live_tally tally = {0};
+    vb_trace_each_live(trace, tally_live, &tally);
+    assert_int_equal(tally.visits, 3);
+    assert_int_equal(tally.tag_sum, 3 + 4 + 0 + 3000);
+    assert_int_equal(next_ok(trace).tag, 1004); /* f 4 */
     vb_trace_close(trace);
 }
 
@@ -564,6 +474,12 @@ static void test_rmm_each_live_gives_ids_and_tags(void **state)
     assert_int_equal(tally.visits, 2);
     assert_int_equal(tally.id_sum, 2);
     assert_int_equal(tally.tag_sum, 12);
+    int changes = 0;
+    vb_trace_retag_live(trace, add_thousand, &changes);
+    assert_int_equal(changes, 2);
+    tally = (live_tally){0};
+    vb_trace_each_live(trace, tally_live, &tally);
+    assert_int_equal(tally.tag_sum, 2012);
     vb_trace_close(trace);
 }
 
@@ -1275,9 +1191,8 @@ int main(void)
         cmocka_unit_test(test_vbtrace_lines_across_buffer_refills_read_in_order),
         cmocka_unit_test(test_vbtrace_sizes_of_every_length_read_exactly),
         cmocka_unit_test(test_vbtrace_tag_comes_back_with_the_free),
-        cmocka_unit_test(test_vbtrace_lookahead_gives_the_tag_of_the_free_lines_ahead),
-        cmocka_unit_test(test_vbtrace_lookahead_agrees_with_the_text_across_refills),
         cmocka_unit_test(test_each_live_visits_live_allocations_with_their_tags),
+        cmocka_unit_test(test_retag_live_changes_every_live_tag),
         cmocka_unit_test(test_gzip_trace_reads_like_plain),
         cmocka_unit_test(test_gzip_total_bytes_is_uncompressed_size),
         cmocka_unit_test(test_live_count_follows_allocations_and_frees),
