@@ -8,7 +8,8 @@
 # `vrambench tune` on it. Per row: the blocks of the segment map at peak,
 # the command's wall seconds (every pass: memory pass, segment map, timed
 # repetition, JSON), and the timed repetition's events per second by real
-# and by CPU time. Host CPU timings on the simulated device: a benchmark to
+# and by CPU time (the allocator calls and the drive: reading the trace is
+# not timed, docs/trace-format.md "Replaying a trace"). Host CPU timings on the simulated device: a benchmark to
 # read, never a test to pass (the machine's load moves them).
 #
 #   lab/bench-scaling.sh [VRAMBENCH]        (make bench-scaling)
