@@ -39,6 +39,14 @@ void vb_cli_line(FILE *out, const char *format, ...) __attribute__((format(print
  * input) or 1 for anything else. */
 int vb_cli_status_error(vb_status status);
 
+/* Flushes stdout (a table before a later stderr line), keeping the reason
+ * of the first write that failed (errno) for the command's closing check
+ * in main: stdio keeps only an error flag, and a later flush of an empty
+ * buffer has no reason to give. */
+void vb_cli_flush_stdout(void);
+/* That reason, or 0 when no flush of vb_cli_flush_stdout failed. */
+int vb_cli_stdout_failure(void);
+
 /* ------------------------------------------------------------------------ */
 /* Options: one table per command, read by the parser and by --help          */
 /* ------------------------------------------------------------------------ */

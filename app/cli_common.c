@@ -52,6 +52,20 @@ void vb_cli_line(FILE *out, const char *format, ...)
     va_end(args);
 }
 
+/* The errno of the first failed vb_cli_flush_stdout (one process, one stdout). */
+static int stdout_failure;
+
+void vb_cli_flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 && !stdout_failure) stdout_failure = errno ? errno : EIO;
+}
+
+int vb_cli_stdout_failure(void)
+{
+    return stdout_failure;
+}
+
 int vb_cli_status_error(vb_status status)
 {
     const char *message = vb_last_error();

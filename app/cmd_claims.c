@@ -344,7 +344,7 @@ static int run_claims(claims_state *state, const claims_args *args)
         state->columns[state->column_count - 1] = pytorch;
     }
     if (!args->quiet) print_table(state);
-    fflush(stdout);
+    vb_cli_flush_stdout();
     if (!args->out) return VB_EXIT_OK;
     state->document = vb_report_document(vb_report_context(state->device, NULL, state->specs, state->spec_count));
     if (!state->document || fill_document(state) != 0) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");

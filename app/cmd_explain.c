@@ -117,7 +117,7 @@ int vb_cmd_explain(int argc, char **argv)
     if (exit_status == VB_EXIT_OK) {
         vb_output_defer(); /* --snapshot's file and --out's: both or neither (app/output_file.h) */
         vb_status status = vb_explain_run(&explain, quiet ? NULL : stdout, &document);
-        fflush(stdout);
+        vb_cli_flush_stdout();
         if (status == VB_OK && out) status = vb_report_write(document, out);
         vb_status released = vb_output_release(status == VB_OK);
         if (status == VB_OK) status = released;

@@ -90,7 +90,8 @@ static int list_names(int as_json)
             printf("%-20s claim %s\n", vb_claim_catalogue[i]->scenario, vb_claim_catalogue[i]->id);
     }
     json_decref(root);
-    if (failed || fflush(stdout) != 0) return vb_cli_error(VB_EXIT_FAILURE, "list: cannot write the names");
+    vb_cli_flush_stdout(); /* a failed write is main's to report, with its reason */
+    if (failed && !ferror(stdout)) return vb_cli_error(VB_EXIT_FAILURE, "list: cannot write the names");
     return VB_EXIT_OK;
 }
 

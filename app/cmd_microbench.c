@@ -539,7 +539,7 @@ int vb_cmd_microbench(int argc, char **argv)
                    info.simulated ? "sim driver model" : "driver");
         printf("%-22s %10s %9s %9s %10s %10s %9s %9s %7s %6s\n", "allocator", "bytes", "pair p50", "pair p99",
                "malloc p50", "malloc p99", "free p50", "free p99", "depth", "drv/pr");
-        fflush(stdout);
+        vb_cli_flush_stdout();
     }
     for (size_t a = 0; a < spec_count && exit_status == VB_EXIT_OK; a++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && exit_status == VB_EXIT_OK; s++)

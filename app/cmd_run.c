@@ -618,7 +618,7 @@ int vb_run_command(int argc, char **argv, int trace_command)
     if (exit_status != VB_EXIT_OK) goto done;
     if (!args.quiet) {
         vb_report_print_summary(stdout, &info, state.results, state.result_count);
-        fflush(stdout); /* the table before any later stderr line */
+        vb_cli_flush_stdout(); /* the table before any later stderr line */
     }
     /* Both outputs or neither: --out's file waits for the snapshot (app/output_file.h). */
     vb_output_defer();

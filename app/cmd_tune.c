@@ -148,7 +148,7 @@ int vb_cmd_tune(int argc, char **argv)
     json_t *document = NULL;
     if (exit_status == VB_EXIT_OK) {
         vb_status status = vb_tune_run(&options, options.quiet ? NULL : stdout, &document);
-        fflush(stdout);
+        vb_cli_flush_stdout();
         /* What changes no result: where it goes, what it prints, how many processes. */
         static const int not_results[] = {OPT_JOBS, OPT_OUT, OPT_FORCE, OPT_QUIET, OPT_SHARD, -1};
         if (status == VB_OK &&

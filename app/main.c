@@ -122,8 +122,12 @@ static int finish(int exit_status)
 {
     errno = 0;
     int flushed = fflush(stdout) == 0;
-    int reason = errno;
+    int reason = vb_cli_stdout_failure() ? vb_cli_stdout_failure() : errno;
     if ((flushed && !ferror(stdout)) || exit_status != VB_EXIT_OK) return exit_status;
+    /* A write stdio made on its own (a full buffer) failed and left no
+     * errno: an empty write asks again, and a device or a closed stdout
+     * answers (ENOSPC, EBADF; a full disk's file does not). */
+    if (!reason && write(STDOUT_FILENO, "", 0) < 0) reason = errno;
     if (reason) return vb_cli_error(VB_EXIT_FAILURE, "cannot write to standard output: %s", strerror(reason));
     return vb_cli_error(VB_EXIT_FAILURE, "cannot write to standard output");
 }
