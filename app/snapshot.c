@@ -452,7 +452,7 @@ static vb_status write_snapshot(recorder *r, const char *trace_path, const vb_al
     end_dict(&r->p);
     end_dict(&r->p);
     put_byte(&r->p, '.');
-    return r->failed ? vb_error(VB_ERR_OOM, "out of host memory") : VB_OK;
+    return r->failed ? vb_error(VB_ERR_HOST_OOM, "out of host memory") : VB_OK;
 }
 
 vb_status vb_snapshot_write(const char *trace_path, const vb_allocator_spec *spec, uint64_t capacity,
@@ -470,7 +470,7 @@ vb_status vb_snapshot_write_until(const char *trace_path, const vb_allocator_spe
     if (!r || !target) {
         free(r);
         free(target);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     r->target = target;
     r->expandable = strcmp(spec->name, "expandable") == 0;

@@ -10,7 +10,7 @@
 static vb_status count_demand(vb_drive_events *out)
 {
     uint64_t *sizes = calloc(out->slots ? out->slots : 1, sizeof *sizes);
-    if (!sizes) return vb_error(VB_ERR_OOM, "out of host memory");
+    if (!sizes) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     uint64_t live = 0;
     for (size_t i = 0; i < out->count; i++) {
         const vb_drive_event *event = &out->items[i];
@@ -44,7 +44,7 @@ vb_status vb_drive_load(const char *path, vb_drive_events *out)
             capacity = capacity ? capacity * 2 : 4096;
             vb_drive_event *more = realloc(out->items, capacity * sizeof *more);
             if (!more) {
-                status = vb_error(VB_ERR_OOM, "out of host memory");
+                status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
                 break;
             }
             out->items = more;

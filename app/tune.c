@@ -363,7 +363,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
                                                   "usable_bytes",
                                                   vb_json_number((double)(gpu->total_bytes - options->overhead)))
                                       : json_null());
-    return failed ? vb_error(VB_ERR_OOM, "out of host memory") : VB_OK;
+    return failed ? vb_error(VB_ERR_HOST_OOM, "out of host memory") : VB_OK;
 }
 
 /* ======================================================================== */
@@ -413,7 +413,7 @@ static vb_status evaluate_all(const vb_tune_options *options, const vb_tune_cand
     if (!pids || !answers) {
         free(pids);
         free(answers);
-        return vb_error(VB_ERR_OOM, "out of host memory");
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     for (size_t i = 0; i < count; i++) answers[i] = -1;
     size_t next = 0, running = 0, done = 0;
@@ -835,7 +835,7 @@ vb_status vb_tune_run(const vb_tune_options *given, FILE *table, json_t **docume
         vb_device_info info;
         dev->ops->info(dev, &info);
         doc = shard_document(options, dev, grid, count, entries, specs, spec_count, &info, table);
-        if (!doc) status = vb_error(VB_ERR_OOM, "out of host memory");
+        if (!doc) status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
     } else if (status == VB_OK) {
         vb_device_info info;
         dev->ops->info(dev, &info);
@@ -848,7 +848,7 @@ vb_status vb_tune_run(const vb_tune_options *given, FILE *table, json_t **docume
         if (!doc || !recommendation || json_object_set(doc, "recommendation", recommendation) != 0) {
             json_decref(doc);
             doc = NULL;
-            status = vb_error(VB_ERR_OOM, "out of host memory");
+            status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
         } else if (table) {
             print_table(table, options, &info, grid, entries, count, recommendation);
         }
