@@ -150,6 +150,17 @@ static vb_status drive_watched(const vb_drive_source *source, const char *alloca
     return status;
 }
 
+/* drive_watched of the trace at `path`, read as it is driven. */
+static vb_status drive_text(const char *path, const char *allocator, uint64_t capacity, witness *w,
+                            vb_drive_result *result, vb_alloc_stats *stats)
+{
+    vb_trace *trace = NULL;
+    assert_int_equal(vb_trace_open(path, &trace), VB_OK);
+    vb_status status = drive_watched(&(vb_drive_source){.trace = trace}, allocator, capacity, 0, w, result, stats);
+    vb_trace_close(trace);
+    return status;
+}
+
 /* A trace of many batches, read as it is driven, makes the same calls with
  * the same results as its events loaded into memory first (tune's way),
  * markers aside (loaded events have none), on every kind of strategy. */
@@ -166,12 +177,7 @@ static void a_trace_read_in_batches_drives_as_its_loaded_events(void **state)
             witness from_text, from_memory;
             vb_drive_result text_result, memory_result;
             vb_alloc_stats text_stats, memory_stats;
-            vb_trace *trace = NULL;
-            assert_int_equal(vb_trace_open(path, &trace), VB_OK);
-            assert_int_equal(drive_watched(&(vb_drive_source){.trace = trace}, allocators[i], capacity, 0, &from_text,
-                                           &text_result, &text_stats),
-                             VB_OK);
-            vb_trace_close(trace);
+            assert_int_equal(drive_text(path, allocators[i], capacity, &from_text, &text_result, &text_stats), VB_OK);
             assert_int_equal(drive_watched(&(vb_drive_source){.events = &loaded}, allocators[i], capacity, 0,
                                            &from_memory, &memory_result, &memory_stats),
                              VB_OK);
@@ -214,14 +220,10 @@ static void a_malformed_line_ends_the_drive_after_the_events_before_it(void **st
     strcpy(text + length, "a 5000 12x\na 5001 4096\n");
     const char *path = write_trace("malformed.trace", text);
     free(text);
-    vb_trace *trace = NULL;
-    assert_int_equal(vb_trace_open(path, &trace), VB_OK);
     witness w;
     vb_drive_result result;
     vb_alloc_stats stats;
-    assert_int_equal(drive_watched(&(vb_drive_source){.trace = trace}, "caching", 80ull << 30, 0, &w, &result, &stats),
-                     VB_ERR_INVALID);
-    vb_trace_close(trace);
+    assert_int_equal(drive_text(path, "caching", 80ull << 30, &w, &result, &stats), VB_ERR_INVALID);
     assert_int_equal(w.allocs, 5000);
     assert_int_equal(result.events, 5000);
     assert_int_equal(stats.allocated_bytes, 5000 * 4096ull);
@@ -241,14 +243,10 @@ static void the_first_out_of_memory_names_the_line_of_its_event(void **state)
     for (unsigned i = 0; i < 1000; i++) length += (size_t)sprintf(text + length, "a %u 512\n", 1000 + i);
     const char *path = write_trace("huge.trace", text);
     free(text);
-    vb_trace *trace = NULL;
-    assert_int_equal(vb_trace_open(path, &trace), VB_OK);
     witness w;
     vb_drive_result result;
     vb_alloc_stats stats;
-    assert_int_equal(drive_watched(&(vb_drive_source){.trace = trace}, "caching", 80ull << 30, 0, &w, &result, &stats),
-                     VB_OK);
-    vb_trace_close(trace);
+    assert_int_equal(drive_text(path, "caching", 80ull << 30, &w, &result, &stats), VB_OK);
     assert_int_equal(result.ooms, 1);
     assert_int_equal(result.first_oom_line, 2002);
     assert_int_equal(result.first_oom_bytes, 1ull << 40);
@@ -317,14 +315,10 @@ static void each_event_says_where_it_ends_in_the_file(void **state)
 {
     (void)state;
     const char *path = write_trace("positions.trace", "a 1 100\na 2 200\nf 1\nm middle\nf 2\n");
-    vb_trace *trace = NULL;
-    assert_int_equal(vb_trace_open(path, &trace), VB_OK);
     witness w;
     vb_drive_result result;
     vb_alloc_stats stats;
-    assert_int_equal(drive_watched(&(vb_drive_source){.trace = trace}, "caching", 80ull << 30, 0, &w, &result, &stats),
-                     VB_OK);
-    vb_trace_close(trace);
+    assert_int_equal(drive_text(path, "caching", 80ull << 30, &w, &result, &stats), VB_OK);
     assert_false(w.consumed_went_back);
     const uint64_t ends[] = {18, 26, 30, 39, 43}; /* each line's end: "vbtrace 1\n" is 10 bytes, ... */
     for (size_t i = 0; i < 5; i++) assert_int_equal(w.consumed[i], ends[i]);
