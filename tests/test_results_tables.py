@@ -43,6 +43,17 @@ class ResultsTables(unittest.TestCase):
         self.assertIn("| views |", run.stdout)
         self.assertIn("| random_mix/caching |", run.stdout)
 
+    def test_bench_table_takes_a_scenario_the_first_allocator_did_not_run(self):
+        # The matrix read each scenario's requested bytes from the first allocator's
+        # case: a scenario only a later allocator ran was a KeyError traceback.
+        document = plot_fixture.sim_result(scenarios=["views", "random_mix"])
+        document["benchmarks"] = [entry for entry in document["benchmarks"]
+                                  if entry["name"].split("/")[:2] != ["random_mix", "cuda"]]
+        run = tables("bench", self.write("sim.json", document))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("| random_mix |", run.stdout)
+        self.assertIn("| random_mix/caching |", run.stdout)
+
     def test_microbench_table_has_a_row_per_allocator(self):
         document = plot_fixture.microbench_result()
         for entry in document["benchmarks"]:
