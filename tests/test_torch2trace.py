@@ -278,6 +278,9 @@ class Torch2TraceTest(unittest.TestCase):
                 b"K\x01", b"]" * 50000 + b"a" * 49999),
             "memo out of range": b"\x80\x04h\x05.",
             "text": b"hello world\n",
+            # the unpickler stops at the first STOP: the rest was dropped silently
+            "two snapshots in one file": pickle.dumps(snapshot(alloc_free(0x1000, 512))) * 2,
+            "bytes after the pickle": pickle.dumps(snapshot(alloc_free(0x1000, 512))) + b"junk",
         }
         for name, raw in cases.items():
             with self.subTest(name):
