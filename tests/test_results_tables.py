@@ -81,6 +81,23 @@ class ResultsTables(unittest.TestCase):
                     self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
                     self.assertNotIn("Traceback", run.stderr)
 
+    def test_a_bad_command_line_is_one_error_line_and_help_is_exit_0(self):
+        # It printed the 13-line usage on stderr, with no error line and no nearest kind.
+        path = self.write("sim.json", plot_fixture.sim_result(scenarios=["views"]))
+        for arguments, words in ((("bnch", path), "unknown table 'bnch'; did you mean bench?"),
+                                 ((), "which table?"), (("bench",), "bench takes one FILE"),
+                                 (("bench", path, path), "bench takes one FILE"), (("replay",), "replay takes FILE..."),
+                                 (("--bogus", path), "unknown table '--bogus'")):
+            with self.subTest(arguments):
+                run = tables(*arguments)
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+                self.assertTrue(run.stderr.startswith("results_tables: error: "), run.stderr)
+                self.assertIn(words, run.stderr)
+        run = tables("--help")
+        self.assertEqual((run.returncode, run.stderr), (0, ""))
+        self.assertIn("bench RESULTS.json", run.stdout)
+
     def test_a_newline_in_a_file_name_is_still_one_error_line(self):
         for kind in ("bench", "claims", "microbench"):
             with self.subTest(kind=kind):
