@@ -86,6 +86,9 @@ class Torch2TraceTest(unittest.TestCase):
 
     def test_a_bad_option_is_one_line_with_the_nearest_option(self):
         cases = [(["--quite", "a.pickle", "b.trace"], "did you mean --quiet?"),
+                 # a prefix is no option (argparse took it for --quiet, the C commands refuse one)
+                 (["--qui", "a.pickle", "b.trace"], "did you mean --quiet?"),
+                 (["--free", "free_requested", "a.pickle", "b.trace"], "unrecognized arguments: --free"),
                  ([], "required"),
                  (["a.pickle", "b.trace", "--device", "one"], "--device"),
                  (["a.pickle", "b.trace", "--free-at", "\x1b[31mnever"], "invalid choice"),
