@@ -53,6 +53,7 @@
 #include "base/closest.h"
 #include "cli.h"
 #include "json_input.h"
+#include "results_file.h"
 #include "sim_differences.h"
 #include "sim_rerun.h"
 
@@ -525,6 +526,11 @@ static int check_file(vb_sim_differences *differences, check_input *input, int s
         }
         return vb_cli_error(VB_EXIT_USAGE, "check-sim: %s: not a vrambench results file (no context, benchmarks "
                                            "or claims)", path);
+    }
+    vb_status typed = vb_results_check_context(path, context);
+    if (typed != VB_OK) {
+        json_decref(document);
+        return vb_cli_error(VB_EXIT_USAGE, "check-sim: %s", vb_last_error());
     }
     const char *device = json_string_value(json_object_get(context, "device_name")) ?: "?";
     json_t *trace_value = json_object_get(context, "trace_path");

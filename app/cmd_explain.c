@@ -67,8 +67,12 @@ int vb_cmd_explain(int argc, char **argv)
         case OPT_CAPACITY:
             if (vb_cli_size_option("explain", "--capacity", value, &explain.capacity) != VB_EXIT_OK)
                 return VB_EXIT_USAGE;
-            if (explain.capacity == 0 || explain.capacity > VB_FIT_MAX_CAPACITY)
-                return vb_cli_error(VB_EXIT_USAGE, "explain: --capacity '%s' is not from 1 byte to " VB_FIT_MAX_CAPACITY_TEXT, value);
+            /* As tune and replay: under the driver's smallest allocation nothing fits (docs/cli.md, "Out of memory") */
+            if (explain.capacity < VB_FIT_STEP)
+                return vb_cli_error(VB_EXIT_USAGE,
+                                    "explain: --capacity %s is below 2 MiB, the driver's smallest allocation", value);
+            if (explain.capacity > VB_FIT_MAX_CAPACITY)
+                return vb_cli_error(VB_EXIT_USAGE, "explain: --capacity '%s' is not from 2 MiB to " VB_FIT_MAX_CAPACITY_TEXT, value);
             break;
         case OPT_ALLOCATOR: allocator = value; break;
         case OPT_CONF: conf = value; break;

@@ -104,7 +104,9 @@ static int make_page(const char **files, size_t count, int no_plots, int page)
     return exit_status;
 }
 
-/* Copies the page in `from` (a scratch file) to `to` through a vb_output. */
+/* Copies the page in `from` (a scratch file) to `to` through a vb_output;
+ * an empty page (a $VB_PYTHON that ended with success but never ran
+ * vrambench.report) is a failure, never an empty file. */
 static vb_status write_page(int from, const char *to)
 {
     FILE *in = vb_scratch_stream(from, "rb");
@@ -112,9 +114,15 @@ static vb_status write_page(int from, const char *to)
     vb_output out;
     vb_status status = vb_output_open(&out, to);
     char buffer[1 << 16];
-    size_t got;
-    while (status == VB_OK && (got = fread(buffer, 1, sizeof buffer, in)) > 0) status = vb_output_write(&out, buffer, got);
+    size_t got, total = 0;
+    while (status == VB_OK && (got = fread(buffer, 1, sizeof buffer, in)) > 0) {
+        status = vb_output_write(&out, buffer, got);
+        total += got;
+    }
     if (status == VB_OK && ferror(in)) status = vb_error(VB_ERR_IO, "report: reading the page failed");
+    if (status == VB_OK && total == 0)
+        status = vb_error(VB_ERR_IO, "report: %s -m vrambench.report ended with success but wrote no page",
+                          vb_cli_python());
     fclose(in);
     if (status == VB_OK) return vb_output_commit(&out);
     vb_output_abandon(&out);

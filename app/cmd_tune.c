@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/closest.h"
 #include "cli.h"
 #include "input_file.h"
 #include "json_report.h"
@@ -85,8 +86,12 @@ int vb_cmd_tune(int argc, char **argv)
             trace_path = value;
             break;
         case OPT_DEVICE:
-            if (strcmp(value, "sim") != 0 && strcmp(value, "cuda") != 0)
-                return vb_cli_error(VB_EXIT_USAGE, "tune: bad --device '%s' (sim or cuda)", value);
+            if (strcmp(value, "sim") != 0 && strcmp(value, "cuda") != 0) {
+                static const char *const devices[] = {"sim", "cuda", NULL};
+                char hint[64];
+                return vb_cli_error(VB_EXIT_USAGE, "tune: bad --device '%s' (sim or cuda)%s", value,
+                                    vb_did_you_mean(value, devices, hint, sizeof hint));
+            }
             options.device = value;
             break;
         case OPT_CAPACITY:

@@ -23,12 +23,18 @@ json_t *vb_json_number(double value)
     return json_real(value);
 }
 
-/* A counter's value: exact when it was kept whole and JSON's integers (as
- * jansson writes them, signed 64 bits) hold it; else vb_json_number's. */
+json_t *vb_json_whole(uint64_t value)
+{
+    if (value <= (uint64_t)INT64_MAX) return json_integer((json_int_t)value);
+    /* Past 2^64 - 2^10 (a replay's first OOM asking 2^64-1 bytes) the double rounds up to 2^64. */
+    return json_real(fmin((double)value, nextafter(18446744073709551616.0, 0)));
+}
+
+/* A counter's value: vb_json_whole's when it was kept whole, else
+ * vb_json_number's. */
 static json_t *counter_json(const vb_run_counter *counter)
 {
-    if (counter->whole && counter->whole <= (uint64_t)INT64_MAX)
-        return json_integer((json_int_t)counter->whole);
+    if (counter->whole) return vb_json_whole(counter->whole);
     return vb_json_number(counter->value);
 }
 

@@ -50,6 +50,11 @@ int vb_report_add_names(json_t *document, const char *label, const vb_scenario *
  * double holds exactly, else a real. NULL for NaN or infinity. */
 json_t *vb_json_number(double value);
 
+/* A JSON number for the whole count `value`: an integer where jansson's
+ * (signed 64-bit) integers hold it, else the real nearest below 2^64 that
+ * it rounds to. Never 2^64, which no reader takes as a count (0 to 2^64-1). */
+json_t *vb_json_whole(uint64_t value);
+
 /* A JSON string of `value`, which need not be UTF-8 (a file or marker name
  * from the user): bytes that are not valid UTF-8 become '?', so building a
  * document never fails on a name. NULL on host OOM. */

@@ -59,13 +59,20 @@ int vb_report_is_template(const char *pattern)
 }
 
 /* Makes `path` (a template's expansion) a name no file has: "NAME-2.EXT",
- * "NAME-3.EXT", ... VB_ERR_INVALID when none is free or it gets too long. */
+ * "NAME-3.EXT", ... (EXT of a gzip'd name is both its extensions, as
+ * ".json.gz"). VB_ERR_INVALID when none is free or it gets too long. */
 static vb_status unique_name(char *path, size_t capacity)
 {
     struct stat st;
     if (lstat(path, &st) != 0) return VB_OK;
     char stem[4096], extension[256] = "";
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path, *dot = strrchr(base, '.');
+    if (dot && dot > base && vb_output_is_gzip_name(base)) {
+        /* "sim.json.gz" -> "sim-2.json.gz", still a gzip'd .json (not "sim.json-2.gz") */
+        const char *inner = dot;
+        while (--inner > base && *inner != '.') continue;
+        if (inner > base) dot = inner;
+    }
     size_t stem_length = dot && dot > base ? (size_t)(dot - path) : strlen(path); /* ".json" alone is a stem */
     if (stem_length >= sizeof stem || strlen(path + stem_length) >= sizeof extension)
         return vb_error(VB_ERR_INVALID, "output path '%s' is too long", path);

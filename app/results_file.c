@@ -359,6 +359,17 @@ static vb_status read_claims(vb_results_file *file, json_t *claims)
     return VB_OK;
 }
 
+vb_status vb_results_check_context(const char *path, json_t *context)
+{
+    json_t *device = json_object_get(context, "device_name");
+    json_t *simulated = json_object_get(context, "simulated");
+    if ((device && !json_is_string(device)) || (simulated && !json_is_boolean(simulated)))
+        return vb_error(VB_ERR_INVALID, "%s: context's device_name or simulated has the wrong type", path);
+    if (has_control(json_string_value(device)))
+        return vb_error(VB_ERR_INVALID, "%s: context's device_name holds a control character", path);
+    return VB_OK;
+}
+
 static vb_status load(const char *path, vb_results_file *out)
 {
     if (snprintf(out->path, sizeof out->path, "%s", path) >= (int)sizeof out->path)
@@ -380,14 +391,10 @@ static vb_status load(const char *path, vb_results_file *out)
         (!json_is_array(benchmarks) && !json_is_array(claims)))
         return vb_error(VB_ERR_INVALID, "%s: not a vrambench results file (no context, or neither benchmarks nor "
                                         "claims)", path);
-    json_t *device = json_object_get(out->context, "device_name");
-    json_t *simulated = json_object_get(out->context, "simulated");
-    if ((device && !json_is_string(device)) || (simulated && !json_is_boolean(simulated)))
-        return vb_error(VB_ERR_INVALID, "%s: context's device_name or simulated has the wrong type", path);
-    if (has_control(json_string_value(device)))
-        return vb_error(VB_ERR_INVALID, "%s: context's device_name holds a control character", path);
-    out->device_name = device ? json_string_value(device) : "?";
-    out->simulated = json_is_true(simulated);
+    vb_status checked = vb_results_check_context(path, out->context);
+    if (checked != VB_OK) return checked;
+    out->device_name = json_string_value(json_object_get(out->context, "device_name")) ?: "?";
+    out->simulated = json_is_true(json_object_get(out->context, "simulated"));
     if (!(out->index = json_object()))
         return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
     return json_is_array(claims) ? read_claims(out, claims) : read_benchmarks(out, benchmarks);

@@ -57,6 +57,13 @@ typedef struct vb_results_file {
 /* Reads `path` (see above) into *out; on failure *out holds nothing to free. */
 vb_status vb_results_load(const char *path, vb_results_file *out);
 
+/* VB_OK when the results file `path`'s `context` object has a string
+ * device_name without control characters and a boolean simulated where it
+ * has them, else VB_ERR_INVALID with one line naming the file: every command
+ * that reads results (check-sim with its own loader too) tells a GPU file from
+ * a sim one by these. */
+vb_status vb_results_check_context(const char *path, json_t *context);
+
 void vb_results_free(vb_results_file *file);
 
 /* The case of `group` and `allocator`, or NULL. */

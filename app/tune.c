@@ -330,8 +330,8 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     failed |= json_object_set_new(entry, "ooms_at_capacity", vb_json_number((double)at.ooms));
     failed |= json_object_set_new(entry, "alloc_retries_at_capacity", vb_json_number((double)at.alloc_retries));
     if (at.first_oom_line) {
-        failed |= json_object_set_new(entry, "first_oom_line", vb_json_number((double)at.first_oom_line));
-        failed |= json_object_set_new(entry, "first_oom_bytes", vb_json_number((double)at.first_oom_bytes));
+        failed |= json_object_set_new(entry, "first_oom_line", vb_json_whole(at.first_oom_line));
+        failed |= json_object_set_new(entry, "first_oom_bytes", vb_json_whole(at.first_oom_bytes));
     }
     failed |= json_object_set_new(entry, "min_capacity_bytes",
                                   min.found ? vb_json_number((double)min.capacity) : json_null());

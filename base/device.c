@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "closest.h"
+
 /* base/device_sim.c: device `ordinal` of a simulated machine. */
 vb_status sim_open_on(vb_sim_machine *machine, int ordinal, uint64_t capacity_bytes, vb_device **out);
 
@@ -100,7 +102,10 @@ vb_status vb_device_open(const char *kind, const vb_device_options *options, vb_
                         "--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
 #endif
     }
-    return vb_error(VB_ERR_INVALID, "unknown device '%s' (known: auto, cuda, sim)", kind);
+    static const char *const kinds[] = {"auto", "cuda", "sim", NULL};
+    char hint[64];
+    return vb_error(VB_ERR_INVALID, "unknown device '%s'%s (known: auto, cuda, sim)", kind,
+                    vb_did_you_mean(kind, kinds, hint, sizeof hint));
 }
 
 void vb_device_close(vb_device *dev)

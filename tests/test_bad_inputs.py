@@ -312,6 +312,26 @@ class BadInputTest(unittest.TestCase):
                     arguments += option
                 self.refused(arguments, [])
 
+    def test_a_capacity_under_2_mib_is_refused_by_explain_as_by_tune(self):
+        # explain took any capacity from 1 byte and explained an OOM "under 0.0 MiB".
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        for capacity in ("12", "1.0", "1MiB", "2097151"):
+            for command in (["explain", "t.trace", "--allocator", "bfc"], ["explain", "t.trace"], ["tune", "t.trace"]):
+                with self.subTest(capacity=capacity, command=command):
+                    line = self.refused([*command, "--capacity", capacity, "--quiet", "--out", "out.json"],
+                                        ["t.trace"])
+                    self.assertIn(b"is below 2 MiB, the driver's smallest allocation", line)
+
+    def test_a_misspelt_device_names_the_nearest(self):
+        # The device kind was the one name of the command line without a "did you mean".
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        for command in (["run", "--scenario", "views", "--min-time", "0"], ["replay", "t.trace"], ["tune", "t.trace"],
+                        ["claims", "--claim", "view_keeps_storage"], ["microbench"]):
+            with self.subTest(command[0]):
+                line = self.refused([*command, "--device", "simm", "--quiet", "--out", "out.json"], ["t.trace"])
+                self.assertIn(b"'simm'", line)
+                self.assertIn(b"did you mean sim?", line)
+
     def test_capacities_past_the_simulated_device_are_refused_naming_its_limit(self):
         # Above 56 TiB the sim cannot hold a reservation of expandable segments,
         # and far above, its pool's tables outgrow host memory: refused before

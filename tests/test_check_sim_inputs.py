@@ -244,6 +244,17 @@ class CheckSimInputs(unittest.TestCase):
                     line = self.assert_bad_input(path, expect="context.trace_path is not a path")
                     self.assertIn(path, line)
 
+    def test_a_context_simulated_or_device_name_of_the_wrong_type_is_exit_2_as_for_compare(self):
+        # check-sim read "simulated": "yes" as a GPU file and re-ran it (exit 0),
+        # where compare, merge and report refuse the file.
+        for key, value in (("simulated", "yes"), ("simulated", 1), ("device_name", 7), ("device_name", "GPU\x1b[2J")):
+            with self.subTest(key=key, value=value):
+                document = json.loads(json.dumps(self.run_document))
+                document["context"][key] = value
+                path = self.write("bad-context.json", document)
+                line = self.assert_bad_input(path, expect="context's device_name")
+                self.assertIn(path, line)
+
     # ---- nothing checked is not a pass ----
 
     def test_files_whose_every_case_is_skipped_are_exit_2_not_a_silent_pass(self):

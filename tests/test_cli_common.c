@@ -366,6 +366,31 @@ static void test_a_template_never_names_an_existing_file_unless_forced(void **st
     assert_int_equal(vb_temp_dir_remove(&dir), 0);
 }
 
+static void test_a_taken_gzip_template_keeps_both_extensions(void **state)
+{
+    (void)state;
+    vb_temp_dir dir;
+    assert_int_equal(vb_temp_dir_make(&dir, "gznames"), 0);
+    vb_device_info info = {.simulated = 1};
+    char pattern[256], path[4096], expected[4096];
+    /* It was "sim-run.json-2.gz": no longer a .json.gz. */
+    snprintf(pattern, sizeof pattern, "%s/{device}-run.json.gz", dir.path);
+    FILE *file = fopen(vb_temp_dir_file(&dir, "sim-run.json.gz"), "w");
+    assert_non_null(file);
+    fclose(file);
+    assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
+    snprintf(expected, sizeof expected, "%s", vb_temp_dir_file(&dir, "sim-run-2.json.gz"));
+    assert_string_equal(path, expected);
+    /* A name with one extension, .gz, keeps it as before. */
+    snprintf(pattern, sizeof pattern, "%s/{device}.gz", dir.path);
+    file = fopen(vb_temp_dir_file(&dir, "sim.gz"), "w");
+    assert_non_null(file);
+    fclose(file);
+    assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
+    assert_string_equal(path, vb_temp_dir_file(&dir, "sim-2.gz"));
+    assert_int_equal(vb_temp_dir_remove(&dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_after_a_double_dash_every_word_is_an_argument),
         cmocka_unit_test(test_help_lists_every_option_of_its_variant_and_nothing_else),
         cmocka_unit_test(test_a_template_never_names_an_existing_file_unless_forced),
+        cmocka_unit_test(test_a_taken_gzip_template_keeps_both_extensions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

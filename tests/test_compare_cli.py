@@ -337,6 +337,28 @@ class CompareTest(unittest.TestCase):
                 with open(shard, "rb") as stream:
                     self.assertEqual(stream.read(), before)
 
+    def test_a_first_oom_asking_2_64_minus_1_bytes_is_read_back_by_every_reader(self):
+        # first_oom_bytes 2^64-1 (replay, tune) was written as the double 1.8446744073709552e19 (2^64),
+        # which compare, merge and the Python loader refuse as "not a whole number".
+        trace = os.path.join(self.tmp.name, "huge.trace")
+        with open(trace, "w") as stream:
+            stream.write("vbtrace 1\na 1 18446744073709551615\na 2 4096\nf 2\n")
+        replay, tune = os.path.join(self.tmp.name, "huge.json"), os.path.join(self.tmp.name, "huge-tune.json")
+        for arguments in (("replay", trace, "--device", "sim", "--allocator", "caching", "--out", replay),
+                          ("tune", trace, "--jobs", "1", "--out", tune)):
+            status, _, err = vrambench(*arguments, "--quiet")
+            self.assertEqual(status, 0, err)
+            self.assertGreater(load(arguments[-1])["benchmarks"][0]["first_oom_bytes"], 2 ** 64 - 4096)
+        for arguments in (("compare", replay, replay), ("merge", replay, "-o", replay + ".merged", "--quiet"),
+                          ("compare", tune, tune)):
+            with self.subTest(arguments):
+                status, _, err = vrambench(*arguments)
+                self.assertEqual(status, 0, err)
+        tables = subprocess.run([sys.executable, "-m", "vrambench.results_tables", "replay", replay],
+                                capture_output=True, text=True, timeout=120,
+                                env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+        self.assertEqual(tables.returncode, 0, tables.stderr)
+
     def test_help(self):
         for command in ("compare", "merge", "report"):
             status, out, _ = vrambench(command, "--help")

@@ -340,6 +340,11 @@ class MalformedInput(unittest.TestCase):
         path = self.write("sim.json", dump(good()))
         self.assert_rejected(*self.run_main(path, "--segments", "views/nope"), "views/nope")
 
+    def test_a_misspelt_segments_entry_names_the_nearest(self):
+        path = self.write("sim.json", dump(good()))
+        status, stderr = self.run_main(path, "--segments", "views/cachng")
+        self.assert_rejected(status, stderr, "did you mean views/caching?")
+
     def test_the_cases_are_many_and_varied(self):
         total = len(RAW_CASES) + len(DOCUMENT_CASES) + len(MICROBENCH_CASES)
         self.assertGreaterEqual(total, 80)

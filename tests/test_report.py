@@ -141,7 +141,9 @@ class ReportTest(unittest.TestCase):
 
     def test_a_python_that_fails_silently_or_a_folder_without_the_package_is_one_line_and_no_page(self):
         page = self.path("never.html")
+        # /bin/true: a "Python" that ends with success and writes nothing, which left an empty page (exit 0)
         for variable, value, words in (("VB_PYTHON", "/bin/false", "exit status 1"),
+                                       ("VB_PYTHON", "/bin/true", "wrote no page"),
                                        ("VB_PYTHON_DIR", self.tmp.name, "holds no vrambench/")):
             with self.subTest(variable=variable):
                 status, _, err = vrambench("report", self.run_file, "-o", page, "--no-plots",

@@ -43,6 +43,17 @@ class ResultsTables(unittest.TestCase):
         self.assertIn("| views |", run.stdout)
         self.assertIn("| random_mix/caching |", run.stdout)
 
+    def test_bench_table_takes_a_scenario_the_first_allocator_did_not_run(self):
+        # The matrix read each scenario's requested bytes from the first allocator's
+        # case: a scenario only a later allocator ran was a KeyError traceback.
+        document = plot_fixture.sim_result(scenarios=["views", "random_mix"])
+        document["benchmarks"] = [entry for entry in document["benchmarks"]
+                                  if entry["name"].split("/")[:2] != ["random_mix", "cuda"]]
+        run = tables("bench", self.write("sim.json", document))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("| random_mix |", run.stdout)
+        self.assertIn("| random_mix/caching |", run.stdout)
+
     def test_microbench_table_has_a_row_per_allocator(self):
         document = plot_fixture.microbench_result()
         for entry in document["benchmarks"]:
@@ -69,6 +80,23 @@ class ResultsTables(unittest.TestCase):
                     self.assertEqual(run.returncode, 2, run.stderr)
                     self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
                     self.assertNotIn("Traceback", run.stderr)
+
+    def test_a_bad_command_line_is_one_error_line_and_help_is_exit_0(self):
+        # It printed the 13-line usage on stderr, with no error line and no nearest kind.
+        path = self.write("sim.json", plot_fixture.sim_result(scenarios=["views"]))
+        for arguments, words in ((("bnch", path), "unknown table 'bnch'; did you mean bench?"),
+                                 ((), "which table?"), (("bench",), "bench takes one FILE"),
+                                 (("bench", path, path), "bench takes one FILE"), (("replay",), "replay takes FILE..."),
+                                 (("--bogus", path), "unknown table '--bogus'")):
+            with self.subTest(arguments):
+                run = tables(*arguments)
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+                self.assertTrue(run.stderr.startswith("results_tables: error: "), run.stderr)
+                self.assertIn(words, run.stderr)
+        run = tables("--help")
+        self.assertEqual((run.returncode, run.stderr), (0, ""))
+        self.assertIn("bench RESULTS.json", run.stdout)
 
     def test_a_newline_in_a_file_name_is_still_one_error_line(self):
         for kind in ("bench", "claims", "microbench"):

@@ -86,6 +86,9 @@ class Torch2TraceTest(unittest.TestCase):
 
     def test_a_bad_option_is_one_line_with_the_nearest_option(self):
         cases = [(["--quite", "a.pickle", "b.trace"], "did you mean --quiet?"),
+                 # a prefix is no option (argparse took it for --quiet, the C commands refuse one)
+                 (["--qui", "a.pickle", "b.trace"], "did you mean --quiet?"),
+                 (["--free", "free_requested", "a.pickle", "b.trace"], "unrecognized arguments: --free"),
                  ([], "required"),
                  (["a.pickle", "b.trace", "--device", "one"], "--device"),
                  (["a.pickle", "b.trace", "--free-at", "\x1b[31mnever"], "invalid choice"),
@@ -278,6 +281,9 @@ class Torch2TraceTest(unittest.TestCase):
                 b"K\x01", b"]" * 50000 + b"a" * 49999),
             "memo out of range": b"\x80\x04h\x05.",
             "text": b"hello world\n",
+            # the unpickler stops at the first STOP: the rest was dropped silently
+            "two snapshots in one file": pickle.dumps(snapshot(alloc_free(0x1000, 512))) * 2,
+            "bytes after the pickle": pickle.dumps(snapshot(alloc_free(0x1000, 512))) + b"junk",
         }
         for name, raw in cases.items():
             with self.subTest(name):

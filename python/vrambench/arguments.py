@@ -13,7 +13,13 @@ def _printable(text):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse.ArgumentParser whose errors are one line."""
+    """argparse.ArgumentParser whose errors are one line, and which takes an
+    option by its whole name only, as the C commands do: argparse's own took
+    '--no-plot' for --no-plots, which `vrambench report` refuses."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {_printable(message)}{self._nearest(message)} "

@@ -19,11 +19,11 @@ committed one differs. `make docs` runs this. Standard library only: the tables 
 from vrambench.results_tables, the files are read by vrambench.results.
 """
 
-import argparse
 import os
 import re
 import sys
 
+from vrambench import arguments
 from vrambench import results_tables as tables
 from vrambench.output import shown
 from vrambench.results import (InputError, MAX_FILE_BYTES, load_claims, load_pytorch_claims,
@@ -513,7 +513,7 @@ def write(path, text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog=f"python3 -m {PROG}", description=__doc__.split("\n")[0])
+    parser = arguments.Parser(prog=f"python3 -m {PROG}", description=__doc__.split("\n")[0])
     parser.add_argument("--results", default=os.path.join(ROOT, "results"), help="the committed results")
     parser.add_argument("--out", default=os.path.join(ROOT, PAGES_DIR), help="where the pages go")
     parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"),

@@ -13,6 +13,7 @@ raised for bad input (deep nesting, NaN, a number of a million digits, a
 """
 
 import datetime
+import difflib
 import glob
 import gzip
 import io
@@ -815,9 +816,11 @@ def choose_segments_run(result, wanted):
                 if not run.segments:
                     raise InputError(f"{result.path}: {wanted} has no 'segments_at_peak'")
                 return run
-        names = ", ".join(run.name for run in candidates) or "none"
-        raise InputError(f"{result.path}: no entry {wanted!r} "
-                         f"(entries with segment maps: {names})")
+        names = [run.name for run in candidates]
+        close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.6)  # as arguments.py offers an option
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise InputError(f"{result.path}: no entry {wanted!r}{hint} "
+                         f"(entries with segment maps: {', '.join(names) or 'none'})")
     if not candidates:
         return None
     return max(candidates, key=lambda run: (run.values.get("external_frag_at_peak", 0),

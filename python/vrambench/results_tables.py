@@ -13,6 +13,7 @@ python/vrambench/plots uses (entries with run_type "iteration", the median over
 repetitions, every type and range checked); bad input is one line on
 stderr and exit status 2.
 """
+import difflib
 import os
 import sys
 
@@ -62,7 +63,10 @@ def bench_table(document):
              "| scenario | peak requested | " + " | ".join(f"`{a}`" for a in allocators) + " |",
              "|---|---:|" + "---:|" * len(allocators)]
     for s in scenarios:
-        requested = median(cases[(s, allocators[0])], "peak_requested_bytes") / MiB
+        # Not every allocator ran every scenario (a merged file, a hand-picked run): the
+        # scenario's requested bytes are its first allocator's that has the case.
+        first = next(cases[(s, a)] for a in allocators if (s, a) in cases)
+        requested = median(first, "peak_requested_bytes") / MiB
         cells = [f"{median(cases[(s, a)], 'overhead_ratio'):.2f}" if (s, a) in cases else "" for a in allocators]
         lines.append(f"| {s} | {requested:,.1f} MiB | " + " | ".join(cells) + " |")
     lines += ["", summary_table(document)]
@@ -249,11 +253,29 @@ def tune_check(path):
     print(tune_check_table(load_tune_check(path)))
 
 
+def usage_error(argv):
+    """The one error line for a command line main() cannot run, or None."""
+    kinds = ("bench", "replay", "claims", "microbench", "tune-check")
+    if len(argv) < 2:
+        return f"which table? ({', '.join(kinds)}; results_tables --help)"
+    if argv[1] not in kinds:
+        close = difflib.get_close_matches(argv[1], kinds, n=1, cutoff=0.6)  # as arguments.py offers an option
+        return (f"unknown table {shown(argv[1])!r}" + (f"; did you mean {close[0]}?" if close else "")
+                + f" (known: {', '.join(kinds)}; results_tables --help)")
+    if len(argv) < 3 or (argv[1] != "replay" and len(argv) != 3):
+        return f"{argv[1]} takes {'FILE...' if argv[1] == 'replay' else 'one FILE'} (results_tables --help)"
+    return None
+
+
 def main(argv):
     """Prints the tables; returns the exit status (2: bad usage or input)."""
-    if len(argv) != 3 and not (len(argv) > 2 and argv[1] == "replay") \
-            or argv[1] not in ("bench", "replay", "claims", "microbench", "tune-check"):
-        print(__doc__.strip(), file=sys.stderr)
+    if argv[1:] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
+    wrong = usage_error(argv)
+    if wrong:
+        # One line, as every bad command line (the usage was 13 lines, without the word "error")
+        print(f"results_tables: error: {wrong}", file=sys.stderr)
         return 2
     try:
         if argv[1] == "replay":

@@ -134,11 +134,17 @@ def load_snapshot(path, name=None):
     try:
         # From memory: a length field asking for 2^62 bytes then meets the
         # end of the data ("truncated"), not a 2^62-byte read.
-        snapshot = _PlainDataUnpickler(io.BytesIO(data)).load()
+        stream = io.BytesIO(data)
+        snapshot = _PlainDataUnpickler(stream).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
             OverflowError, MemoryError, RecursionError, UnicodeError) as error:
         reason = " ".join(str(error).split())[:200] or type(error).__name__
         raise InputError(f"{_shown(path)} is not a memory snapshot pickle: {reason}") from None
+    # The unpickler stops at the first pickle's end: what follows (a second
+    # snapshot appended, a damaged copy) would be dropped without a word.
+    if stream.tell() != len(data):
+        raise InputError(f"{_shown(path)}: {len(data) - stream.tell()} bytes after the end of the snapshot's pickle "
+                         "(two snapshots in one file, or a damaged copy?)")
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("device_traces"), list):
         raise InputError(
             f"{_shown(path)} is not a memory snapshot: no 'device_traces' list "

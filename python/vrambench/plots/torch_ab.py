@@ -7,10 +7,9 @@ figure(result) -> matplotlib Figure: per workload, each allocator's peak
 reserved bytes and median step time relative to PyTorch native (1.0 = same).
 table(result) -> str: a Markdown table, one row per workload/allocator.
 Needs only matplotlib and the package's reader and writer (vrambench.results
-read_input, vrambench.output write_file: the PNG goes through a temporary
+read_json and its checks, vrambench.output write_file: the PNG goes through a temporary
 file and a rename), nothing of python/vrambench/plots.
 """
-import json
 import os
 import sys
 
@@ -19,13 +18,38 @@ if __package__ in (None, ""):  # run as a script: the package vrambench is two f
 
 from vrambench import arguments  # noqa: E402
 from vrambench.output import OutputError, check_distinct, shown, write_file  # noqa: E402
-from vrambench.results import MAX_FILE_BYTES, InputError, read_input  # noqa: E402
+from vrambench.results import (MAX_MAGNITUDE, MAX_UINT64, InputError, check_context, check_document,  # noqa: E402
+                               check_text, in_range, is_number, read_json)
 
 MiB = 1 << 20
+# What table() and figure() read of an entry that ran: its time, byte counts and loss figures.
+BYTE_FIELDS = ("peak_requested_bytes", "peak_reserved_bytes", "driver_used_peak_bytes")
+NUMBER_FIELDS = ("final_loss", "loss_rel_diff")
 
 
 def load(path):
-    return json.loads(read_input(path, MAX_FILE_BYTES, "torch A/B result").decode("utf-8"))
+    """A torch A/B result, checked where table() and figure() read it: a file
+    of another shape (a vrambench run's results, a list, a name that is not a
+    string, a time that is text) is one InputError line, never a traceback."""
+    raw = check_document(path, read_json(path))
+    if not isinstance(check_context(raw["context"], path).get("torch_version"), str):
+        raise InputError(f"{path}: not a torch A/B result (lab/harnesses/torch_ab.py): no context.torch_version")
+    for index, entry in enumerate(raw["benchmarks"]):
+        where = f"{path}: benchmarks[{index}]"
+        if not isinstance(entry, dict) or "/" not in check_text(entry.get("name"), where, "name"):
+            raise InputError(f"{where} is not an entry named WORKLOAD/ALLOCATOR")
+        if entry.get("error_occurred"):
+            check_text(entry.get("error_message", "?"), where, "error_message")
+            continue
+        if not in_range(entry.get("real_time"), 0, MAX_MAGNITUDE):
+            raise InputError(f"{where}: 'real_time' is not a time (a number from 0)")
+        for key in BYTE_FIELDS:
+            if entry.get(key) is not None and not in_range(entry[key], 0, MAX_UINT64):
+                raise InputError(f"{where}: '{key}' is not a byte count")
+        for key in NUMBER_FIELDS:
+            if entry.get(key) is not None and not is_number(entry[key]):
+                raise InputError(f"{where}: '{key}' is not a number")
+    return raw
 
 
 def _cases(result):
