@@ -1560,6 +1560,14 @@ vb_status vb_cc_init(vb_cc_allocator *cc, vb_device *dev, const vb_cc_source *so
     if (settings->chunk_mb && granularity && cc->large_chunk % granularity != 0)
         return vb_error(VB_ERR_INVALID, "%s: chunk_mb=%llu is not a multiple of the device's granularity (%llu bytes)",
                         name, (unsigned long long)settings->chunk_mb, (unsigned long long)granularity);
+    /* A handle is whole mapping units and at least one growth step
+     * (vm_range.c): another limit would be changed without a word. */
+    if (cc->handle_max && ((granularity && cc->handle_max % granularity != 0) || cc->handle_max < cc->large_chunk))
+        return vb_error(VB_ERR_INVALID,
+                        "%s: handle_max_mb=%llu must be 0 (no limit), or a multiple of the device's granularity "
+                        "(%llu bytes) of at least chunk_mb (%llu)",
+                        name, (unsigned long long)settings->handle_max_mb, (unsigned long long)granularity,
+                        (unsigned long long)(cc->large_chunk / VB_MiB));
     /* setMemoryFraction (PyTorch 2.10 on): a fraction of 1 sets no limit at
      * all (allowed_memory_maximum = nullopt), and so no garbage collection. */
     if (settings->memory_fraction >= 0.0 && settings->memory_fraction < 1.0) {

@@ -200,7 +200,7 @@ class BadInputTest(unittest.TestCase):
         "caching[max_split_size_mb=5]", "caching[memory_fraction=1.5]", "caching[memory_fraction=nan]",
         "caching[memory_fraction=-0.1]", "caching[memory_fraction=inf]", "caching[roundup_power2_divisions=3]",
         "buddy[arena_mb=3]", "bfc[garbage_collection=2]", "binning[min_bin_exponent=99]",
-        "stitch[chunk_mb=3]", "async[release_threshold=-1]", "", ",", "caching,,bfc",
+        "stitch[chunk_mb=3]", "stitch[handle_max_mb=3]", "stitch[chunk_mb=8,handle_max_mb=4]", "async[release_threshold=-1]", "", ",", "caching,,bfc",
         "caching[max_split_size_mb=256", "caching max_split_size_mb=256", "\xe9", "caching[\x01=1]",
         "caching[garbage_collection_threshold=1]",
     ]
@@ -466,7 +466,7 @@ class BadInputTest(unittest.TestCase):
                 (["run", "--allocator", "caching", "--allocator", "bfc"], b"--allocator given twice"),
                 (["run", "--param", "1", "--param", "2"], b"--param given twice"),
                 (["tune", trace, "--out", "a.json", "--out=b.json"], b"--out given twice"),
-                (["explain", trace, "--capacity", "1M", "--capacity", "2M"], b"--capacity given twice"),
+                (["explain", trace, "--capacity", "4M", "--capacity", "8M"], b"--capacity given twice"),
                 (["gen-trace", "random", "--seed", "1", "--seed", "2"], b"--seed given twice"),
                 (["merge", "r.json", "-o", "a.json", "-o", "b.json"], b"-o/--out given twice"),
                 (["report", "r.json", "--out", "a.html", "-o", "b.html"], b"-o/--out given twice"),
@@ -570,7 +570,7 @@ class EdgeInputTest(unittest.TestCase):
         commands = [["compare", "r.json", "--pair", "caching=caching", "--json"],
                     ["compare", "r.json", "--pair", "caching=caching"],
                     ["replay", trace, "--device", "sim", "--allocator", "caching"],
-                    ["tune", trace, "--device", "sim"], ["explain", trace, "--capacity", "1M"],
+                    ["tune", trace, "--device", "sim"], ["explain", trace, "--capacity", "4M"],
                     ["check-sim", "gpu.json"], ["list", "allocators"], ["list", "scenarios"],
                     ["list", "names", "--json"], ["--help"], ["--version"], ["help", "replay"],
                     ["replay", "--help"], ["compare", "--help"], ["merge", "--help"]]

@@ -208,7 +208,7 @@ class CompareTest(unittest.TestCase):
         """What compare, report, the plots and the tables say about `path`:
         [(reader, exit status, stderr)]."""
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-        python = [[sys.executable, "-m", "vrambench.plots", path, "--out", os.path.join(self.tmp.name, "plots")],
+        python = [[sys.executable, "-m", "vrambench.plots", path, "--out-dir", os.path.join(self.tmp.name, "plots")],
                   [sys.executable, os.path.join(ROOT, "python", "vrambench", "results_tables.py"), "bench", path]]
         said = [("compare", *vrambench("compare", self.a, path)[::2]),
                 ("report", *vrambench("report", path, "-o", os.path.join(self.tmp.name, "r.html"),

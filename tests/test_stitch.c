@@ -707,6 +707,24 @@ static void test_chunk_mb_not_a_multiple_of_the_granularity_is_invalid(void **st
     assert_int_equal(vb_fixture_create_status("stitch", 0, settings), VB_ERR_INVALID);
 }
 
+/* A handle limit that is not whole mapping units (3, 11) or is below one
+ * growth step (4 under chunk_mb=8) would be changed without a word: it is
+ * refused; 0 (no limit), 8 and 10 are taken. */
+static void test_handle_max_mb_of_no_whole_handle_is_invalid(void **state)
+{
+    (void)state;
+    const char *const refused[] = {"handle_max_mb=3", "handle_max_mb=11", "handle_max_mb=4", "handle_max_mb=1"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        const char *const settings[] = {"chunk_mb=8", refused[i], NULL};
+        assert_int_equal(vb_fixture_create_status("stitch", 0, settings), VB_ERR_INVALID);
+    }
+    const char *const taken[] = {"handle_max_mb=0", "handle_max_mb=8", "handle_max_mb=10"};
+    for (size_t i = 0; i < sizeof taken / sizeof *taken; i++) {
+        const char *const settings[] = {"chunk_mb=8", taken[i], NULL};
+        assert_int_equal(vb_fixture_create_status("stitch", 0, settings), VB_OK);
+    }
+}
+
 /* The accepted range of chunk_mb is 2..1024. */
 static void test_chunk_mb_out_of_range_is_invalid(void **state)
 {
@@ -753,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_a_growth_maps_handles_up_to_handle_max_mb),
         cmocka_unit_test(test_unknown_option_is_invalid),
         cmocka_unit_test(test_chunk_mb_not_a_multiple_of_the_granularity_is_invalid),
+        cmocka_unit_test(test_handle_max_mb_of_no_whole_handle_is_invalid),
         cmocka_unit_test(test_chunk_mb_out_of_range_is_invalid),
         cmocka_unit_test(test_non_numeric_option_value_is_invalid),
     };
