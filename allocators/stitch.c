@@ -1023,7 +1023,7 @@ static const vb_option stitch_options[] = {
      "at the range's end and in holes; default 8"},
     {"handle_max_mb", VB_OPTION_U64, offsetof(vb_cc_settings, handle_max_mb), 0, 1048576,
      "largest physical handle in MiB (a growth past it creates several); smaller = more holes hold a whole "
-     "handle (less memory), more driver calls; 0: no limit; default 64"},
+     "handle (less memory), more driver calls; 0: no limit, else a multiple of 2 of at least chunk_mb; default 64"},
     {"stitch_max_maps", VB_OPTION_U64, offsetof(vb_cc_settings, stitch_max_maps), 0, 4096,
      "most handles a stitched range (the handles free holes hold, mapped again side by side) may map, "
      "each a map and its share of one access call; 0: no stitched ranges (whole handles in holes are "
