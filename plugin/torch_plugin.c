@@ -15,7 +15,7 @@
  * allocation function returns (a NULL would become a tensor at address 0), so
  * a bad VRAMBENCH_ALLOCATOR and an out-of-memory print one line on stderr and
  * abort. VRAMBENCH_TORCH_ON_OOM=null makes an out-of-memory return NULL
- * instead, for callers that check (vrambench's own external: strategy, whose
+ * instead (any other value is a set-up error), for callers that check (vrambench's own external: strategy, whose
  * conformance suite asks for more than the device has). python/vrambench/plugin.py calls vb_torch_init first, which reports a
  * bad spec as a Python error before anything is installed.
  *
@@ -41,6 +41,7 @@
 
 #include "allocators/allocator.h"
 #include "allocators/spec.h"
+#include "base/closest.h"
 
 #define MAX_DEVICES 64
 
@@ -76,6 +77,24 @@ static vb_status parse_spec(const char *text, vb_allocator_spec *spec)
     return status;
 }
 
+/* What VRAMBENCH_TORCH_ON_OOM may say besides nothing (unset or empty:
+ * an out-of-memory aborts). */
+static const char *const on_oom_values[] = {"null", NULL};
+
+/* Checks VRAMBENCH_TORCH_ON_OOM; VB_OK, or VB_ERR_INVALID with setup_error
+ * filled: a misspelt value ("NULL", "none") would otherwise mean abort
+ * without a word. */
+static vb_status check_on_oom(void)
+{
+    const char *value = getenv("VRAMBENCH_TORCH_ON_OOM");
+    if (!value || !value[0] || vb_name_known(value, on_oom_values)) return VB_OK;
+    char hint[96];
+    snprintf(setup_error, sizeof setup_error,
+             "VRAMBENCH_TORCH_ON_OOM='%.*s%s' is not null (an out-of-memory returns NULL) or unset (it aborts)%s",
+             VB_SPEC_QUOTED(value), vb_did_you_mean(value, on_oom_values, hint, sizeof hint));
+    return VB_ERR_INVALID;
+}
+
 /* The caller's current device, to put back when we are done (-1: none). */
 static int caller_device(void)
 {
@@ -101,7 +120,8 @@ static vb_status create_for(int device)
 {
     const char *text = getenv("VRAMBENCH_ALLOCATOR");
     vb_allocator_spec spec;
-    vb_status status = parse_spec(text, &spec);
+    vb_status status = check_on_oom();
+    if (status == VB_OK) status = parse_spec(text, &spec);
     if (status != VB_OK) return status;
     int previous = caller_device();
     vb_device_options options = {.ordinal = device};
@@ -165,7 +185,8 @@ const char *vb_torch_init(void)
     for (int device = 0; device < MAX_DEVICES; device++)
         if (allocators[device]) any_made = 1;
     if (!any_made) setup_error[0] = '\0';
-    vb_status status = setup_error[0] ? VB_ERR_INVALID : parse_spec(getenv("VRAMBENCH_ALLOCATOR"), &spec);
+    vb_status status = setup_error[0] ? VB_ERR_INVALID : check_on_oom();
+    if (status == VB_OK) status = parse_spec(getenv("VRAMBENCH_ALLOCATOR"), &spec);
     if (status == VB_OK) {
         vb_device *sim = NULL;
         vb_allocator *trial = NULL;

@@ -155,6 +155,21 @@ class UseAgainAfterABadSpec(unittest.TestCase):
                 self.assertTrue(done.stdout.rstrip("\n").endswith(reason), done.stdout)
                 self.assertIn("...'", done.stdout)
 
+    def test_a_misspelt_out_of_memory_mode_is_a_set_up_error(self):
+        # VRAMBENCH_TORCH_ON_OOM took any value but exactly "null" as "abort".
+        import subprocess
+        child = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); lib.vb_torch_init.restype = ctypes.c_char_p; "
+                 "said = lib.vb_torch_init(); print(said.decode() if said else 'ok')")
+        for value, expected in (("NULL", "did you mean null?"), ("none", "is not null"), ("null", "ok"), ("", "ok")):
+            with self.subTest(value):
+                env = dict(os.environ, VRAMBENCH_ALLOCATOR="caching", VRAMBENCH_TORCH_ON_OOM=value)
+                done = subprocess.run([sys.executable, "-c", child, PLUGIN], capture_output=True, text=True,
+                                      timeout=60, env=env)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertIn(expected, done.stdout)
+                if expected != "ok":
+                    self.assertIn("VRAMBENCH_TORCH_ON_OOM='%s'" % value, done.stdout)
+
     def test_all_is_refused_as_not_one_strategy(self):
         (line,) = self.tries("all")
         self.assertIn("serves one strategy", line)
