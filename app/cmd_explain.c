@@ -108,7 +108,8 @@ int vb_cmd_explain(int argc, char **argv)
     if (vb_allocator_spec_parse(explain.spec, &check) != VB_OK) return vb_cli_status_error(VB_ERR_INVALID);
     vb_allocator_spec_free(&check);
     if ((out && vb_output_check(out) != VB_OK) ||
-        (explain.snapshot_path && vb_output_check(explain.snapshot_path) != VB_OK))
+        (explain.snapshot_path && (vb_output_check(explain.snapshot_path) != VB_OK ||
+                                   vb_output_check_uncompressed(explain.snapshot_path, "a snapshot pickle") != VB_OK)))
         return vb_cli_status_error(VB_ERR_INVALID);
     vb_named_file files[] = {{"the trace", trace_path, 0}, {"--out", out, 1}, {"--snapshot", explain.snapshot_path, 1}};
     if (vb_output_check_distinct(files, sizeof files / sizeof files[0]) != VB_OK)

@@ -137,6 +137,7 @@ int vb_cmd_report(int argc, char **argv)
         vb_files_out_free(&args);
         return exit_status;
     }
+    if (vb_output_check_uncompressed(args.out, "the page") != VB_OK) exit_status = vb_cli_status_error(VB_ERR_INVALID);
     /* Python reads the files; a malformed VB_SPOOL_LIMIT is refused here, as every command refuses it */
     for (size_t i = 0; i < args.count && exit_status == VB_EXIT_OK; i++)
         if (vb_input_check_spool_limit(args.files[i]) != VB_OK) exit_status = vb_cli_status_error(VB_ERR_INVALID);

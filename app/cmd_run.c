@@ -550,7 +550,8 @@ int vb_run_command(int argc, char **argv, int trace_command)
         exit_status = vb_cli_error(VB_EXIT_USAGE, "replay: --snapshot applies to a replay with exactly one allocator");
         goto done;
     }
-    if (args.snapshot && vb_output_check(args.snapshot) != VB_OK) {
+    if (args.snapshot && (vb_output_check(args.snapshot) != VB_OK ||
+                          vb_output_check_uncompressed(args.snapshot, "a snapshot pickle") != VB_OK)) {
         exit_status = vb_cli_status_error(VB_ERR_INVALID);
         goto done;
     }

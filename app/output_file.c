@@ -143,6 +143,13 @@ int vb_output_is_gzip_name(const char *path)
     return length > 3 && strcmp(path + length - 3, ".gz") == 0;
 }
 
+vb_status vb_output_check_uncompressed(const char *path, const char *what)
+{
+    if (!vb_output_is_gzip_name(path)) return VB_OK;
+    return vb_error(VB_ERR_INVALID, "cannot write '%s': %s is written uncompressed, and a name ending in .gz says gzip: "
+                    "name it without .gz", path, what);
+}
+
 void vb_output_abandon(vb_output *out)
 {
     if (out->fd >= 0) close(out->fd);

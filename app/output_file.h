@@ -71,6 +71,11 @@ vb_status vb_output_commit(vb_output *out);
 /* 1 when an output named `path` is written gzip'd: its name ends in ".gz". */
 int vb_output_is_gzip_name(const char *path);
 
+/* For an output that is never gzip'd (an HTML page, a snapshot pickle):
+ * VB_ERR_INVALID, naming `what` the file is, when `path` ends in ".gz" (the
+ * name would promise a compressed file); else VB_OK. */
+vb_status vb_output_check_uncompressed(const char *path, const char *what);
+
 /* Closes and removes the temporary file (a no-op once committed). */
 void vb_output_abandon(vb_output *out);
 

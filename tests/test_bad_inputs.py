@@ -322,6 +322,20 @@ class BadInputTest(unittest.TestCase):
                                         ["t.trace"])
                     self.assertIn(b"is below 2 MiB, the driver's smallest allocation", line)
 
+    def test_an_uncompressed_output_named_gz_is_refused(self):
+        # A snapshot pickle and a report page are written as they are: a
+        # name ending in .gz got plain bytes under a name that says gzip.
+        self.write("t.trace", V + b"a 1 4096\nf 1\n")
+        self.write("r.json", b"{}")
+        for arguments, out in ((["replay", "t.trace", "--allocator", "caching", "--device", "sim", "--quiet",
+                                 "--snapshot", "s.pickle.gz"], "s.pickle.gz"),
+                               (["explain", "t.trace", "--capacity", "1G", "--quiet", "--snapshot", "s.pickle.gz"],
+                                "s.pickle.gz"),
+                               (["report", "r.json", "-o", "page.html.gz"], "page.html.gz")):
+            with self.subTest(arguments[0]):
+                line = self.refused(arguments, ["t.trace", "r.json"], out=out)
+                self.assertIn(b"is written uncompressed", line)
+
     def test_a_misspelt_device_names_the_nearest(self):
         # The device kind was the one name of the command line without a "did you mean".
         self.write("t.trace", V + b"a 1 4096\nf 1\n")
