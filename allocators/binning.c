@@ -38,6 +38,7 @@
  * O(log n); chunk structs are recycled. */
 #include "allocator.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/addr_map.h"
@@ -343,6 +344,12 @@ static vb_status binning_create(vb_device *dev, const vb_config *config, void **
     vb_deferred_init(&binning->deferred, dev);
     if (settings.initial_pool_mb) {
         status = pool_grow(binning, settings.initial_pool_mb * VB_MiB);
+        if (status == VB_ERR_OOM) { /* named as the setting it is: the device's own line names neither */
+            char reason[256];
+            snprintf(reason, sizeof reason, "%s", vb_last_error());
+            status = vb_error(VB_ERR_INVALID, "binning: initial_pool_mb=%llu does not fit the device (%s)",
+                              (unsigned long long)settings.initial_pool_mb, reason);
+        }
         if (status != VB_OK) {
             vb_chunk_store_destroy(&binning->store);
             free(binning);

@@ -200,7 +200,7 @@ class BadInputTest(unittest.TestCase):
         "caching[max_split_size_mb=5]", "caching[memory_fraction=1.5]", "caching[memory_fraction=nan]",
         "caching[memory_fraction=-0.1]", "caching[memory_fraction=inf]", "caching[roundup_power2_divisions=3]",
         "buddy[arena_mb=3]", "bfc[garbage_collection=2]", "binning[min_bin_exponent=99]",
-        "stitch[chunk_mb=3]", "stitch[handle_max_mb=3]", "stitch[chunk_mb=8,handle_max_mb=4]", "async[release_threshold=-1]", "", ",", "caching,,bfc",
+        "stitch[chunk_mb=3]", "stitch[handle_max_mb=3]", "binning[initial_pool_mb=100000]", "stitch[chunk_mb=8,handle_max_mb=4]", "async[release_threshold=-1]", "", ",", "caching,,bfc",
         "caching[max_split_size_mb=256", "caching max_split_size_mb=256", "\xe9", "caching[\x01=1]",
         "caching[garbage_collection_threshold=1]",
     ]
