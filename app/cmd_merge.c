@@ -70,9 +70,10 @@ static int check_compatible(const vb_results_file *files, size_t count, vb_resul
             *kind = f->kind;
         }
         if (f->simulated != first->simulated || strcmp(f->device_name, first->device_name) != 0)
-            return vb_cli_error(VB_EXIT_USAGE, "merge: %s is from %s and %s from %s: one results file holds one device "
-                                               "(set them side by side with vrambench compare)", first->path,
-                                first->device_name, f->path, f->device_name);
+            return vb_cli_error(VB_EXIT_USAGE, "merge: %s is from '%s'%s and %s from '%s'%s: one results file holds one "
+                                               "device (set them side by side with vrambench compare)", first->path,
+                                first->device_name, first->simulated ? " (simulated)" : "", f->path, f->device_name,
+                                f->simulated ? " (simulated)" : "");
         const char *other = json_string_value(json_object_get(f->context, "git_commit"));
         if (commit && other && strcmp(commit, other) != 0)
             return vb_cli_error(VB_EXIT_USAGE, "merge: %s was made by vrambench %.12s and %s by %.12s: merge results of "

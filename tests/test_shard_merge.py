@@ -172,6 +172,28 @@ class ShardMergeTest(unittest.TestCase):
                     self.assertIn(word, err)
                 self.assertFalse(os.path.exists(out))
 
+    def test_merge_names_each_device_quoted_and_whether_it_was_simulated(self):
+        # An empty device name read "is from  and"; a sim and a GPU of one name read "from X and from X".
+        for name, simulated in (("", None), (None, False)):
+            with self.subTest(name=name, simulated=simulated):
+                document = load(self.shards[1])
+                first_name = document["context"]["device_name"]
+                if name is not None:
+                    document["context"]["device_name"] = name
+                if simulated is not None:
+                    document["context"]["simulated"] = simulated
+                changed = self.path("other-device.json")
+                with open(changed, "w") as stream:
+                    json.dump(document, stream)
+                status, _, err = vrambench("merge", self.shards[0], changed, "-o", self.path("refused.json"))
+                self.assertEqual(status, 2, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                if name is not None:
+                    self.assertIn("from ''", err)
+                else:
+                    self.assertIn(f"'{first_name}' (simulated) and", err)
+                    self.assertNotIn(f"'{first_name}' (simulated):", err)
+
     def test_merge_refuses_shards_of_different_devices(self):
         """Fields of the context a command line does not decide (a GPU's
         driver, its memory) must agree too; the host's own may differ."""
