@@ -183,6 +183,15 @@ static vb_status take_slot(cursor *c, uint32_t *out)
     return VB_OK;
 }
 
+/* The reader has no more after this batch: its end (VB_OK), or an error
+ * whose message is kept for when the events before it are driven. */
+static void end_batches(batch *b, vb_status status)
+{
+    b->ended = 1;
+    b->read_status = status;
+    if (status != VB_OK) snprintf(b->read_error, sizeof b->read_error, "%s", vb_last_error());
+}
+
 /* Reads the trace's next events into the batch: up to BATCH_EVENTS, to a
  * marker, or to the end (or the reader's error, kept for after the
  * events before it are driven). */
@@ -196,13 +205,8 @@ static void read_batch(cursor *c)
     while (b->events.count < BATCH_EVENTS) {
         vb_trace_event event;
         vb_status status = vb_trace_next(trace, &event);
-        if (status == VB_OK && event.kind == VB_TRACE_END) b->ended = 1;
         if (status != VB_OK || event.kind == VB_TRACE_END) {
-            if (status != VB_OK) {
-                b->ended = 1;
-                b->read_status = status;
-                snprintf(b->read_error, sizeof b->read_error, "%s", vb_last_error());
-            }
+            end_batches(b, status);
             break;
         }
         size_t i = b->events.count;
@@ -213,9 +217,7 @@ static void read_batch(cursor *c)
         if (event.kind == VB_TRACE_ALLOC) {
             status = take_slot(c, &item->slot);
             if (status != VB_OK) {
-                b->ended = 1;
-                b->read_status = vb_trace_error(trace, status, "%s", vb_last_error());
-                snprintf(b->read_error, sizeof b->read_error, "%s", vb_last_error());
+                end_batches(b, vb_trace_error(trace, status, "%s", vb_last_error()));
                 break;
             }
             vb_trace_tag(trace, (uint64_t)item->slot + 1);

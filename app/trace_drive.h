@@ -31,7 +31,7 @@ typedef struct vb_drive_event {
     uint64_t line;       /* the trace line */
     uint32_t slot;       /* the allocation's number, 0, 1, ... (a FREE names its allocation's) */
     uint32_t stream;
-    uint32_t kind;       /* VB_TRACE_ALLOC or VB_TRACE_FREE */
+    uint32_t kind;       /* a vb_trace_kind: ALLOC or FREE (a batch the drive reads holds MARK and FAILED_ALLOC too) */
 } vb_drive_event;
 
 typedef struct vb_drive_events {

@@ -45,10 +45,6 @@ static inline uint64_t *vb_id_map_slot(vb_id_map *map, uint64_t id, int *added);
 /* 1 and the value of `id` in *value if it is present, else 0. */
 static inline int vb_id_map_get(const vb_id_map *map, uint64_t id, uint64_t *value);
 
-/* Asks for the cache line where the value of `id` is kept, when the window
- * holds it (a hint for a look-up to come: changes nothing). */
-static inline void vb_id_map_prefetch(const vb_id_map *map, uint64_t id);
-
 /* Removes `id`; 1 if it was present (its value in *value, may be NULL), else 0. */
 static inline int vb_id_map_remove(vb_id_map *map, uint64_t id, uint64_t *value);
 
@@ -128,11 +124,6 @@ static inline int vb_id_map_get(const vb_id_map *map, uint64_t id, uint64_t *val
         }
     }
     return map->outside.count && vb_id_map_get_outside(map, id, value);
-}
-
-static inline void vb_id_map_prefetch(const vb_id_map *map, uint64_t id)
-{
-    if (vb_id_map_in_window(map, id)) __builtin_prefetch(&map->values[vb_id_map_slot_of(map, id)]);
 }
 
 static inline int vb_id_map_remove(vb_id_map *map, uint64_t id, uint64_t *value)
