@@ -136,7 +136,7 @@ typedef struct heap_entry {
 } heap_entry;
 
 typedef struct class_heap {
-    heap_entry *entries;                 /* a binary min-heap by address */
+    heap_entry *entries;                 /* a 4-ary min-heap by address (HEAP_ARITY) */
     uint32_t count, capacity;            /* entries, stale ones too */
     uint32_t live;                       /* blocks in the class */
 } class_heap;
@@ -210,7 +210,7 @@ static int last_class_in_use(const vb_cc_size_index *index)
  * 512 B), so the best fit in it is its lowest address, and `caching`, which
  * never steps from a block to its neighbour in the order on its hot path
  * (expandable's best fit does), needs no more than that: for it, an exact
- * class is a binary min-heap of (address, block) entries in an array. An
+ * class is a min-heap of (address, block) entries in an array. An
  * insert compares with entries in the array, never with the block structs
  * a set's walk down reads, each a cache miss on a long trace. A removal
  * only counts the block out: its entry goes stale (its stamp no longer
@@ -218,6 +218,12 @@ static int last_class_in_use(const vb_cc_size_index *index)
  * entries outnumber live ones (the heap is rebuilt) or the class empties.
  * The rare walks in order (release, garbage collection, a pool that stops
  * indexing) sort the live entries. */
+
+/* Each entry's children. A 4-ary heap is half as deep as a binary one,
+ * and the four children a step down compares lie side by side (96 bytes):
+ * on a long trace a class's deep entries are cache misses, and a step
+ * costs about one miss however many children it reads (docs/bench.md). */
+#define HEAP_ARITY 4
 
 /* A block in a heap class uses no link of its class_node, and keeps the
  * stamp of its entry where the parent link is. Stamps are odd, and a link
@@ -240,33 +246,35 @@ static int entry_live(const heap_entry *entry)
     return block_stamp(entry->block) == entry->stamp;
 }
 
-static void heap_swap(heap_entry *a, heap_entry *b)
-{
-    heap_entry t = *a;
-    *a = *b;
-    *b = t;
-}
-
+/* The entry at i moves up to its place; the ones it passes move down. */
 static void heap_sift_up(heap_entry *entries, uint32_t i)
 {
+    heap_entry moving = entries[i];
     while (i > 0) {
-        uint32_t parent = (i - 1) / 2;
-        if (entries[parent].addr <= entries[i].addr) return;
-        heap_swap(&entries[parent], &entries[i]);
+        uint32_t parent = (i - 1) / HEAP_ARITY;
+        if (entries[parent].addr <= moving.addr) break;
+        entries[i] = entries[parent];
         i = parent;
     }
+    entries[i] = moving;
 }
 
+/* The entry at i moves down to its place; the least child moves up at
+ * each step. */
 static void heap_sift_down(heap_entry *entries, uint32_t count, uint32_t i)
 {
+    heap_entry moving = entries[i];
     for (;;) {
-        uint32_t least = i, left = 2 * i + 1, right = left + 1;
-        if (left < count && entries[left].addr < entries[least].addr) least = left;
-        if (right < count && entries[right].addr < entries[least].addr) least = right;
-        if (least == i) return;
-        heap_swap(&entries[least], &entries[i]);
+        uint64_t first = (uint64_t)HEAP_ARITY * i + 1;
+        if (first >= count) break;
+        uint32_t least = (uint32_t)first, end = count - first < HEAP_ARITY ? count : (uint32_t)first + HEAP_ARITY;
+        for (uint32_t child = least + 1; child < end; child++)
+            if (entries[child].addr < entries[least].addr) least = child;
+        if (entries[least].addr >= moving.addr) break;
+        entries[i] = entries[least];
         i = least;
     }
+    entries[i] = moving;
 }
 
 static void heap_pop(class_heap *heap)
@@ -282,7 +290,7 @@ static void heap_rebuild(class_heap *heap)
     for (uint32_t i = 0; i < heap->count; i++)
         if (entry_live(&heap->entries[i])) heap->entries[kept++] = heap->entries[i];
     heap->count = kept;
-    for (uint32_t i = kept / 2; i-- > 0;) heap_sift_down(heap->entries, kept, i);
+    for (uint32_t i = kept / HEAP_ARITY + 1; i-- > 0;) heap_sift_down(heap->entries, kept, i);
 }
 
 /* The class's block of the lowest address (stale entries on top dropped),

@@ -159,6 +159,62 @@ static void allocated_at_knows_blocks_from_before_and_after_its_first_call(void 
     }
 }
 
+/* The sequences above keep at most TWIN_LIVE_SLOTS blocks live, so a
+ * class rarely holds more than a few free blocks and its heap is a level
+ * or two deep. Here one class holds thousands: 4,000 blocks of 512 B are
+ * taken from one segment, every other one is freed in random order (its
+ * live neighbours keep it from merging), and then random steps take
+ * blocks of 512 B to 1.5 KiB and free any (a free between two free
+ * blocks merges the three, leaving stale entries), the walking twin
+ * checking every address. A heap that orders its entries wrongly at any
+ * depth hands out a block that is not the class's lowest. */
+static void caching_index_matches_in_classes_of_thousands(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 4000, STEPS = 30000 };
+    twin a, b;
+    twin_open(&a, "caching", NULL);
+    twin_open(&b, "caching", NULL);
+    twin_stop_indexing(&b);
+    vb_addr *live_a = calloc(BLOCKS, sizeof *live_a), *live_b = calloc(BLOCKS, sizeof *live_b);
+    assert_true(live_a && live_b);
+    for (size_t i = 0; i < BLOCKS; i++) {
+        assert_int_equal(vb_malloc(a.allocator, 512, a.streams[0], &live_a[i]), VB_OK);
+        assert_int_equal(vb_malloc(b.allocator, 512, b.streams[0], &live_b[i]), VB_OK);
+        assert_int_equal(live_a[i], live_b[i]);
+    }
+    uint64_t rng = 41;
+    for (size_t freed = 0; freed < BLOCKS / 2;) {
+        size_t i = 2 * (size_t)(twin_random(&rng) % (BLOCKS / 2));
+        if (!live_a[i]) continue;
+        assert_int_equal(vb_free(a.allocator, live_a[i]), VB_OK);
+        assert_int_equal(vb_free(b.allocator, live_b[i]), VB_OK);
+        live_a[i] = live_b[i] = 0;
+        freed++;
+    }
+    size_t blocks, entries, classes;
+    vb_cc_allocator *cc = a.allocator->state;
+    vb_cc_pool_index_size(&cc->small_pool, &blocks, &entries, &classes);
+    assert_true(blocks >= BLOCKS / 2); /* the 512 B class, and the segment's rest */
+    for (size_t step = 0; step < STEPS; step++) {
+        uint64_t choice = twin_random(&rng);
+        size_t i = (size_t)(choice >> 16) % BLOCKS;
+        if (live_a[i]) {
+            assert_int_equal(vb_free(a.allocator, live_a[i]), VB_OK);
+            assert_int_equal(vb_free(b.allocator, live_b[i]), VB_OK);
+            live_a[i] = live_b[i] = 0;
+        } else {
+            uint64_t size = 512 * (1 + choice % 3);
+            assert_int_equal(vb_malloc(a.allocator, size, a.streams[0], &live_a[i]), VB_OK);
+            assert_int_equal(vb_malloc(b.allocator, size, b.streams[0], &live_b[i]), VB_OK);
+            assert_int_equal(live_a[i], live_b[i]);
+        }
+    }
+    free(live_a);
+    free(live_b);
+    twin_close_equal(&a, &b);
+}
+
 /* `caching` keeps each exact class as a heap whose removed blocks leave
  * stale entries behind (allocators/caching_core.c), dropped when they
  * reach the top or when they outnumber the live ones. Here they never
@@ -336,6 +392,7 @@ int main(void)
         cmocka_unit_test(caching_index_matches_with_oversize_blocks),
         cmocka_unit_test(caching_index_matches_with_garbage_collection),
         cmocka_unit_test(caching_index_matches_with_power2_rounding),
+        cmocka_unit_test(caching_index_matches_in_classes_of_thousands),
         cmocka_unit_test(expandable_index_matches_walking_the_free_set),
         cmocka_unit_test(stopping_indexing_midway_changes_nothing),
         cmocka_unit_test(allocated_at_knows_blocks_from_before_and_after_its_first_call),
