@@ -59,6 +59,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MiB = 1 << 20
 WORKLOADS = ("transformer", "cnn_amp", "mlp_varbatch", "lstm_varlen", "unet_bf16")
+# Models from the libraries a GPU machine may have (timm, transformers with peft, torch_geometric), built from
+# code with random weights: run only when named with --workloads.
+LIBRARY_WORKLOADS = ("vit_timm", "gpt2_lora", "gcn_pyg", "gpt2_generate")
 SETTINGS = ("", "max_split_size_mb:128", "expandable_segments:True", "roundup_power2_divisions:4")
 ASYNC = "backend:cudaMallocAsync"
 # Capacities tried: (name, which end of the predicted interval [L, P], offset from it): at P, the next limit
@@ -249,8 +252,111 @@ def unet_bf16_workload(torch, device):
     return {"model": "U-Net 4 levels 32..256", "batch": 8, "sizes": sizes, "amp": "bfloat16"}
 
 
+def vit_timm_workload(torch, device):
+    """timm's ViT-S/16 (pretrained=False, 100 classes) under autocast bfloat16, AdamW, 10 steps of 224-pixel
+    images at batches 16..64."""
+    import timm
+
+    torch.manual_seed(1)
+    model = timm.create_model("vit_small_patch16_224", pretrained=False, num_classes=100).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    batches = [32, 64, 16, 48, 64, 24, 40, 64, 16, 56]
+    generator = torch.Generator().manual_seed(2)
+    for batch in batches:
+        images = torch.randn(batch, 3, 224, 224, generator=generator).to(device)
+        labels = torch.randint(0, 100, (batch,), generator=generator).to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        del images, labels, loss
+    return {"model": "timm vit_small_patch16_224(pretrained=False)", "batches": batches, "amp": "bfloat16"}
+
+
+def gpt2_lora_workload(torch, device):
+    """A GPT-2 of 6 layers, 768 wide, vocabulary 16384 (transformers, from its config) fine-tuned with peft's
+    LoRA (rank 8 on c_attn), AdamW on the adapters, 12 steps of batch 8 at sequence lengths 48..512."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(1)
+    config = GPT2Config(n_layer=6, n_embd=768, n_head=12, vocab_size=16384, n_positions=512)
+    lora = LoraConfig(r=8, lora_alpha=16, target_modules=["c_attn"], fan_in_fan_out=True, lora_dropout=0.0,
+                      task_type="CAUSAL_LM")
+    model = get_peft_model(GPT2LMHeadModel(config), lora).to(device)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    lengths = [128, 512, 48, 300, 512, 200, 64, 450, 256, 512, 100, 384]
+    generator = torch.Generator().manual_seed(2)
+    for length in lengths:
+        tokens = torch.randint(0, config.vocab_size, (8, length), generator=generator).to(device)
+        loss = model(input_ids=tokens, labels=tokens).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        del tokens, loss
+    return {"model": "transformers GPT-2 6x768 + peft LoRA r=8", "batch": 8, "lengths": lengths}
+
+
+def gcn_pyg_workload(torch, device):
+    """A 3-layer GCN (torch_geometric's GCNConv, 128 -> 256 -> 256 -> 16) on random graphs of 2,000 to 60,000
+    nodes with 12 edges a node (scatters of odd sizes), Adam, 12 steps."""
+    from torch_geometric.nn import GCNConv
+
+    torch.manual_seed(1)
+
+    class GCN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList([GCNConv(128, 256), GCNConv(256, 256), GCNConv(256, 16)])
+
+        def forward(self, features, edges):
+            for index, conv in enumerate(self.convs):
+                features = conv(features, edges)
+                if index < len(self.convs) - 1:
+                    features = torch.relu(features)
+            return features
+
+    model = GCN().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    nodes = [8000, 60000, 2000, 35000, 12345, 60000, 5000, 47000, 20000, 3000, 55555, 15000]
+    generator = torch.Generator().manual_seed(2)
+    for count in nodes:
+        features = torch.randn(count, 128, generator=generator).to(device)
+        edges = torch.randint(0, count, (2, 12 * count), generator=generator).to(device)
+        labels = torch.randint(0, 16, (count,), generator=generator).to(device)
+        loss = torch.nn.functional.cross_entropy(model(features, edges), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        del features, edges, labels, loss
+    return {"model": "torch_geometric GCN 3 layers", "nodes": nodes, "edges_per_node": 12}
+
+
+def gpt2_generate_workload(torch, device):
+    """Inference: a GPT-2 of 8 layers, 1024 wide (transformers, from its config, float16), greedy generate()
+    with its key-value cache growing a token at a time, 8 requests of batch 1..16, prompts of 16..400 tokens,
+    32..160 new tokens."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(1)
+    config = GPT2Config(n_layer=8, n_embd=1024, n_head=16, vocab_size=16384, n_positions=1024)
+    model = GPT2LMHeadModel(config).to(device, dtype=torch.float16).eval()
+    requests = [(4, 64, 96), (16, 400, 32), (1, 16, 160), (8, 200, 128), (2, 333, 64), (16, 100, 100),
+                (12, 48, 150), (4, 380, 40)]
+    generator = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for batch, prompt, new in requests:
+            tokens = torch.randint(0, config.vocab_size, (batch, prompt), generator=generator).to(device)
+            out = model.generate(tokens, attention_mask=torch.ones_like(tokens), max_new_tokens=new,
+                                 min_new_tokens=new, do_sample=False, pad_token_id=0)
+            del tokens, out
+    return {"model": "transformers GPT-2 8x1024 float16, generate()", "requests (batch, prompt, new)": requests}
+
+
 BUILDERS = {"transformer": transformer_workload, "cnn_amp": cnn_amp_workload, "mlp_varbatch": mlp_varbatch_workload,
-            "lstm_varlen": lstm_varlen_workload, "unet_bf16": unet_bf16_workload}
+            "lstm_varlen": lstm_varlen_workload, "unet_bf16": unet_bf16_workload, "vit_timm": vit_timm_workload,
+            "gpt2_lora": gpt2_lora_workload, "gcn_pyg": gcn_pyg_workload, "gpt2_generate": gpt2_generate_workload}
 
 
 def fraction_for(limit, total):
@@ -662,7 +768,8 @@ def main(argv=None):
     parser.add_argument("--budget-s", type=float, default=420, help="no run starts after this (default 420 s)")
     parser.add_argument("--jobs", type=int, default=4, help="PyTorch processes at once on the GPU (default 4)")
     parser.add_argument("--tune-jobs", type=int, default=os.cpu_count() or 1, help="tune's processes (default: CPUs)")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated (default: {','.join(WORKLOADS)}; also {','.join(LIBRARY_WORKLOADS)})")
     parser.add_argument("--settings", help="';'-separated PYTORCH_CUDA_ALLOC_CONF values (default: the four)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -672,7 +779,7 @@ def main(argv=None):
     if args.worker:
         run_worker(args)
         return 0
-    unknown = [w for w in args.workloads.split(",") if w and w not in WORKLOADS]
+    unknown = [w for w in args.workloads.split(",") if w and w not in BUILDERS]
     if unknown or args.jobs < 1 or args.tune_jobs < 1 or args.budget_s <= 0:
         parser.error(f"unknown workload(s) {', '.join(unknown)}" if unknown else "--jobs and --budget-s must be positive")
     if not os.access(args.vrambench, os.X_OK):
