@@ -78,6 +78,13 @@ MAX_ENTRIES = 2_000_000
 # Workloads (in a worker process, torch imported)
 # --------------------------------------------------------------------------
 
+def train_step(loss, optimizer):
+    """One optimizer step on `loss`, the gradients dropped after it (set_to_none: their memory is freed)."""
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
 def transformer_workload(torch, device):
     """A small decoder-only transformer (torch.nn only): 4 layers, 512 wide, 8 heads, vocabulary 8192, AdamW,
     12 steps of batch 8 at sequence lengths 64..512 (as a varying-length batch sampler gives them)."""
@@ -109,9 +116,7 @@ def transformer_workload(torch, device):
         tokens = torch.randint(0, vocab, (8, length + 1), generator=generator).to(device)
         logits = model(tokens[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(loss, optimizer)
         del tokens, logits, loss
     return {"model": "decoder 4x512, vocab 8192", "batch": 8, "lengths": lengths, "optimizer": "AdamW"}
 
@@ -156,9 +161,7 @@ def mlp_varbatch_workload(torch, device):
         inputs = torch.randn(batch, 2048, generator=generator).to(device)
         labels = torch.randint(0, 10, (batch,), generator=generator).to(device)
         loss = torch.nn.functional.cross_entropy(model(inputs), labels)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(loss, optimizer)
         del inputs, labels, loss
     return {"model": "MLP 8x2048", "batches": batches, "optimizer": "SGD"}
 
@@ -190,9 +193,7 @@ def lstm_varlen_workload(torch, device):
         tokens = torch.randint(0, vocab, (batch, length + 1), generator=generator).to(device)
         logits = model(tokens[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(loss, optimizer)
         del tokens, logits, loss
     return {"model": "LSTM 2x1024, vocab 16384", "shapes": shapes, "optimizer": "Adam"}
 
@@ -245,9 +246,7 @@ def unet_bf16_workload(torch, device):
         masks = torch.randint(0, 12, (8, size, size), generator=generator).to(device)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(model(images), masks)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(loss, optimizer)
         del images, masks, loss
     return {"model": "U-Net 4 levels 32..256", "batch": 8, "sizes": sizes, "amp": "bfloat16"}
 
@@ -267,9 +266,7 @@ def vit_timm_workload(torch, device):
         labels = torch.randint(0, 100, (batch,), generator=generator).to(device)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(model(images), labels)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(loss, optimizer)
         del images, labels, loss
     return {"model": "timm vit_small_patch16_224(pretrained=False)", "batches": batches, "amp": "bfloat16"}
 
@@ -291,9 +288,7 @@ def gpt2_lora_workload(torch, device):
     for length in lengths:
         tokens = torch.randint(0, config.vocab_size, (8, length), generator=generator).to(device)
         loss = model(input_ids=tokens, labels=tokens).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(loss, optimizer)
         del tokens, loss
     return {"model": "transformers GPT-2 6x768 + peft LoRA r=8", "batch": 8, "lengths": lengths}
 
@@ -326,9 +321,7 @@ def gcn_pyg_workload(torch, device):
         edges = torch.randint(0, count, (2, 12 * count), generator=generator).to(device)
         labels = torch.randint(0, 16, (count,), generator=generator).to(device)
         loss = torch.nn.functional.cross_entropy(model(features, edges), labels)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(loss, optimizer)
         del features, edges, labels, loss
     return {"model": "torch_geometric GCN 3 layers", "nodes": nodes, "edges_per_node": 12}
 
