@@ -35,6 +35,7 @@ static vb_status driver_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_st
     }
     *segment = (vb_cc_segment){.base = addr, .size = alloc_size, .head = block, .pool = pool, .stream = stream};
     vb_cc_segment_add(cc, segment);
+    vb_cc_pool_note_releasable(pool, alloc_size);
     *out = block;
     return VB_OK;
 }
@@ -52,12 +53,14 @@ static void driver_release_block(vb_cc_allocator *cc, vb_cc_block *block)
     vb_cc_block_recycle(cc, block);
 }
 
-/* release_blocks: every free, unsplit segment of the pool, any stream. */
+/* release_blocks: every free, unsplit segment of the pool, any stream.
+ * A block smaller than the smallest segment the pool made is no whole
+ * one: the walk passes those over (vb_cc_pool_first_at_least). */
 static void driver_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
 {
-    vb_oset_node *node = vb_oset_first(&pool->blocks);
+    vb_oset_node *node = vb_cc_pool_first_at_least(pool, vb_oset_first(&pool->blocks));
     while (node) {
-        vb_oset_node *next = vb_oset_next(&pool->blocks, node);
+        vb_oset_node *next = vb_cc_pool_first_at_least(pool, vb_oset_next(&pool->blocks, node));
         vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, class_node);
         if (!vb_cc_block_is_split(block)) driver_release_block(cc, block);
         node = next;

@@ -787,6 +787,22 @@ void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
     count_update(pool);
 }
 
+void vb_cc_pool_note_releasable(vb_cc_pool *pool, uint64_t bytes)
+{
+    if (!pool->smallest_releasable || bytes < pool->smallest_releasable) pool->smallest_releasable = bytes;
+}
+
+vb_oset_node *vb_cc_pool_first_at_least(vb_cc_pool *pool, vb_oset_node *node)
+{
+    while (node) {
+        const vb_cc_block *block = block_of(node);
+        if (block->size >= pool->smallest_releasable) return node;
+        vb_cc_block probe = probe_block(block->stream, pool->smallest_releasable, 0);
+        node = vb_oset_lower_bound_by(&pool->blocks, &probe.class_node, compare_by_size);
+    }
+    return NULL;
+}
+
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
 {
     pool->whole_free -= block->whole_in_pool;

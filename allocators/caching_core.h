@@ -115,6 +115,9 @@ struct vb_cc_pool {
     int blocks_walks;             /* walks over `blocks` going on (they nest) */
     uint64_t updates_since_walk;  /* inserts and erases since the last walk, while kept */
     vb_ordered_set unmapped;      /* unmapped ranges by (stream, address); expandable only */
+    uint64_t smallest_releasable; /* the smallest piece its source gives back whole (a driver segment, a
+                                   * range's unit), 0 while it has none: a free block below it releases
+                                   * nothing (vb_cc_pool_first_at_least) */
     int is_small;
     uint64_t get_free_blocks_call_count; /* block age clock for garbage collection */
     size_t whole_free;            /* free blocks in it that are whole segments (garbage collection's) */
@@ -328,6 +331,19 @@ void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block);
 
 /* Removes a block from the pool's free set. */
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block);
+
+/* For release_pool's walk over pool->blocks: notes that the source gives
+ * back pieces of `bytes` (a segment made, a range's unit), so that the
+ * walk can skip the free blocks smaller than the smallest such piece. */
+void vb_cc_pool_note_releasable(vb_cc_pool *pool, uint64_t bytes);
+
+/* From `node` on in pool->blocks (NULL: none), the first free block of at
+ * least pool->smallest_releasable bytes, or NULL. Within a stream the set
+ * goes by size, so a stream's smaller blocks are passed over by one lower
+ * bound. A release walk visits only these: PyTorch's release_blocks
+ * visits every free block, and a replay that runs out of memory thousands
+ * of times (each retry releases the cache) was quadratic for it. */
+vb_oset_node *vb_cc_pool_first_at_least(vb_cc_pool *pool, vb_oset_node *node);
 
 /* The free blocks the pool's size indexes hold, the entries they keep
  * for them (a heap class keeps stale entries too: caching_core.c) and the

@@ -212,6 +212,7 @@ static vb_status new_range(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stre
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
     range->chunk_size = chunk;
+    vb_cc_pool_note_releasable(pool, chunk);
     range->variable = variable;
     range->growth_units = 1;
     range->max_units = SIZE_MAX;
@@ -380,14 +381,18 @@ static void release_range(vb_cc_allocator *cc, vb_cc_block *block)
     free(range);
 }
 
-/* Unmapping removes only the block itself from the free set, so the
- * successor taken first stays valid. A borrowed segment's block is no
- * range's: its source releases it. */
+/* As PyTorch's release_blocks, but only the free blocks of at least the
+ * pool's smallest unit are visited (vb_cc_pool_first_at_least): a smaller
+ * one holds no whole handle, and unmap_block leaves it as it is.
+ * Unmapping removes only the block itself from the free set, and the
+ * blocks it leaves around the unmapped units are smaller than it, so sort
+ * before it: the successor taken first stays valid. A borrowed segment's
+ * block is no range's: its source releases it. */
 void vb_vm_range_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
 {
-    vb_oset_node *node = vb_oset_first(&pool->blocks);
+    vb_oset_node *node = vb_cc_pool_first_at_least(pool, vb_oset_first(&pool->blocks));
     while (node) {
-        vb_oset_node *next = vb_oset_next(&pool->blocks, node);
+        vb_oset_node *next = vb_cc_pool_first_at_least(pool, vb_oset_next(&pool->blocks, node));
         vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, class_node);
         if (block->segment->borrowed) {
             node = next;

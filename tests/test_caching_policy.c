@@ -32,6 +32,7 @@
 
 #include "allocators/allocator.h"
 #include "alloc_fixture.h"
+#include "test_random.h"
 
 #define MiB VB_MiB
 
@@ -297,6 +298,61 @@ static void test_empty_cache_keeps_a_segment_in_use(void **state)
     vb_must_free(f, vb_must_malloc(f, 2 * MiB));
     assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
     assert_int_equal(vb_fixture_stats(f).reserved_bytes, 20 * MiB);
+    vb_fixture_close(f);
+}
+
+/* vb_block_visitor context: the segments seen and those holding an
+ * allocated block (blocks come in address order, a segment's together). */
+typedef struct segments_in_use {
+    size_t segments, in_use;
+    vb_addr last;
+    int last_in_use;
+} segments_in_use;
+
+static void count_segments_in_use(void *context, const vb_block_info *block)
+{
+    segments_in_use *seen = context;
+    if (seen->segments == 0 || block->segment != seen->last) {
+        seen->segments++;
+        seen->last = block->segment;
+        seen->last_in_use = 0;
+    }
+    if (block->allocated && !seen->last_in_use) {
+        seen->in_use++;
+        seen->last_in_use = 1;
+    }
+}
+
+/* empty_cache gives back every segment with nothing allocated in it, of
+ * whatever size: from time to time in a random sequence of small (<= 1
+ * MiB: 2 MiB segments), middling (1 to 10 MiB: 20 MiB segments) and large
+ * blocks (their own segments, to 100 MiB), every segment left holds an
+ * allocated block. (release_pool visits only the free blocks as large as
+ * the smallest segment made: this holds it to PyTorch's, which visits all.) */
+static void test_empty_cache_releases_every_segment_without_allocated_blocks(void **state)
+{
+    (void)state;
+    enum { SLOTS = 96, STEPS = 3000 };
+    vb_alloc_fixture *f = open_caching(0, NULL);
+    vb_addr live[SLOTS] = {0};
+    uint64_t rng = 12;
+    for (int step = 1; step <= STEPS; step++) {
+        uint64_t pick = next_random(&rng);
+        size_t slot = (size_t)(pick % SLOTS);
+        if (live[slot]) {
+            vb_must_free(f, live[slot]);
+            live[slot] = 0;
+        } else {
+            uint64_t limit = (pick >> 8) % 3 == 0 ? MiB : (pick >> 8) % 3 == 1 ? 10 * MiB : 100 * MiB;
+            live[slot] = vb_must_malloc(f, 1 + next_random(&rng) % limit);
+        }
+        if (step % 250 != 0) continue;
+        assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+        segments_in_use seen = {0, 0, 0, 0};
+        f->alloc->ops->segments(f->alloc->state, count_segments_in_use, &seen);
+        assert_true(seen.segments > 0);
+        assert_int_equal(seen.in_use, seen.segments);
+    }
     vb_fixture_close(f);
 }
 
@@ -728,6 +784,64 @@ static void test_expandable_empty_cache_keeps_chunks_in_use(void **state)
     vb_fixture_close(f);
 }
 
+/* vb_block_visitor context: the bytes of the units that allocated blocks
+ * touch, each unit counted once (blocks come in address order). A range
+ * of the small pool maps 2 MiB units and holds blocks of at most 1 MiB; a
+ * range of the large pool maps 20 MiB units. */
+typedef struct touched_units {
+    uint64_t bytes;
+    vb_addr segment;      /* the segment of the last unit counted */
+    uint64_t last_unit;   /* ... and that unit */
+    int counted;
+} touched_units;
+
+static void count_touched_units(void *context, const vb_block_info *block)
+{
+    touched_units *touched = context;
+    if (!block->allocated) return;
+    uint64_t unit = block->block_size <= MiB ? 2 * MiB : 20 * MiB;
+    uint64_t first = (block->block - block->segment) / unit;
+    uint64_t last = (block->block + block->block_size - 1 - block->segment) / unit;
+    if (touched->counted && touched->segment == block->segment && first == touched->last_unit) first++;
+    if (first <= last) touched->bytes += (last - first + 1) * unit;
+    touched->segment = block->segment;
+    touched->last_unit = last;
+    touched->counted = 1;
+}
+
+/* empty_cache unmaps every unit that holds no allocated byte, however the
+ * free space lies: from time to time in a random sequence of small
+ * (<= 1 MiB), middling (1 to 20 MiB) and large (to 100 MiB) blocks, on one
+ * stream (so free neighbours always merge), reserved bytes after
+ * empty_cache equal the units the allocated blocks touch. (release_pool
+ * visits only the free blocks of at least a unit: this holds it to
+ * PyTorch's, which visits them all.) */
+static void test_expandable_empty_cache_unmaps_every_unit_without_allocated_bytes(void **state)
+{
+    (void)state;
+    enum { SLOTS = 96, STEPS = 3000 };
+    vb_alloc_fixture *f = open_expandable(0);
+    vb_addr live[SLOTS] = {0};
+    uint64_t rng = 11;
+    for (int step = 1; step <= STEPS; step++) {
+        uint64_t pick = next_random(&rng);
+        size_t slot = (size_t)(pick % SLOTS);
+        if (live[slot]) {
+            vb_must_free(f, live[slot]);
+            live[slot] = 0;
+        } else {
+            uint64_t limit = (pick >> 8) % 3 == 0 ? MiB : (pick >> 8) % 3 == 1 ? 20 * MiB : 100 * MiB;
+            live[slot] = vb_must_malloc(f, 1 + next_random(&rng) % limit);
+        }
+        if (step % 250 != 0) continue;
+        assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+        touched_units touched = {0, 0, 0, 0};
+        f->alloc->ops->segments(f->alloc->state, count_touched_units, &touched);
+        assert_int_equal(vb_fixture_stats(f).reserved_bytes, touched.bytes);
+    }
+    vb_fixture_close(f);
+}
+
 /* The OOM case of caching above (64 MiB device, 40 MiB cached, 50 MiB
  * asked) needs no retry here: the free 40 MiB grows by one 20 MiB chunk to
  * 60 MiB, which the device has. */
@@ -813,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_freeing_middle_then_neighbours_coalesces_to_one_block),
         cmocka_unit_test(test_empty_cache_releases_a_coalesced_segment),
         cmocka_unit_test(test_empty_cache_keeps_a_segment_in_use),
+        cmocka_unit_test(test_empty_cache_releases_every_segment_without_allocated_blocks),
         cmocka_unit_test(test_cached_reports_free_bytes_and_largest_block),
         cmocka_unit_test(test_segments_are_listed_in_address_order),
         cmocka_unit_test(test_oversize_block_serves_request_within_20mib_unsplit),
@@ -842,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_expandable_best_fit_prefers_a_block_that_cannot_grow),
         cmocka_unit_test(test_expandable_empty_cache_unmaps_every_free_chunk),
         cmocka_unit_test(test_expandable_empty_cache_keeps_chunks_in_use),
+        cmocka_unit_test(test_expandable_empty_cache_unmaps_every_unit_without_allocated_bytes),
         cmocka_unit_test(test_expandable_grows_into_freed_space_without_a_retry),
         cmocka_unit_test(test_expandable_takes_caching_options_and_refuses_unknown),
         cmocka_unit_test(test_caching_strands_split_segment_memory_peak_92mib),
