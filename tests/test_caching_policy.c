@@ -301,6 +301,30 @@ static void test_empty_cache_keeps_a_segment_in_use(void **state)
     vb_fixture_close(f);
 }
 
+/* A random sequence of mallocs and frees on the default stream, for the
+ * empty_cache properties below: live blocks by slot, and the seed. */
+#define RANDOM_SLOTS 96
+#define RANDOM_STEPS 3000
+typedef struct random_blocks {
+    vb_addr live[RANDOM_SLOTS];
+    uint64_t rng;
+} random_blocks;
+
+/* One step: a random slot's block is freed, or (an empty slot) one of 1
+ * byte to 1 MiB, to `middling` or to 100 MiB is taken, a third each. */
+static void random_block_step(vb_alloc_fixture *f, random_blocks *blocks, uint64_t middling)
+{
+    uint64_t pick = next_random(&blocks->rng);
+    size_t slot = (size_t)(pick % RANDOM_SLOTS);
+    if (blocks->live[slot]) {
+        vb_must_free(f, blocks->live[slot]);
+        blocks->live[slot] = 0;
+        return;
+    }
+    uint64_t limit = (pick >> 8) % 3 == 0 ? MiB : (pick >> 8) % 3 == 1 ? middling : 100 * MiB;
+    blocks->live[slot] = vb_must_malloc(f, 1 + next_random(&blocks->rng) % limit);
+}
+
 /* vb_block_visitor context: the segments seen and those holding an
  * allocated block (blocks come in address order, a segment's together). */
 typedef struct segments_in_use {
@@ -332,20 +356,10 @@ static void count_segments_in_use(void *context, const vb_block_info *block)
 static void test_empty_cache_releases_every_segment_without_allocated_blocks(void **state)
 {
     (void)state;
-    enum { SLOTS = 96, STEPS = 3000 };
     vb_alloc_fixture *f = open_caching(0, NULL);
-    vb_addr live[SLOTS] = {0};
-    uint64_t rng = 12;
-    for (int step = 1; step <= STEPS; step++) {
-        uint64_t pick = next_random(&rng);
-        size_t slot = (size_t)(pick % SLOTS);
-        if (live[slot]) {
-            vb_must_free(f, live[slot]);
-            live[slot] = 0;
-        } else {
-            uint64_t limit = (pick >> 8) % 3 == 0 ? MiB : (pick >> 8) % 3 == 1 ? 10 * MiB : 100 * MiB;
-            live[slot] = vb_must_malloc(f, 1 + next_random(&rng) % limit);
-        }
+    random_blocks blocks = {{0}, 12};
+    for (int step = 1; step <= RANDOM_STEPS; step++) {
+        random_block_step(f, &blocks, 10 * MiB);
         if (step % 250 != 0) continue;
         assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
         segments_in_use seen = {0, 0, 0, 0};
@@ -819,20 +833,10 @@ static void count_touched_units(void *context, const vb_block_info *block)
 static void test_expandable_empty_cache_unmaps_every_unit_without_allocated_bytes(void **state)
 {
     (void)state;
-    enum { SLOTS = 96, STEPS = 3000 };
     vb_alloc_fixture *f = open_expandable(0);
-    vb_addr live[SLOTS] = {0};
-    uint64_t rng = 11;
-    for (int step = 1; step <= STEPS; step++) {
-        uint64_t pick = next_random(&rng);
-        size_t slot = (size_t)(pick % SLOTS);
-        if (live[slot]) {
-            vb_must_free(f, live[slot]);
-            live[slot] = 0;
-        } else {
-            uint64_t limit = (pick >> 8) % 3 == 0 ? MiB : (pick >> 8) % 3 == 1 ? 20 * MiB : 100 * MiB;
-            live[slot] = vb_must_malloc(f, 1 + next_random(&rng) % limit);
-        }
+    random_blocks blocks = {{0}, 11};
+    for (int step = 1; step <= RANDOM_STEPS; step++) {
+        random_block_step(f, &blocks, 20 * MiB);
         if (step % 250 != 0) continue;
         assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
         touched_units touched = {0, 0, 0, 0};
