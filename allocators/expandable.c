@@ -34,7 +34,7 @@ static vb_status expandable_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, v
                                         uint64_t alloc_size, vb_cc_block **out)
 {
     (void)alloc_size;
-    return vb_vm_range_alloc_block(cc, pool, stream, size, VB_VM_CHUNKS, out);
+    return vb_vm_range_alloc_block(cc, pool, stream, size, VB_VM_CHUNKS, out, NULL);
 }
 
 static const vb_cc_source expandable_segments = {

@@ -955,12 +955,16 @@ static vb_status stitching_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb
         }
     }
     if (wanted > spare) reclaim_holes(cc, pool, candidate, last, wanted - spare);
-    status = vb_vm_range_alloc_block(cc, pool, stream, size, VB_VM_HANDLE_PER_GROWTH, out);
+    int partly = 0;
+    status = vb_vm_range_alloc_block(cc, pool, stream, size, VB_VM_HANDLE_PER_GROWTH, out, &partly);
     /* The block served holds what it merged with (a hole until the core
      * hands its front out: stitch_malloc); a growth that failed may have
-     * mapped part of it. */
+     * mapped part of it, and then every hole is noted afresh. One that
+     * failed before mapping anything (the device out of memory: the common
+     * case) changed no free block, and noting them all again on every
+     * out-of-memory retry made such replays quadratic. */
     if (status == VB_OK) renote(cc, *out);
-    else renote_pool(cc, pool);
+    else if (partly) renote_pool(cc, pool);
     return status;
 }
 

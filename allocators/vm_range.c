@@ -290,21 +290,29 @@ vb_status vb_vm_range_map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64
 }
 
 vb_status vb_vm_range_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
-                                  vb_vm_growth growth, vb_cc_block **out)
+                                  vb_vm_growth growth, vb_cc_block **out, int *partly)
 {
+    /* A map_block that fails undoes only its own work: those before it stay. */
+    int mapped = 0;
+    if (partly) *partly = 0;
     vb_cc_block *candidate = NULL;
     vb_status status = vb_vm_range_find_block(cc, pool, stream, size, growth, &candidate);
     if (status != VB_OK) return status;
     if (!candidate->mapped) {
         status = vb_vm_range_map_block(cc, candidate, candidate->size < size ? candidate->size : size);
         if (status != VB_OK) return status;
+        mapped = 1;
     }
     while (candidate->size < size) {
         /* candidate is free and mapped; the unmapped space after it grows it. */
         vb_cc_block *next = candidate->next;
         uint64_t missing = size - candidate->size;
         status = vb_vm_range_map_block(cc, next, missing < next->size ? missing : next->size);
-        if (status != VB_OK) return status;
+        if (status != VB_OK) {
+            if (partly) *partly = mapped;
+            return status;
+        }
+        mapped = 1;
         candidate = next;
     }
     vb_cc_pool_erase(pool, candidate);

@@ -84,9 +84,12 @@ vb_status vb_vm_range_map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64
 
 /* try_allocate_expandable_block (a source's alloc_block): maps just enough
  * units at the place vb_vm_range_find_block finds that one free block
- * holds `size`; *out is that block, in no set. */
+ * holds `size`; *out is that block, in no set. On failure, when `partly`
+ * is not NULL, *partly is 1 if blocks were mapped (and joined their free
+ * neighbours) before the growth failed, 0 if the free blocks are as they
+ * were (a new range, unmapped, may have been made). */
 vb_status vb_vm_range_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size,
-                                  vb_vm_growth growth, vb_cc_block **out);
+                                  vb_vm_growth growth, vb_cc_block **out, int *partly);
 
 /* unmap_block: unmaps the handles wholly inside free block `block` (none a
  * stitched range maps), from the lowest, until at least `max_units` units
