@@ -85,15 +85,16 @@ int vb_cmd_tune(int argc, char **argv)
                 return vb_cli_error(VB_EXIT_USAGE, "tune: one TRACE only ('%s', then '%s')", trace_path, value);
             trace_path = value;
             break;
-        case OPT_DEVICE:
-            if (strcmp(value, "sim") != 0 && strcmp(value, "cuda") != 0) {
-                static const char *const devices[] = {"sim", "cuda", NULL};
+        case OPT_DEVICE: {
+            static const char *const devices[] = {"sim", "cuda", NULL};
+            if (!vb_name_known(value, devices)) {
                 char hint[64];
                 return vb_cli_error(VB_EXIT_USAGE, "tune: bad --device '%s' (sim or cuda)%s", value,
                                     vb_did_you_mean(value, devices, hint, sizeof hint));
             }
             options.device = value;
             break;
+        }
         case OPT_CAPACITY:
             if (vb_cli_size_option("tune", "--capacity", value, &options.capacity) != VB_EXIT_OK) return VB_EXIT_USAGE;
             if (options.capacity < VB_FIT_STEP)

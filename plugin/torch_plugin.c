@@ -15,9 +15,11 @@
  * allocation function returns (a NULL would become a tensor at address 0), so
  * a bad VRAMBENCH_ALLOCATOR and an out-of-memory print one line on stderr and
  * abort. VRAMBENCH_TORCH_ON_OOM=null makes an out-of-memory return NULL
- * instead (any other value is a set-up error), for callers that check (vrambench's own external: strategy, whose
- * conformance suite asks for more than the device has). python/vrambench/plugin.py calls vb_torch_init first, which reports a
- * bad spec as a Python error before anything is installed.
+ * instead (any other value is a set-up error), for callers that check
+ * (vrambench's own external: strategy, whose conformance suite asks for
+ * more than the device has). python/vrambench/plugin.py calls vb_torch_init
+ * first, which reports a bad spec as a Python error before anything is
+ * installed.
  *
  * Threads: PyTorch calls from several threads (autograd's among them); the
  * allocator handle's lock (allocators/allocator.c) serializes the calls into

@@ -333,6 +333,14 @@ static void test_help_lists_every_option_of_its_variant_and_nothing_else(void **
 /* Result names                                                              */
 /* ------------------------------------------------------------------------ */
 
+/* Makes an empty file at `path`. */
+static void make_empty_file(const char *path)
+{
+    FILE *file = fopen(path, "w");
+    assert_non_null(file);
+    fclose(file);
+}
+
 static void test_a_template_never_names_an_existing_file_unless_forced(void **state)
 {
     (void)state;
@@ -345,15 +353,11 @@ static void test_a_template_never_names_an_existing_file_unless_forced(void **st
     assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
     assert_string_equal(path, vb_temp_dir_file(&dir, "sim-run.json"));
     /* Taken: -2, then -3. */
-    FILE *file = fopen(path, "w");
-    assert_non_null(file);
-    fclose(file);
+    make_empty_file(path);
     assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
     snprintf(expected, sizeof expected, "%s", vb_temp_dir_file(&dir, "sim-run-2.json"));
     assert_string_equal(path, expected);
-    file = fopen(path, "w");
-    assert_non_null(file);
-    fclose(file);
+    make_empty_file(path);
     assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
     assert_string_equal(path, vb_temp_dir_file(&dir, "sim-run-3.json"));
     /* --force: the template's own name again. */
@@ -375,17 +379,13 @@ static void test_a_taken_gzip_template_keeps_both_extensions(void **state)
     char pattern[256], path[4096], expected[4096];
     /* It was "sim-run.json-2.gz": no longer a .json.gz. */
     snprintf(pattern, sizeof pattern, "%s/{device}-run.json.gz", dir.path);
-    FILE *file = fopen(vb_temp_dir_file(&dir, "sim-run.json.gz"), "w");
-    assert_non_null(file);
-    fclose(file);
+    make_empty_file(vb_temp_dir_file(&dir, "sim-run.json.gz"));
     assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
     snprintf(expected, sizeof expected, "%s", vb_temp_dir_file(&dir, "sim-run-2.json.gz"));
     assert_string_equal(path, expected);
     /* A name with one extension, .gz, keeps it as before. */
     snprintf(pattern, sizeof pattern, "%s/{device}.gz", dir.path);
-    file = fopen(vb_temp_dir_file(&dir, "sim.gz"), "w");
-    assert_non_null(file);
-    fclose(file);
+    make_empty_file(vb_temp_dir_file(&dir, "sim.gz"));
     assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
     assert_string_equal(path, vb_temp_dir_file(&dir, "sim-2.gz"));
     assert_int_equal(vb_temp_dir_remove(&dir), 0);

@@ -7,6 +7,13 @@ import argparse
 import difflib
 
 
+def did_you_mean(given, names):
+    """'; did you mean NAME?' for the one of `names` closest to `given` (as
+    the C commands' vb_did_you_mean offers one), else ''."""
+    close = difflib.get_close_matches(given, list(names), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def _printable(text):
     """`text` with control characters shown as '?', as the C commands show them."""
     return "".join(c if c.isprintable() else "?" for c in text)
@@ -33,6 +40,5 @@ class Parser(argparse.ArgumentParser):
         given = message[len(prefix):].split(" ")[0].split("=")[0]
         if not given.startswith("--"):
             return ""
-        options = [name for action in self._actions for name in action.option_strings if name.startswith("--")]
-        close = difflib.get_close_matches(given, options, n=1, cutoff=0.6)
-        return f"; did you mean {close[0]}?" if close else ""
+        return did_you_mean(given, [name for action in self._actions for name in action.option_strings
+                                    if name.startswith("--")])

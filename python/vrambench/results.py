@@ -13,7 +13,6 @@ raised for bad input (deep nesting, NaN, a number of a million digits, a
 """
 
 import datetime
-import difflib
 import glob
 import gzip
 import io
@@ -27,6 +26,7 @@ import statistics
 import sys
 import zlib
 
+from vrambench.arguments import did_you_mean
 from vrambench.output import shown as _shown
 
 PROG = "vrambench.plots"
@@ -817,9 +817,7 @@ def choose_segments_run(result, wanted):
                     raise InputError(f"{result.path}: {wanted} has no 'segments_at_peak'")
                 return run
         names = [run.name for run in candidates]
-        close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.6)  # as arguments.py offers an option
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise InputError(f"{result.path}: no entry {wanted!r}{hint} "
+        raise InputError(f"{result.path}: no entry {wanted!r}{did_you_mean(wanted, names)} "
                          f"(entries with segment maps: {', '.join(names) or 'none'})")
     if not candidates:
         return None

@@ -13,13 +13,13 @@ python/vrambench/plots uses (entries with run_type "iteration", the median over
 repetitions, every type and range checked); bad input is one line on
 stderr and exit status 2.
 """
-import difflib
 import os
 import sys
 
 # The results model and loader of plots/ (python/vrambench/results.py), one for every tool.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from vrambench.arguments import did_you_mean  # noqa: E402
 from vrambench.output import run_main, shown  # noqa: E402
 from vrambench.results import InputError, load_claims, load_result, load_tune_check  # noqa: E402
 
@@ -259,9 +259,8 @@ def usage_error(argv):
     if len(argv) < 2:
         return f"which table? ({', '.join(kinds)}; results_tables --help)"
     if argv[1] not in kinds:
-        close = difflib.get_close_matches(argv[1], kinds, n=1, cutoff=0.6)  # as arguments.py offers an option
-        return (f"unknown table {shown(argv[1])!r}" + (f"; did you mean {close[0]}?" if close else "")
-                + f" (known: {', '.join(kinds)}; results_tables --help)")
+        return (f"unknown table {shown(argv[1])!r}{did_you_mean(argv[1], kinds)}"
+                f" (known: {', '.join(kinds)}; results_tables --help)")
     if len(argv) < 3 or (argv[1] != "replay" and len(argv) != 3):
         return f"{argv[1]} takes {'FILE...' if argv[1] == 'replay' else 'one FILE'} (results_tables --help)"
     return None
