@@ -72,6 +72,17 @@ static int compare_by_size(const vb_oset_node *a, const vb_oset_node *b)
     return compare_u64(x->addr, y->addr);
 }
 
+/* The same order for qsort over block pointers. */
+static int compare_blocks_by_size(const void *a, const void *b)
+{
+    return compare_by_size(&(*(vb_cc_block *const *)a)->class_node, &(*(vb_cc_block *const *)b)->class_node);
+}
+
+void vb_cc_sort_by_size(vb_cc_block **blocks, size_t count)
+{
+    if (count > 1) qsort(blocks, count, sizeof *blocks, compare_blocks_by_size);
+}
+
 /* The order inside one size class of one stream: (size, address), the
  * rest of BlockComparatorSize. */
 static int compare_in_class(const vb_oset_node *a, const vb_oset_node *b)
@@ -418,6 +429,46 @@ static void stop_indexing(vb_cc_pool *pool)
     pool->unindexed = 1;
 }
 
+/* ---- Free blocks that are whole segments ----
+ * Garbage collection frees only those, and on a replay that stays above
+ * its threshold it runs at every allocation the cache cannot serve:
+ * walking every free block each time (as PyTorch does) made such replays
+ * quadratic. A block that is free in a pool keeps its neighbours (a free
+ * neighbour would have merged with it), so it stays whole, or split, until
+ * it leaves the pool. */
+
+/* Lists a whole block going into `pool` (whole_free counts it already). */
+static void whole_list_add(vb_cc_pool *pool, vb_cc_block *block)
+{
+    if (pool->whole_unlisted) return;
+    if (block->segment && pool->whole_free > pool->whole_capacity) {
+        size_t capacity = pool->whole_capacity ? 2 * pool->whole_capacity : 16;
+        vb_cc_block **blocks = realloc(pool->whole_blocks, capacity * sizeof *blocks);
+        if (blocks) pool->whole_blocks = blocks;
+        vb_cc_block **victims = blocks ? realloc(pool->whole_victims, capacity * sizeof *victims) : NULL;
+        if (victims) {
+            pool->whole_victims = victims;
+            pool->whole_capacity = capacity;
+        }
+    }
+    if (!block->segment || pool->whole_free > pool->whole_capacity) {
+        pool->whole_unlisted = 1; /* no segment to say where, or host memory ran out */
+        return;
+    }
+    block->segment->whole_at = pool->whole_free - 1;
+    pool->whole_blocks[pool->whole_free - 1] = block;
+}
+
+/* Unlists a whole block leaving `pool` (whole_free no longer counts it):
+ * the last one listed takes its place. */
+static void whole_list_remove(vb_cc_pool *pool, vb_cc_block *block)
+{
+    if (pool->whole_unlisted) return;
+    vb_cc_block *last = pool->whole_blocks[pool->whole_free];
+    pool->whole_blocks[block->segment->whole_at] = last;
+    last->segment->whole_at = block->segment->whole_at;
+}
+
 /* Moves every block of pool->blocks back into the size indexes, each
  * as vb_cc_pool_insert puts it, its age kept. Where host memory runs out
  * for an index, the pool stops indexing for good (and keeps the rest). */
@@ -430,6 +481,7 @@ static void move_to_indexes(vb_cc_pool *pool)
         vb_oset_remove(&pool->blocks, node);
         uint64_t age_base = block->gc_count_base;
         pool->whole_free -= block->whole_in_pool;
+        if (block->whole_in_pool) whole_list_remove(pool, block);
         vb_cc_pool_insert(pool, block);
         block->gc_count_base = age_base;
     }
@@ -481,6 +533,11 @@ static void count_update(vb_cc_pool *pool)
 void vb_cc_pool_stop_indexing(vb_cc_pool *pool)
 {
     stop_indexing(pool);
+}
+
+void vb_cc_pool_stop_listing_whole(vb_cc_pool *pool)
+{
+    pool->whole_unlisted = 1;
 }
 
 void vb_cc_pool_index_size(const vb_cc_pool *pool, size_t *blocks, size_t *entries, size_t *classes)
@@ -778,6 +835,7 @@ void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
     block->gc_count_base = pool->get_free_blocks_call_count;
     block->whole_in_pool = !vb_cc_block_is_split(block);
     pool->whole_free += block->whole_in_pool;
+    if (block->whole_in_pool) whole_list_add(pool, block);
     if (!pool->blocks_kept) {
         vb_cc_size_index *index = index_of(pool, block->stream, 1); /* NULL: it stopped indexing */
         if (index && index_add(index, block) == 0) return;
@@ -806,6 +864,7 @@ vb_oset_node *vb_cc_pool_first_at_least(vb_cc_pool *pool, vb_oset_node *node)
 void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
 {
     pool->whole_free -= block->whole_in_pool;
+    if (block->whole_in_pool) whole_list_remove(pool, block);
     block->whole_in_pool = 0;
     if (pool->blocks_kept) {
         vb_oset_remove(&pool->blocks, &block->class_node);
@@ -1219,18 +1278,44 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
     }
     uint64_t target = reserved - threshold, reclaimed = 0, total_age = 0, before_last_round = 0;
     size_t freeable = 0;
-    complete_blocks(&cc->large_pool);
-    vb_ordered_set *blocks = &cc->large_pool.blocks;
-    for (vb_cc_block *b = block_of(vb_oset_first(blocks)); b; b = block_of(vb_oset_next(blocks, &b->class_node)))
-        if (!vb_cc_block_is_split(b)) {
-            total_age += block_age(b);
-            freeable++;
-        }
+    vb_cc_pool *pool = &cc->large_pool;
+    int walk = pool->whole_unlisted;
+    if (walk) complete_blocks(pool);
+    vb_ordered_set *blocks = &pool->blocks;
+    if (walk) {
+        for (vb_cc_block *b = block_of(vb_oset_first(blocks)); b; b = block_of(vb_oset_next(blocks, &b->class_node)))
+            if (!vb_cc_block_is_split(b)) {
+                total_age += block_age(b);
+                freeable++;
+            }
+    } else {
+        for (size_t i = 0; i < pool->whole_free; i++) total_age += block_age(pool->whole_blocks[i]);
+        freeable = pool->whole_free;
+    }
     int freed_one = 1;
     while (reclaimed < target && freed_one && freeable > 0) {
         double age_threshold = (double)total_age / (double)freeable;
         before_last_round = reclaimed;
         freed_one = 0;
+        if (!walk) {
+            /* A round frees every whole block at least that old, whatever
+             * the order; they go in the walk's, so the device sees the
+             * same calls. */
+            size_t victims = 0;
+            for (size_t i = 0; i < pool->whole_free; i++)
+                if ((double)block_age(pool->whole_blocks[i]) >= age_threshold)
+                    pool->whole_victims[victims++] = pool->whole_blocks[i];
+            vb_cc_sort_by_size(pool->whole_victims, victims);
+            for (size_t i = 0; i < victims; i++) {
+                vb_cc_block *b = pool->whole_victims[i];
+                freed_one = 1;
+                reclaimed += b->size;
+                total_age -= block_age(b);
+                freeable--;
+                cc->source->release_block(cc, b);
+            }
+            continue;
+        }
         vb_cc_block *b = block_of(vb_oset_first(blocks));
         while (b) {
             vb_cc_block *next = block_of(vb_oset_next(blocks, &b->class_node));
@@ -1252,7 +1337,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
     if (reclaimed > 0 || freeable > 0) /* none freeable from the start: nothing happens under any limit */
         note_same_limits(grant, lowest ? gc_limit_from(cc, lowest) : 0,
                          gc_limit_from(cc, reserved - before_last_round));
-    forget_blocks(&cc->large_pool);
+    if (walk) forget_blocks(pool);
 }
 
 /* alloc_block: new memory from the source, unless memory_fraction forbids
@@ -1688,6 +1773,10 @@ void vb_cc_destroy(void *state)
     free(cc->large_pool.spare_chunks);
     free(cc->small_pool.stitched);
     free(cc->large_pool.stitched);
+    free(cc->small_pool.whole_blocks);
+    free(cc->large_pool.whole_blocks);
+    free(cc->small_pool.whole_victims);
+    free(cc->large_pool.whole_victims);
     free(cc->stitch_free);
     vb_addr_map_clear(&cc->allocated_blocks);
     free(cc);

@@ -121,6 +121,15 @@ struct vb_cc_pool {
     int is_small;
     uint64_t get_free_blocks_call_count; /* block age clock for garbage collection */
     size_t whole_free;            /* free blocks in it that are whole segments (garbage collection's) */
+    /* Those blocks, in no order (their segments' whole_at say where), so
+     * that garbage collection looks at them only, not at every free block
+     * (caching_core.c, whole_list_add); `whole_victims` has as much room,
+     * for one round's. Unlisted for good when host memory runs out for
+     * them, or one has no segment: garbage collection then walks every
+     * free block. */
+    vb_cc_block **whole_blocks, **whole_victims;
+    size_t whole_capacity;
+    int whole_unlisted;
     vb_cc_size_index **indexes;   /* one per stream that has had free blocks here, by stream */
     size_t index_count, index_capacity;
     int unindexed;                /* host memory ran out for an index: `blocks` is kept for good */
@@ -146,6 +155,7 @@ struct vb_cc_segment {
     vb_cc_pool *pool;
     vb_stream stream;
     int borrowed;                 /* maps memory other segments hold (stitch): destroyed before them */
+    size_t whole_at;              /* where its block is in its pool's whole_blocks, while listed there */
 };
 
 /* Where segments come from: the one difference between the strategies. */
@@ -314,6 +324,16 @@ uint64_t vb_cc_allocation_size(uint64_t size);
  * out for one: pool->blocks is kept complete from then on and best fit
  * walks it, PyTorch's way. Exposed for tests: both ways must agree. */
 void vb_cc_pool_stop_indexing(vb_cc_pool *pool);
+
+/* Sorts blocks into the free set's order, PyTorch's BlockComparatorSize:
+ * (stream, size, address), the order a walk over a pool visits them. */
+void vb_cc_sort_by_size(vb_cc_block **blocks, size_t count);
+
+/* Stops listing `pool`'s free blocks that are whole segments, as happens
+ * when host memory runs out for the list: garbage collection walks every
+ * free block from then on, PyTorch's way. Exposed for tests: both ways
+ * must agree. */
+void vb_cc_pool_stop_listing_whole(vb_cc_pool *pool);
 
 /* ---- helpers for segment sources ---- */
 

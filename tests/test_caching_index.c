@@ -36,16 +36,26 @@ static void twin_stop_indexing(twin *t)
     vb_cc_pool_stop_indexing(&cc->large_pool);
 }
 
-/* Runs the sequence on the indexed allocator `a` and `b`; `b` stops
- * indexing before operation `stop_at` (0: from the start). */
-static void run_twins(const char *name, const char *const *settings, uint64_t seed, size_t stop_at)
+/* Both pools of `t` stop listing their whole free blocks: its garbage
+ * collection walks every free block. */
+static void twin_stop_listing_whole(twin *t)
+{
+    vb_cc_allocator *cc = t->allocator->state;
+    vb_cc_pool_stop_listing_whole(&cc->small_pool);
+    vb_cc_pool_stop_listing_whole(&cc->large_pool);
+}
+
+/* Runs the sequence on the allocator `a` and `b`; before operation
+ * `stop_at` (0: from the start) `b` does `stop`. */
+static void run_twins_stopping(const char *name, const char *const *settings, uint64_t seed, size_t stop_at,
+                               void (*stop)(twin *))
 {
     twin a, b;
     twin_open(&a, name, settings);
     twin_open(&b, name, settings);
     uint64_t rng = seed;
     for (size_t op = 0; op < OPERATIONS; op++) {
-        if (op == stop_at) twin_stop_indexing(&b);
+        if (op == stop_at) stop(&b);
         uint64_t choice = twin_random(&rng);
         size_t slot = (size_t)(choice >> 16) % TWIN_LIVE_SLOTS;
         if (choice % 1000 == 0) {
@@ -61,6 +71,12 @@ static void run_twins(const char *name, const char *const *settings, uint64_t se
         }
     }
     twin_close_equal(&a, &b);
+}
+
+/* run_twins_stopping where `b` stops indexing. */
+static void run_twins(const char *name, const char *const *settings, uint64_t seed, size_t stop_at)
+{
+    run_twins_stopping(name, settings, seed, stop_at, twin_stop_indexing);
 }
 
 static void caching_index_matches_walking_the_free_set(void **state)
@@ -81,6 +97,20 @@ static void caching_index_matches_with_garbage_collection(void **state)
     (void)state;
     const char *const settings[] = {"garbage_collection_threshold=0.5", "memory_fraction=0.6", NULL};
     run_twins("caching", settings, 3, 0);
+}
+
+/* Garbage collection looks only at the whole free blocks it lists; the
+ * twin walks every free block (PyTorch's way), from the start or from
+ * midway (some listed already), and both pools index their blocks. */
+static void garbage_collection_over_listed_whole_blocks_matches_walking_every_free_block(void **state)
+{
+    (void)state;
+    const char *const settings[] = {"garbage_collection_threshold=0.5", "memory_fraction=0.6", NULL};
+    const char *const oversize[] = {"garbage_collection_threshold=0.8", "memory_fraction=0.9", "max_split_size_mb=32",
+                                    NULL};
+    run_twins_stopping("caching", settings, 8, 0, twin_stop_listing_whole);
+    run_twins_stopping("caching", settings, 9, OPERATIONS / 2, twin_stop_listing_whole);
+    run_twins_stopping("caching", oversize, 10, 0, twin_stop_listing_whole);
 }
 
 static void caching_index_matches_with_power2_rounding(void **state)
@@ -391,6 +421,7 @@ int main(void)
         cmocka_unit_test(caching_index_matches_walking_the_free_set),
         cmocka_unit_test(caching_index_matches_with_oversize_blocks),
         cmocka_unit_test(caching_index_matches_with_garbage_collection),
+        cmocka_unit_test(garbage_collection_over_listed_whole_blocks_matches_walking_every_free_block),
         cmocka_unit_test(caching_index_matches_with_power2_rounding),
         cmocka_unit_test(caching_index_matches_in_classes_of_thousands),
         cmocka_unit_test(expandable_index_matches_walking_the_free_set),
