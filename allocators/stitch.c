@@ -211,9 +211,9 @@ static size_t count_piece_maps(const stitch_piece *piece, int step, uint64_t *by
  *   neighbours) and hand-outs (stitch_malloc: a hole's front handed out,
  *   its rest split off after it);
  *   the source's own: growth (the block vb_vm_range_alloc_block returns,
- *   grow_by's), moves (take_handles), lending to and taking back from
- *   stitched ranges;
- *   releases, which change every hole, note the pool's free blocks afresh.
+ *   grow_by's), moves (take_handles) and releases (note_unmapped, for
+ *   both), lending to and taking back from stitched ranges;
+ *   a growth that failed halfway notes the pool's free blocks afresh.
  * When host memory runs out for an entry the allocator stops indexing for
  * good and walks every block, as before the index (vb_stitch_stop_indexing:
  * tests/test_stitch_holes.c holds the two to the same choices). */
@@ -279,6 +279,19 @@ static void renote(vb_cc_allocator *cc, vb_cc_block *block)
     note_hole(cc, block);
 }
 
+/* A hole of the pool, over [lo, hi), whose whole handles were unmapped
+ * (vb_vm_unmapped_fn): its holes go, and what is left beside the units
+ * taken, `block`'s neighbours (the unmapped middle), is noted; nothing is
+ * left when its range went back with it (`block` NULL). */
+static void note_unmapped(vb_cc_allocator *cc, vb_cc_pool *pool, vb_cc_block *block, vb_addr lo, vb_addr hi)
+{
+    if (stitch_of(cc)->unindexed) return;
+    vb_hole_index_forget(holes_of(cc, pool), lo, hi);
+    if (!block) return;
+    note_hole(cc, block->prev);
+    note_hole(cc, block->next);
+}
+
 /* vb_cc_pool_each_free visitor: notes a free block; 0 (stop) once the index is gone. */
 static int note_free_block(void *context, vb_cc_block *block)
 {
@@ -286,8 +299,8 @@ static int note_free_block(void *context, vb_cc_block *block)
     return !stitch_of(context)->unindexed;
 }
 
-/* Notes the pool's holes afresh, after a change to all of them (a
- * release) or to ones not followed (a growth that failed halfway). */
+/* Notes the pool's holes afresh, after a change to ones not followed (a
+ * growth that failed halfway). */
 static void renote_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
 {
     if (stitch_of(cc)->unindexed) return;
@@ -836,11 +849,7 @@ static size_t take_handles(vb_cc_allocator *cc, vb_cc_block *block, size_t max_u
 {
     vb_addr lo = block->addr, hi = block->addr + block->size;
     size_t units = vb_vm_range_unmap_block(cc, block, max_units, pool);
-    if (units && !stitch_of(cc)->unindexed) {
-        vb_hole_index_forget(holes_of(cc, pool), lo, hi);
-        note_hole(cc, block->prev);
-        note_hole(cc, block->next);
-    }
+    if (units) note_unmapped(cc, pool, block, lo, hi);
     return units;
 }
 
@@ -968,17 +977,47 @@ static vb_status stitching_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb
     return status;
 }
 
+/* release_blocks over the pool's holes with whole handles only (the
+ * index's movable ones), in the order the walk over every free block
+ * visits them: a free block with no whole handle gives nothing back, and
+ * unmapping one hole changes no other (vb_vm_range_release_block). Walks
+ * every free block when the index is gone, or host memory runs out for
+ * the list. */
+static void release_holes(vb_cc_allocator *cc, vb_cc_pool *pool)
+{
+    const vb_hole_index *holes = holes_of(cc, pool);
+    size_t count = 0;
+    for (vb_hole *hole = vb_hole_index_movable_from(holes, 0); hole;
+         hole = vb_hole_index_movable_from(holes, hole->figures.addr + 1))
+        count++;
+    vb_cc_block **blocks = stitch_of(cc)->unindexed ? NULL : malloc((count ? count : 1) * sizeof *blocks);
+    if (!blocks) {
+        vb_vm_range_release_pool_noting(cc, pool, note_unmapped);
+        return;
+    }
+    size_t taken = 0;
+    for (vb_hole *hole = vb_hole_index_movable_from(holes, 0); hole;
+         hole = vb_hole_index_movable_from(holes, hole->figures.addr + 1))
+        if (lendable(hole->figures.block, pool)) blocks[taken++] = hole->figures.block; /* as the walk's: in the free set */
+    vb_cc_sort_by_size(blocks, taken);
+    for (size_t i = 0; i < taken; i++) vb_vm_range_release_block(cc, pool, blocks[i], note_unmapped);
+    free(blocks);
+}
+
 /* release_pool of the stitching source: expandable's release_blocks, with
  * the pool's spare handles released first and then every dormant stitched
  * range of both pools (either may map this pool's handles, which stay
- * mapped while one does); the pool's holes are noted afresh. */
+ * mapped while one does). Only the holes with whole handles are visited,
+ * and the holes index follows each one unmapped (note_unmapped): the
+ * others are as they were. (Walking every free block and noting them all
+ * afresh after each release made a replay that keeps running out of
+ * memory, which releases on every retry, quadratic.) */
 static void stitching_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
 {
     vb_vm_range_release_spares(cc, pool);
     release_stitched(cc, &cc->small_pool);
     release_stitched(cc, &cc->large_pool);
-    vb_vm_range_release_pool(cc, pool);
-    renote_pool(cc, pool);
+    release_holes(cc, pool);
 }
 
 /* destroy_segment of the stitching source: a stitched range's mappings

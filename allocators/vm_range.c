@@ -389,6 +389,16 @@ static void release_range(vb_cc_allocator *cc, vb_cc_block *block)
     free(range);
 }
 
+/* One free block of release_pool's walk (vm_range.h). */
+void vb_vm_range_release_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_cc_block *block, vb_vm_unmapped_fn unmapped)
+{
+    vb_addr lo = block->addr, hi = block->addr + block->size;
+    if (!vb_vm_range_unmap_block(cc, block, SIZE_MAX, NULL)) return;
+    int range_unmapped = !vb_cc_block_is_split(block);
+    if (unmapped) unmapped(cc, pool, range_unmapped ? NULL : block, lo, hi);
+    if (range_unmapped) release_range(cc, block);
+}
+
 /* As PyTorch's release_blocks, but only the free blocks of at least the
  * pool's smallest unit are visited (vb_cc_pool_first_at_least): a smaller
  * one holds no whole handle, and unmap_block leaves it as it is.
@@ -396,20 +406,20 @@ static void release_range(vb_cc_allocator *cc, vb_cc_block *block)
  * blocks it leaves around the unmapped units are smaller than it, so sort
  * before it: the successor taken first stays valid. A borrowed segment's
  * block is no range's: its source releases it. */
-void vb_vm_range_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
+void vb_vm_range_release_pool_noting(vb_cc_allocator *cc, vb_cc_pool *pool, vb_vm_unmapped_fn unmapped)
 {
     vb_oset_node *node = vb_cc_pool_first_at_least(pool, vb_oset_first(&pool->blocks));
     while (node) {
         vb_oset_node *next = vb_cc_pool_first_at_least(pool, vb_oset_next(&pool->blocks, node));
         vb_cc_block *block = VB_OSET_ENTRY(node, vb_cc_block, class_node);
-        if (block->segment->borrowed) {
-            node = next;
-            continue;
-        }
-        vb_vm_range_unmap_block(cc, block, SIZE_MAX, NULL);
-        if (!block->mapped && !vb_cc_block_is_split(block)) release_range(cc, block);
         node = next;
+        if (!block->segment->borrowed) vb_vm_range_release_block(cc, pool, block, unmapped);
     }
+}
+
+void vb_vm_range_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool)
+{
+    vb_vm_range_release_pool_noting(cc, pool, NULL);
 }
 
 void vb_vm_range_destroy(vb_cc_allocator *cc, vb_cc_segment *segment)

@@ -107,6 +107,26 @@ void vb_vm_range_release_spares(vb_cc_allocator *cc, vb_cc_pool *pool);
  * entirely unmapped are released. */
 void vb_vm_range_release_pool(vb_cc_allocator *cc, vb_cc_pool *pool);
 
+/* What release_pool_noting tells of each free block it unmapped units of,
+ * which lay over [lo, hi) before: `block` is now the unmapped middle, its
+ * neighbours what is left of the rest (unmap_block), or NULL when its
+ * range went back with it. */
+typedef void (*vb_vm_unmapped_fn)(vb_cc_allocator *cc, vb_cc_pool *pool, vb_cc_block *block, vb_addr lo,
+                                  vb_addr hi);
+
+/* vb_vm_range_release_pool, telling `unmapped` (or NULL) of every block
+ * it changes (stitch keeps its holes index so, instead of noting every
+ * free block afresh after each release). */
+void vb_vm_range_release_pool_noting(vb_cc_allocator *cc, vb_cc_pool *pool, vb_vm_unmapped_fn unmapped);
+
+/* release_pool's step for one free mapped block of the pool's ranges (not
+ * a borrowed segment's): its whole handles unmapped and released, then
+ * `unmapped` (or NULL) told, then its range released when nothing of it
+ * is left mapped. A block with no whole handle is left as it is: a
+ * caller that knows which blocks hold one (stitch's holes index) may
+ * visit only those, in the walk's order. */
+void vb_vm_range_release_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_cc_block *block, vb_vm_unmapped_fn unmapped);
+
 /* At destroy: every mapped handle and the range go back (a source's
  * destroy_segment; the core has dropped the blocks). */
 void vb_vm_range_destroy(vb_cc_allocator *cc, vb_cc_segment *segment);
