@@ -35,13 +35,18 @@
  *
  * Bin blocks are taken lowest address first (an ordered set per bin), pool
  * blocks by best fit (an ordered set by size), so malloc and free are
- * O(log n); chunk structs are recycled. */
+ * O(log n); chunk structs are recycled. empty_cache (every out-of-memory
+ * retry) looks only at the regions that became wholly free since the last
+ * one, not at every region: walking them all made a replay that keeps
+ * running out of memory slower with every region it had made. */
 #include "allocator.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/addr_map.h"
+#include "binning.h"
 #include "chunks.h"
 
 #define BINNING_ALIGNMENT 256              /* rmm::CUDA_ALLOCATION_ALIGNMENT */
@@ -81,6 +86,15 @@ typedef struct binning_bin {
     vb_ordered_set chunks;        /* the bin's chunks (regions inside pool blocks), by base */
 } binning_bin;
 
+/* Regions that may be wholly free: each one whose busy_chunks fell to 0
+ * (or an upstream block made with none) since empty_cache last looked,
+ * once (vb_region.listed). Room for every region of its kind is reserved
+ * before one is made, so listing one never fails. */
+typedef struct idle_regions {
+    vb_region **items;
+    size_t count, capacity;
+} idle_regions;
+
 typedef struct binning_state {
     vb_device *device;
     const vb_alloc_stats *stats;  /* the seam's counts (allocator.h) */
@@ -92,7 +106,46 @@ typedef struct binning_state {
     vb_addr_map used;             /* address -> block handed out (bin block or pool block) */
     vb_chunk_store store;
     vb_deferred deferred;
+    idle_regions idle_bin_chunks; /* bins' chunks */
+    idle_regions idle_upstream;   /* the pool's upstream blocks */
+    size_t bin_chunk_count;       /* bins' chunks made and not given back */
 } binning_state;
+
+/* Room for `regions` regions on the list; -1 when host memory runs out. */
+static int idle_reserve(idle_regions *idle, size_t regions)
+{
+    if (regions <= idle->capacity) return 0;
+    size_t capacity = idle->capacity ? 2 * idle->capacity : 16;
+    if (capacity < regions) capacity = regions;
+    vb_region **grown = realloc(idle->items, capacity * sizeof *grown);
+    if (!grown) return -1;
+    idle->items = grown;
+    idle->capacity = capacity;
+    return 0;
+}
+
+/* Lists a region that has no busy chunk (room reserved: idle_reserve). */
+static void idle_note(idle_regions *idle, vb_region *region)
+{
+    if (region->listed) return;
+    region->listed = 1;
+    idle->items[idle->count++] = region;
+}
+
+/* Bin chunks in the order empty_cache walked them before the lists: by
+ * bin, then base. */
+static int compare_bin_then_base(const void *a, const void *b)
+{
+    const vb_region *x = *(vb_region *const *)a, *y = *(vb_region *const *)b;
+    if (x->tag != y->tag) return x->tag < y->tag ? -1 : 1;
+    return (x->base > y->base) - (x->base < y->base);
+}
+
+static int compare_base(const void *a, const void *b)
+{
+    const vb_region *x = *(vb_region *const *)a, *y = *(vb_region *const *)b;
+    return (x->base > y->base) - (x->base < y->base);
+}
 
 /* ------------------------------------------------------------------------ */
 /* The pool: coalescing best fit over upstream blocks                        */
@@ -108,7 +161,7 @@ static void pool_insert_free(binning_state *binning, vb_chunk *chunk)
  * of its upstream block. */
 static void pool_release(binning_state *binning, vb_chunk *chunk)
 {
-    chunk->region->busy_chunks--;
+    if (--chunk->region->busy_chunks == 0) idle_note(&binning->idle_upstream, chunk->region);
     chunk->state = VB_CHUNK_FREE;
     chunk->data = NULL;
     if (chunk->next && chunk->next->state == VB_CHUNK_FREE) {
@@ -138,6 +191,8 @@ static vb_status pool_grow(binning_state *binning, uint64_t rounded)
 {
     uint64_t smallest = vb_round_up(rounded, VB_DRIVER_PAGE);
     if (smallest == 0) return vb_error(VB_ERR_OOM, "binning: %llu bytes cannot be allocated", (unsigned long long)rounded);
+    if (idle_reserve(&binning->idle_upstream, binning->pool_regions.count + 1) != 0)
+        return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     uint64_t pool_size = binning->stats->reserved_bytes;
     uint64_t try_size = pool_size > smallest ? pool_size : smallest;
     vb_region *region = NULL;
@@ -151,6 +206,7 @@ static vb_status pool_grow(binning_state *binning, uint64_t rounded)
     if (status != VB_OK) return status;
     vb_oset_insert(&binning->pool_regions, &region->node);
     pool_insert_free(binning, region->first);
+    idle_note(&binning->idle_upstream, region);
     return VB_OK;
 }
 
@@ -199,7 +255,7 @@ static void bin_insert_free(binning_bin *bin, vb_chunk *block)
 /* Returns a bin block that is no longer used to its bin. */
 static void bin_release(binning_state *binning, vb_chunk *block)
 {
-    block->region->busy_chunks--;
+    if (--block->region->busy_chunks == 0) idle_note(&binning->idle_bin_chunks, block->region);
     bin_insert_free(&binning->bins[block->region->tag], block);
 }
 
@@ -208,7 +264,9 @@ static void bin_release(binning_state *binning, vb_chunk *block)
 static vb_status bin_carve(binning_state *binning, unsigned bin_index, vb_chunk *holder)
 {
     binning_bin *bin = &binning->bins[bin_index];
-    vb_region *region = vb_region_new(&binning->store);
+    vb_region *region = idle_reserve(&binning->idle_bin_chunks, binning->bin_chunk_count + 1) == 0
+                            ? vb_region_new(&binning->store)
+                            : NULL;
     if (!region) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     region->base = holder->addr;
     region->size = holder->size;
@@ -239,6 +297,7 @@ static vb_status bin_carve(binning_state *binning, unsigned bin_index, vb_chunk 
     }
     holder->data = region;
     vb_oset_insert(&bin->chunks, &region->node);
+    binning->bin_chunk_count++; /* not listed: bin_grow's caller takes a block of it at once */
     return VB_OK;
 }
 
@@ -258,49 +317,68 @@ static vb_status bin_grow(binning_state *binning, unsigned bin_index)
     return status;
 }
 
-/* Gives every wholly free bin chunk back to the pool. */
+/* Gives every wholly free bin chunk back to the pool: the listed ones,
+ * in the order of a walk over every bin's chunks. */
 static void release_free_bin_chunks(binning_state *binning)
 {
-    for (unsigned b = 0; b < binning->bin_count; b++) {
-        binning_bin *bin = &binning->bins[b];
-        vb_oset_node *node = vb_oset_first(&bin->chunks);
-        while (node) {
-            vb_oset_node *next = vb_oset_next(&bin->chunks, node);
-            vb_region *region = VB_REGION_OF(node);
-            if (region->busy_chunks == 0) {
-                for (vb_chunk *block = region->first; block;) {
-                    vb_chunk *after = block->next;
-                    vb_oset_remove(&bin->free_blocks, &block->node);
-                    vb_chunk_recycle(&binning->store, block);
-                    block = after;
-                }
-                vb_oset_remove(&bin->chunks, node);
-                vb_chunk *holder = region->data;
-                vb_region_recycle(&binning->store, region);
-                pool_release(binning, holder);
-            }
-            node = next;
+    idle_regions *idle = &binning->idle_bin_chunks;
+    if (idle->count > 1) qsort(idle->items, idle->count, sizeof *idle->items, compare_bin_then_base);
+    for (size_t i = 0; i < idle->count; i++) {
+        vb_region *region = idle->items[i];
+        region->listed = 0;
+        if (region->busy_chunks) continue;
+        binning_bin *bin = &binning->bins[region->tag];
+        for (vb_chunk *block = region->first; block;) {
+            vb_chunk *after = block->next;
+            vb_oset_remove(&bin->free_blocks, &block->node);
+            vb_chunk_recycle(&binning->store, block);
+            block = after;
         }
+        vb_oset_remove(&bin->chunks, &region->node);
+        binning->bin_chunk_count--;
+        vb_chunk *holder = region->data;
+        vb_region_recycle(&binning->store, region);
+        pool_release(binning, holder);
     }
+    idle->count = 0;
 }
 
-/* Gives every wholly free upstream block back to the device. */
+/* Gives every wholly free upstream block back to the device: the listed
+ * ones, by base. On a driver failure the ones not reached stay listed. */
 static vb_status release_free_pool_regions(binning_state *binning)
 {
-    vb_oset_node *node = vb_oset_first(&binning->pool_regions);
-    while (node) {
-        vb_oset_node *next = vb_oset_next(&binning->pool_regions, node);
-        vb_region *region = VB_REGION_OF(node);
-        if (region->busy_chunks == 0) {
-            for (vb_chunk *chunk = region->first; chunk; chunk = chunk->next)
-                vb_oset_remove(&binning->pool_free, &chunk->node);
-            vb_oset_remove(&binning->pool_regions, node);
-            vb_status status = vb_region_release(&binning->store, binning->device, region);
-            if (status != VB_OK) return status;
+    idle_regions *idle = &binning->idle_upstream;
+    if (idle->count > 1) qsort(idle->items, idle->count, sizeof *idle->items, compare_base);
+    for (size_t i = 0; i < idle->count; i++) {
+        vb_region *region = idle->items[i];
+        region->listed = 0;
+        if (region->busy_chunks) continue;
+        for (vb_chunk *chunk = region->first; chunk; chunk = chunk->next)
+            vb_oset_remove(&binning->pool_free, &chunk->node);
+        vb_oset_remove(&binning->pool_regions, &region->node);
+        vb_status status = vb_region_release(&binning->store, binning->device, region);
+        if (status != VB_OK) {
+            idle->count -= i + 1;
+            memmove(idle->items, idle->items + i + 1, idle->count * sizeof *idle->items);
+            return status;
         }
-        node = next;
     }
+    idle->count = 0;
     return VB_OK;
+}
+
+size_t vb_binning_wholly_free_regions(void *state)
+{
+    const binning_state *binning = state;
+    size_t found = 0;
+    for (unsigned b = 0; b < binning->bin_count; b++)
+        for (vb_oset_node *node = vb_oset_first(&binning->bins[b].chunks); node;
+             node = vb_oset_next(&binning->bins[b].chunks, node))
+            found += VB_REGION_OF(node)->busy_chunks == 0;
+    for (vb_oset_node *node = vb_oset_first(&binning->pool_regions); node;
+         node = vb_oset_next(&binning->pool_regions, node))
+        found += VB_REGION_OF(node)->busy_chunks == 0;
+    return found;
 }
 
 /* A held block's event completed; the last one frees it where it belongs. */
@@ -352,6 +430,7 @@ static vb_status binning_create(vb_device *dev, const vb_config *config, void **
         }
         if (status != VB_OK) {
             vb_chunk_store_destroy(&binning->store);
+            free(binning->idle_upstream.items);
             free(binning);
             return status;
         }
@@ -371,6 +450,8 @@ static void binning_destroy(void *state)
     vb_addr_map_clear(&binning->used);
     /* Bin chunk regions and blocks live in the store's slabs and go with it. */
     vb_chunk_store_destroy(&binning->store);
+    free(binning->idle_bin_chunks.items);
+    free(binning->idle_upstream.items);
     free(binning);
 }
 

@@ -53,6 +53,7 @@ struct vb_region {
     uint64_t busy_chunks;            /* chunks that are USED or PENDING */
     vb_oset_node node;               /* the owner's set of regions, by base */
     uint32_t tag;                    /* the owner's */
+    uint32_t listed;                 /* the owner's (binning: on a list of regions that may be wholly free) */
     void *data;                      /* the owner's */
 };
 

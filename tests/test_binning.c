@@ -12,7 +12,9 @@
 #include <cmocka.h>
 
 #include "allocators/allocator.h"
+#include "allocators/binning.h"
 #include "alloc_fixture.h"
+#include "test_random.h"
 
 #define KiB ((uint64_t)1 << 10)
 #define MiB VB_MiB
@@ -184,6 +186,58 @@ static void test_binning_empty_cache_keeps_a_chunk_in_use(void **unused)
     vb_fixture_close(f);
 }
 
+/* A pool made at creation (initial_pool_mb) that nothing was taken from
+ * is wholly free: empty_cache gives it back. */
+static void test_binning_empty_cache_returns_an_initial_pool_never_used(void **unused)
+{
+    (void)unused;
+    const char *const settings[] = {"initial_pool_mb=64", NULL};
+    vb_alloc_fixture *f = vb_fixture_open("binning", 0, settings);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 64 * MiB);
+    assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+    assert_int_equal(vb_fixture_stats(f).reserved_bytes, 0);
+    assert_int_equal(vb_binning_wholly_free_regions(f->alloc->state), 0);
+    vb_fixture_close(f);
+}
+
+/* empty_cache looks only at the regions it listed as they became wholly
+ * free; a walk over every region must find none left after it. A random
+ * sequence of bin-sized (1 B to 4 MiB) and pool-sized (to 64 MiB) blocks,
+ * chunks of 128 and of 8 blocks, on a 768 MiB sim where some requests run out
+ * of memory (each such one empties the cache too): from time to time,
+ * empty_cache, then no bin chunk and no upstream block is without a block
+ * in use. */
+static void test_binning_empty_cache_leaves_no_wholly_free_region(void **unused)
+{
+    (void)unused;
+    const char *const chunked[] = {"blocks_per_chunk=8", NULL};
+    const char *const *settings[] = {NULL, chunked};
+    for (size_t s = 0; s < 2; s++) {
+        vb_alloc_fixture *f = vb_fixture_open("binning", 768 * MiB, settings[s]);
+        vb_addr live[64] = {0};
+        uint64_t rng = 5 + s;
+        for (int step = 1; step <= 4000; step++) {
+            uint64_t pick = next_random(&rng);
+            size_t slot = (size_t)(pick % 64);
+            if (live[slot]) {
+                vb_must_free(f, live[slot]);
+                live[slot] = 0;
+            } else {
+                uint64_t limit = (pick >> 8) % 2 ? 4 * MiB : 64 * MiB;
+                vb_addr addr = 0;
+                vb_status status = vb_malloc(f->alloc, 1 + next_random(&rng) % limit, NULL, &addr);
+                assert_true(status == VB_OK || status == VB_ERR_OOM);
+                live[slot] = status == VB_OK ? addr : 0;
+            }
+            if (step % 200 != 0) continue;
+            assert_int_equal(vb_empty_cache(f->alloc), VB_OK);
+            assert_int_equal(vb_binning_wholly_free_regions(f->alloc->state), 0);
+        }
+        assert_true(vb_fixture_stats(f).alloc_retries > 0); /* the out-of-memory path was taken */
+        vb_fixture_close(f);
+    }
+}
+
 /* On a 16 MiB sim the 1 MiB bin's chunk of 128 MiB is refused, and so are
  * 64 and 32 MiB; 16 blocks (16 MiB) fit. */
 static void test_binning_bin_chunk_shrinks_when_the_device_refuses(void **unused)
@@ -278,6 +332,8 @@ int main(void)
         cmocka_unit_test(test_binning_pool_grows_by_at_least_its_size),
         cmocka_unit_test(test_binning_empty_cache_returns_wholly_free_chunks_to_the_device),
         cmocka_unit_test(test_binning_empty_cache_keeps_a_chunk_in_use),
+        cmocka_unit_test(test_binning_empty_cache_returns_an_initial_pool_never_used),
+        cmocka_unit_test(test_binning_empty_cache_leaves_no_wholly_free_region),
         cmocka_unit_test(test_binning_bin_chunk_shrinks_when_the_device_refuses),
         cmocka_unit_test(test_binning_out_of_memory_frees_the_cache_and_retries),
         cmocka_unit_test(test_binning_record_stream_holds_the_block_until_the_work_completes),
