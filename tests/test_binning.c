@@ -202,11 +202,11 @@ static void test_binning_empty_cache_returns_an_initial_pool_never_used(void **u
 
 /* empty_cache looks only at the regions it listed as they became wholly
  * free; a walk over every region must find none left after it. A random
- * sequence of bin-sized (1 B to 4 MiB) and pool-sized (to 64 MiB) blocks,
- * chunks of 128 and of 8 blocks, on a 768 MiB sim where some requests run out
- * of memory (each such one empties the cache too): from time to time,
- * empty_cache, then no bin chunk and no upstream block is without a block
- * in use. */
+ * sequence of bin-sized (1 B to 4 MiB) and pool-sized (to 64 MiB)
+ * blocks, chunks of 128 and of 8 blocks, on a 768 MiB sim where some
+ * requests run out of memory (each such one empties the cache too): from
+ * time to time, empty_cache, then no bin chunk and no upstream block is
+ * without a block in use. */
 static void test_binning_empty_cache_leaves_no_wholly_free_region(void **unused)
 {
     (void)unused;
