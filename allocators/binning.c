@@ -108,7 +108,6 @@ typedef struct binning_state {
     vb_deferred deferred;
     idle_regions idle_bin_chunks; /* bins' chunks */
     idle_regions idle_upstream;   /* the pool's upstream blocks */
-    size_t bin_chunk_count;       /* bins' chunks made and not given back */
 } binning_state;
 
 /* Room for `regions` regions on the list; -1 when host memory runs out. */
@@ -132,19 +131,28 @@ static void idle_note(idle_regions *idle, vb_region *region)
     idle->items[idle->count++] = region;
 }
 
-/* Bin chunks in the order empty_cache walked them before the lists: by
- * bin, then base. */
-static int compare_bin_then_base(const void *a, const void *b)
-{
-    const vb_region *x = *(vb_region *const *)a, *y = *(vb_region *const *)b;
-    if (x->tag != y->tag) return x->tag < y->tag ? -1 : 1;
-    return (x->base > y->base) - (x->base < y->base);
-}
-
+/* Upstream blocks in the order empty_cache walked them before the lists:
+ * by base. */
 static int compare_base(const void *a, const void *b)
 {
     const vb_region *x = *(vb_region *const *)a, *y = *(vb_region *const *)b;
     return (x->base > y->base) - (x->base < y->base);
+}
+
+/* Bin chunks likewise: by bin, then base. */
+static int compare_bin_then_base(const void *a, const void *b)
+{
+    const vb_region *x = *(vb_region *const *)a, *y = *(vb_region *const *)b;
+    if (x->tag != y->tag) return x->tag < y->tag ? -1 : 1;
+    return compare_base(a, b);
+}
+
+/* Bin chunks made and not given back (room for all of them on the list). */
+static size_t bin_chunk_count(const binning_state *binning)
+{
+    size_t chunks = 0;
+    for (unsigned b = 0; b < binning->bin_count; b++) chunks += binning->bins[b].chunks.count;
+    return chunks;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -264,7 +272,7 @@ static void bin_release(binning_state *binning, vb_chunk *block)
 static vb_status bin_carve(binning_state *binning, unsigned bin_index, vb_chunk *holder)
 {
     binning_bin *bin = &binning->bins[bin_index];
-    vb_region *region = idle_reserve(&binning->idle_bin_chunks, binning->bin_chunk_count + 1) == 0
+    vb_region *region = idle_reserve(&binning->idle_bin_chunks, bin_chunk_count(binning) + 1) == 0
                             ? vb_region_new(&binning->store)
                             : NULL;
     if (!region) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
@@ -296,8 +304,7 @@ static vb_status bin_carve(binning_state *binning, unsigned bin_index, vb_chunk 
         bin_insert_free(bin, block);
     }
     holder->data = region;
-    vb_oset_insert(&bin->chunks, &region->node);
-    binning->bin_chunk_count++; /* not listed: bin_grow's caller takes a block of it at once */
+    vb_oset_insert(&bin->chunks, &region->node); /* not listed: bin_grow's caller takes a block of it at once */
     return VB_OK;
 }
 
@@ -335,7 +342,6 @@ static void release_free_bin_chunks(binning_state *binning)
             block = after;
         }
         vb_oset_remove(&bin->chunks, &region->node);
-        binning->bin_chunk_count--;
         vb_chunk *holder = region->data;
         vb_region_recycle(&binning->store, region);
         pool_release(binning, holder);

@@ -1265,6 +1265,24 @@ static uint64_t gc_limit_from(const vb_cc_allocator *cc, uint64_t bytes)
  * large-pool segments, the oldest first (age = get_free_block calls since
  * the block became free), rounds of "at least the average age" until enough
  * was reclaimed. No synchronization beyond what the driver free does. */
+/* One garbage collection's running figures: PyTorch's gc_reclaimed,
+ * total_age and freeable_block_count, and whether the round freed one. */
+typedef struct gc_tally {
+    uint64_t reclaimed, total_age;
+    size_t freeable;
+    int freed_one;
+} gc_tally;
+
+/* Frees whole block `b`, a round's victim, and counts it out. */
+static void gc_free(vb_cc_allocator *cc, gc_tally *tally, vb_cc_block *b)
+{
+    tally->freed_one = 1;
+    tally->reclaimed += b->size;
+    tally->total_age -= block_age(b);
+    tally->freeable--;
+    cc->source->release_block(cc, b);
+}
+
 static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
 {
     if (!cc->source->release_block) return; /* no whole segment to free: the same under any limit */
@@ -1276,8 +1294,8 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
         if (cc->large_pool.whole_free > 0) note_same_limits(grant, gc_limit_from(cc, reserved), 0);
         return;
     }
-    uint64_t target = reserved - threshold, reclaimed = 0, total_age = 0, before_last_round = 0;
-    size_t freeable = 0;
+    uint64_t target = reserved - threshold, before_last_round = 0;
+    gc_tally tally = {0, 0, 0, 1};
     vb_cc_pool *pool = &cc->large_pool;
     int walk = pool->whole_unlisted;
     if (walk) complete_blocks(pool);
@@ -1285,18 +1303,17 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
     if (walk) {
         for (vb_cc_block *b = block_of(vb_oset_first(blocks)); b; b = block_of(vb_oset_next(blocks, &b->class_node)))
             if (!vb_cc_block_is_split(b)) {
-                total_age += block_age(b);
-                freeable++;
+                tally.total_age += block_age(b);
+                tally.freeable++;
             }
     } else {
-        for (size_t i = 0; i < pool->whole_free; i++) total_age += block_age(pool->whole_blocks[i]);
-        freeable = pool->whole_free;
+        for (size_t i = 0; i < pool->whole_free; i++) tally.total_age += block_age(pool->whole_blocks[i]);
+        tally.freeable = pool->whole_free;
     }
-    int freed_one = 1;
-    while (reclaimed < target && freed_one && freeable > 0) {
-        double age_threshold = (double)total_age / (double)freeable;
-        before_last_round = reclaimed;
-        freed_one = 0;
+    while (tally.reclaimed < target && tally.freed_one && tally.freeable > 0) {
+        double age_threshold = (double)tally.total_age / (double)tally.freeable;
+        before_last_round = tally.reclaimed;
+        tally.freed_one = 0;
         if (!walk) {
             /* A round frees every whole block at least that old, whatever
              * the order; they go in the walk's, so the device sees the
@@ -1306,35 +1323,22 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
                 if ((double)block_age(pool->whole_blocks[i]) >= age_threshold)
                     pool->whole_victims[victims++] = pool->whole_blocks[i];
             vb_cc_sort_by_size(pool->whole_victims, victims);
-            for (size_t i = 0; i < victims; i++) {
-                vb_cc_block *b = pool->whole_victims[i];
-                freed_one = 1;
-                reclaimed += b->size;
-                total_age -= block_age(b);
-                freeable--;
-                cc->source->release_block(cc, b);
-            }
+            for (size_t i = 0; i < victims; i++) gc_free(cc, &tally, pool->whole_victims[i]);
             continue;
         }
         vb_cc_block *b = block_of(vb_oset_first(blocks));
         while (b) {
             vb_cc_block *next = block_of(vb_oset_next(blocks, &b->class_node));
-            if (!vb_cc_block_is_split(b) && (double)block_age(b) >= age_threshold) {
-                freed_one = 1;
-                reclaimed += b->size;
-                total_age -= block_age(b);
-                freeable--;
-                cc->source->release_block(cc, b);
-            }
+            if (!vb_cc_block_is_split(b) && (double)block_age(b) >= age_threshold) gc_free(cc, &tally, b);
             b = next;
         }
     }
     /* The same rounds run for any target in (before_last_round,
      * reclaimed] (above it too when they stopped for want of blocks): a
      * threshold in [reserved - reclaimed, reserved - before_last_round). */
-    int stopped_by_target = reclaimed >= target && freed_one && freeable > 0;
-    uint64_t lowest = stopped_by_target ? reserved - reclaimed : 0;
-    if (reclaimed > 0 || freeable > 0) /* none freeable from the start: nothing happens under any limit */
+    int stopped_by_target = tally.reclaimed >= target && tally.freed_one && tally.freeable > 0;
+    uint64_t lowest = stopped_by_target ? reserved - tally.reclaimed : 0;
+    if (tally.reclaimed > 0 || tally.freeable > 0) /* none freeable from the start: nothing happens under any limit */
         note_same_limits(grant, lowest ? gc_limit_from(cc, lowest) : 0,
                          gc_limit_from(cc, reserved - before_last_round));
     if (walk) forget_blocks(pool);

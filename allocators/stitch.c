@@ -986,11 +986,7 @@ static vb_status stitching_alloc_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb
 static void release_holes(vb_cc_allocator *cc, vb_cc_pool *pool)
 {
     const vb_hole_index *holes = holes_of(cc, pool);
-    size_t count = 0;
-    for (vb_hole *hole = vb_hole_index_movable_from(holes, 0); hole;
-         hole = vb_hole_index_movable_from(holes, hole->figures.addr + 1))
-        count++;
-    vb_cc_block **blocks = stitch_of(cc)->unindexed ? NULL : malloc((count ? count : 1) * sizeof *blocks);
+    vb_cc_block **blocks = stitch_of(cc)->unindexed ? NULL : malloc((holes->movable.count + 1) * sizeof *blocks);
     if (!blocks) {
         vb_vm_range_release_pool_noting(cc, pool, note_unmapped);
         return;
