@@ -756,13 +756,17 @@ vb_status vb_free_keyed(vb_allocator *allocator, uint64_t key)
     return status;
 }
 
-/* Stage 0 touches the slot's line only; the later ones read the slot. */
+/* Stage 0 touches the slot's lines only (a slot is 40 bytes: half of
+ * them straddle two lines, and slot_of_key reads the generation, at the
+ * end); the later ones read the slot. */
 void vb_prefetch_free(const vb_allocator *allocator, uint64_t key, int stage)
 {
     uint64_t slot = (key & KEY_SLOTS) - 1;
     if ((key & KEY_SLOTS) == 0 || slot >= allocator->block_count) return;
     if (stage == 0) {
-        __builtin_prefetch(&allocator->blocks[slot]);
+        const vb_live_block *block = &allocator->blocks[slot];
+        __builtin_prefetch(block);
+        __builtin_prefetch(&block->generation);
         return;
     }
     if (slot_of_key(allocator, key) == NO_SLOT || !allocator->ops->prefetch_free) return;

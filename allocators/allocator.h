@@ -217,7 +217,8 @@ typedef struct vb_allocator_ops {
     /* A hint that the block with `tag` is to be freed soon: asks for the
      * cache lines its free will read, stage 0 the block's own, stage 1
      * (called later, once stage 0's have arrived) what lies past it (a
-     * merge's neighbours). Changes nothing. May be NULL. */
+     * merge's neighbours), stage 2 (later again) where the free puts it.
+     * Changes nothing. May be NULL. */
     void (*prefetch_free)(void *state, uint64_t tag, int stage);
     /* Returns every cached, unused byte it can to the device. */
     vb_status (*empty_cache)(void *state);
@@ -334,11 +335,12 @@ vb_addr vb_keyed_addr(vb_allocator *allocator, uint64_t key);
  * calls before it instead of following one another. In stages, each
  * called a little later than the one before, as it reads what the one
  * before asked for: 0 the seam's record of the block, 1 the strategy's
- * block, 2 what the strategy's free reads past it (ops->prefetch_free).
+ * block, 2 what the strategy's free reads past it, 3 where the free puts
+ * it (ops->prefetch_free's stages 0, 1 and 2).
  * Changes nothing; a key that names no live block is ignored. It reads the
  * allocator without its lock: call it only from the thread that mallocs
  * and frees with it (as a trace's replay does). */
-#define VB_PREFETCH_STAGES 3
+#define VB_PREFETCH_STAGES 4
 void vb_prefetch_free(const vb_allocator *allocator, uint64_t key, int stage);
 
 /* record_stream through the ops table (a no-op where the strategy has none). */

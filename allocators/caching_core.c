@@ -122,22 +122,25 @@ static uint64_t block_age(const vb_cc_block *block)
 /* ------------------------------------------------------------------------ */
 
 /* A pool's free blocks of one stream are also kept by size class: 512-byte
- * granules, each count below EXACT_CLASSES (sizes below 1 MiB: every
- * size a small request rounds to) a class of its own, above that 16
+ * granules, each count below EXACT_CLASSES (sizes below 2 MiB: every
+ * size a small request rounds to, and every free block of a small pool's
+ * 2 MiB segments but a whole one) a class of its own, above that 16
  * classes per power of two (as TLSF does), each class a small ordered set
  * (or, for `caching`, each exact class a heap: see "exact classes as
- * heaps" below), with a bitmap of the classes that hold blocks. The best fit is the lower
- * bound in the request's own class or else the first block of the next
- * class that holds any: a short walk and a bit scan instead of a walk
- * down the whole free set. The order, and so every choice the policy
+ * heaps" below), with a two-level bitmap of the classes that hold blocks.
+ * The best fit is the lower bound in the request's own class or else the
+ * first block of the next class that holds any: a short walk and a bit
+ * scan instead of a walk down the whole free set. The order, and so every choice the policy
  * makes, is the same; pool->blocks, the whole free set in that order, is
  * only built when something walks it (see complete_blocks). The sets come
  * in pages of 64 classes, each made when one of its classes first takes
  * a block, so an index takes memory for the sizes its stream frees only. */
-#define EXACT_CLASSES 2048
-#define SIZE_CLASSES (EXACT_CLASSES + (55 - 11) * 16) /* granule counts below 2^55, i.e. every 64-bit size */
+#define EXACT_CLASSES 4096
+#define EXACT_POWER 12 /* log2 of EXACT_CLASSES */
+#define SIZE_CLASSES (EXACT_CLASSES + (55 - EXACT_POWER) * 16) /* granule counts below 2^55: every 64-bit size */
 #define CLASS_WORDS ((SIZE_CLASSES + 63) / 64)
-_Static_assert(CLASS_WORDS <= 64, "word_in_use has a bit per word of classes");
+#define SUMMARY_WORDS ((CLASS_WORDS + 63) / 64)
+_Static_assert(EXACT_CLASSES == 1 << EXACT_POWER, "EXACT_POWER is EXACT_CLASSES's log2");
 
 /* A class kept as a heap (see below): its entries, some of them stale. */
 typedef struct heap_entry {
@@ -154,7 +157,7 @@ typedef struct class_heap {
 
 struct vb_cc_size_index {
     vb_stream stream;
-    uint64_t word_in_use;                /* bit w: class_in_use[w] != 0 */
+    uint64_t word_in_use[SUMMARY_WORDS]; /* bit w % 64 of word w / 64: class_in_use[w] != 0 */
     uint64_t class_in_use[CLASS_WORDS];  /* bit c % 64 of word c / 64: class c holds blocks */
     vb_ordered_set *class_pages[CLASS_WORDS]; /* classes 64 w .. 64 w + 63; NULL until one holds a block */
     /* Exact classes as heaps (caching), in pages of 64 as the sets are: */
@@ -167,8 +170,8 @@ static uint32_t size_class(uint64_t size)
 {
     uint64_t granules = size / VB_CC_MIN_BLOCK_SIZE;
     if (granules < EXACT_CLASSES) return (uint32_t)granules;
-    uint32_t power = 63 - (uint32_t)__builtin_clzll(granules); /* >= 11 */
-    return EXACT_CLASSES + (power - 11) * 16 + (uint32_t)((granules >> (power - 4)) & 15);
+    uint32_t power = 63 - (uint32_t)__builtin_clzll(granules); /* >= EXACT_POWER */
+    return EXACT_CLASSES + (power - EXACT_POWER) * 16 + (uint32_t)((granules >> (power - 4)) & 15);
 }
 
 /* The set of class `c`, whose page exists (it holds blocks, or held some). */
@@ -183,16 +186,38 @@ static int class_in_use(const vb_cc_size_index *index, uint32_t c)
     return (int)(index->class_in_use[c / 64] >> (c % 64) & 1);
 }
 
+/* The first word of classes after word `word` that holds blocks, or -1. */
+static int next_word_in_use(const vb_cc_size_index *index, uint32_t word)
+{
+    for (uint32_t s = (word + 1) / 64; s < SUMMARY_WORDS; s++) {
+        uint64_t words = index->word_in_use[s];
+        if (s == (word + 1) / 64) words &= ~0ULL << ((word + 1) % 64);
+        if (words) return (int)(s * 64 + (uint32_t)__builtin_ctzll(words));
+    }
+    return -1;
+}
+
+/* The last word of classes before word `word` (CLASS_WORDS: the last of
+ * all) that holds blocks, or -1. */
+static int prev_word_in_use(const vb_cc_size_index *index, uint32_t word)
+{
+    for (uint32_t s = word / 64 + 1; s-- > 0;) {
+        uint64_t words = s < SUMMARY_WORDS ? index->word_in_use[s] : 0;
+        if (s == word / 64) words &= (1ULL << (word % 64)) - 1;
+        if (words) return (int)(s * 64 + 63 - (uint32_t)__builtin_clzll(words));
+    }
+    return -1;
+}
+
 /* The first class after `c` that holds blocks, or -1. */
 static int next_class_in_use(const vb_cc_size_index *index, uint32_t c)
 {
     uint32_t word = c / 64, bit = c % 64;
     uint64_t later = bit == 63 ? 0 : index->class_in_use[word] & (~0ULL << (bit + 1));
     if (later) return (int)(word * 64 + (uint32_t)__builtin_ctzll(later));
-    uint64_t words = index->word_in_use & (~0ULL << (word + 1));
-    if (!words) return -1;
-    word = (uint32_t)__builtin_ctzll(words);
-    return (int)(word * 64 + (uint32_t)__builtin_ctzll(index->class_in_use[word]));
+    int next = next_word_in_use(index, word);
+    if (next < 0) return -1;
+    return next * 64 + __builtin_ctzll(index->class_in_use[next]);
 }
 
 /* The last class before `c` that holds blocks, or -1. */
@@ -201,18 +226,30 @@ static int prev_class_in_use(const vb_cc_size_index *index, uint32_t c)
     uint32_t word = c / 64, bit = c % 64;
     uint64_t earlier = index->class_in_use[word] & ((1ULL << bit) - 1);
     if (earlier) return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(earlier));
-    uint64_t words = index->word_in_use & ((1ULL << word) - 1);
-    if (!words) return -1;
-    word = 63 - (uint32_t)__builtin_clzll(words);
-    return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(index->class_in_use[word]));
+    int before = prev_word_in_use(index, word);
+    if (before < 0) return -1;
+    return before * 64 + 63 - __builtin_clzll(index->class_in_use[before]);
 }
 
 /* The last class that holds blocks, or -1. */
 static int last_class_in_use(const vb_cc_size_index *index)
 {
-    if (!index->word_in_use) return -1;
-    uint32_t word = 63 - (uint32_t)__builtin_clzll(index->word_in_use);
-    return (int)(word * 64 + 63 - (uint32_t)__builtin_clzll(index->class_in_use[word]));
+    int last = prev_word_in_use(index, CLASS_WORDS);
+    if (last < 0) return -1;
+    return last * 64 + 63 - __builtin_clzll(index->class_in_use[last]);
+}
+
+/* Class `c` holds blocks now / holds none now. */
+static void mark_class_in_use(vb_cc_size_index *index, uint32_t c)
+{
+    index->class_in_use[c / 64] |= 1ULL << (c % 64);
+    index->word_in_use[c / 64 / 64] |= 1ULL << (c / 64 % 64);
+}
+
+static void mark_class_empty(vb_cc_size_index *index, uint32_t c)
+{
+    index->class_in_use[c / 64] &= ~(1ULL << (c % 64));
+    if (!index->class_in_use[c / 64]) index->word_in_use[c / 64 / 64] &= ~(1ULL << (c / 64 % 64));
 }
 
 /* ---- exact classes as heaps ----
@@ -225,10 +262,18 @@ static int last_class_in_use(const vb_cc_size_index *index)
  * insert compares with entries in the array, never with the block structs
  * a set's walk down reads, each a cache miss on a long trace. A removal
  * only counts the block out: its entry goes stale (its stamp no longer
- * the block's) and is dropped when it reaches the top, or when stale
- * entries outnumber live ones (the heap is rebuilt) or the class empties.
- * The rare walks in order (release, garbage collection, a pool that stops
- * indexing) sort the live entries. */
+ * the block's) and is dropped when it reaches the top, or when the
+ * entries grow past ENTRIES_PER_LIVE per live block (the heap is
+ * rebuilt) or the class empties. The rare walks in order (release,
+ * garbage collection, a pool that stops indexing) sort the live entries. */
+
+/* A rebuild reads every entry's block struct, a cache miss each on a long
+ * trace; rebuilding past 8 entries per live block (and 64 more) instead of
+ * 2 (and 16) made `caching` about 5% faster at 400,000 events of a random
+ * trace, for at most that many entries of 24 bytes (docs/bench.md,
+ * "Replay speed"). */
+#define ENTRIES_PER_LIVE 8
+#define ENTRIES_SLACK 64
 
 /* Each entry's children. A 4-ary heap is half as deep as a binary one,
  * and the four children a step down compares lie side by side (96 bytes):
@@ -414,7 +459,7 @@ static void move_to_set(vb_cc_pool *pool)
             }
         }
         memset(index->class_in_use, 0, sizeof index->class_in_use);
-        index->word_in_use = 0;
+        memset(index->word_in_use, 0, sizeof index->word_in_use);
     }
 }
 
@@ -636,8 +681,7 @@ static int index_add(vb_cc_size_index *index, vb_cc_block *block)
         heap->entries[heap->count] = (heap_entry){block->addr, block, stamp};
         heap_sift_up(heap->entries, heap->count++);
         heap->live++;
-        index->class_in_use[c / 64] |= 1ULL << (c % 64);
-        index->word_in_use |= 1ULL << (c / 64);
+        mark_class_in_use(index, c);
         block->size_index = index;
         block->size_class = c;
         return 0;
@@ -648,8 +692,7 @@ static int index_add(vb_cc_size_index *index, vb_cc_block *block)
         for (size_t i = 0; i < 64; i++) vb_oset_init(&(*page)[i], compare_in_class);
     }
     vb_oset_insert_by(class_set(index, c), &block->class_node, compare_in_class);
-    index->class_in_use[c / 64] |= 1ULL << (c % 64);
-    index->word_in_use |= 1ULL << (c / 64);
+    mark_class_in_use(index, c);
     block->size_index = index;
     block->size_class = c;
     return 0;
@@ -667,20 +710,16 @@ static void index_remove(vb_cc_block *block)
         block->size_index = NULL;
         if (--heap->live == 0) {
             heap->count = 0;
-            index->class_in_use[c / 64] &= ~(1ULL << (c % 64));
-            if (!index->class_in_use[c / 64]) index->word_in_use &= ~(1ULL << (c / 64));
+            mark_class_empty(index, c);
         } else if (heap->entries[0].block == block) {
             heap_pop(heap);
-        } else if (heap->count > 2 * heap->live + 16) {
+        } else if (heap->count > ENTRIES_PER_LIVE * heap->live + ENTRIES_SLACK) {
             heap_rebuild(heap);
         }
         return;
     }
     vb_oset_remove(class_set(index, c), &block->class_node);
-    if (class_set(index, c)->count == 0) {
-        index->class_in_use[c / 64] &= ~(1ULL << (c % 64));
-        if (!index->class_in_use[c / 64]) index->word_in_use &= ~(1ULL << (c / 64));
-    }
+    if (class_set(index, c)->count == 0) mark_class_empty(index, c);
     block->size_index = NULL;
 }
 
@@ -1523,18 +1562,46 @@ vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag)
     return VB_OK;
 }
 
+/* The size a free of `block` leaves in its pool: its own and that of each
+ * neighbour it would merge with (as vb_cc_try_merge decides). */
+static uint64_t size_after_merges(const vb_cc_block *block)
+{
+    uint64_t size = block->size;
+    if (vb_cc_block_available(block->prev) && block->prev->mapped == block->mapped) size += block->prev->size;
+    if (vb_cc_block_available(block->next) && block->next->mapped == block->mapped) size += block->next->size;
+    return size;
+}
+
+/* Asks for the entries of heap class `c` of `index` that an insert writes
+ * (the free end, and the parent it is compared with first), when the
+ * class is a heap that exists. */
+static void prefetch_heap_insert(const vb_cc_size_index *index, uint32_t c)
+{
+    if (!index || !is_heap_class(index, c) || !index->heap_pages[c / 64]) return;
+    const class_heap *heap = heap_of(index, c);
+    if (heap->count >= heap->capacity) return;
+    __builtin_prefetch(&heap->entries[heap->count], 1);
+    if (heap->count) __builtin_prefetch(&heap->entries[(heap->count - 1) / HEAP_ARITY]);
+}
+
 /* prefetch_free: the block (the tag is its struct), then its address
- * neighbours, which free_block merges with. */
+ * neighbours, which free_block merges with, then (those in the cache by
+ * then) the size class's heap the merged block goes into. */
 void vb_cc_prefetch_free(void *state, uint64_t tag, int stage)
 {
     (void)state;
     const vb_cc_block *block = (const vb_cc_block *)(uintptr_t)tag;
     if (stage == 0) {
         prefetch_block(block);
-        return;
+    } else if (stage == 1) {
+        prefetch_block(block->prev);
+        prefetch_block(block->next);
+    } else if (block->mapped && !block->pool->blocks_kept) {
+        vb_cc_pool *pool = block->pool;
+        for (size_t i = 0; i < pool->index_count; i++)
+            if (pool->indexes[i]->stream == block->stream)
+                prefetch_heap_insert(pool->indexes[i], size_class(size_after_merges(block)));
     }
-    prefetch_block(block->prev);
-    prefetch_block(block->next);
 }
 
 /* record_stream: remembers a use on another stream (the allocation stream

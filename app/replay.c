@@ -219,7 +219,7 @@ static vb_status replay_run(vb_run *run)
         status = vb_run_step(run, steps[START].text);
         vb_drive_source source = {.trace = state->trace};
         vb_drive_hooks hooks = {.context = state, .after_alloc = on_after_alloc, .mark = on_mark,
-                                .after_event = on_after_event};
+                                .after_event = on_after_event, .after_event_from = &state->next_sample_bytes};
         if (status == VB_OK) status = vb_drive(&source, &state->target, &hooks, 0, &state->drive);
         status = finish(state, status);
     }

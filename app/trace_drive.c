@@ -99,21 +99,34 @@ typedef struct batch {
     char read_error[512];                 /* ... and its message */
 } batch;
 
-/* Prefetching the frees to come (vb_prefetch_free): the key of the free
- * LOOKAHEAD events ahead is taken each event, and its stages asked for as
- * it comes nearer, each a little after the one before, so that each finds
- * what the one before asked for in the cache. */
-#define LOOKAHEAD 5
-#define LOOKAHEAD_FAR 8  /* where the key of a free is asked for, to be read at LOOKAHEAD */
-#define UPCOMING_KEYS 8 /* a power of two above LOOKAHEAD */
-_Static_assert(LOOKAHEAD > VB_PREFETCH_STAGES && LOOKAHEAD < UPCOMING_KEYS, "room for the stages in the ring");
+/* Prefetching the frees to come (vb_prefetch_free). Each event, the event
+ * LOOKAHEAD events ahead is looked at and, when it is a free, its key goes
+ * into a ring of the frees ahead (the key of the one LOOKAHEAD_FAR ahead
+ * was asked for first, so that it is in the cache by then). At each free,
+ * the frees after it are asked for in stages, each a little later than
+ * the one before (stage s for the free free_ahead[s] frees ahead), so
+ * that each stage finds what the one before asked for in the cache. The
+ * stages are a few events apart: at 400,000 events of a random trace an
+ * event takes about 100 ns, and each stage's line comes from memory in
+ * about that long or more (docs/bench.md, "Replay speed"). The ring and
+ * the stages go by frees, not by events: asking at every event for
+ * whatever free lay a given number of events ahead took a branch per
+ * stage that went either way at random (an allocation or a free), and its
+ * mispredictions cost more than the prefetches saved on short traces. */
+#define LOOKAHEAD 24
+#define LOOKAHEAD_FAR 32 /* where the key of a free is asked for, to be read at LOOKAHEAD */
+#define UPCOMING_FREES 32 /* a power of two above LOOKAHEAD: room for every free in the window */
+_Static_assert(LOOKAHEAD < UPCOMING_FREES && (UPCOMING_FREES & (UPCOMING_FREES - 1)) == 0, "room for the window");
 
-/* The events ahead at which each stage is asked for. */
-static const unsigned stage_ahead[VB_PREFETCH_STAGES] = {LOOKAHEAD, 3, 1};
+/* The frees ahead at which each stage is asked for. */
+static const unsigned free_ahead[VB_PREFETCH_STAGES] = {6, 4, 2, 1};
 
 typedef struct upcoming {
-    uint64_t keys[UPCOMING_KEYS]; /* by the event they were taken at, modulo the ring (0: none) */
-    uint64_t taken;               /* events so far */
+    uint64_t keys[UPCOMING_FREES];   /* the frees ahead, in order, modulo the ring */
+    uint64_t events[UPCOMING_FREES]; /* ... the event each is (counting from 0) */
+    uint64_t pushed, passed;         /* frees put in the ring so far; those driven or passed */
+    uint64_t asked[VB_PREFETCH_STAGES]; /* by stage: the frees it was asked for so far */
+    uint64_t taken;                  /* events so far */
 } upcoming;
 
 /* A drive's place in its events (loaded, or the batch being driven) and
@@ -132,29 +145,43 @@ typedef struct cursor {
     upcoming ahead;
 } cursor;
 
-/* The key of the free LOOKAHEAD events after the current one, as known now
- * (0: none, or not known yet); it also asks for the key of the free
- * LOOKAHEAD_FAR events ahead. */
-static uint64_t key_ahead(const cursor *c)
+/* Before each event: puts the event LOOKAHEAD events ahead into the ring
+ * when it is a free (with no branch on that: the slot's key is read and
+ * written either way, and counted only for a free) and asks for the key of
+ * the one LOOKAHEAD_FAR ahead. The key of a free whose allocation is not
+ * driven yet is 0, or the last one of its slot (the seam ignores a key of
+ * a block freed already). */
+static void look_ahead(cursor *c)
 {
     const vb_drive_events *events = c->events;
+    upcoming *ahead = &c->ahead;
     size_t far = c->next - 1 + LOOKAHEAD_FAR, near = c->next - 1 + LOOKAHEAD;
-    if (far < events->count && events->items[far].kind == VB_TRACE_FREE)
-        __builtin_prefetch(&c->keys[events->items[far].slot]);
-    return near < events->count && events->items[near].kind == VB_TRACE_FREE ? c->keys[events->items[near].slot] : 0;
+    if (far < events->count) __builtin_prefetch(&c->keys[events->items[far].slot]);
+    if (near < events->count) {
+        const vb_drive_event *item = &events->items[near];
+        ahead->keys[ahead->pushed % UPCOMING_FREES] = c->keys[item->slot];
+        ahead->events[ahead->pushed % UPCOMING_FREES] = ahead->taken + LOOKAHEAD;
+        ahead->pushed += item->kind == VB_TRACE_FREE;
+    }
+    ahead->taken++;
 }
 
-/* Before each event: takes the key ahead and asks for each stage of the
- * frees as they come nearer. */
+/* At a free: drops the frees up to this event from the ring and asks for
+ * each stage of the ones after it, up to free_ahead[stage] frees ahead
+ * (or the last in the ring, when the window holds fewer): each free gets
+ * each stage once, in order, however the frees fall among the events. */
 static void prefetch_frees(cursor *c)
 {
     upcoming *ahead = &c->ahead;
-    ahead->keys[ahead->taken % UPCOMING_KEYS] = key_ahead(c);
+    uint64_t now = ahead->taken - 1;
+    while (ahead->passed < ahead->pushed && ahead->events[ahead->passed % UPCOMING_FREES] <= now) ahead->passed++;
     for (int stage = 0; stage < VB_PREFETCH_STAGES; stage++) {
-        uint64_t key = ahead->keys[(ahead->taken - (LOOKAHEAD - stage_ahead[stage])) % UPCOMING_KEYS];
-        if (key && ahead->taken >= LOOKAHEAD - stage_ahead[stage]) vb_prefetch_free(c->allocator, key, stage);
+        uint64_t upto = ahead->passed + free_ahead[stage];
+        if (upto > ahead->pushed) upto = ahead->pushed;
+        if (ahead->asked[stage] < ahead->passed) ahead->asked[stage] = ahead->passed;
+        for (; ahead->asked[stage] < upto; ahead->asked[stage]++)
+            vb_prefetch_free(c->allocator, ahead->keys[ahead->asked[stage] % UPCOMING_FREES], stage);
     }
-    ahead->taken++;
 }
 
 /* A slot for an allocation being read: a free one, else a new one (the
@@ -405,10 +432,11 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
     vb_status status = cursor_open(&c, source, target);
     vb_trace_event event;
     while (status == VB_OK && (status = next_event(&c, &event)) == VB_OK && event.kind != VB_TRACE_END) {
-        prefetch_frees(&c);
+        look_ahead(&c);
         switch (event.kind) {
         case VB_TRACE_ALLOC: status = drive_alloc(&c, target, hooks, &event, out); break;
         case VB_TRACE_FREE:
+            prefetch_frees(&c);
             status = drive_free(&c, target, hooks, &event);
             release_slot(&c);
             break;
@@ -425,7 +453,8 @@ vb_status vb_drive(const vb_drive_source *source, vb_drive_target *target, const
             out->stopped = 1;
             break;
         }
-        if (hooks && hooks->after_event) {
+        if (hooks && hooks->after_event &&
+            (!hooks->after_event_from || out->consumed_bytes >= *hooks->after_event_from)) {
             status = hooks->after_event(hooks->context, out);
             if (status != VB_OK) break;
         }

@@ -325,6 +325,46 @@ static void each_event_says_where_it_ends_in_the_file(void **state)
     assert_int_equal(w.marks, 1);
 }
 
+/* after_event_from's hook: the events it saw, and it moves the mark on
+ * by `step` bytes past where each call was. */
+typedef struct paced {
+    uint64_t from, step, calls;
+    uint64_t seen[8];
+} paced;
+
+static vb_status on_paced_event(void *context, const vb_drive_result *so_far)
+{
+    paced *p = context;
+    if (p->calls < 8) p->seen[p->calls] = so_far->consumed_bytes;
+    p->calls++;
+    p->from = so_far->consumed_bytes + p->step;
+    return VB_OK;
+}
+
+/* With after_event_from, after_event is called only after the events that
+ * end at or past the bytes it points to, the hook moving it on: here at
+ * the first event past byte 20, then at the first 10 bytes or more past
+ * that one, and never again past the end. */
+static void after_event_is_called_from_the_bytes_it_asks_for(void **state)
+{
+    (void)state;
+    /* Each line's end, counting "vbtrace 1\n": 18, 26, 30, 39, 43. */
+    const char *path = write_trace("paced.trace", "a 1 100\na 2 200\nf 1\nm middle\nf 2\n");
+    bench b;
+    bench_open(&b, "caching", 80ull << 30);
+    vb_trace *trace = NULL;
+    assert_int_equal(vb_trace_open(path, &trace), VB_OK);
+    paced p = {.from = 20, .step = 10};
+    vb_drive_hooks hooks = {.context = &p, .after_event = on_paced_event, .after_event_from = &p.from};
+    vb_drive_result result;
+    assert_int_equal(vb_drive(&(vb_drive_source){.trace = trace}, &b.target, &hooks, 0, &result), VB_OK);
+    assert_int_equal(p.calls, 2);
+    assert_int_equal(p.seen[0], 26);
+    assert_int_equal(p.seen[1], 39);
+    vb_trace_close(trace);
+    bench_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +373,7 @@ int main(void)
         cmocka_unit_test(the_first_out_of_memory_names_the_line_of_its_event),
         cmocka_unit_test(allocations_left_live_come_back_tagged_with_their_keys),
         cmocka_unit_test(each_event_says_where_it_ends_in_the_file),
+        cmocka_unit_test(after_event_is_called_from_the_bytes_it_asks_for),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
