@@ -113,13 +113,13 @@ typedef struct batch {
  * whatever free lay a given number of events ahead took a branch per
  * stage that went either way at random (an allocation or a free), and its
  * mispredictions cost more than the prefetches saved on short traces. */
-#define LOOKAHEAD 24
-#define LOOKAHEAD_FAR 32 /* where the key of a free is asked for, to be read at LOOKAHEAD */
-#define UPCOMING_FREES 32 /* a power of two above LOOKAHEAD: room for every free in the window */
+#define LOOKAHEAD 32
+#define LOOKAHEAD_FAR 40 /* where the key of a free is asked for, to be read at LOOKAHEAD */
+#define UPCOMING_FREES 64 /* a power of two above LOOKAHEAD: room for every free in the window */
 _Static_assert(LOOKAHEAD < UPCOMING_FREES && (UPCOMING_FREES & (UPCOMING_FREES - 1)) == 0, "room for the window");
 
 /* The frees ahead at which each stage is asked for. */
-static const unsigned free_ahead[VB_PREFETCH_STAGES] = {6, 4, 2, 1};
+static const unsigned free_ahead[VB_PREFETCH_STAGES] = {8, 5, 3, 1};
 
 typedef struct upcoming {
     uint64_t keys[UPCOMING_FREES];   /* the frees ahead, in order, modulo the ring */
@@ -184,6 +184,19 @@ static void prefetch_frees(cursor *c)
     }
 }
 
+/* Makes room for `capacity` slots: their keys, and the slots to be freed.
+ * VB_OK, or VB_ERR_HOST_OOM (what was there is kept). */
+static vb_status grow_slots(cursor *c, size_t capacity)
+{
+    uint64_t *keys = realloc(c->keys, capacity * sizeof *keys);
+    if (keys) c->keys = keys;
+    uint32_t *free_slots = keys ? realloc(c->batch->free_slots, capacity * sizeof *free_slots) : NULL;
+    if (!free_slots) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+    c->batch->free_slots = free_slots;
+    c->key_capacity = capacity;
+    return VB_OK;
+}
+
 /* A slot for an allocation being read: a free one, else a new one (the
  * keys, and the room for slots to be freed, grown to match). */
 static vb_status take_slot(cursor *c, uint32_t *out)
@@ -196,13 +209,8 @@ static vb_status take_slot(cursor *c, uint32_t *out)
     uint32_t slot = b->events.slots;
     if (slot == UINT32_MAX) return vb_error(VB_ERR_INVALID, "more than %u allocations live at once", UINT32_MAX - 1);
     if (slot == c->key_capacity) {
-        size_t capacity = c->key_capacity ? c->key_capacity * 2 : 4096;
-        uint64_t *keys = realloc(c->keys, capacity * sizeof *keys);
-        if (keys) c->keys = keys;
-        uint32_t *free_slots = keys ? realloc(b->free_slots, capacity * sizeof *free_slots) : NULL;
-        if (!free_slots) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
-        b->free_slots = free_slots;
-        c->key_capacity = capacity;
+        vb_status status = grow_slots(c, c->key_capacity ? c->key_capacity * 2 : 4096);
+        if (status != VB_OK) return status;
     }
     c->keys[slot] = 0;
     b->events.slots++;
@@ -408,7 +416,11 @@ static vb_status cursor_open(cursor *c, const vb_drive_source *source, vb_drive_
         if (!items) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
         c->batch->events.items = items;
         c->events = &c->batch->events;
-        return VB_OK;
+        /* Slots from the start, so that look_ahead may read any item's key
+         * (an item that is no allocation or free names slot 0). */
+        vb_status status = grow_slots(c, 4096);
+        if (status == VB_OK) memset(c->keys, 0, c->key_capacity * sizeof *c->keys);
+        return status;
     }
     c->keys = calloc(source->events->slots ? source->events->slots : 1, sizeof *c->keys);
     return c->keys ? VB_OK : vb_error(VB_ERR_HOST_OOM, "out of host memory");

@@ -365,6 +365,28 @@ static void after_event_is_called_from_the_bytes_it_asks_for(void **state)
     bench_close(&b);
 }
 
+/* A trace whose first batch holds no allocation (recorded failures, then
+ * a marker past the drive's look-ahead) drives, and the allocations after
+ * it too: the look-ahead reads the key of whatever item lies ahead. */
+static void a_trace_that_opens_with_no_allocation_drives(void **state)
+{
+    (void)state;
+    char text[4096];
+    size_t length = 0;
+    for (unsigned i = 0; i < 100; i++) length += (size_t)sprintf(text + length, "o 4096\n");
+    length += (size_t)sprintf(text + length, "m after the failures\n");
+    for (unsigned i = 0; i < 50; i++) length += (size_t)sprintf(text + length, "a %u 4096\nf %u\n", i, i);
+    const char *path = write_trace("opens-with-failures.trace", text);
+    witness w;
+    vb_drive_result result;
+    vb_alloc_stats stats;
+    assert_int_equal(drive_text(path, "caching", 80ull << 30, &w, &result, &stats), VB_OK);
+    assert_int_equal(result.recorded_failures, 100);
+    assert_int_equal(w.allocs, 50);
+    assert_int_equal(w.frees, 50);
+    assert_int_equal(stats.allocated_bytes, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +396,7 @@ int main(void)
         cmocka_unit_test(allocations_left_live_come_back_tagged_with_their_keys),
         cmocka_unit_test(each_event_says_where_it_ends_in_the_file),
         cmocka_unit_test(after_event_is_called_from_the_bytes_it_asks_for),
+        cmocka_unit_test(a_trace_that_opens_with_no_allocation_drives),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
