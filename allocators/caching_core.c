@@ -1597,10 +1597,7 @@ void vb_cc_prefetch_free(void *state, uint64_t tag, int stage)
         prefetch_block(block->prev);
         prefetch_block(block->next);
     } else if (block->mapped && !block->pool->blocks_kept) {
-        vb_cc_pool *pool = block->pool;
-        for (size_t i = 0; i < pool->index_count; i++)
-            if (pool->indexes[i]->stream == block->stream)
-                prefetch_heap_insert(pool->indexes[i], size_class(size_after_merges(block)));
+        prefetch_heap_insert(index_of(block->pool, block->stream, 0), size_class(size_after_merges(block)));
     }
 }
 
