@@ -1,6 +1,7 @@
 /* vrambench — the trace a command reads (cli.h, vb_cli_trace_input): a
  * trace as every input is read (app/input_file.h), or a PyTorch memory
- * snapshot pickle (torch.cuda.memory._dump_snapshot) converted first by
+ * snapshot pickle (torch.cuda.memory._dump_snapshot; gzip-compressed or
+ * not) converted first by
  * python/vrambench/torch2trace.py, the one reader of pickles (its errors are
  * passed on, exit 2), its trace coming back through a pipe into a scratch
  * copy. `tune` and `explain` read their TRACE this way. */
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cli.h"
 #include "input_file.h"
@@ -29,16 +31,40 @@ static int find_torch2trace(char *out, size_t capacity)
                                                                                                                    : -1;
 }
 
+/* The first two bytes a gzip stream of `size` bytes at `packed` inflates
+ * to, into head; the count (fewer when it is damaged or shorter). */
+static size_t gunzipped_head(unsigned char *packed, size_t size, unsigned char head[2])
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return 0;
+    z.next_in = packed;
+    z.avail_in = (uInt)size;
+    z.next_out = head;
+    z.avail_out = 2;
+    while (z.avail_out && inflate(&z, Z_NO_FLUSH) == Z_OK) {
+    }
+    size_t got = 2 - z.avail_out;
+    inflateEnd(&z);
+    return got;
+}
+
 /* 1 if `path` (its spooled copy when it has one) starts like a pickle
- * (protocol 2 or later: 0x80, version). */
+ * (protocol 2 or later: 0x80, version), compressed with gzip or not. */
 static int is_pickle(const char *path)
 {
-    unsigned char head[2] = {0};
+    unsigned char start[4096], head[2] = {0};
     int fd = vb_input_open(path, NULL);
     if (fd < 0) return 0;
-    ssize_t got = pread(fd, head, 2, 0);
+    ssize_t got = pread(fd, start, sizeof start, 0);
     close(fd);
-    return got == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    if (got < 2) return 0;
+    if (start[0] == 0x1f && start[1] == 0x8b) {
+        if (gunzipped_head(start, (size_t)got, head) != 2) return 0;
+    } else {
+        memcpy(head, start, 2);
+    }
+    return head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
 }
 
 /* Converts the snapshot `pickle` with torch2trace.py, which reads it on its

@@ -768,15 +768,24 @@ static vb_status read_header(vb_trace *trace)
 {
     char *line;
     vb_status status = VB_OK;
-    /* A gzip inside the gzip would read as binary junk: say what it is. */
-    while (status == VB_OK && trace->input.gzip && trace->end - trace->start < 2 && !trace->at_eof)
-        status = refill(trace);
+    /* A gzip inside the gzip, or a pickle, would read as binary junk: say
+     * what it is. */
+    while (status == VB_OK && trace->end - trace->start < 2 && !trace->at_eof) status = refill(trace);
     if (status != VB_OK) return status;
-    if (trace->input.gzip && trace->end - trace->start >= 2 && (unsigned char)trace->buffer[trace->start] == 0x1f &&
-        (unsigned char)trace->buffer[trace->start + 1] == 0x8b) {
+    const unsigned char *head = (const unsigned char *)trace->buffer + trace->start;
+    int has_two = trace->end - trace->start >= 2;
+    if (trace->input.gzip && has_two && head[0] == 0x1f && head[1] == 0x8b) {
         trace->line = 1;
         return fail(trace, VB_ERR_INVALID, "compressed twice: the gzip holds another gzip, not a text trace "
                                            "(gunzip it once)");
+    }
+    /* Pickle protocols 2 to 5 open with PROTO (0x80) and the version. */
+    if (has_two && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) {
+        trace->line = 1;
+        return fail(trace, VB_ERR_INVALID,
+                    "not a trace but a Python pickle (a PyTorch memory snapshot?): `vrambench tune` and `explain` "
+                    "take a snapshot directly; for the other commands convert it first "
+                    "(vrambench-torch2trace SNAPSHOT OUT.trace, or python3 -m vrambench.torch2trace)");
     }
     status = next_line(trace, &line);
     if (status != VB_OK) return status;

@@ -234,6 +234,41 @@ class Torch2TraceTest(unittest.TestCase):
         self.assertEqual(result.status, 2)
         self.assertIn("collections.OrderedDict", result.stderr)
 
+    def test_a_gzip_compressed_snapshot_converts_as_the_snapshot_does(self):
+        data = snapshot(alloc_free(0x1000, 512) + [entry("alloc", 0x4000, 3 * MiB, STREAM)])
+        plain = self.convert(data)
+        self.assertEqual(plain.status, 0, plain.stderr)
+        raw = pickle.dumps(data)
+        # gunzip writes every member of a file, one after the other
+        for name, raw in (("one member", gzip.compress(raw)),
+                          ("two members", gzip.compress(raw[:40]) + gzip.compress(raw[40:]))):
+            with self.subTest(name):
+                compressed = self.convert(None, raw_pickle=raw)
+                self.assertEqual(compressed.status, 0, compressed.stderr)
+                self.assertEqual(compressed.lines, plain.lines)
+
+    def test_a_gzip_that_inflates_past_the_limit_or_is_damaged_is_refused_in_one_line(self):
+        bomb = gzip.compress(b"\0" * (4 * MiB))  # a few KiB that inflate to 4 MiB
+        packed = gzip.compress(pickle.dumps(snapshot(alloc_free(0x1000, 512))))
+        cases = {"inflates past $VB_SPOOL_LIMIT": (bomb, "inflates to more than 1048576 bytes"),
+                 "cut short": (packed[:-12], "cut short"),
+                 "damaged": (packed[:10] + bytes(b ^ 0xFF for b in packed[10:20]) + packed[20:], "damaged gzip")}
+        saved = os.environ.get("VB_SPOOL_LIMIT")
+        os.environ["VB_SPOOL_LIMIT"] = "1MiB"
+        try:
+            for name, (raw, words) in cases.items():
+                with self.subTest(name):
+                    result = self.convert(None, raw_pickle=raw)
+                    self.assertEqual(result.status, 2, result.stderr)
+                    self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+                    self.assertIn(words, result.stderr)
+                    self.assertFalse(os.path.exists(result.out_path))
+        finally:
+            if saved is None:
+                del os.environ["VB_SPOOL_LIMIT"]
+            else:
+                os.environ["VB_SPOOL_LIMIT"] = saved
+
     def test_not_a_snapshot_is_an_error(self):
         result = self.convert([1, 2, 3])
         self.assertEqual(result.status, 2)

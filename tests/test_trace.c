@@ -712,6 +712,22 @@ static void test_a_gzip_of_a_gzip_is_named_compressed_twice(void **state)
     expect_message(outer, 1, "compressed twice");
 }
 
+static void test_a_pickle_plain_or_compressed_is_named_a_pickle_not_a_trace(void **state)
+{
+    (void)state;
+    /* pickle.dumps({}) at protocols 2, 4 and 5: PROTO and its version first. */
+    static const char *const pickles[] = {"\x80\x02}q\x01.", "\x80\x04}\x94.", "\x80\x05}\x94."};
+    for (size_t i = 0; i < sizeof pickles / sizeof pickles[0]; i++) {
+        expect_message(write_file("snapshot.pickle", pickles[i]), 1, "not a trace but a Python pickle");
+        expect_message(write_gzip_file("snapshot.pickle.gz", pickles[i]), 1, "not a trace but a Python pickle");
+    }
+    /* PROTO with no protocol there is none (0x80 0x06), and a lone 0x80 byte, are not taken for one. */
+    assert_int_equal(read_all(write_file("binary", "\x80\x06}.")), VB_ERR_INVALID);
+    assert_null(strstr(vb_last_error(), "pickle"));
+    assert_int_equal(read_all(write_file("one_byte", "\x80")), VB_ERR_INVALID);
+    assert_null(strstr(vb_last_error(), "pickle"));
+}
+
 static void test_rmm_streams_besides_the_default_are_refused_past_the_count_the_message_names(void **state)
 {
     (void)state;
@@ -1227,6 +1243,7 @@ int main(void)
         cmocka_unit_test(test_bad_rmm_pointer_not_hex_names_line),
         cmocka_unit_test(test_an_id_of_2_to_the_64_or_its_reserved_last_is_out_of_range_not_malformed),
         cmocka_unit_test(test_a_gzip_of_a_gzip_is_named_compressed_twice),
+        cmocka_unit_test(test_a_pickle_plain_or_compressed_is_named_a_pickle_not_a_trace),
         cmocka_unit_test(test_rmm_streams_besides_the_default_are_refused_past_the_count_the_message_names),
         cmocka_unit_test(test_error_is_sticky),
         cmocka_unit_test(test_missing_file_is_io_error_naming_it),

@@ -1,6 +1,7 @@
 """PyTorch's allocator settings (pytorch[CONF], --pytorch-alloc-conf), replay's
 first OOM and --fail-on-oom, and `vrambench tune`, from the command line.
 Standard library only; run by `make test` (VRAMBENCH names the binary)."""
+import gzip
 import json
 import os
 import subprocess
@@ -350,6 +351,24 @@ class Tune(Base):
                             for e in doc["benchmarks"]]
         self.assertEqual(pick(from_pickle), pick(from_trace))
         self.assertTrue(from_pickle["benchmarks"][0]["name"].startswith("tune:snapshot.pickle/"))
+
+    def test_a_gzip_compressed_snapshot_is_read_as_the_snapshot_and_replay_names_a_snapshot_it_cannot_take(self):
+        trace = self.random_trace(events=600, seed=5)
+        pickle = self.snapshot_of(trace, "snapshot.pickle")
+        with open(pickle, "rb") as plain, open(pickle + ".gz", "wb") as packed:
+            packed.write(gzip.compress(plain.read()))
+        pick = lambda doc: [(e["name"].split("/", 1)[1], e["peak_reserved_bytes"], e["min_capacity_bytes"])
+                            for e in doc["benchmarks"]]
+        from_gzip, _ = self.tune(pickle + ".gz", "--jobs", "1")
+        from_pickle, _ = self.tune(pickle, "--jobs", "1")
+        self.assertEqual(pick(from_gzip), pick(from_pickle))
+        for snapshot in (pickle, pickle + ".gz"):
+            with self.subTest(snapshot):
+                status, _, stderr = vrambench("replay", snapshot, "--device", "sim", "--quiet")
+                self.assertEqual(status, 2, stderr)
+                self.assertEqual(len(stderr.splitlines()), 1, stderr)
+                self.assertIn("not a trace but a Python pickle", stderr)
+                self.assertIn("torch2trace", stderr)
 
     def test_a_pickle_is_read_under_every_spool_limit_the_other_inputs_take_and_quiet_is_quiet(self):
         # VB_SPOOL_LIMIT means one thing for every input: a size as the size
