@@ -190,6 +190,13 @@ int vb_cli_child_ended(const char *what, pid_t pid, int captured, const char *pr
  * `quiet`: torch2trace says only what is wrong (the command's --quiet). */
 int vb_cli_trace_input(const char *command, const char *input, int quiet, char *converted, const char **path);
 
+/* Exit status 2 with one error line when the trace `path` holds neither an
+ * allocation of a byte or more nor a recorded failure (`first` as
+ * vb_replay_check_trace gives it): every figure of its replay would be 0,
+ * and a 0 given as a result would pass for a measurement. Else 0. */
+struct vb_trace_first_alloc;
+int vb_cli_refuse_empty_trace(const char *command, const char *path, const struct vb_trace_first_alloc *first);
+
 
 /* What a size is, for help texts and error lines (one wording everywhere). */
 #define VB_CLI_SIZE_RULE                                                                              \

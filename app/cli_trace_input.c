@@ -133,5 +133,16 @@ int vb_cli_trace_input(const char *command, const char *input, int quiet, char *
         if (status != VB_EXIT_OK) return status;
         *path = converted;
     }
-    return vb_replay_check_trace(*path, NULL) == VB_OK ? VB_EXIT_OK : vb_cli_status_error(VB_ERR_INVALID);
+    vb_trace_first_alloc first;
+    if (vb_replay_check_trace(*path, &first) != VB_OK) return vb_cli_status_error(VB_ERR_INVALID);
+    return vb_cli_refuse_empty_trace(command, input, &first);
+}
+
+int vb_cli_refuse_empty_trace(const char *command, const char *path, const vb_trace_first_alloc *first)
+{
+    if (first->line || first->recorded_failures) return VB_EXIT_OK;
+    return vb_cli_error(VB_EXIT_USAGE,
+                        "%s: %s holds no allocation of a byte or more: nothing to replay, every figure would be 0 "
+                        "(a vbtrace's 'a ID SIZE' lines, an RMM log's allocate rows: docs/trace-format.md)",
+                        command, path);
 }

@@ -449,6 +449,8 @@ static int check_trace(run_args *args)
     if (status == VB_OK) status = vb_replay_check_trace(args->trace, &first);
     uint64_t first_size = first.bytes, first_line = first.line;
     if (status != VB_OK) return vb_cli_status_error(VB_ERR_INVALID); /* bad input either way */
+    int exit_status = vb_cli_refuse_empty_trace("replay", args->trace, &first);
+    if (exit_status != VB_EXIT_OK) return exit_status;
     /* The first allocation takes whole 2 MiB driver pages, wherever it goes. */
     uint64_t needed = (first_size + DRIVER_PAGE - 1) / DRIVER_PAGE * DRIVER_PAGE;
     if (args->sim_capacity && first_size && args->sim_capacity < needed) {

@@ -245,12 +245,15 @@ vb_status vb_replay_check_trace(const char *path, vb_trace_first_alloc *first)
     vb_trace *trace = NULL;
     vb_status status = vb_trace_open(path, &trace);
     vb_trace_event event = {0};
-    if (first) *first = (vb_trace_first_alloc){0, 0};
+    if (first) *first = (vb_trace_first_alloc){0, 0, 0};
     while (status == VB_OK) {
         status = vb_trace_next(trace, &event);
         if (status != VB_OK || event.kind == VB_TRACE_END) break;
-        if (first && !first->bytes && event.kind == VB_TRACE_ALLOC && event.size > 0)
-            *first = (vb_trace_first_alloc){event.size, vb_trace_line(trace)};
+        if (first && !first->bytes && event.kind == VB_TRACE_ALLOC && event.size > 0) {
+            first->bytes = event.size;
+            first->line = vb_trace_line(trace);
+        }
+        if (first) first->recorded_failures += event.kind == VB_TRACE_FAILED_ALLOC;
         if (event.kind == VB_TRACE_MARK && vb_replay_step_name_taken(event.name))
             status = vb_trace_error(trace, VB_ERR_INVALID,
                                     "marker '%s' has the name of one of the replay's own steps ('%s', '%s', '%s', "

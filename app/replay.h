@@ -21,9 +21,10 @@ int vb_replay_step_name_taken(const char *name);
  * does before anything runs: the error of a malformed one ("PATH:LINE:
  * ..."), or of a marker named like one of the replay's steps. Unless NULL,
  * `first` gets the first allocation of a size > 0 (its bytes and line; 0s
- * when there is none). */
+ * when there is none) and the count of recorded failures (`o` lines). */
 typedef struct vb_trace_first_alloc {
     uint64_t bytes, line;
+    uint64_t recorded_failures;
 } vb_trace_first_alloc;
 vb_status vb_replay_check_trace(const char *path, vb_trace_first_alloc *first);
 

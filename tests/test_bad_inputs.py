@@ -177,6 +177,29 @@ class BadInputTest(unittest.TestCase):
                 # Input errors name the file (and its line where there is one).
                 self.assertIn(trace.encode(), line)
 
+    def test_a_trace_with_nothing_to_replay_is_refused_by_every_command_that_replays_it(self):
+        # Every figure of its replay would be 0, which would pass for a
+        # measurement: replay, tune and explain say so instead.
+        empty = [("header only", V), ("comments and markers only", V + b"# note\nm phase one\nm phase two\n"),
+                 ("allocations of 0 bytes only", V + b"a 1 0\na 2 0 3\nf 1\nf 2\n"), ("RMM header only", RMM),
+                 ("gzip of a header", gz(V))]
+        commands = [["replay", "--device", "sim", "--quiet", "--out", "out.json"],
+                    ["tune", "--quiet", "--out", "out.json"], ["explain", "--capacity", "1GiB", "--out", "out.json"]]
+        for name, data in empty:
+            trace = "t.trace.gz" if data[:2] == b"\x1f\x8b" else "t.trace"
+            self.write(trace, data)
+            for command in commands:
+                with self.subTest(name, command=command[0]):
+                    line = self.refused([command[0], trace, *command[1:]], [trace])
+                    self.assertIn(b"holds no allocation of a byte or more", line)
+            os.remove(self.path(trace))
+        # One allocation of a byte, or a recorded failure alone, is something to replay.
+        for data in (V + b"a 1 1\nf 1\n", V + b"o 4096 0\n"):
+            self.write("t.trace", data)
+            result = subprocess.run([VRAMBENCH, "replay", "t.trace", "--device", "sim", "--quiet"], capture_output=True,
+                                    env=self.environment, cwd=self.directory.name, timeout=60)
+            self.assertEqual(result.returncode, 0, result.stderr)
+
     def test_malformed_traces_through_a_pipe(self):
         # The same checks when the trace comes on stdin (read once, spooled).
         for name, data in TRACES[::6]:

@@ -323,15 +323,17 @@ class Tune(Base):
         self.assertIn("smallest_gpu", rec)
         self.assertIn("smallest GPU: " + rec["smallest_gpu"]["name"], stdout)
 
-    def test_a_trace_that_allocates_nothing_needs_no_memory_and_fits_the_smallest_gpu(self):
-        trace = write(os.path.join(self.dir, "frees-only.trace"), "vbtrace 1\n# nothing allocated\n")
-        document, stdout = self.tune(trace, quiet=False)
-        for e in document["benchmarks"]:
-            self.assertEqual(e["min_capacity_bytes"], 0, e["name"])
-            self.assertEqual(e["min_device_bytes_max"], 0, e["name"])
-            self.assertEqual(e["smallest_gpu"]["name"], "8 GiB", e["name"])
-        self.assertIn("smallest GPU: 8 GiB", stdout)
-        self.assertNotIn("none of the common sizes", stdout)
+    def test_a_trace_that_allocates_nothing_is_refused_not_tuned_to_zeros(self):
+        # No GPU size, setting or saving can be drawn from it (it once said
+        # "none of the common sizes", then "8 GiB" for 0 bytes).
+        trace = write(os.path.join(self.dir, "nothing.trace"), "vbtrace 1\n# nothing allocated\n")
+        out = os.path.join(self.dir, "tune.json")
+        status, stdout, stderr = vrambench("tune", trace, "--out", out)
+        self.assertEqual(status, 2, stderr)
+        self.assertEqual(len(stderr.splitlines()), 1, stderr)
+        self.assertIn("holds no allocation of a byte or more", stderr)
+        self.assertNotIn("smallest GPU", stdout)
+        self.assertFalse(os.path.exists(out))
 
     def test_a_small_capacity_counts_ooms_and_finds_the_first(self):
         trace = write(os.path.join(self.dir, "t.trace"), THREE_30MB)
