@@ -53,7 +53,7 @@ printf '%-10s %-12s %9s %9s %9s %9s %13s\n' events allocator blocks wall_s first
 for n in $events; do
     trace="$work/random-$n.trace"
     "$vrambench" gen-trace random --seed "$seed" --events "$n" --max-size "$max_size" --max-live 1000G \
-        -o "$trace" >/dev/null
+        --quiet -o "$trace" >/dev/null
     for allocator in $allocators; do
         start=$(now)
         "$vrambench" replay "$trace" --allocator "$allocator" --device sim --repetitions "$reps" \
