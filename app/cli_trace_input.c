@@ -18,6 +18,7 @@
 #include "input_file.h"
 #include "replay.h"
 #include "scratch.h"
+#include "trace.h"
 
 /* Where python/vrambench/torch2trace.py is: $VB_TORCH2TRACE, or in the
  * product's Python package (vb_cli_python_dir). 0 when found. */
@@ -50,7 +51,7 @@ static size_t gunzipped_head(unsigned char *packed, size_t size, unsigned char h
 }
 
 /* 1 if `path` (its spooled copy when it has one) starts like a pickle
- * (protocol 2 or later: 0x80, version), compressed with gzip or not. */
+ * (vb_trace_looks_like_pickle), compressed with gzip or not. */
 static int is_pickle(const char *path)
 {
     unsigned char start[4096], head[2] = {0};
@@ -64,7 +65,7 @@ static int is_pickle(const char *path)
     } else {
         memcpy(head, start, 2);
     }
-    return head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    return vb_trace_looks_like_pickle(head, 2);
 }
 
 /* Converts the snapshot `pickle` with torch2trace.py, which reads it on its

@@ -763,6 +763,12 @@ static uint64_t uncompressed_size(int fd, const struct stat *info)
            (uint64_t)trailer[3] << 24;
 }
 
+int vb_trace_looks_like_pickle(const unsigned char *head, size_t count)
+{
+    if (count < 2) return 0;
+    return (head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) || (head[0] == '(' && head[1] == 'd') || head[0] == '}';
+}
+
 /* Reads the header line and sets the format. */
 static vb_status read_header(vb_trace *trace)
 {
@@ -779,8 +785,7 @@ static vb_status read_header(vb_trace *trace)
         return fail(trace, VB_ERR_INVALID, "compressed twice: the gzip holds another gzip, not a text trace "
                                            "(gunzip it once)");
     }
-    /* Pickle protocols 2 to 5 open with PROTO (0x80) and the version. */
-    if (has_two && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) {
+    if (vb_trace_looks_like_pickle(head, trace->end - trace->start)) {
         trace->line = 1;
         return fail(trace, VB_ERR_INVALID,
                     "not a trace but a Python pickle (a PyTorch memory snapshot?): `vrambench tune` and `explain` "

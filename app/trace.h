@@ -19,6 +19,7 @@
 #ifndef VB_TRACE_H
 #define VB_TRACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -59,6 +60,12 @@ typedef struct vb_trace vb_trace;
  * the file cannot be opened or read, VB_ERR_INVALID when the first line is
  * neither format's header. */
 vb_status vb_trace_open(const char *path, vb_trace **out);
+
+/* 1 when a file's first two bytes (`count` of them there) are a Python
+ * pickle's: PROTO (0x80) and a protocol of 2 to 5, or a dict at protocol 0
+ * ("(d") or 1 ("}"), as a PyTorch memory snapshot begins. No trace or RMM
+ * log begins so. */
+int vb_trace_looks_like_pickle(const unsigned char *head, size_t count);
 
 /* Makes a non-seekable trace input (a pipe, a FIFO, /dev/stdin, a
  * character device) readable more than once: vb_input_spool

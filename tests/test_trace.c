@@ -715,8 +715,9 @@ static void test_a_gzip_of_a_gzip_is_named_compressed_twice(void **state)
 static void test_a_pickle_plain_or_compressed_is_named_a_pickle_not_a_trace(void **state)
 {
     (void)state;
-    /* pickle.dumps({}) at protocols 2, 4 and 5: PROTO and its version first. */
-    static const char *const pickles[] = {"\x80\x02}q\x01.", "\x80\x04}\x94.", "\x80\x05}\x94."};
+    /* pickle.dumps({}) at protocols 2, 4 and 5 (PROTO and its version
+     * first), 0 and 1 (a dict's opcodes first). */
+    static const char *const pickles[] = {"\x80\x02}q\x01.", "\x80\x04}\x94.", "\x80\x05}\x94.", "(dp0\n.", "}."};
     for (size_t i = 0; i < sizeof pickles / sizeof pickles[0]; i++) {
         expect_message(write_file("snapshot.pickle", pickles[i]), 1, "not a trace but a Python pickle");
         expect_message(write_gzip_file("snapshot.pickle.gz", pickles[i]), 1, "not a trace but a Python pickle");

@@ -4,6 +4,7 @@ Standard library only; run by `make test` (VRAMBENCH names the binary)."""
 import gzip
 import json
 import os
+import pickle as pickle_module
 import subprocess
 import sys
 import tempfile
@@ -354,7 +355,7 @@ class Tune(Base):
         self.assertEqual(pick(from_pickle), pick(from_trace))
         self.assertTrue(from_pickle["benchmarks"][0]["name"].startswith("tune:snapshot.pickle/"))
 
-    def test_a_gzip_compressed_snapshot_is_read_as_the_snapshot_and_replay_names_a_snapshot_it_cannot_take(self):
+    def test_a_snapshot_compressed_or_of_any_protocol_is_read_as_the_snapshot_and_replay_names_one(self):
         trace = self.random_trace(events=600, seed=5)
         pickle = self.snapshot_of(trace, "snapshot.pickle")
         with open(pickle, "rb") as plain, open(pickle + ".gz", "wb") as packed:
@@ -364,6 +365,16 @@ class Tune(Base):
         from_gzip, _ = self.tune(pickle + ".gz", "--jobs", "1")
         from_pickle, _ = self.tune(pickle, "--jobs", "1")
         self.assertEqual(pick(from_gzip), pick(from_pickle))
+        # Any pickle protocol Python writes (0 and 1 open with no PROTO byte).
+        with open(pickle, "rb") as plain:
+            snapshot = pickle_module.load(plain)
+        for protocol in (0, 1):
+            with self.subTest(protocol=protocol):
+                other = os.path.join(self.dir, f"protocol{protocol}.pickle")
+                with open(other, "wb") as out:
+                    pickle_module.dump(snapshot, out, protocol=protocol)
+                from_other, _ = self.tune(other, "--jobs", "1")
+                self.assertEqual(pick(from_other), pick(from_pickle))
         for snapshot in (pickle, pickle + ".gz"):
             with self.subTest(snapshot):
                 status, _, stderr = vrambench("replay", snapshot, "--device", "sim", "--quiet")
