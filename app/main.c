@@ -144,10 +144,8 @@ int main(int argc, char **argv)
 {
     hold_standard_streams();
     keep_freed_memory();
-    if (argc < 2) {
-        usage(stderr);
-        return VB_EXIT_USAGE;
-    }
+    if (argc < 2) /* a command line that is wrong is one line (docs/cli.md); the usage is a --help away */
+        return vb_cli_error(VB_EXIT_USAGE, "which command? (vrambench --help lists them; e.g. vrambench replay TRACE)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         if (alone(argc, argv) != VB_EXIT_OK) return VB_EXIT_USAGE;
         usage(stdout);

@@ -83,6 +83,14 @@ class Help(unittest.TestCase):
             self.assertIn(f"  {command} ", stdout)
         self.assertEqual(vrambench("help", "help"), (0, stdout, ""))  # help's own help is the usage
 
+    def test_no_command_is_one_line_pointing_to_help(self):
+        status, stdout, stderr = vrambench()
+        self.assertEqual(status, 2)
+        self.assertEqual(stdout, "")
+        self.assertEqual(len(stderr.splitlines()), 1, stderr)
+        self.assertTrue(stderr.startswith("vrambench: error: "), stderr)
+        self.assertIn("vrambench --help", stderr)
+
     def test_a_misspelt_help_is_offered_help(self):
         for args in (["helpp"], ["hlep", "replay"], ["help", "helpp"]):
             with self.subTest(args=args):
