@@ -719,6 +719,35 @@ class Temporaries(Base):
                 self.assertTrue(self.wait_for(lambda: self.listing() == inputs), self.listing())
         self.assert_none_of_ours_in_tmp("vrambench-report-", before)
 
+    def test_a_signal_inside_nested_cleanups_runs_every_one_before_the_process_ends(self):
+        # A report's plot folder is removed by a block around the plots' own
+        # file writes: the inner block must not end the process first.
+        program = (
+            "import os, signal, sys, time\n"
+            "from vrambench.output import signals_raise\n"
+            "with signals_raise():\n"
+            "    try:\n"
+            "        with signals_raise():\n"
+            "            try:\n"
+            "                os.kill(os.getpid(), signal.SIG{name})\n"
+            "                time.sleep(30)\n"
+            "            finally:\n"
+            "                open('inner', 'w').close()\n"
+            "    finally:\n"
+            "        open('outer', 'w').close()\n")
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            name = signal.Signals(signum).name[3:]
+            with self.subTest(name):
+                for left in ("inner", "outer"):
+                    if os.path.exists(self.path(left)):
+                        os.remove(self.path(left))
+                done = subprocess.run([sys.executable, "-c", program.format(name=name)], cwd=self.dir, env=self.env,
+                                      capture_output=True, timeout=60)
+                self.assertEqual(done.returncode, -signum, done.stderr)
+                self.assertEqual(done.stderr, b"")
+                self.assertTrue(os.path.exists(self.path("inner")))
+                self.assertTrue(os.path.exists(self.path("outer")))
+
     def test_report_module_interrupted_removes_its_folder_quietly(self):
         results = self.results_file()
         inputs = sorted([results, "t.trace"])

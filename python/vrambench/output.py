@@ -108,7 +108,10 @@ def check_distinct(files):
 def signals_raise():
     """While inside, SIGTERM and SIGHUP raise Interrupted (SIGINT raises
     KeyboardInterrupt already), so cleanup code runs; an Interrupted that
-    leaves the block ends the process by its signal."""
+    leaves the block ends the process by its signal. Nested, the outermost
+    block (the one whose handler raised it) ends the process: an inner one
+    passes it on, so that the cleanup of every block around it runs first
+    (a report's plot folder, around the plots' own files)."""
     previous = {}
     def interrupt(signum, frame):
         raise Interrupted(signum)
@@ -121,6 +124,8 @@ def signals_raise():
     try:
         yield
     except Interrupted as interrupted:
+        if interrupted.signum not in previous:
+            raise
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         previous = {}
