@@ -65,6 +65,10 @@ static vb_status spec_parse_options(vb_allocator_spec *spec, char *inside, const
         if (vb_config_entry_parse(item, &entry) != VB_OK || strpbrk(entry.key, "[]"))
             return vb_error(VB_ERR_INVALID, "allocator spec '%.*s%s': '%.*s%s' is not KEY=VALUE",
                             VB_SPEC_QUOTED(text), VB_SPEC_QUOTED(item));
+        for (size_t i = 0; i < spec->entry_count; i++) /* one value each, as for the command's options */
+            if (strcmp(spec->entries[i].key, entry.key) == 0)
+                return vb_error(VB_ERR_INVALID, "allocator spec '%.*s%s': %s given twice", VB_SPEC_QUOTED(text),
+                                entry.key);
         vb_status status = vb_allocator_spec_set(spec, entry.key, entry.value);
         if (status != VB_OK || last) return status;
         item += length + 1;

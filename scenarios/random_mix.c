@@ -108,6 +108,7 @@ static vb_status parse_parameter(const char *parameter, mix_settings *settings)
     char text[256];
     if (snprintf(text, sizeof text, "%s", parameter) >= (int)sizeof text)
         return vb_error(VB_ERR_INVALID, "random_mix: parameter '%s' is too long", parameter);
+    unsigned given = 0; /* keys seen: each takes one value */
     for (char *save = NULL, *item = strtok_r(text, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *equals = strchr(item, '=');
         if (!equals)
@@ -123,6 +124,8 @@ static vb_status parse_parameter(const char *parameter, mix_settings *settings)
                             "max_usage_mb, seed)", key, nearest ? "; did you mean " : "", nearest ? nearest : "",
                             nearest ? "?" : "");
         }
+        if (given & 1u << k) return vb_error(VB_ERR_INVALID, "random_mix: parameter %s given twice", key);
+        given |= 1u << k;
         uint64_t number;
         if (parse_count(value, key_max[k], &number) != 0)
             return vb_error(VB_ERR_INVALID, "random_mix: bad value '%s' for %s (a whole number from 1 to %llu)", value,

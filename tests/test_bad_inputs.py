@@ -234,6 +234,31 @@ class BadInputTest(unittest.TestCase):
                 self.refused(["run", "--scenario", "views", "--allocator", spec, "--device", "sim",
                               "--min-time", "0", "--quiet", "--out", "out.json"], [])
 
+    def test_a_key_given_twice_is_refused_wherever_it_is_given(self):
+        # One value each, as for the command's own options; the last one
+        # silently won before. PyTorch's own syntax keeps PyTorch's rule
+        # (its parser lets a later key replace an earlier one).
+        base = ["--device", "sim", "--min-time", "0", "--quiet", "--out", "out.json"]
+        cases = [(["run", "--scenario", "views", "--allocator", "caching[max_split_size_mb=20,max_split_size_mb=1024]"],
+                  b"max_split_size_mb given twice"),
+                 (["run", "--scenario", "views", "--allocator", "stitch[chunk_mb=20,handle_max_mb=64,chunk_mb=20]"],
+                  b"chunk_mb given twice"),
+                 (["run", "--scenario", "views", "--allocator", "caching,bfc",
+                   "--config", "caching.max_split_size_mb=20", "--config", "caching.max_split_size_mb=1024"],
+                  b"--config caching.max_split_size_mb given twice"),
+                 (["run", "--scenario", "random_mix", "--allocator", "caching",
+                   "--param", "allocations=5,seed=2,allocations=6"], b"allocations given twice")]
+        for command, words in cases:
+            with self.subTest(command[3:]):
+                self.assertIn(words, self.refused([*command, *base], []))
+        for accepted in (["--allocator", "pytorch[max_split_size_mb:20,max_split_size_mb:1024]"],
+                         ["--allocator", "caching", "--config", "caching.max_split_size_mb=20",
+                          "--config", "caching.max_non_split_rounding_mb=40"]):
+            with self.subTest(accepted):
+                done = subprocess.run([VRAMBENCH, "run", "--scenario", "views", *accepted, *base], capture_output=True,
+                                      env=self.environment, cwd=self.directory.name, timeout=60)
+                self.assertEqual(done.returncode, 0, done.stderr)
+
     CONFIGS = ["caching.bogus=1", "nosuch.x=1", "caching.max_split_size_mb", "caching.max_split_size_mb=",
                "caching.max_split_size_mb=1.5", "bfc.memory_limit_mb=99999999999999", "=1", "caching=1",
                "buddy.arena_mb=16x"]
