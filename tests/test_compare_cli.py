@@ -236,6 +236,25 @@ class CompareTest(unittest.TestCase):
                     for word in (path, entry, f"'{key}'", words):
                         self.assertIn(word, lines[0])
 
+    def test_a_duplicated_key_is_refused_by_every_reader_in_one_line_naming_the_file_and_the_key(self):
+        # A reader that took the last value would show a figure the file also contradicts.
+        text = json.dumps(self.doc)
+        ratio = f'"overhead_ratio": {json.dumps(self.doc["benchmarks"][1]["overhead_ratio"])}'
+        cases = {"overhead_ratio": text.replace(ratio, ratio + ', "overhead_ratio": 99.5', 1),
+                 "context": '{"context": {}, ' + text[1:]}
+        for key, duplicated in cases.items():
+            self.assertNotEqual(duplicated, text)
+            path = os.path.join(self.tmp.name, "duplicated.json")
+            with open(path, "w") as stream:
+                stream.write(duplicated)
+            for reader, status, err in self.readers(path):
+                with self.subTest(key=key, reader=reader):
+                    self.assertEqual(status, 2, err)
+                    lines = err.strip().splitlines()
+                    self.assertEqual(len(lines), 1, err)
+                    for word in (path, "duplicate object key", key):
+                        self.assertIn(word, lines[0])
+
     def test_compare_report_and_tables_take_the_same_good_fields(self):
         for key, value in GOOD_FIELDS:
             document = copy.deepcopy(self.doc)

@@ -7,7 +7,8 @@ the Python tools:
 - every command reads a pipe or FIFO the same way (once, spooled), bounded by
   VB_SPOOL_LIMIT, and a directory scan never opens a FIFO;
 - --snapshot goes through the one safe writer (no fixed F.tmp);
-- a signal mid-write leaves no temporary file ($TMPDIR included);
+- a signal mid-write leaves no temporary file ($TMPDIR included), and every
+  Python command ends by SIGINT without a traceback;
 - what torch2trace writes, the reader reads (over-long comments, marker names
   that are the replay's own step names);
 - plots/tune.py writes through a temporary file (a full disk keeps the old
@@ -56,6 +57,20 @@ def snapshot_bytes(conf=None, names=(), entries=5):
         snapshot["external_annotations"] = [{"stage": "START", "name": name, "device": 0, "time_us": 1}
                                             for name in names]
     return pickle.dumps(snapshot, protocol=2)
+
+
+def pyproject_scripts():
+    """(name, "module:function") of pyproject.toml's [project.scripts]."""
+    scripts, inside = [], False
+    with open(os.path.join(REPO, "pyproject.toml"), encoding="utf-8") as file:
+        for line in file:
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("["):
+                inside = line == "[project.scripts]"
+            elif inside and "=" in line:
+                name, target = (part.strip() for part in line.split("=", 1))
+                scripts.append((name, target.strip('"')))
+    return scripts
 
 
 class Base(unittest.TestCase):
@@ -421,18 +436,80 @@ class Signals(Base):
                 self.assertNotEqual(result.returncode, 0, result.stderr)
                 self.assertEqual(self.listing(), [])
 
-    def test_torch2trace_interrupted_mid_write_leaves_nothing(self):
+    def test_torch2trace_interrupted_mid_write_leaves_nothing_and_no_traceback(self):
         self.write("s.pickle", snapshot_bytes(entries=400000))
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             with self.subTest(signal.Signals(signum).name):
                 process = subprocess.Popen([sys.executable, TORCH2TRACE, "s.pickle", "out.trace.gz"], cwd=self.dir,
-                                           env=self.env, stderr=subprocess.DEVNULL)
-                started = self.wait_for(lambda: bool(self.temporaries()))
+                                           env=self.env, stderr=subprocess.PIPE)
+                started = self.wait_for(lambda: bool(self.temporaries()) or process.poll() is not None)
+                if process.poll() is not None:
+                    process.communicate()
+                    self.skipTest("torch2trace was done before it could be interrupted")
                 process.send_signal(signum)
-                process.wait(timeout=60)
+                _, errors = process.communicate(timeout=60)
                 self.assertTrue(started)
-                self.assertNotEqual(process.returncode, 0)
+                self.assertEqual(process.returncode, -signum, errors)
+                self.assertNotIn(b"Traceback", errors)
                 self.assertEqual(self.listing(), ["s.pickle"])
+
+    def python_commands(self, fifo):
+        """(name, argv) of every Python command line of the package, each
+        reading `fifo` as its input: pyproject.toml's scripts (the function
+        each names, called as pip's wrapper calls it) and the modules run
+        with -m. docs_pages is left out: it reads a folder, never a FIFO."""
+        arguments = {
+            "vrambench.torch2trace": [fifo, "out.trace"],
+            "vrambench.plots": [fifo, "--out-dir", "plots"],
+            "vrambench.plots.cli": [fifo, "--out-dir", "plots"],
+            "vrambench.plots.tune": [fifo, "--out", "t.png"],
+            "vrambench.plots.torch_ab": [fifo, "--table"],
+            "vrambench.results_tables": ["replay", fifo],
+            "vrambench.report": [fifo, "--out", "r.html"],
+            "vrambench.sim_differences_page": ["--data", fifo, "--out", "page.md"],
+        }
+        commands = [(f"-m {module}", [sys.executable, "-m", module, *argv])
+                    for module, argv in arguments.items() if module != "vrambench.plots.cli"]
+        commands.append(("torch2trace.py", [sys.executable, TORCH2TRACE, fifo, "out.trace"]))
+        for script, target in pyproject_scripts():
+            module, function = target.split(":")
+            self.assertIn(module, arguments, f"{script}: add the arguments of {module} here")
+            commands.append((script, [sys.executable, "-c", f"import {module}; {module}.{function}()",
+                                      *arguments[module]]))
+        return commands
+
+    def test_every_python_command_interrupted_while_reading_ends_by_sigint_without_a_traceback(self):
+        # The command has opened the FIFO (a writer's non-blocking open succeeds only then) and waits
+        # for its first byte: it is inside its main() when Ctrl-C comes.
+        fifo = self.path("in.json")
+        os.mkfifo(fifo)
+        for name, argv in self.python_commands(fifo):
+            with self.subTest(name):
+                process = subprocess.Popen(argv, cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.PIPE)
+                writer = None
+                def reading():
+                    nonlocal writer
+                    try:
+                        writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                    except OSError:  # ENXIO: no reader yet
+                        return process.poll() is not None
+                    return True
+                try:
+                    self.assertTrue(self.wait_for(reading))
+                    self.assertIsNotNone(writer, f"{name} ended before it read its input")
+                    process.send_signal(signal.SIGINT)
+                    _, errors = process.communicate(timeout=60)
+                finally:
+                    if writer is not None:
+                        os.close(writer)
+                    if process.poll() is None:
+                        process.kill()
+                        process.communicate()
+                self.assertEqual(process.returncode, -signal.SIGINT, errors)
+                self.assertNotIn(b"Traceback", errors)
+                self.assertLessEqual(len(errors.splitlines()), 1, errors)
+                self.assertEqual(self.listing(), ["in.json"])
 
 
 class ConverterWritesWhatTheReaderReads(Base):
@@ -812,6 +889,21 @@ class PythonFailuresAreOneLine(Base):
         self.assertEqual(len(lines), 1, result.stderr)
         self.assertTrue(lines[0].startswith(start), result.stderr)
         return lines[0]
+
+    def test_a_duplicated_key_is_refused_in_one_line_by_every_other_python_reader_of_json(self):
+        # The results readers are checked in test_compare_cli; these read a tune result, a torch
+        # A/B result and the sim-differences data through the same parser.
+        self.write("dup.json", b'{"context": {}, "benchmarks": [], "context": {"x": 1}}')
+        for argv, start in (([sys.executable, TUNE_PLOT, "dup.json", "--out", "t.png"], "tune.py: error: "),
+                            ([sys.executable, "-m", "vrambench.plots.torch_ab", "dup.json", "--table"],
+                             "torch_ab: error: "),
+                            ([sys.executable, "-m", "vrambench.sim_differences_page", "--data", "dup.json",
+                              "--out", "page.md"], "gen_sim_differences_md: ")):
+            with self.subTest(start):
+                line = self.assert_one_line(self.run_tool(argv), 2, start)
+                self.assertIn("dup.json", line)
+                self.assertIn("duplicate object key 'context'", line)
+                self.assertEqual(self.listing(), ["dup.json"])
 
     def test_report_past_the_file_size_limit_is_one_line_and_no_page(self):
         self.write("t.trace", TRACE)

@@ -10,9 +10,11 @@ docs/results-json.md; write_results() is the one place to swap it for a real
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import plot_fixture
@@ -175,6 +177,26 @@ class PlotOptions(unittest.TestCase):
         run = run_plot(results, "--segments", "views/cuda", "--out-dir", self.out)
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertIn("segments-views-cuda.png", pngs_in(self.out))
+
+    def test_ctrl_c_while_drawing_ends_by_sigint_with_no_traceback_and_no_png(self):
+        results = write_results(os.path.join(self.work, "sim.json"))
+        process = subprocess.Popen([sys.executable, PLOT_SCRIPT, results, "--out-dir", self.out],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        def drawing():  # a first PNG is in the staging folder, or the run is over
+            staging = [name for name in os.listdir(self.out) if name.startswith(".plot-")] \
+                if os.path.isdir(self.out) else []
+            return process.poll() is not None or any(os.listdir(os.path.join(self.out, name)) for name in staging)
+        deadline = time.time() + 120
+        while not drawing() and time.time() < deadline:
+            time.sleep(0.02)
+        if process.poll() is not None:
+            process.communicate()
+            self.skipTest("the plots were done before they could be interrupted")
+        process.send_signal(signal.SIGINT)
+        _, errors = process.communicate(timeout=120)
+        self.assertEqual(process.returncode, -signal.SIGINT, errors)
+        self.assertNotIn(b"Traceback", errors)
+        self.assertEqual(os.listdir(self.out), [])  # no PNG, no staging folder
 
     def test_absent_plot_data_is_skipped_with_a_note(self):
         # Only "views": no empty_cache_loop entries, so that plot is skipped,

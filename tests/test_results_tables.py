@@ -127,6 +127,20 @@ class ResultsTables(unittest.TestCase):
                 self.assertIn(f"{path}: benchmarks[0] (views/cuda): 'peak_reserved_bytes' is a string, not a number",
                               run.stderr)
 
+    def test_a_byte_count_or_count_of_2_64_is_named_out_of_range_not_a_fraction(self):
+        # 2^64 is a whole number: "not a whole number" sent the reader looking for a fraction.
+        for key, value, kind in (("peak_reserved_bytes", 2 ** 64, "byte count"),
+                                 ("peak_reserved_bytes", 2.0 ** 64, "byte count"), ("ooms", 2 ** 64, "count")):
+            document = plot_fixture.sim_result(scenarios=["views"])
+            document["benchmarks"][0][key] = value
+            path = self.write("sim.json", document)
+            with self.subTest(key=key, value=value):
+                run = tables("replay", path)
+                self.assertEqual(run.returncode, 2, run.stderr)
+                self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+                self.assertIn(f"{path}: benchmarks[0] (views/cuda): '{key}' is 18446744073709551616, out of range "
+                              f"(at or above 2^64; a {kind} is below 2^64)", run.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -337,6 +337,14 @@ class Torch2TraceTest(unittest.TestCase):
             "stream string": [entry("alloc", 0x1000, 512, stream="0\na 1 1")],
             "stream list": [entry("alloc", 0x1000, 512, stream=[1])],
             "stream negative": [entry("alloc", 0x1000, 512, stream=-3)],
+            # An oom's size and stream make its `o` line: checked as an alloc's, never dropped or made 0.
+            "oom size negative": [entry("alloc", 0x1000, 512), entry("oom", 0, -5)],
+            "oom size missing": [entry("alloc", 0x1000, 512), {"action": "oom", "stream": 0}],
+            "oom size float": [entry("alloc", 0x1000, 512), entry("oom", 0, 1.5)],
+            "oom size 2^64": [entry("alloc", 0x1000, 512), entry("oom", 0, big)],
+            "oom size string": [entry("alloc", 0x1000, 512), entry("oom", 0, "1\na 5 5")],
+            "oom stream string": [entry("alloc", 0x1000, 512), entry("oom", 0, 4096, stream="abc")],
+            "oom stream negative": [entry("alloc", 0x1000, 512), entry("oom", 0, 4096, stream=-1)],
             "entry a list": [[1, 2]],
             "action not a string": [{"action": 5, "addr": 1, "size": 1}],
         }
@@ -364,11 +372,11 @@ class Torch2TraceTest(unittest.TestCase):
                                                           annotations=annotations)))
 
     def test_no_field_reaches_the_trace_but_numbers_and_checked_names(self):
-        # An oom entry's fields are shown only when they are numbers.
-        trace = [entry("oom", 0, "1\na 5 5", device_free="2\nf 5"), entry("alloc", 0x1000, 8)]
+        # An oom entry's device_free is shown only when it is a number (its size is checked).
+        trace = [entry("oom", 0, 4096, device_free="2\nf 5"), entry("alloc", 0x1000, 8)]
         result = self.convert(snapshot(trace))
         self.assertEqual(result.status, 0, result.stderr)
-        self.assertEqual(result.events(), ["m oom", "a 0 8 0"])
+        self.assertEqual(result.events(), ["m oom", "o 4096 0", "a 0 8 0"])
 
     def test_output_onto_a_symlink_or_fifo_is_refused_and_kept(self):
         target = self.path("kept.txt")

@@ -25,7 +25,7 @@ import sys
 
 from vrambench import arguments
 from vrambench import results_tables as tables
-from vrambench.output import shown
+from vrambench.output import run_main, shown
 from vrambench.results import (InputError, MAX_FILE_BYTES, load_claims, load_pytorch_claims,
                                load_tune_check, parse_result, read_json)
 from vrambench.plots import torch_ab
@@ -547,4 +547,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main, PROG)

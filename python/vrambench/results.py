@@ -230,6 +230,26 @@ def reject_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def refuse_duplicate_keys(pairs):
+    """json's hook for an object: it as a dict, or ValueError for a key it
+    names twice, which json alone would take the last value of without a word
+    (the C readers refuse it too: "duplicate object key")."""
+    document = dict(pairs)
+    if len(document) != len(pairs):  # rare: only then is each key looked at
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate object key '{abbreviate_key(key)}'")
+            seen.add(key)
+    return document
+
+
+def parse_json(text):
+    """The document of JSON `text`, as every Python tool parses the JSON it
+    is given: NaN, Infinity and a duplicated key are ValueErrors."""
+    return json.loads(text, parse_constant=reject_constant, object_pairs_hook=refuse_duplicate_keys)
+
+
 FIFO_NOTE_AFTER_SECONDS = 2.0
 
 
@@ -287,10 +307,11 @@ def read_input(path, limit, what="file"):
     return b"".join(chunks)
 
 
-def read_json(path):
-    """The parsed JSON of path; InputError for a missing, unreadable,
-    oversized, non-UTF-8, non-JSON or too deeply nested file."""
-    data = read_input(path, MAX_FILE_BYTES, "results file")
+def read_json(path, what="results file"):
+    """The parsed JSON of path (parse_json); InputError for a missing,
+    unreadable, oversized, non-UTF-8, non-JSON or too deeply nested file, or
+    one with a duplicated key."""
+    data = read_input(path, MAX_FILE_BYTES, what)
     if data[:2] == b"\x1f\x8b":  # gzip: the large committed results are stored compressed
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
@@ -298,19 +319,19 @@ def read_json(path):
         except (OSError, EOFError, zlib.error) as error:
             raise InputError(f"{path}: not a valid gzip file ({error})") from None
         if len(data) > MAX_FILE_BYTES:
-            raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB uncompressed: not a results file")
+            raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB uncompressed: not a {what}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError(f"{path}: not UTF-8 (byte {error.start})") from None
     try:
-        document = json.loads(text, parse_constant=reject_constant)
+        document = parse_json(text)
     except json.JSONDecodeError as error:
         raise InputError(f"{path}: not valid JSON ({error.msg} at line "
                          f"{error.lineno}, column {error.colno})") from None
     except RecursionError:
         raise InputError(f"{path}: not valid JSON (nested too deeply)") from None
-    except (ValueError, MemoryError) as error:   # NaN, a number of 5000 digits
+    except (ValueError, MemoryError) as error:   # NaN, a number of 5000 digits, a duplicated key
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InputError(f"{path}: not valid JSON ({message})") from None
     if LONE_SURROGATE_ESCAPE.search(text):
@@ -548,8 +569,11 @@ def counter_values(entry, where):
         if not in_range(value, 0, MAX_MAGNITUDE):
             raise InputError(f"{where}: '{abbreviate_key(key)}' is not a number from 0 to below 2^64"
                              + (" (it is negative)" if is_number(value) and value < 0 else ""))
-        if kind in ("byte count", "count") and (value != int(value) or value > MAX_UINT64):
+        if kind in ("byte count", "count") and value != int(value):
             raise InputError(f"{where}: '{abbreviate_key(key)}' is {value:g}, not a whole number (a {kind})")
+        if kind in ("byte count", "count") and value > MAX_UINT64:  # 2^64 itself, whole but too big
+            raise InputError(f"{where}: '{abbreviate_key(key)}' is {int(value)}, out of range "
+                             f"(at or above 2^64; a {kind} is below 2^64)")
         numbers[key] = float(value)
     return numbers
 

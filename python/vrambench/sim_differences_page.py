@@ -9,12 +9,17 @@ reads it); this page is its rendering, for people. Edit the data file, then:
     python3 -m vrambench.sim_differences_page --check    # exit 1 if the page is out of step
 
 tests/test_sim_differences_doc.py fails when the committed page is not what
-this renders. Standard library only."""
+this renders. Standard library only (and the vrambench package's JSON parser and run_main)."""
 
 import argparse
-import json
 import os
 import sys
+
+if __package__ in (None, ""):  # loaded from its file: the package vrambench is one folder up
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from vrambench.output import run_main  # noqa: E402
+from vrambench.results import parse_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "docs", "data", "sim-differences.json")
@@ -126,8 +131,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         with open(args.data, encoding="utf-8") as file:
-            page = render(json.load(file))
-    except (OSError, ValueError) as error:  # DataError and json's errors are ValueErrors
+            page = render(parse_json(file.read()))
+    except (OSError, ValueError) as error:  # DataError, json's errors and a duplicated key are ValueErrors
         print(f"gen_sim_differences_md: {args.data}: {error}", file=sys.stderr)
         return 2
     if args.check:
@@ -147,4 +152,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main, "gen_sim_differences_md")

@@ -286,13 +286,20 @@ def _device_entries(snapshot, device, path):
     return traces[device]
 
 
+# The fields an action that reaches the trace needs as whole numbers 0 .. 2^64-1 (its stream
+# is checked too): an oom has no address (PyTorch records none), but its size and stream
+# become the `o` line, so a bad one is refused as an alloc's is, never dropped or made 0.
+NUMBER_FIELDS = {"alloc": ("addr", "size"), "free_requested": ("addr", "size"),
+                 "free_completed": ("addr", "size"), "oom": ("size",)}
+
+
 def _check_entry(entry, index, path):
     """The action of a trace entry, after checking the fields it needs."""
     if not isinstance(entry, dict) or not isinstance(entry.get("action"), str):
         raise InputError(f"{_shown(path)}: trace entry {index} is not a trace entry (no 'action')")
     action = entry["action"]
-    if action in ("alloc",) + FREE_AT_CHOICES:
-        for key in ("addr", "size"):
+    if action in NUMBER_FIELDS:
+        for key in NUMBER_FIELDS[action]:
             if not _is_uint64(entry.get(key)):
                 raise InputError(
                     f"{_shown(path)}: trace entry {index} ({_shown(action)}) has no valid '{key}' "
@@ -377,13 +384,12 @@ def convert(snapshot, out, device=0, free_at="free_completed", path="snapshot"):
         elif action == ignored_free or action in SEGMENT_ACTIONS:
             summary.segment_entries += action in SEGMENT_ACTIONS
         elif action == "oom":
-            number = lambda key: entry[key] if _is_uint64(entry.get(key)) else "?"
-            write(_comment(f"oom: {number('size')} bytes asked, {number('device_free')} free on the device"))
+            free = entry.get("device_free")  # only told in a comment: shown when it is a number
+            write(_comment(f"oom: {entry['size']} bytes asked, {free if _is_uint64(free) else '?'} "
+                           "free on the device"))
             mark("oom")
-            if _is_uint64(entry.get("size")):
-                stream = entry.get("stream", 0) or 0
-                write(f"o {entry['size']} {stream_id(stream) if _is_uint64(stream) else 0}\n")
-                summary.ooms += 1
+            write(f"o {entry['size']} {stream_id(entry.get('stream', 0) or 0)}\n")
+            summary.ooms += 1
         elif action == "snapshot":
             mark("snapshot")
         else:
@@ -481,5 +487,12 @@ def main(argv=None):
     return 0
 
 
+def run():
+    """The command (`python3 torch2trace.py`, vrambench-torch2trace): main()
+    with SIGINT, SIGTERM and SIGHUP ending it without a traceback, its
+    temporary file removed (vrambench.output.run_main)."""
+    _output.run_main(main, "torch2trace")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -40,7 +40,7 @@ import sys
 # `plots` lives, is not.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from vrambench.plots.cli import main  # noqa: E402
+from vrambench.plots.cli import run  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

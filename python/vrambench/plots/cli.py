@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 from vrambench import arguments
-from vrambench.output import OutputError, commit_files, shown, signals_held, signals_raise
+from vrambench.output import OutputError, commit_files, run_main, shown, signals_held, signals_raise
 from vrambench.results import (PROG, InputError, check_same_device, choose_segments_run,
                            find_latest, load_microbench, load_run_result, note)
 
@@ -64,7 +64,8 @@ class Output:
         fsync'ed, every target checked to be a regular file or missing
         first); returns their final paths."""
         pairs = [(os.path.join(self.staging, name), os.path.join(self.out_dir, name)) for name in self.names]
-        commit_files(pairs)
+        with signals_held():  # all of them or none: a Ctrl-C here waits until every PNG is in place
+            commit_files(pairs)
         shutil.rmtree(self.staging, ignore_errors=True)
         return [target for _, target in pairs]
 
@@ -171,3 +172,10 @@ def main(argv=None):
     print(f"{PROG}: wrote {len(paths)} PNGs to {shown(args.out_dir)}: "
           + ", ".join(os.path.basename(p) for p in paths))
     return 0
+
+
+def run():
+    """The command (`python3 -m vrambench.plots`, vrambench-plots): main()
+    with SIGINT, SIGTERM and SIGHUP ending it without a traceback, the
+    staging folder removed (vrambench.output.run_main)."""
+    run_main(main, PROG)

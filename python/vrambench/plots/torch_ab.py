@@ -17,7 +17,7 @@ if __package__ in (None, ""):  # run as a script: the package vrambench is two f
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from vrambench import arguments  # noqa: E402
-from vrambench.output import OutputError, check_distinct, shown, write_file  # noqa: E402
+from vrambench.output import OutputError, check_distinct, run_main, shown, write_file  # noqa: E402
 from vrambench.results import (MAX_MAGNITUDE, MAX_UINT64, InputError, check_context, check_document,  # noqa: E402
                                check_text, in_range, is_number, read_json)
 
@@ -166,4 +166,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run_main(lambda: main(sys.argv[1:]), "torch_ab")

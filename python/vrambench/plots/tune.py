@@ -14,7 +14,6 @@ never written through). Bad input: one error line and exit status 2; an
 output that cannot be written: one line and exit status 1.
 """
 
-import json
 import os
 import sys
 
@@ -23,8 +22,8 @@ if __package__ in (None, ""):  # run as a script: the package vrambench is two f
 
 from vrambench import arguments  # noqa: E402
 from vrambench.plots.cli import matplotlib_missing  # noqa: E402
-from vrambench.output import OutputError, check_distinct, check_target, shown, write_file  # noqa: E402
-from vrambench.results import MAX_FILE_BYTES, InputError, read_input  # noqa: E402
+from vrambench.output import OutputError, check_distinct, check_target, run_main, shown, write_file  # noqa: E402
+from vrambench.results import InputError, read_json  # noqa: E402
 
 MiB = float(1 << 20)
 
@@ -96,7 +95,7 @@ def main(argv=None):
     try:
         check_distinct([("the result", args.result, False), ("--out", args.out, True)])
         check_target(args.out)
-        data = read_input(args.result, MAX_FILE_BYTES, "tune result")
+        result = read_json(args.result, "tune result")
     except (InputError, OutputError) as error:
         print(f"tune.py: error: {shown(error)}", file=sys.stderr)
         return 2
@@ -106,7 +105,7 @@ def main(argv=None):
         print(f"tune.py: error: {matplotlib_missing(error)}", file=sys.stderr)
         return 1
     try:
-        fig = figure(json.loads(data.decode("utf-8")))
+        fig = figure(result)
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:
         print(f"tune.py: error: {shown(args.result)}: {shown(error)}", file=sys.stderr)
         return 2
@@ -123,4 +122,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main, "tune.py")
