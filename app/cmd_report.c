@@ -38,40 +38,55 @@
 #define PAGE_FD 3
 #define PAGE_PATH "/dev/fd/3"
 
-/* Runs python -m vrambench.report on the files into `page` (a scratch file);
- * the exit status to give. */
-static int make_page(const char **files, size_t count, int no_plots, int page)
+/* Reads every FILE that is a pipe, FIFO or device once, as every command
+ * reads one (app/input_file.h: a FIFO waited on with the note, bounded by
+ * $VB_SPOOL_LIMIT): the page's maker reads that copy, as often as it needs
+ * (a FIFO gives its bytes once, and the maker's notes would come only when
+ * it has ended). The exit status to give. */
+static int spool_inputs(const char **files, size_t count)
 {
-    char dir[PATH_MAX];
-    const char *given = getenv("VB_PYTHON_DIR");
-    if (vb_cli_python_dir(dir, sizeof dir) != 0)
-        return given && *given ? vb_cli_error(VB_EXIT_FAILURE, "report: VB_PYTHON_DIR='%s' holds no vrambench/ "
-                                                               "(the folder that holds the Python package)", given)
-                               : vb_cli_error(VB_EXIT_FAILURE, "report: the Python package python/vrambench is not "
-                                                               "found (set VB_PYTHON_DIR to the folder that holds vrambench/)");
-    const char *python = vb_cli_python();
-    char **child_argv = calloc(count + 8, sizeof *child_argv);
-    if (!child_argv) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
-    size_t n = 0;
-    child_argv[n++] = (char *)python;
-    child_argv[n++] = "-m";
-    child_argv[n++] = "vrambench.report";
-    for (size_t i = 0; i < count; i++) child_argv[n++] = (char *)files[i];
+    for (size_t i = 0; i < count; i++) {
+        struct stat info;
+        /* a regular file is read where it is; the maker names a missing file or a directory */
+        if (stat(files[i], &info) != 0 || S_ISREG(info.st_mode) || S_ISDIR(info.st_mode)) continue;
+        vb_status status = vb_input_spool(files[i]);
+        if (status == VB_ERR_HOST_OOM) return vb_cli_status_error(status);
+        if (status != VB_OK) return vb_cli_error(VB_EXIT_USAGE, "report: %s", vb_last_error());
+    }
+    return VB_EXIT_OK;
+}
+
+/* A descriptor of `file`'s spooled copy for the page's maker, above
+ * PAGE_FD (so that no dup2 of the child's lands on it), and its name for
+ * it in `name`; -1 when `file` has no copy or it cannot be opened. */
+static int open_copy(const char *file, char *name, size_t capacity)
+{
+    if (!vb_input_is_spooled(file)) return -1;
+    int fd = vb_input_open(file, NULL);
+    int copy = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, PAGE_FD + 1);
+    if (fd >= 0) close(fd);
+    if (copy >= 0) snprintf(name, capacity, "/dev/fd/%d", copy);
+    return copy;
+}
+
+/* Runs the page's maker, `child_argv` (its first `n` words), with
+ * `copies[0..count)` (descriptors, -1 for none) open in it; the exit
+ * status to give. */
+static int run_maker(const char *python, char **child_argv, size_t n, int no_plots, int page, const char *dir,
+                     const int *copies, size_t count)
+{
     child_argv[n++] = "--out";
     child_argv[n++] = PAGE_PATH;
     if (no_plots) child_argv[n++] = "--no-plots";
     /* its stderr, read when it has ended: a traceback becomes one line (vb_cli_child_ended) */
     int errors = vb_scratch_file();
-    if (errors < 0) {
-        free(child_argv);
+    if (errors < 0)
         return vb_cli_error(VB_EXIT_FAILURE, "report: cannot make a temporary file in %s: %s",
                             vb_scratch_directory(), strerror(errno));
-    }
     fflush(NULL);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
-        free(child_argv);
         close(errors);
         return vb_cli_error(VB_EXIT_FAILURE, "report: cannot start %s: %s", python, strerror(errno));
     }
@@ -82,6 +97,8 @@ static int make_page(const char **files, size_t count, int no_plots, int page)
         /* dup2 leaves the copies open across exec (and a page already at PAGE_FD is opened up for it) */
         if (dup2(errors, STDERR_FILENO) < 0) _exit(VB_EXIT_FAILURE);
         if (page == PAGE_FD ? fcntl(page, F_SETFD, 0) < 0 : dup2(page, PAGE_FD) < 0) _exit(VB_EXIT_FAILURE);
+        for (size_t i = 0; i < count; i++) /* the copies of pipes and FIFOs it reads (above PAGE_FD) */
+            if (copies[i] >= 0 && fcntl(copies[i], F_SETFD, 0) < 0) _exit(VB_EXIT_FAILURE);
         const char *old = getenv("PYTHONPATH");
         char path[2 * PATH_MAX];
         snprintf(path, sizeof path, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
@@ -93,7 +110,6 @@ static int make_page(const char **files, size_t count, int no_plots, int page)
         fprintf(stderr, "vrambench: error: report: cannot run %s: %s\n", python, strerror(errno));
         _exit(EXEC_FAILED);
     }
-    free(child_argv);
     /* Its own error lines say what was wrong (bad input: 2; EXEC_FAILED: the
      * child's line); any other failure may have been silent ($VB_PYTHON not
      * a Python) or a traceback: one line of ours then. */
@@ -101,6 +117,64 @@ static int make_page(const char **files, size_t count, int no_plots, int page)
     snprintf(what, sizeof what, "report: %s -m vrambench.report", python);
     int exit_status = vb_cli_child_ended(what, pid, errors, "vrambench");
     close(errors);
+    return exit_status;
+}
+
+/* Runs python -m vrambench.report on the files into `page` (a scratch file);
+ * the exit status to give. A file spooled by spool_inputs is given as its
+ * copy, named as the file (--named COPY=FILE). */
+static int make_page(const char **files, size_t count, int no_plots, int page)
+{
+    char dir[PATH_MAX];
+    const char *given = getenv("VB_PYTHON_DIR");
+    if (vb_cli_python_dir(dir, sizeof dir) != 0)
+        return given && *given ? vb_cli_error(VB_EXIT_FAILURE, "report: VB_PYTHON_DIR='%s' holds no vrambench/ "
+                                                               "(the folder that holds the Python package)", given)
+                               : vb_cli_error(VB_EXIT_FAILURE, "report: the Python package python/vrambench is not "
+                                                               "found (set VB_PYTHON_DIR to the folder that holds vrambench/)");
+    const char *python = vb_cli_python();
+    char **child_argv = calloc(2 * count + 8, sizeof *child_argv);
+    int *copies = calloc(count + 1, sizeof *copies);
+    char(*copy_names)[32] = calloc(count + 1, sizeof *copy_names);
+    char **named = calloc(count + 1, sizeof *named);
+    if (!child_argv || !copies || !copy_names || !named) {
+        free(child_argv);
+        free(copies);
+        free(copy_names);
+        free(named);
+        return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+    }
+    size_t n = 0;
+    child_argv[n++] = (char *)python;
+    child_argv[n++] = "-m";
+    child_argv[n++] = "vrambench.report";
+    int exit_status = VB_EXIT_OK;
+    for (size_t i = 0; i < count; i++) copies[i] = -1;
+    for (size_t i = 0; i < count && exit_status == VB_EXIT_OK; i++) {
+        copies[i] = open_copy(files[i], copy_names[i], sizeof copy_names[i]);
+        if (copies[i] < 0 && vb_input_is_spooled(files[i]))
+            exit_status = vb_cli_error(VB_EXIT_FAILURE, "report: %s: cannot read its copy: %s", files[i], strerror(errno));
+        child_argv[n++] = copies[i] >= 0 ? copy_names[i] : (char *)files[i];
+    }
+    for (size_t i = 0; i < count && exit_status == VB_EXIT_OK; i++) {
+        if (copies[i] < 0) continue;
+        size_t length = strlen("--named=") + strlen(copy_names[i]) + strlen(files[i]) + 2;
+        if (!(named[i] = malloc(length))) {
+            exit_status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
+            break;
+        }
+        snprintf(named[i], length, "--named=%s=%s", copy_names[i], files[i]);
+        child_argv[n++] = named[i];
+    }
+    if (exit_status == VB_EXIT_OK) exit_status = run_maker(python, child_argv, n, no_plots, page, dir, copies, count);
+    for (size_t i = 0; i < count; i++) {
+        if (copies[i] >= 0) close(copies[i]);
+        free(named[i]);
+    }
+    free(child_argv);
+    free(copies);
+    free(copy_names);
+    free(named);
     return exit_status;
 }
 
@@ -138,9 +212,7 @@ int vb_cmd_report(int argc, char **argv)
         return exit_status;
     }
     if (vb_output_check_uncompressed(args.out, "the page") != VB_OK) exit_status = vb_cli_status_error(VB_ERR_INVALID);
-    /* Python reads the files; a malformed VB_SPOOL_LIMIT is refused here, as every command refuses it */
-    for (size_t i = 0; i < args.count && exit_status == VB_EXIT_OK; i++)
-        if (vb_input_check_spool_limit(args.files[i]) != VB_OK) exit_status = vb_cli_status_error(VB_ERR_INVALID);
+    if (exit_status == VB_EXIT_OK) exit_status = spool_inputs(args.files, args.count);
     int page = exit_status == VB_EXIT_OK ? vb_scratch_file() : -1;
     if (exit_status == VB_EXIT_OK && page < 0)
         exit_status = vb_cli_error(VB_EXIT_FAILURE, "report: cannot make a temporary file in %s: %s",

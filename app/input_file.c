@@ -52,14 +52,6 @@ vb_status vb_input_spool_limit(uint64_t *out)
     return VB_OK;
 }
 
-vb_status vb_input_check_spool_limit(const char *path)
-{
-    struct stat info;
-    uint64_t limit;
-    if (stat(path, &info) != 0 || S_ISREG(info.st_mode) || S_ISDIR(info.st_mode)) return VB_OK;
-    return vb_input_spool_limit(&limit);
-}
-
 /* `bytes` as "4 GiB", "512 MiB", ... when whole, else a number of bytes. */
 static void format_size(uint64_t bytes, char *out, size_t capacity)
 {
@@ -227,8 +219,11 @@ vb_status vb_input_read_all(const char *path, size_t limit, char **data, size_t 
     *data = NULL;
     *length = 0;
     if (limit > SIZE_MAX / 4) limit = SIZE_MAX / 4;
-    vb_status checked = vb_input_check_spool_limit(path);
-    if (checked != VB_OK) return checked;
+    /* A pipe, FIFO or device is spooled first, as a trace is: a FIFO is waited
+     * on (with the note), what it gives is bounded by $VB_SPOOL_LIMIT, and
+     * the copy can be read again (report's Python reads it after us). */
+    vb_status spooled = vb_input_spool(path);
+    if (spooled != VB_OK) return spooled;
     struct stat info;
     int fd = vb_input_open(path, &info);
     if (fd < 0) return vb_error(VB_ERR_IO, "%s: cannot read it: %s", path, strerror(errno));

@@ -29,13 +29,6 @@
  * when the variable is not a byte count. */
 vb_status vb_input_spool_limit(uint64_t *out);
 
-/* For a command that reads `path` without spooling it (results JSON): when
- * it is not a regular file, a malformed $VB_SPOOL_LIMIT is refused as
- * vb_input_spool refuses it, so every command treats the variable alike.
- * VB_OK for a regular file, a directory or a path that does not exist (the
- * reader names those). */
-vb_status vb_input_check_spool_limit(const char *path);
-
 /* Makes `path` readable more than once: a non-seekable input is read now
  * into a scratch file, which later vb_input_open calls of the same path
  * read instead; a regular file (or a directory, whose error comes from the
@@ -66,8 +59,10 @@ int vb_input_is_spooled(const char *path);
  * (when not NULL). -1 with errno set; EISDIR for a directory. */
 int vb_input_open(const char *path, struct stat *info);
 
-/* Reads all of `path` (as vb_input_open) into a new NUL-terminated buffer
- * (free it): for inputs parsed whole, such as JSON. More than `limit`
+/* Reads all of `path` into a new NUL-terminated buffer (free it): for
+ * inputs parsed whole, such as JSON. A pipe, FIFO or device is spooled
+ * first (vb_input_spool: waited on with the note, bounded by
+ * $VB_SPOOL_LIMIT, readable again through vb_input_open). More than `limit`
  * bytes is VB_ERR_INVALID; an unreadable file VB_ERR_IO. Messages name the
  * path. */
 vb_status vb_input_read_all(const char *path, size_t limit, char **data, size_t *length);

@@ -6,16 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include <zlib.h>
 
 #include "base/closest.h"
-#include "input_file.h"
+#include "json_input.h"
 #include "text.h"
 
 /* The most a file may hold once decompressed (docs/results-json.md, "Readers"). */
-#define MAX_FILE_BYTES ((size_t)256 << 20)
+#define MAX_FILE_BYTES VB_JSON_INPUT_MAX_BYTES
 
 /* 2^64: every figure of a results file is below it (a byte count at most 2^64-1). */
 #define TWO_TO_THE_64 18446744073709551616.0
@@ -37,60 +34,6 @@ const char *vb_results_base_name(const vb_results_file *file)
 {
     const char *slash = strrchr(file->path, '/');
     return slash ? slash + 1 : file->path;
-}
-
-/* The whole file, decompressed when it is gzip; NULL with the error set. */
-static char *read_all(const char *path, size_t *length, vb_status *status)
-{
-    *status = VB_ERR_INVALID;
-    FILE *probe = fopen(path, "rb");
-    if (!probe) {
-        vb_error(VB_ERR_INVALID, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    gzFile in = gzdopen(dup(fileno(probe)), "rb");
-    fclose(probe);
-    if (!in) {
-        vb_error(VB_ERR_INVALID, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t capacity = 1 << 16, used = 0;
-    char *bytes = malloc(capacity + 1);
-    for (;;) {
-        if (!bytes) {
-            gzclose(in);
-            *status = vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
-            return NULL;
-        }
-        int got = gzread(in, bytes + used, (unsigned)(capacity - used));
-        if (got < 0) {
-            int code = 0;
-            const char *message = gzerror(in, &code);
-            vb_error(VB_ERR_INVALID, "cannot read %s: %s", path,
-                     code == Z_ERRNO ? strerror(errno) : message ? message : "corrupt gzip data");
-            gzclose(in);
-            free(bytes);
-            return NULL;
-        }
-        if (got == 0) break;
-        used += (size_t)got;
-        if (used > MAX_FILE_BYTES) {
-            gzclose(in);
-            free(bytes);
-            vb_error(VB_ERR_INVALID, "%s: larger than %zu MiB: not a results file", path, MAX_FILE_BYTES >> 20);
-            return NULL;
-        }
-        if (used == capacity) {
-            capacity *= 2;
-            char *grown = realloc(bytes, capacity + 1);
-            if (!grown) free(bytes);
-            bytes = grown;
-        }
-    }
-    gzclose(in);
-    bytes[used] = '\0';
-    *length = used;
-    return bytes;
 }
 
 /* 1 if `text` starts with `prefix`. */
@@ -374,11 +317,11 @@ static vb_status load(const char *path, vb_results_file *out)
 {
     if (snprintf(out->path, sizeof out->path, "%s", path) >= (int)sizeof out->path)
         return vb_error(VB_ERR_INVALID, "file name too long: %.64s...", path);
+    char *bytes = NULL;
     size_t length = 0;
-    vb_status status = vb_input_check_spool_limit(path);
+    int regular;
+    vb_status status = vb_json_input_read(path, MAX_FILE_BYTES, &bytes, &length, &regular);
     if (status != VB_OK) return status;
-    char *bytes = read_all(path, &length, &status);
-    if (!bytes) return status;
     json_error_t error;
     out->root = json_loadb(bytes, length, JSON_REJECT_DUPLICATES, &error);
     free(bytes);

@@ -2,9 +2,11 @@
  * `microbench` and `claims` write (docs/results-json.md), plain or gzip, for
  * the commands that read them (`compare`, `merge`).
  *
- * A file is read whole (at most 256 MiB once decompressed), parsed, and
- * checked enough for its readers to trust its shape: a "context" object,
- * "benchmarks" entries (or "claims") that are objects with a string name.
+ * A file is read whole as every JSON input is (app/json_input.h: a pipe or
+ * FIFO read once, a FIFO waited on for its writer; at most 256 MiB once
+ * decompressed), parsed, and checked enough for its readers to trust its
+ * shape: a "context" object, "benchmarks" entries (or "claims") that are
+ * objects with a string name.
  * Any failure is VB_ERR_INVALID (bad input) with one message naming the
  * file; VB_ERR_HOST_OOM when host memory runs out. */
 #ifndef VB_RESULTS_FILE_H

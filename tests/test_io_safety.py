@@ -20,6 +20,7 @@ import gzip
 import json
 import os
 import pickle
+import re
 import resource
 import signal
 import subprocess
@@ -244,6 +245,79 @@ class FifosAndPipes(Base):
                     self.assertIn(b"waiting for something to write to the FIFO", result.stderr)
                 os.remove(self.path("f"))
                 self.assertFalse([n for n in self.listing() if n.startswith(("vrambench-", ".vrambench-"))])
+
+    def results_readers(self):
+        """(label, argv, output file or None) for each command that reads a
+        results JSON, given as in/r.json (in/ holds a GPU-looking copy of a
+        sim replay, which check-sim re-runs)."""
+        os.makedirs(self.path("in"), exist_ok=True)
+        document = json.loads(self.results_file())
+        document["context"].update(simulated=False, device_name="test GPU")
+        self.results_json = json.dumps(document).encode()
+        self.write("other.json", self.results_json)
+        differences = os.path.join(REPO, "docs", "data", "sim-differences.json")
+        with open(differences, "rb") as file:
+            self.differences_json = file.read()
+        return [("compare", ["compare", "in/r.json", "other.json"], None),
+                ("merge", ["merge", "in/r.json", "-o", "merged.json", "--quiet"], "merged.json"),
+                ("report", ["report", "in/r.json", "-o", "page.html", "--no-plots"], "page.html"),
+                ("check-sim", ["check-sim", "in/r.json"], None),
+                ("check-sim --differences", ["check-sim", "other.json", "--differences", "in/r.json"], None)]
+
+    def input_for(self, label):
+        return self.differences_json if label == "check-sim --differences" else self.results_json
+
+    def outcome(self, result, out):
+        """What a run gave: its status, stdout, and its output file (the
+        report's time of making left out)."""
+        written = b""
+        if out:
+            written = self.read(out)
+            os.remove(self.path(out))
+            written = re.sub(rb" \xc2\xb7 made [^<]*<", b"<", written)
+        return result.returncode, result.stdout, written
+
+    def test_a_results_fifo_whose_writer_is_late_reads_as_the_file(self):
+        for label, argv, out in self.results_readers():
+            with self.subTest(label):
+                self.write("in/r.json", self.input_for(label))
+                from_file = self.outcome(self.vrambench(*argv, timeout=120), out)
+                self.assertEqual(from_file[0], 0, from_file)
+                os.remove(self.path("in/r.json"))
+                self.feed_fifo("in/r.json", self.input_for(label), delay=1.0)
+                try:
+                    result = self.vrambench(*argv, timeout=120)
+                    self.assertEqual(self.outcome(result, out), from_file, result.stderr)
+                finally:  # the next case writes a file here: never into a FIFO left behind
+                    self.release(self.path("in/r.json"))
+                    os.remove(self.path("in/r.json"))
+
+    def test_a_results_fifo_without_a_writer_gets_the_note_then_is_read(self):
+        for label, argv, out in self.results_readers():
+            with self.subTest(label):
+                fifo = self.path("in/r.json")
+                os.mkfifo(fifo)
+                self.addCleanup(self.release, fifo)
+                with open(self.path("stderr"), "wb") as errors:
+                    command = subprocess.Popen([VRAMBENCH, *argv], cwd=self.dir, env=self.env,
+                                               stdout=subprocess.DEVNULL, stderr=errors)
+                try:
+                    noted = self.wait_for(lambda: b"waiting for something to write to the FIFO in/r.json"
+                                          in self.read("stderr"), seconds=30)
+                    self.assertTrue(noted, f"{label}: no note; stderr: {self.read('stderr')!r}")
+                    self.assertIsNone(command.poll(), f"{label} ended before its FIFO had a writer")
+                    writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO, not a hang, if it has gone
+                    os.set_blocking(writer, True)
+                    with open(writer, "wb") as stream:
+                        stream.write(self.input_for(label))
+                    self.assertEqual(command.wait(timeout=120), 0, self.read("stderr"))
+                finally:
+                    if command.poll() is None:
+                        command.kill()
+                        command.wait()
+                    os.remove(fifo)
+                if out:
+                    os.remove(self.path(out))
 
     def test_a_pipe_on_stdin_is_read_once(self):
         for label, data, argv in [

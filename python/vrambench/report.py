@@ -18,6 +18,7 @@ vrambench.results; a bad one is one error line and exit status 2, before
 anything is written.
 """
 
+import argparse
 import base64
 import contextlib
 import datetime
@@ -49,7 +50,8 @@ class Document:
     """One input file: its kind, context, and what its sections need."""
 
     def __init__(self, path, kind, context, raw):
-        self.path = path
+        self.path = path            # where it is read (a copy the C command made of a pipe or FIFO)
+        self.name = path            # the name it was given
         self.kind = kind            # run, replay, tune, microbench, claims
         self.context = context
         self.raw = raw
@@ -58,7 +60,7 @@ class Document:
 
     @property
     def label(self):
-        return os.path.basename(self.path)
+        return os.path.basename(self.name)
 
 
 def kind_of(raw):
@@ -98,6 +100,20 @@ def load(path):
     document.result = result
     if kind == "tune":
         check_tune(path, raw)
+    return document
+
+
+def load_named(path, name):
+    """load(path), the document and its errors named `name` (the file the
+    user gave, which `vrambench report` read into the copy at `path`: a pipe
+    or FIFO gives its bytes once)."""
+    if name is None:
+        return load(path)
+    try:
+        document = load(path)
+    except InputError as error:
+        raise InputError(str(error).replace(path, name)) from None
+    document.name = name
     return document
 
 
@@ -465,9 +481,12 @@ def main(argv=None):
     parser.add_argument("files", nargs="+", metavar="FILE")
     parser.add_argument("--out", required=True, help="the HTML page ('-': stdout)")
     parser.add_argument("--no-plots", action="store_true", help="leave the plots out")
+    # COPY=NAME: the FILE COPY is what vrambench report read from NAME (a pipe or FIFO), shown as NAME
+    parser.add_argument("--named", action="append", default=[], metavar="COPY=NAME", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    names = dict(item.split("=", 1) for item in args.named if "=" in item)
     try:
-        documents = [load(path) for path in args.files]
+        documents = [load_named(path, names.get(path)) for path in args.files]
     except InputError as error:
         # Its file names are the user's: a newline in one must not make two lines.
         print(f"{PROG}: error: {shown(error)}", file=sys.stderr)
