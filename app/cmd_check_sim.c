@@ -528,6 +528,7 @@ static int check_file(vb_sim_differences *differences, check_input *input, int s
                                            "or claims)", path);
     }
     vb_status typed = vb_results_check_context(path, context);
+    if (typed == VB_OK && json_is_array(benchmarks)) typed = vb_results_check_unique(path, benchmarks);
     if (typed != VB_OK) {
         json_decref(document);
         return vb_cli_error(VB_EXIT_USAGE, "check-sim: %s", vb_last_error());

@@ -271,6 +271,56 @@ static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
     return VB_OK;
 }
 
+/* The identity of a benchmarks entry, as a key no other identity shares:
+ * its name, its run_type ("iteration" when absent) and aggregate_name, and
+ * its repetition_index (0 when absent, as merge reads it). Two entries of
+ * one identity are one case measured twice (malloc'd; NULL: out of memory). */
+static char *entry_identity(const json_t *entry)
+{
+    const char *name = json_string_value(json_object_get(entry, "name"));
+    const char *type = json_string_value(json_object_get(entry, "run_type")) ?: "iteration";
+    const char *aggregate = json_string_value(json_object_get(entry, "aggregate_name")) ?: "";
+    long long repetition = (long long)json_integer_value(json_object_get(entry, "repetition_index"));
+    size_t length = strlen(name) + strlen(type) + strlen(aggregate) + 96;
+    char *key = malloc(length);
+    if (key)
+        snprintf(key, length, "%zu:%s%zu:%s%zu:%s%lld", strlen(name), name, strlen(type), type, strlen(aggregate),
+                 aggregate, repetition);
+    return key;
+}
+
+vb_status vb_results_check_unique(const char *path, json_t *benchmarks)
+{
+    json_t *seen = json_object();
+    vb_status status = seen ? VB_OK : vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
+    size_t i;
+    json_t *entry;
+    json_array_foreach(benchmarks, i, entry) {
+        if (status != VB_OK) break;
+        const char *name = json_string_value(json_object_get(entry, "name"));
+        if (!json_is_object(entry) || !name) continue; /* the reader names what is wrong with it */
+        char *key = entry_identity(entry);
+        json_t *first = key ? json_object_get(seen, key) : NULL;
+        if (!key || (!first && json_object_set_new_nocheck(seen, key, json_integer((json_int_t)i)) != 0)) {
+            status = vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
+        } else if (first) {
+            const char *aggregate = json_string_value(json_object_get(entry, "aggregate_name"));
+            char which[160];
+            if (aggregate && !has_control(aggregate))
+                snprintf(which, sizeof which, "aggregate '%.100s'", aggregate);
+            else
+                snprintf(which, sizeof which, "repetition %lld",
+                         (long long)json_integer_value(json_object_get(entry, "repetition_index")));
+            status = vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] and benchmarks[%lld] are the same case, '%.200s' "
+                                              "(%s): a results file holds each case once", path,
+                              (size_t)json_integer_value(first), (long long)i, has_control(name) ? "?" : name, which);
+        }
+        free(key);
+    }
+    json_decref(seen);
+    return status;
+}
+
 /* The cases of a claims file. */
 static vb_status read_claims(vb_results_file *file, json_t *claims)
 {
@@ -340,7 +390,9 @@ static vb_status load(const char *path, vb_results_file *out)
     out->simulated = json_is_true(json_object_get(out->context, "simulated"));
     if (!(out->index = json_object()))
         return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
-    return json_is_array(claims) ? read_claims(out, claims) : read_benchmarks(out, benchmarks);
+    if (json_is_array(claims)) return read_claims(out, claims);
+    vb_status read = read_benchmarks(out, benchmarks);
+    return read == VB_OK ? vb_results_check_unique(path, benchmarks) : read;
 }
 
 vb_status vb_results_load(const char *path, vb_results_file *out)

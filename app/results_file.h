@@ -66,6 +66,15 @@ vb_status vb_results_load(const char *path, vb_results_file *out);
  * a sim one by these. */
 vb_status vb_results_check_context(const char *path, json_t *context);
 
+/* VB_OK when no two entries of the results file `path`'s `benchmarks`
+ * array are one case: the same name, run_type and aggregate_name, and
+ * repetition_index. Else VB_ERR_INVALID with one line naming the file, both
+ * entries and the case: a case measured twice has no one value to compare,
+ * merge or check (vb_results_load checks it; check-sim, with its own
+ * loader, too). Entries that are not objects with a name are left to the
+ * reader. */
+vb_status vb_results_check_unique(const char *path, json_t *benchmarks);
+
 void vb_results_free(vb_results_file *file);
 
 /* The case of `group` and `allocator`, or NULL. */

@@ -204,6 +204,53 @@ class CompareTest(unittest.TestCase):
                 self.assert_one_error(*vrambench("merge", self.a, bad, "-o", out), words)
                 self.assertFalse(os.path.exists(out))
 
+    def test_a_case_found_twice_in_one_file_is_refused_by_every_c_reader(self):
+        # A case is (name, run_type/aggregate_name, repetition_index): one
+        # file holding it twice has no one value to compare, merge or check.
+        # Every C reader refuses it in one line naming the file and the case;
+        # repetitions and aggregates (a run with --repetitions) still read.
+        repeated = os.path.join(self.tmp.name, "repeated.json")
+        status, _, err = vrambench("run", "--scenario", "views", "--allocator", "cuda,caching", "--device", "sim",
+                                   "--min-time", "0", "--repetitions", "2", "--quiet", "--out", repeated)
+        self.assertEqual(status, 0, err)
+        with_aggregates = load(repeated)
+        aggregates = [e for e in with_aggregates["benchmarks"] if e.get("run_type") == "aggregate"]
+        self.assertTrue(aggregates, "a run with --repetitions 2 wrote no aggregate entry")
+        twice = copy.deepcopy(self.doc)
+        again = copy.deepcopy(twice["benchmarks"][0])
+        again["peak_reserved_bytes"] *= 1000
+        twice["benchmarks"].append(again)
+        aggregate_twice = copy.deepcopy(with_aggregates)
+        aggregate_twice["benchmarks"].append(copy.deepcopy(aggregates[0]))
+        other_statistic = copy.deepcopy(with_aggregates)  # the same name, another statistic: another case
+        other_statistic["benchmarks"].append(dict(copy.deepcopy(aggregates[0]), aggregate_name="other"))
+        out = os.path.join(self.tmp.name, "merged.json")
+        for label, document, case in [("iteration", twice, f"'{again['name']}' (repetition 0)"),
+                                      ("aggregate", aggregate_twice,
+                                       f"'{aggregates[0]['name']}' (aggregate '{aggregates[0]['aggregate_name']}')")]:
+            for reader in ("compare", "merge", "check-sim"):
+                with self.subTest(label=label, reader=reader):
+                    document["context"].update(simulated=False, device_name="test GPU")  # check-sim re-runs it
+                    path = self.write("twice.json", document)
+                    argv = {"compare": ["compare", self.a, path], "merge": ["merge", path, "-o", out],
+                            "check-sim": ["check-sim", path]}[reader]
+                    status, _, err = vrambench(*argv)
+                    self.assertEqual(status, 2, err)
+                    lines = err.strip().splitlines()
+                    self.assertEqual(len(lines), 1, err)
+                    for word in (path, case, "the same case"):
+                        self.assertIn(word, lines[0])
+                    self.assertFalse(os.path.exists(out))
+        for label, document in [("repetitions and aggregates", with_aggregates),
+                                ("another statistic", other_statistic)]:
+            path = self.write("fine.json", document)
+            with self.subTest(label=label):
+                status, _, err = vrambench("compare", path, path)
+                self.assertEqual(status, 0, err)
+                status, _, err = vrambench("merge", path, "-o", out, "--quiet")
+                self.assertEqual(status, 0, err)
+                os.remove(out)
+
     def readers(self, path):
         """What compare, report, the plots and the tables say about `path`:
         [(reader, exit status, stderr)]."""
