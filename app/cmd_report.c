@@ -153,7 +153,8 @@ static int make_page(const char **files, size_t count, int no_plots, int page)
     for (size_t i = 0; i < count && exit_status == VB_EXIT_OK; i++) {
         copies[i] = open_copy(files[i], copy_names[i], sizeof copy_names[i]);
         if (copies[i] < 0 && vb_input_is_spooled(files[i]))
-            exit_status = vb_cli_error(VB_EXIT_FAILURE, "report: %s: cannot read its copy: %s", files[i], strerror(errno));
+            exit_status =
+                vb_cli_error(VB_EXIT_FAILURE, "report: %s: cannot read its copy: %s", files[i], strerror(errno));
         child_argv[n++] = copies[i] >= 0 ? copy_names[i] : (char *)files[i];
     }
     for (size_t i = 0; i < count && exit_status == VB_EXIT_OK; i++) {

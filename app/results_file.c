@@ -278,8 +278,10 @@ static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
 static char *entry_identity(const json_t *entry)
 {
     const char *name = json_string_value(json_object_get(entry, "name"));
-    const char *type = json_string_value(json_object_get(entry, "run_type")) ?: "iteration";
-    const char *aggregate = json_string_value(json_object_get(entry, "aggregate_name")) ?: "";
+    const char *type = json_string_value(json_object_get(entry, "run_type"));
+    const char *aggregate = json_string_value(json_object_get(entry, "aggregate_name"));
+    if (!type) type = "iteration";
+    if (!aggregate) aggregate = "";
     long long repetition = (long long)json_integer_value(json_object_get(entry, "repetition_index"));
     size_t length = strlen(name) + strlen(type) + strlen(aggregate) + 96;
     char *key = malloc(length);
