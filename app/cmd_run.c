@@ -296,13 +296,12 @@ static int apply_configs(const run_args *args, vb_allocator_spec *specs, size_t 
             return vb_cli_error(VB_EXIT_USAGE, "%s: --config '%s' is too long", command, text);
         snprintf(name, sizeof name, "%.*s", (int)(dot - text), text);
         snprintf(key, sizeof key, "%.*s", (int)(equals - dot - 1), dot + 1);
-        for (size_t j = 0; j < i; j++) { /* one value each: the same ALLOC.KEY=... twice is refused */
-            const char *other = args->configs[j], *other_dot = config_dot(other, specs, spec_count);
-            if (other_dot && (size_t)(other_dot - other) == strlen(name) && strncmp(other, name, strlen(name)) == 0 &&
-                strncmp(other_dot + 1, key, strlen(key)) == 0 && other_dot[1 + strlen(key)] == '=')
+        /* One value each: an earlier --config with the same "ALLOC.KEY=" (its
+         * split depends on the text before '=' alone) is the same key. */
+        for (size_t j = 0; j < i; j++)
+            if (strncmp(args->configs[j], text, (size_t)(equals - text) + 1) == 0)
                 return vb_cli_error(VB_EXIT_USAGE, "%s: --config %s.%s given twice ('%s', then '%s')", command, name,
-                                    key, other, text);
-        }
+                                    key, args->configs[j], text);
         int applied = 0;
         for (size_t s = 0; s < spec_count; s++) {
             if (strcmp(specs[s].name, name) != 0) continue;

@@ -28,8 +28,9 @@ vb_status vb_json_input_read(const char *path, size_t limit, char **bytes, size_
 /* Reads and parses the JSON at `path`, at most `limit` bytes. On success
  * *out holds the document (the caller's reference) and *regular is 1 for a
  * regular file, and 0 for a pipe, FIFO or device (read once: its spooled
- * copy is what vb_input_open gives from then on). Failures are VB_ERR_INVALID (bad input: missing, a
- * directory, empty, too large, not JSON) or VB_ERR_HOST_OOM, with one line
+ * copy is what vb_input_open gives from then on). Failures are
+ * VB_ERR_INVALID (bad input: missing, a directory, empty, too large, not
+ * JSON) or VB_ERR_HOST_OOM, with one line
  * that starts with the path ("PATH:LINE: ..." for a parse error). */
 vb_status vb_json_input_load(const char *path, size_t limit, json_t **out, int *regular);
 

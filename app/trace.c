@@ -779,13 +779,13 @@ static vb_status read_header(vb_trace *trace)
     while (status == VB_OK && trace->end - trace->start < 2 && !trace->at_eof) status = refill(trace);
     if (status != VB_OK) return status;
     const unsigned char *head = (const unsigned char *)trace->buffer + trace->start;
-    int has_two = trace->end - trace->start >= 2;
-    if (trace->input.gzip && has_two && head[0] == 0x1f && head[1] == 0x8b) {
+    size_t buffered = trace->end - trace->start;
+    if (trace->input.gzip && buffered >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
         trace->line = 1;
         return fail(trace, VB_ERR_INVALID, "compressed twice: the gzip holds another gzip, not a text trace "
                                            "(gunzip it once)");
     }
-    if (vb_trace_looks_like_pickle(head, trace->end - trace->start)) {
+    if (vb_trace_looks_like_pickle(head, buffered)) {
         trace->line = 1;
         return fail(trace, VB_ERR_INVALID,
                     "not a trace but a Python pickle (a PyTorch memory snapshot?): `vrambench tune` and `explain` "

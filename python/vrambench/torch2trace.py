@@ -151,13 +151,14 @@ def load_snapshot(path, name=None):
     messages) once, gunzipped when it is compressed, then unpickles plain
     data only."""
     path_shown = name if name is not None else path
+    limit = _input_limit()
     try:
-        data = _results.read_input(path, _input_limit(), "memory snapshot")
+        data = _results.read_input(path, limit, "memory snapshot")
     except _results.InputError as error:
         raise InputError(f"cannot read {error}") from None
     path = path_shown
     if data[:2] == b"\x1f\x8b":
-        data = _gunzipped(data, _input_limit(), path)
+        data = _gunzipped(data, limit, path)
     try:
         # From memory: a length field asking for 2^62 bytes then meets the
         # end of the data ("truncated"), not a 2^62-byte read.
