@@ -72,6 +72,17 @@
 #                                 (copies and matmuls across GPUs in one process) and
 #                                 lab/harnesses/ddp_plugin.py (DDP over NCCL, 2 ranks), with
 #                                 NCCL_NVLS_ENABLE=0 unless set; on one GPU each says it skipped
+#   lab/gpu-session.sh scaling  issue 26 item 5 on this machine's host CPU: lscpu, then
+#                                 make bench-scaling (random traces of 50,000..400,000 events, caching,
+#                                 sim device, TUNE=1) and build/lab/drive-speed at 400,000 events, each
+#                                 pinned to 2 cores (taskset -c 0,1) and then on all of them
+#   lab/gpu-session.sh snapshot-forms  one snapshot in every form tune and explain read: records
+#                                 resnet18_varres and bert_amp, writes each snapshot gzip-compressed
+#                                 and pickled again with protocols 0 and 1, and checks that tune's
+#                                 figures and recommendation and explain's report (under 60% of
+#                                 PyTorch's peak reserved) are the same for every form, that replay
+#                                 names a pickle, and prints tune's pytorch[] peak against PyTorch's
+#                                 own peak reserved of the recording
 #   lab/gpu-session.sh pool-big   the traces whose placements F14 (docs/sim-models.md) does not
 #                                 yet explain (blocks of 48 MiB and more): random-64m and random-512m
 #                                 logged plain and with POOL_TRACE_SYNC=1, in $OUT/pool-big.tar.gz
@@ -331,6 +342,74 @@ for stage in "$@"; do
             --out "$OUT/multi-gpu-plugin-{device}-{date}.json" || echo "multi_gpu_plugin: FAILED"
         PYTHONUNBUFFERED=1 timeout 300 python3 lab/harnesses/ddp_plugin.py \
             --out "$OUT/ddp-plugin-{device}-{date}.json" || echo "ddp_plugin: FAILED"
+        ;;
+    scaling)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        lscpu | grep -E "Model name|^CPU\(s\)|Thread|MHz|L2|L3"
+        for cores in 0,1 all; do
+            pin=(taskset -c "$cores"); [ "$cores" = all ] && pin=()
+            echo "-- cores: $cores"
+            EVENTS='50000 100000 200000 400000' TUNE=1 "${pin[@]}" lab/bench-scaling.sh || echo "bench-scaling: FAILED"
+            ./build/vrambench gen-trace random --seed 1 --events 400000 --max-size 256K --max-live 1000G \
+                --quiet -o "$KEEP/random-400000.trace" >/dev/null
+            for round in 1 2 3; do "${pin[@]}" ./build/lab/drive-speed "$KEEP/random-400000.trace" caching 5; done
+        done
+        ;;
+    snapshot-forms)
+        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        total=$(python3 -c "import torch; print(torch.cuda.mem_get_info()[0])")
+        dir="$KEEP/forms"
+        mkdir -p "$dir"
+        PYTHONUNBUFFERED=1 python3 lab/harnesses/record_torch_traces.py "$dir" --workloads resnet18_varres,bert_amp \
+            || echo "record_torch_traces: FAILED"
+        for name in resnet18_varres bert_amp; do
+            [ -f "$dir/$name.pickle" ] || { echo "$name: no snapshot"; continue; }
+            gzip -c "$dir/$name.pickle" > "$dir/$name.gz.pickle"
+            for protocol in 0 1; do
+                python3 -c "import pickle, sys; pickle.dump(pickle.load(open(sys.argv[1], 'rb')), open(sys.argv[2], 'wb'), protocol=$protocol)" \
+                    "$dir/$name.pickle" "$dir/$name.p$protocol.pickle"
+            done
+            # explain under 60% of what PyTorch reserved: an out-of-memory to explain.
+            short=$(python3 -c "import json, sys; print(int(json.load(open(sys.argv[1]))['peaks']['reserved_bytes.all.peak'] * 0.6))" \
+                "$dir/$name.json")
+            for form in pickle gz.pickle p0.pickle p1.pickle; do
+                ./build/vrambench tune "$dir/$name.$form" --capacity "$total" --out "$dir/tune-$name-$form.json" \
+                    >/dev/null 2>"$dir/tune-$name-$form.err" || echo "tune $name.$form: FAILED: $(cat "$dir/tune-$name-$form.err")"
+                ./build/vrambench explain "$dir/$name.$form" --capacity "$short" 2>&1 \
+                    | sed "s|$dir/$name.$form|SNAPSHOT|g" > "$dir/explain-$name-$form.txt"
+            done
+            for form in gz.pickle p0.pickle p1.pickle; do
+                python3 - "$dir/tune-$name-pickle.json" "$dir/tune-$name-$form.json" "$name.$form" <<'PY'
+import json, sys
+# Memory figures and the recommendation only: times, latencies, the Pareto front (it weighs replay
+# time), the context and the input's name differ by run, and the timeline is sampled at byte offsets
+# of the converted trace, whose header names the input.
+def strip(value, name):
+    if isinstance(value, dict):
+        return {k: strip(v, name) for k, v in value.items()
+                if k not in ("context", "real_time", "cpu_time", "gpu_time_ns", "on_pareto_front", "timeline") and "_ns_" not in k}
+    if isinstance(value, list):
+        return [strip(v, name) for v in value]
+    return value.replace(name, "SNAPSHOT") if isinstance(value, str) else value
+plain, other = (strip(json.load(open(path)), path.split("tune-")[1][:-5].replace("-", ".", 1)) for path in sys.argv[1:3])
+same = plain == other
+print(f"tune {sys.argv[3]}: {'the same figures and recommendation as the plain pickle' if same else 'DIFFERS from the plain pickle'}"
+      f" ({len(plain['benchmarks'])} settings)")
+PY
+                cmp -s "$dir/explain-$name-pickle.txt" "$dir/explain-$name-$form.txt" \
+                    && echo "explain $name.$form: the same report as the plain pickle" \
+                    || { echo "explain $name.$form: DIFFERS"; diff "$dir/explain-$name-pickle.txt" "$dir/explain-$name-$form.txt" | head -5; }
+            done
+            ./build/vrambench replay "$dir/$name.gz.pickle" --device sim --out /dev/null; echo "replay $name.gz.pickle: exit $?"
+            python3 - "$dir/$name.json" "$dir/tune-$name-pickle.json" "$name" <<'PY'
+import json, sys
+torch_peak = json.load(open(sys.argv[1]))["peaks"]["reserved_bytes.all.peak"]
+tuned = {b["allocator"]: b["peak_reserved_bytes"] for b in json.load(open(sys.argv[2]))["benchmarks"]}
+print(f"{sys.argv[3]}: PyTorch's peak reserved {torch_peak}, tune's pytorch[] {tuned.get('pytorch[]')}"
+      f" ({'equal' if tuned.get('pytorch[]') == torch_peak else 'DIFFERENT'})")
+PY
+            cp "$dir"/tune-$name-*.json "$dir"/explain-$name-*.txt "$dir/$name.json" "$OUT/" 2>/dev/null
+        done
         ;;
     *)
         echo "unknown stage $stage"
