@@ -204,11 +204,12 @@ class CompareTest(unittest.TestCase):
                 self.assert_one_error(*vrambench("merge", self.a, bad, "-o", out), words)
                 self.assertFalse(os.path.exists(out))
 
-    def test_a_case_found_twice_in_one_file_is_refused_by_every_c_reader(self):
+    def test_a_case_found_twice_in_one_file_is_refused_by_every_reader(self):
         # A case is (name, run_type/aggregate_name, repetition_index): one
-        # file holding it twice has no one value to compare, merge or check.
-        # Every C reader refuses it in one line naming the file and the case;
-        # repetitions and aggregates (a run with --repetitions) still read.
+        # file holding it twice has no one value to compare, merge, check or
+        # show. Every reader, the C ones and the report's, refuses it in one
+        # line naming the file and the case; repetitions and aggregates (a
+        # run with --repetitions) still read.
         repeated = os.path.join(self.tmp.name, "repeated.json")
         status, _, err = vrambench("run", "--scenario", "views", "--allocator", "cuda,caching", "--device", "sim",
                                    "--min-time", "0", "--repetitions", "2", "--quiet", "--out", repeated)
@@ -228,12 +229,12 @@ class CompareTest(unittest.TestCase):
         for label, document, case in [("iteration", twice, f"'{again['name']}' (repetition 0)"),
                                       ("aggregate", aggregate_twice,
                                        f"'{aggregates[0]['name']}' (aggregate '{aggregates[0]['aggregate_name']}')")]:
-            for reader in ("compare", "merge", "check-sim"):
+            for reader in ("compare", "merge", "check-sim", "report"):
                 with self.subTest(label=label, reader=reader):
                     document["context"].update(simulated=False, device_name="test GPU")  # check-sim re-runs it
                     path = self.write("twice.json", document)
                     argv = {"compare": ["compare", self.a, path], "merge": ["merge", path, "-o", out],
-                            "check-sim": ["check-sim", path]}[reader]
+                            "check-sim": ["check-sim", path], "report": ["report", path, "-o", out, "--no-plots"]}[reader]
                     status, _, err = vrambench(*argv)
                     self.assertEqual(status, 2, err)
                     lines = err.strip().splitlines()
@@ -248,6 +249,9 @@ class CompareTest(unittest.TestCase):
                 status, _, err = vrambench("compare", path, path)
                 self.assertEqual(status, 0, err)
                 status, _, err = vrambench("merge", path, "-o", out, "--quiet")
+                self.assertEqual(status, 0, err)
+                os.remove(out)
+                status, _, err = vrambench("report", path, "-o", out, "--no-plots")
                 self.assertEqual(status, 0, err)
                 os.remove(out)
 

@@ -583,6 +583,24 @@ def abbreviate_key(key):
     return key if len(key) <= 60 else key[:59] + "…"
 
 
+def check_case_once(entry, name, run_type, index, seen, path):
+    """InputError when this entry's case (name, run_type and aggregate_name,
+    repetition_index) came before in the file: one file holding a case twice
+    has no one value to show. The C readers (app/results_file.c,
+    vb_results_check_unique) refuse it with the same line."""
+    aggregate = entry.get("aggregate_name")
+    repetition = entry.get("repetition_index", 0)
+    if not isinstance(repetition, int) or isinstance(repetition, bool):
+        repetition = 0  # as the C readers take it; an iteration's is checked below
+    identity = (name, run_type, aggregate if isinstance(aggregate, str) else "", repetition)
+    first = seen.setdefault(identity, index)
+    if first != index:
+        which = (f"aggregate '{aggregate[:100]}'" if isinstance(aggregate, str) and aggregate.isprintable()
+                 else f"repetition {repetition}")
+        raise InputError(f"{path}: benchmarks[{first}] and benchmarks[{index}] are the same case, '{name[:200]}' "
+                         f"({which}): a results file holds each case once")
+
+
 def parse_result(path, raw):
     """A Result from a parsed JSON document; InputError when it is not a
     Google Benchmark / vrambench results file or an entry is malformed.
@@ -592,6 +610,7 @@ def parse_result(path, raw):
     if "names" in raw:
         result.names = check_names(raw["names"], path)
     runs = {}
+    seen = {}  # each case's identity: where it was first
     for index, entry in enumerate(raw["benchmarks"]):
         where = f"{path}: benchmarks[{index}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
@@ -600,6 +619,7 @@ def parse_result(path, raw):
         run_type = entry.get("run_type", "iteration")
         if not isinstance(run_type, str):
             raise InputError(f"{where}: 'run_type' is not a string")
+        check_case_once(entry, name, run_type, index, seen, path)
         if run_type != "iteration":
             continue
         where = f"{path}: benchmarks[{index}] ({name})"
