@@ -344,7 +344,7 @@ for stage in "$@"; do
             --out "$OUT/ddp-plugin-{device}-{date}.json" || echo "ddp_plugin: FAILED"
         ;;
     scaling)
-        make -j16 all 2>&1 | grep -E "error|warning:|built" || exit 1
+        make -j16 all build/lab/drive-speed 2>&1 | grep -E "error|warning:|built" || exit 1
         lscpu | grep -E "Model name|^CPU\(s\)|Thread|MHz|L2|L3"
         for cores in 0,1 all; do
             pin=(taskset -c "$cores"); [ "$cores" = all ] && pin=()
