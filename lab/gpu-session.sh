@@ -72,10 +72,11 @@
 #                                 (copies and matmuls across GPUs in one process) and
 #                                 lab/harnesses/ddp_plugin.py (DDP over NCCL, 2 ranks), with
 #                                 NCCL_NVLS_ENABLE=0 unless set; on one GPU each says it skipped
-#   lab/gpu-session.sh scaling  issue 26 item 5 on this machine's host CPU: lscpu, then
-#                                 make bench-scaling (random traces of 50,000..400,000 events, caching,
-#                                 sim device, TUNE=1) and build/lab/drive-speed at 400,000 events, each
-#                                 pinned to 2 cores (taskset -c 0,1) and then on all of them
+#   lab/gpu-session.sh scaling  issue 26 item 5 on this machine's host CPU: lscpu ($OUT/host.txt), then
+#                                 make bench-scaling (random traces of 50,000..400,000 events; caching,
+#                                 expandable, stitch; sim device; TUNE=1) and build/lab/drive-speed at
+#                                 400,000 events, each pinned to 2 cores (taskset -c 0,1) and then on
+#                                 all of them ($OUT/bench-scaling-*.txt, $OUT/drive-speed-*.txt)
 #   lab/gpu-session.sh snapshot-forms  one snapshot in every form tune and explain read: records
 #                                 resnet18_varres and bert_amp, writes each snapshot gzip-compressed
 #                                 and pickled again with protocols 0 and 1, and checks that tune's
@@ -345,14 +346,18 @@ for stage in "$@"; do
         ;;
     scaling)
         make -j16 all build/lab/drive-speed 2>&1 | grep -E "error|warning:|built" || exit 1
-        lscpu | grep -E "Model name|^CPU\(s\)|Thread|MHz|L2|L3"
+        lscpu | grep -E "Model name|^CPU\(s\)|Thread|Socket|L2|L3" | tee "$OUT/host.txt"
+        cat /sys/kernel/mm/transparent_hugepage/enabled | sed 's/^/transparent huge pages: /' | tee -a "$OUT/host.txt"
+        ./build/vrambench gen-trace random --seed 1 --events 400000 --max-size 256K --max-live 1000G \
+            --quiet -o "$KEEP/random-400000.trace" >/dev/null
         for cores in 0,1 all; do
             pin=(taskset -c "$cores"); [ "$cores" = all ] && pin=()
+            name=$([ "$cores" = all ] && echo all-cores || echo 2-cores)
             echo "-- cores: $cores"
-            EVENTS='50000 100000 200000 400000' TUNE=1 "${pin[@]}" lab/bench-scaling.sh || echo "bench-scaling: FAILED"
-            ./build/vrambench gen-trace random --seed 1 --events 400000 --max-size 256K --max-live 1000G \
-                --quiet -o "$KEEP/random-400000.trace" >/dev/null
-            for round in 1 2 3; do "${pin[@]}" ./build/lab/drive-speed "$KEEP/random-400000.trace" caching 5; done
+            ALLOCATORS='caching expandable stitch' EVENTS='50000 100000 200000 400000' TUNE=1 "${pin[@]}" \
+                lab/bench-scaling.sh 2>&1 | tee "$OUT/bench-scaling-$name.txt" || echo "bench-scaling: FAILED"
+            for round in 1 2 3; do "${pin[@]}" ./build/lab/drive-speed "$KEEP/random-400000.trace" caching 5; done \
+                | tee "$OUT/drive-speed-$name.txt"
         done
         ;;
     snapshot-forms)
