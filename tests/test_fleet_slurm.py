@@ -18,6 +18,9 @@ import time
 import unittest
 
 from cli_support import ROOT, VRAMBENCH, load, memory_figures
+import signal_defaults
+
+signal_defaults.restore()
 
 SCRIPT = os.path.join(ROOT, "fleet", "slurm-bench.sh")
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol")

@@ -30,6 +30,10 @@ import threading
 import time
 import unittest
 
+import signal_defaults
+
+signal_defaults.restore()
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PYTHON_DIR = os.path.join(REPO, "python")

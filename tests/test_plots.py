@@ -18,6 +18,9 @@ import time
 import unittest
 
 import plot_fixture
+import signal_defaults
+
+signal_defaults.restore()
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLOT_SCRIPT = os.path.join(REPO, "python", "vrambench", "plots", "__main__.py")
