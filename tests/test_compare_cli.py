@@ -234,7 +234,8 @@ class CompareTest(unittest.TestCase):
                     document["context"].update(simulated=False, device_name="test GPU")  # check-sim re-runs it
                     path = self.write("twice.json", document)
                     argv = {"compare": ["compare", self.a, path], "merge": ["merge", path, "-o", out],
-                            "check-sim": ["check-sim", path], "report": ["report", path, "-o", out, "--no-plots"]}[reader]
+                            "check-sim": ["check-sim", path],
+                            "report": ["report", path, "-o", out, "--no-plots"]}[reader]
                     status, _, err = vrambench(*argv)
                     self.assertEqual(status, 2, err)
                     lines = err.strip().splitlines()
