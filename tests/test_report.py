@@ -39,9 +39,9 @@ class ReportTest(unittest.TestCase):
         assert status == 0, err
         document = load(cls.run_file)
         evil = copy.deepcopy(document)
-        for entry in evil["benchmarks"]:
-            entry["scenario"] = INJECTED
-            entry["name"] = INJECTED + "/" + entry["allocator"]
+        for entry in evil["benchmarks"]:  # each case stays one (a file holding one twice is refused)
+            entry["scenario"] = INJECTED + entry["scenario"]
+            entry["name"] = entry["scenario"] + "/" + entry["allocator"]
         evil["context"]["device_name"] = '"><b id="injected">x</b>'
         evil["context"]["host_name"] = INJECTED
         cls.evil_file = cls.path("evil.json")
