@@ -196,6 +196,25 @@ class Torch2TraceTest(unittest.TestCase):
         self.assertEqual(result.status, 0)
         self.assertIn("1 allocations (700 bytes) are still live", result.stderr)
 
+    def test_the_summary_names_the_file_written_or_the_snapshot_converted(self):
+        # To a file: "wrote OUT"; to stdout, as tune and explain read it:
+        # "converted SNAPSHOT" (under --name), never "wrote stdout".
+        data = snapshot([entry("alloc", 0x1000, 300), entry("alloc", 0x2000, 700),
+                         entry("free_completed", 0x1000, 300)])
+        result = self.convert(data)
+        self.assertEqual(result.status, 0, result.stderr)
+        self.assertTrue(result.stderr.startswith(f"torch2trace: wrote {result.out_path}: 2 allocations, 1 frees"),
+                        result.stderr)
+        stdout, stderr = io.TextIOWrapper(io.BytesIO()), io.StringIO()
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            status = torch2trace.main([self.path("snapshot.pickle"), "-", "--name", "job.pickle"])
+        self.assertEqual(status, 0, stderr.getvalue())
+        self.assertTrue(stderr.getvalue().startswith("torch2trace: converted job.pickle: 2 allocations, 1 frees"),
+                        stderr.getvalue())
+        self.assertNotIn("stdout", stderr.getvalue())
+        stdout.flush()
+        self.assertTrue(stdout.buffer.getvalue().startswith(b"vbtrace 1\n"))
+
     def test_live_at_end_stays_live_in_the_trace(self):
         trace = [entry("alloc", 0x1000, 300), entry("alloc", 0x2000, 700), entry("free_completed", 0x1000, 300)]
         result = self.convert(snapshot(trace))

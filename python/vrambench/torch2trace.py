@@ -405,10 +405,12 @@ def convert(snapshot, out, device=0, free_at="free_completed", path="snapshot"):
     return summary
 
 
-def _report(summary, out_path):
-    """The conversion's summary and warnings, on stderr."""
+def _report(summary, done):
+    """The conversion's summary and warnings, on stderr; `done` says what
+    was made ("wrote OUT", or "converted SNAPSHOT" when the trace went to
+    stdout, as tune and explain read it)."""
     say = lambda text: print(f"torch2trace: {text}", file=sys.stderr)
-    say(f"wrote {out_path}: {summary.allocations} allocations, {summary.frees} frees, "
+    say(f"{done}: {summary.allocations} allocations, {summary.frees} frees, "
         f"{summary.markers} markers, {summary.streams} stream(s); "
         f"{summary.segment_entries} segment entries not replayed")
     if summary.ooms:
@@ -484,7 +486,7 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     if not args.quiet:
-        _report(summary, "stdout" if args.out == "-" else _shown(args.out))
+        _report(summary, f"converted {_shown(name)}" if args.out == "-" else f"wrote {_shown(args.out)}")
     return 0
 
 
