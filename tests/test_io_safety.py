@@ -556,9 +556,26 @@ class Signals(Base):
                                       *arguments[module]]))
         return commands
 
+    @staticmethod
+    def asleep(pid):
+        """Whether every thread of process `pid` sleeps (Linux's /proc; True
+        where there is none to ask)."""
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+            states = []
+            for task in tasks:
+                with open(f"/proc/{pid}/task/{task}/stat", encoding="ascii", errors="replace") as stat:
+                    states.append(stat.read().rpartition(")")[2].split()[0])
+        except OSError:
+            return not os.path.isdir("/proc/self/task")
+        return all(state == "S" for state in states)
+
     def test_every_python_command_interrupted_while_reading_ends_by_sigint_without_a_traceback(self):
-        # The command has opened the FIFO (a writer's non-blocking open succeeds only then) and waits
-        # for its first byte: it is inside its main() when Ctrl-C comes.
+        # The command has opened the FIFO (a writer's non-blocking open succeeds only then) and then
+        # sleeps, waiting for its first byte: it is inside its main() when Ctrl-C comes. The writer
+        # closes after the signal: a SIGINT that lands after open() returns but before read() blocks
+        # is seen by Python only once read() returns (then at once: end of input is not read first),
+        # and without the close the command would wait for ever for the byte that never comes.
         fifo = self.path("in.json")
         os.mkfifo(fifo)
         for name, argv in self.python_commands(fifo):
@@ -576,7 +593,10 @@ class Signals(Base):
                 try:
                     self.assertTrue(self.wait_for(reading))
                     self.assertIsNotNone(writer, f"{name} ended before it read its input")
+                    self.assertTrue(self.wait_for(lambda: process.poll() is not None or self.asleep(process.pid)))
                     process.send_signal(signal.SIGINT)
+                    os.close(writer)
+                    writer = None
                     _, errors = process.communicate(timeout=60)
                 finally:
                     if writer is not None:
