@@ -440,12 +440,12 @@ void vb_allocator_names(char *out, size_t capacity)
  * (allocator.h, "Thread safety"). */
 static void allocator_lock(vb_allocator *allocator)
 {
-    pthread_mutex_lock(&allocator->lock);
+    vb_seam_lock_take(&allocator->lock);
 }
 
 static void allocator_unlock(vb_allocator *allocator)
 {
-    pthread_mutex_unlock(&allocator->lock);
+    vb_seam_lock_give(&allocator->lock);
 }
 
 /* Frees what the seam itself holds. */
@@ -529,7 +529,7 @@ vb_status vb_allocator_create(const char *name, vb_device *dev, const vb_config 
         free_handle(allocator);
         return status;
     }
-    pthread_mutex_init(&allocator->lock, NULL);
+    vb_seam_lock_init(&allocator->lock);
     *out = allocator;
     return VB_OK;
 }
@@ -544,7 +544,7 @@ void vb_allocator_destroy(vb_allocator *allocator)
 {
     if (!allocator) return;
     allocator->ops->destroy(allocator->state);
-    pthread_mutex_destroy(&allocator->lock);
+    vb_seam_lock_destroy(&allocator->lock);
     free_handle(allocator);
 }
 

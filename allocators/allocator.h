@@ -52,13 +52,13 @@
 #ifndef VB_ALLOCATOR_H
 #define VB_ALLOCATOR_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/addr_map.h"
 #include "base/device.h"
 #include "base/driver_pages.h"
+#include "base/seam_lock.h"
 
 /* ------------------------------------------------------------------------ */
 /* Statistics the seam keeps (docs/design.md, "Statistics")                   */
@@ -289,7 +289,7 @@ typedef struct vb_allocator {
     vb_addr_map phys_chunks;       /* vm_create handle -> bytes held */
     vb_pool *pools;                /* pools made through counting_device */
     size_t pool_count, pool_capacity;
-    pthread_mutex_t lock;          /* held around every call into the strategy */
+    vb_seam_lock lock;             /* held around every call into the strategy */
     char *recipe_name;             /* the name and configuration it was created with, */
     vb_config recipe;              /* copied (vb_allocator_create_like) */
 } vb_allocator;
