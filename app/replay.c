@@ -75,6 +75,7 @@ static const char *const counters[] = {
 
 typedef struct replay {
     vb_run *run;
+    vb_allocator *allocator;    /* the run's (one for the whole run), read after every allocation */
     vb_trace *trace;
     vb_drive_target target;     /* the run, its streams fetched on first use */
     vb_drive_result drive;      /* events, recorded failures, the first OOM */
@@ -113,8 +114,7 @@ static void on_after_alloc(void *context, vb_addr addr, uint64_t size, uint32_t 
 {
     (void)addr, (void)size, (void)stream, (void)oom;
     replay *state = context;
-    vb_allocator *allocator = vb_run_allocator(state->run);
-    if (allocator->seen_reserved_peak > state->peak_reserved) capture_peak(state, allocator);
+    if (state->allocator->seen_reserved_peak > state->peak_reserved) capture_peak(state, state->allocator);
 }
 
 /* A step marker of the trace is a step of the run. */
@@ -208,6 +208,7 @@ static vb_status replay_run(vb_run *run)
     replay *state = calloc(1, sizeof *state);
     if (!state) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     state->run = run;
+    state->allocator = vb_run_allocator(run);
     state->target.run = run;
     state->started_ns = vb_now_ns();
     vb_status status = vb_trace_open(path, &state->trace);
