@@ -125,7 +125,6 @@ typedef struct upcoming {
     uint64_t keys[UPCOMING_FREES];   /* the frees ahead, in order, modulo the ring */
     uint64_t events[UPCOMING_FREES]; /* ... the event each is (counting from 0) */
     uint64_t pushed, passed;         /* frees put in the ring so far; those driven or passed */
-    uint64_t asked[VB_PREFETCH_STAGES]; /* by stage: the frees it was asked for so far */
     uint64_t taken;                  /* events so far */
 } upcoming;
 
@@ -167,20 +166,24 @@ static void look_ahead(cursor *c)
 }
 
 /* At a free: drops the frees up to this event from the ring and asks for
- * each stage of the ones after it, up to free_ahead[stage] frees ahead
- * (or the last in the ring, when the window holds fewer): each free gets
- * each stage once, in order, however the frees fall among the events. */
+ * stage s of the free free_ahead[s] frees after this one, when the ring
+ * holds it. As the drive goes from free to free, each free in the ring
+ * passes those places in turn and gets every stage, in order, one event
+ * apart at least. A free that comes into the ring nearer than 8 frees
+ * ahead (fewer than 8 frees in the LOOKAHEAD events before it) misses the
+ * stages of the places it never passes: those lines are read when needed.
+ * Asking each missed stage at once instead, as this did before, cost 31
+ * instructions per event more (of 793) on a random trace where no free
+ * comes in late (docs/bench.md, "Replay speed"). */
 static void prefetch_frees(cursor *c)
 {
     upcoming *ahead = &c->ahead;
     uint64_t now = ahead->taken - 1;
     while (ahead->passed < ahead->pushed && ahead->events[ahead->passed % UPCOMING_FREES] <= now) ahead->passed++;
+    uint64_t passed = ahead->passed, pushed = ahead->pushed; /* passed: the next free after this one */
     for (int stage = 0; stage < VB_PREFETCH_STAGES; stage++) {
-        uint64_t upto = ahead->passed + free_ahead[stage];
-        if (upto > ahead->pushed) upto = ahead->pushed;
-        if (ahead->asked[stage] < ahead->passed) ahead->asked[stage] = ahead->passed;
-        for (; ahead->asked[stage] < upto; ahead->asked[stage]++)
-            vb_prefetch_free(c->allocator, ahead->keys[ahead->asked[stage] % UPCOMING_FREES], stage);
+        uint64_t free = passed + free_ahead[stage] - 1;
+        if (free < pushed) vb_prefetch_free(c->allocator, ahead->keys[free % UPCOMING_FREES], stage);
     }
 }
 
