@@ -5,9 +5,12 @@ a command does then. But a test run under nohup ignores SIGHUP, one started as
 a background job of a script ignores SIGINT and SIGQUIT, and a child inherits
 an ignored signal across exec: the command would then never see the signal
 its test sends (a failure, or a wait with no end). A test module that sends
-signals calls restore() when it is imported."""
+signals calls restore() when it is imported, and sends a signal meant for a
+moment of a command's work with interrupt_when()."""
 
+import os
 import signal
+import time
 
 
 def restore():
@@ -19,3 +22,39 @@ def restore():
             # SIGINT gets Python's own handler back: KeyboardInterrupt here,
             # the default in every child (a handler does not survive exec).
             signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
+
+
+def _stopped(pid):
+    """Whether process `pid` is stopped (SIGSTOP), by Linux's /proc; None
+    where there is none to ask."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] in ("T", "t")
+    except OSError:
+        return None
+
+
+def interrupt_when(process, ready, signum, group=False, seconds=120):
+    """Sends `signum` to `process` (to its process group, with `group`) at a
+    moment when `ready()` holds, a state the command passes through (its
+    temporary folder is there, say). A command can finish between a test's
+    look at that state and its signal, on a loaded machine more often: so
+    once ready() holds, the process is stopped (SIGSTOP), ready() is asked
+    again while it cannot move on, and only then is the signal sent; then
+    it goes on (SIGCONT) and takes the signal. True when the signal was
+    sent; False when the process ended first, or had gone past the state
+    by the time it stopped (it goes on and ends by itself: try again)."""
+    kill = (lambda number: os.killpg(process.pid, number)) if group else process.send_signal
+    deadline = time.time() + seconds
+    while not ready() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    if process.poll() is not None or not ready():
+        return False
+    kill(signal.SIGSTOP)
+    while process.poll() is None and _stopped(process.pid) is False and time.time() < deadline:
+        time.sleep(0.002)
+    caught = process.poll() is None and ready()
+    if caught:
+        kill(signum)
+    kill(signal.SIGCONT)
+    return caught
