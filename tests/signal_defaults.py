@@ -44,7 +44,14 @@ def interrupt_when(process, ready, signum, group=False, seconds=120):
     it goes on (SIGCONT) and takes the signal. True when the signal was
     sent; False when the process ended first, or had gone past the state
     by the time it stopped (it goes on and ends by itself: try again)."""
-    kill = (lambda number: os.killpg(process.pid, number)) if group else process.send_signal
+    def kill(number):
+        try:
+            if group:
+                os.killpg(process.pid, number)
+            else:
+                process.send_signal(number)
+        except ProcessLookupError:  # it has ended (the whole group, with `group`)
+            pass
     deadline = time.time() + seconds
     while not ready() and process.poll() is None and time.time() < deadline:
         time.sleep(0.02)
