@@ -24,14 +24,33 @@ def restore():
             signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
 
 
-def _stopped(pid):
-    """Whether process `pid` is stopped (SIGSTOP), by Linux's /proc; None
-    where there is none to ask."""
+def _thread_states(pid):
+    """The state letter of each thread of process `pid` (Linux's /proc),
+    or None when they cannot be read (no /proc, or the process is gone)."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rpartition(")")[2].split()[0] in ("T", "t")
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat", encoding="ascii", errors="replace") as stat:
+                states.append(stat.read().rpartition(")")[2].split()[0])
+        return states
     except OSError:
         return None
+
+
+def asleep(pid):
+    """Whether every thread of process `pid` sleeps (blocked in a read, say);
+    True where there is no /proc to ask."""
+    states = _thread_states(pid)
+    if states is None:
+        return not os.path.isdir("/proc/self/task")
+    return all(state == "S" for state in states)
+
+
+def _stopped(pid):
+    """Whether process `pid` is stopped (SIGSTOP); None where that cannot
+    be asked."""
+    states = _thread_states(pid)
+    return None if states is None else all(state in ("T", "t") for state in states)
 
 
 def interrupt_when(process, ready, signum, group=False, seconds=120):
@@ -65,3 +84,20 @@ def interrupt_when(process, ready, signum, group=False, seconds=120):
         kill(signum)
     kill(signal.SIGCONT)
     return caught
+
+
+def interrupt_a_run(start, ready, signum, missed, group=False, tries=3):
+    """Starts a command (start(): its Popen, stderr piped) and interrupts it
+    with interrupt_when, ready(process) saying when; a run that got past
+    that state first ends by itself and goes to missed(process, stderr),
+    which checks and removes what it left, and the command is started
+    again, up to `tries` runs. The process that took the signal and its
+    stderr, or None when no run did."""
+    for _ in range(tries):
+        process = start()
+        caught = interrupt_when(process, lambda: ready(process), signum, group=group)
+        _, errors = process.communicate(timeout=120)
+        if caught:
+            return process, errors
+        missed(process, errors)
+    return None

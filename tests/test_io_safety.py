@@ -475,20 +475,19 @@ class Signals(Base):
         self.write("io-safety-s.pickle", snapshot_bytes(entries=2000))
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             with self.subTest(signal.Signals(signum).name):
-                for _ in range(3):  # again when a run was over before the signal
+                def start():
                     process = subprocess.Popen([VRAMBENCH, "tune", "io-safety-s.pickle", "--jobs", "2", "--out",
                                                 "t.json"], cwd=self.dir, env=self.env, stderr=subprocess.PIPE,
                                                stdout=subprocess.DEVNULL)
                     process.stderr.readline()  # the snapshot is converted: the tune is under way
-                    caught = signal_defaults.interrupt_when(process, lambda: True, signum)
-                    process.wait(timeout=60)
-                    process.stderr.close()
-                    if caught:
-                        break
+                    return process
+                def missed(process, errors):  # the run was over before the signal
                     self.assertEqual(process.returncode, 0)
                     os.remove(self.path("t.json"))
-                else:
+                run = signal_defaults.interrupt_a_run(start, lambda process: True, signum, missed)
+                if run is None:
                     self.skipTest("the tune was done before it could be interrupted, 3 times")
+                process, _ = run
                 self.assertEqual(process.returncode, -signum)
                 self.assertEqual(self.listing(), ["io-safety-s.pickle"])
         # Nothing of ours in /tmp either (a converted trace names its snapshot).
@@ -525,17 +524,16 @@ class Signals(Base):
         self.write("s.pickle", snapshot_bytes(entries=400000))
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             with self.subTest(signal.Signals(signum).name):
-                for _ in range(3):  # again when a run got past its temporary before the signal
-                    process = subprocess.Popen([sys.executable, TORCH2TRACE, "s.pickle", "out.trace.gz"],
-                                               cwd=self.dir, env=self.env, stderr=subprocess.PIPE)
-                    caught = signal_defaults.interrupt_when(process, lambda: bool(self.temporaries()), signum)
-                    _, errors = process.communicate(timeout=60)
-                    if caught:
-                        break
+                def missed(process, errors):  # the run got past its temporary before the signal
                     self.assertEqual(process.returncode, 0, errors)
                     os.remove(self.path("out.trace.gz"))
-                else:
+                run = signal_defaults.interrupt_a_run(
+                    lambda: subprocess.Popen([sys.executable, TORCH2TRACE, "s.pickle", "out.trace.gz"], cwd=self.dir,
+                                             env=self.env, stderr=subprocess.PIPE),
+                    lambda process: bool(self.temporaries()), signum, missed)
+                if run is None:
                     self.skipTest("torch2trace was done before it could be interrupted, 3 times")
+                process, errors = run
                 self.assertEqual(process.returncode, -signum, errors)
                 self.assertNotIn(b"Traceback", errors)
                 self.assertEqual(self.listing(), ["s.pickle"])
@@ -565,20 +563,6 @@ class Signals(Base):
                                       *arguments[module]]))
         return commands
 
-    @staticmethod
-    def asleep(pid):
-        """Whether every thread of process `pid` sleeps (Linux's /proc; True
-        where there is none to ask)."""
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-            states = []
-            for task in tasks:
-                with open(f"/proc/{pid}/task/{task}/stat", encoding="ascii", errors="replace") as stat:
-                    states.append(stat.read().rpartition(")")[2].split()[0])
-        except OSError:
-            return not os.path.isdir("/proc/self/task")
-        return all(state == "S" for state in states)
-
     def test_every_python_command_interrupted_while_reading_ends_by_sigint_without_a_traceback(self):
         # The command has opened the FIFO (a writer's non-blocking open succeeds only then) and then
         # sleeps, waiting for its first byte: it is inside its main() when Ctrl-C comes. The writer
@@ -602,7 +586,8 @@ class Signals(Base):
                 try:
                     self.assertTrue(self.wait_for(reading))
                     self.assertIsNotNone(writer, f"{name} ended before it read its input")
-                    self.assertTrue(self.wait_for(lambda: process.poll() is not None or self.asleep(process.pid)))
+                    asleep = lambda: process.poll() is not None or signal_defaults.asleep(process.pid)
+                    self.assertTrue(self.wait_for(asleep))
                     process.send_signal(signal.SIGINT)
                     os.close(writer)
                     writer = None
@@ -936,27 +921,26 @@ class Temporaries(Base):
     def interrupt_while_plotting(self, argv, signum, group=False):
         """Runs a report command (in a session of its own) and sends it
         `signum` (to its process group, with `group`) while its plots'
-        temporary folder is there (signal_defaults.interrupt_when); a run
-        that got past the folder first is run again, up to 3 times. The
+        temporary folder is there (signal_defaults.interrupt_a_run: a run
+        that got past the folder first is run again, up to 3 times). The
         process and its stderr."""
         seen = False
-        def plotting():
+        def plotting(process):
             nonlocal seen
             there = any(name.startswith("vrambench-report-") for name in self.listing())
             seen = seen or there
             return there
-        for _ in range(3):
-            process = subprocess.Popen(argv, cwd=self.dir, env=self.env, stderr=subprocess.PIPE,
-                                       start_new_session=True)
-            caught = signal_defaults.interrupt_when(process, plotting, signum, group=group)
-            _, errors = process.communicate(timeout=120)
-            if caught:
-                return process, errors
+        def missed(process, errors):  # the run got past the folder before the signal
             if not seen:
                 self.skipTest(f"no plots: {plotting_python()} has no matplotlib")
             self.assertEqual(process.returncode, 0, errors)
             os.remove(self.path("r.html"))
-        self.skipTest("the report was done before it could be interrupted, 3 times")
+        run = signal_defaults.interrupt_a_run(
+            lambda: subprocess.Popen(argv, cwd=self.dir, env=self.env, stderr=subprocess.PIPE, start_new_session=True),
+            plotting, signum, missed, group=group)
+        if run is None:
+            self.skipTest("the report was done before it could be interrupted, 3 times")
+        return run
 
     def scratch_file_open(self, pid):
         """1 when process `pid` holds an unlinked file of $TMPDIR open (a
@@ -977,18 +961,16 @@ class Temporaries(Base):
         before = self.tmp_folders("vrambench-explain-")
         for signum in (signal.SIGINT, signal.SIGTERM):
             with self.subTest(signal.Signals(signum).name):
-                for _ in range(3):  # again when a run got past its copy before the signal
-                    process = subprocess.Popen([VRAMBENCH, "explain", trace, "--capacity", "1GiB", "--no-what-if"],
-                                               cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
-                                               stderr=subprocess.PIPE)
-                    copying = lambda: bool(self.scratch_file_open(process.pid)
-                                           or self.tmp_folders("vrambench-explain-") - before)
-                    caught = signal_defaults.interrupt_when(process, copying, signum)
-                    _, errors = process.communicate(timeout=120)
-                    if caught:
-                        break
-                else:
+                run = signal_defaults.interrupt_a_run(
+                    lambda: subprocess.Popen([VRAMBENCH, "explain", trace, "--capacity", "1GiB", "--no-what-if"],
+                                             cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.PIPE),
+                    lambda process: bool(self.scratch_file_open(process.pid)
+                                         or self.tmp_folders("vrambench-explain-") - before),
+                    signum, lambda process, errors: None)  # a run past its copy first: again
+                if run is None:
                     self.fail("explain ended before its copy of the trace was made, 3 times")
+                process, errors = run
                 self.assertEqual(process.returncode, -signum, errors)
                 self.assertEqual(self.listing(), [trace])
                 self.assertEqual(self.tmp_folders("vrambench-explain-") - before, set())

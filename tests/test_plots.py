@@ -182,23 +182,22 @@ class PlotOptions(unittest.TestCase):
 
     def test_ctrl_c_while_drawing_ends_by_sigint_with_no_traceback_and_no_png(self):
         results = write_results(os.path.join(self.work, "sim.json"))
-        def drawing():  # a first PNG is in the staging folder
+        def drawing(process):  # a first PNG is in the staging folder
             try:
                 staging = [name for name in os.listdir(self.out) if name.startswith(".plot-")]
                 return any(os.listdir(os.path.join(self.out, name)) for name in staging)
             except FileNotFoundError:  # no output folder yet, or the staging folder just went
                 return False
-        for _ in range(3):  # again when a run got past its drawing before the signal
-            process = subprocess.Popen([sys.executable, PLOT_SCRIPT, results, "--out-dir", self.out],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            caught = signal_defaults.interrupt_when(process, drawing, signal.SIGINT)
-            _, errors = process.communicate(timeout=120)
-            if caught:
-                break
+        def missed(process, errors):  # the run got past its drawing before the signal
             self.assertEqual(process.returncode, 0, errors)
             shutil.rmtree(self.out)
-        else:
+        run = signal_defaults.interrupt_a_run(
+            lambda: subprocess.Popen([sys.executable, PLOT_SCRIPT, results, "--out-dir", self.out],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
+            drawing, signal.SIGINT, missed)
+        if run is None:
             self.skipTest("the plots were done before they could be interrupted, 3 times")
+        process, errors = run
         self.assertEqual(process.returncode, -signal.SIGINT, errors)
         self.assertNotIn(b"Traceback", errors)
         self.assertEqual(os.listdir(self.out), [])  # no PNG, no staging folder
