@@ -7,6 +7,7 @@ no matplotlib: the input is checked before it is imported.
 
 import contextlib
 import copy
+import gzip
 import io
 import json
 import os
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import zlib
 
 import plot_fixture
 
@@ -85,6 +87,16 @@ def deep(depth, opener="[", closer="]"):
     return opener * depth + closer * depth
 
 
+def gzip_bomb(inflated_bytes):
+    """A gzip member of `inflated_bytes` zeros: a few hundred KiB on disk."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(1 << 20)
+    parts = [packer.compress(zeros) for _ in range(inflated_bytes >> 20)]
+    return b"".join(parts) + packer.flush()
+
+
+GZIPPED = gzip.compress(json.dumps(good()).encode())
+
 # (what, file content as str/bytes, or a document change, words the error must contain)
 RAW_CASES = [
     ("empty file", "", "not valid JSON"),
@@ -109,6 +121,11 @@ RAW_CASES = [
     ("number of 100000 digits", json.dumps(good())[:-1] + ', "x": ' + "9" * 100000 + "}",
      "not valid JSON"),
     ("duplicate-free garbage after JSON", json.dumps(good()) + " trailing", "not valid JSON"),
+    ("gzip cut short", GZIPPED[:-12], "not a valid gzip file (cut short)"),
+    ("gzip damaged", GZIPPED[:10] + bytes(b ^ 0xFF for b in GZIPPED[10:20]) + GZIPPED[20:],
+     "not a valid gzip file (damaged"),
+    ("gzip of JSON then garbage", GZIPPED + b"\x1f\x8b garbage", "not a valid gzip file"),
+    ("gzip inflating past 256 MiB", gzip_bomb((256 << 20) + (1 << 20)), "inflates to more than 256 MiB"),
 ]
 
 DOCUMENT_CASES = [
@@ -283,6 +300,16 @@ class MalformedInput(unittest.TestCase):
             with self.subTest(what):
                 path = self.write("raw.json", content)
                 self.assert_rejected(*self.run_main(path), words)
+
+    def test_a_gzip_results_file_of_one_or_two_members_loads_as_the_plain_file(self):
+        text = json.dumps(good()).encode()
+        plain = results.load_result(self.write("plain.json", text))
+        for what, content in (("one member", gzip.compress(text)),
+                              ("two members", gzip.compress(text[:100]) + gzip.compress(text[100:]))):
+            with self.subTest(what):
+                loaded = results.load_result(self.write("packed.json.gz", content))
+                self.assertEqual([(run.name, run.values) for run in loaded.runs],
+                                 [(run.name, run.values) for run in plain.runs])
 
     def test_malformed_documents(self):
         for what, change, words in DOCUMENT_CASES:

@@ -11,10 +11,11 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
-from cli_support import CLAIMS, MICROBENCH, load, vrambench
+from cli_support import CLAIMS, MICROBENCH, ROOT, load, vrambench
 
 INJECTED = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 CHROMIUM = shutil.which("chromium")
@@ -138,6 +139,27 @@ class ReportTest(unittest.TestCase):
                 self.assertFalse(os.path.exists(page))
         status, _, err = vrambench("report", self.run_file, "-o", self.tmp.name)
         self.assertEqual(status, 2, err)
+
+    def test_a_file_read_through_a_copy_is_named_as_given_and_its_own_text_is_kept(self):
+        """`vrambench report` reads a pipe or FIFO into a copy and hands the
+        copy to the page's module with --named COPY=NAME: an error names the
+        user's file, and text of the file that happens to be the copy's path
+        (here a case's name) stays as it is."""
+        copied = self.path("copy-of-a-fifo.json")
+        document = load(self.run_file)
+        case = dict(document["benchmarks"][0], name=copied, scenario=copied)
+        document["benchmarks"] = [case, dict(case)]  # the same case twice: refused, naming the case
+        with open(copied, "w") as stream:
+            json.dump(document, stream)
+        page = self.path("never.html")
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        result = subprocess.run([sys.executable, "-m", "vrambench.report", copied, f"--named={copied}=the-fifo",
+                                 "--out", page], capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+        self.assertTrue(result.stderr.startswith("vrambench: error: the-fifo: benchmarks[0] and benchmarks[1] "
+                                                 f"are the same case, '{copied}'"), result.stderr)
+        self.assertFalse(os.path.exists(page))
 
     def test_a_python_that_fails_silently_or_a_folder_without_the_package_is_one_line_and_no_page(self):
         page = self.path("never.html")

@@ -269,9 +269,9 @@ class Torch2TraceTest(unittest.TestCase):
     def test_a_gzip_that_inflates_past_the_limit_or_is_damaged_is_refused_in_one_line(self):
         bomb = gzip.compress(b"\0" * (4 * MiB))  # a few KiB that inflate to 4 MiB
         packed = gzip.compress(pickle.dumps(snapshot(alloc_free(0x1000, 512))))
-        cases = {"inflates past $VB_SPOOL_LIMIT": (bomb, "inflates to more than 1048576 bytes"),
-                 "cut short": (packed[:-12], "cut short"),
-                 "damaged": (packed[:10] + bytes(b ^ 0xFF for b in packed[10:20]) + packed[20:], "damaged gzip")}
+        cases = {"inflates past $VB_SPOOL_LIMIT": (bomb, "inflates to more than 1 MiB ($VB_SPOOL_LIMIT): not a memory snapshot"),
+                 "cut short": (packed[:-12], "not a valid gzip file (cut short)"),
+                 "damaged": (packed[:10] + bytes(b ^ 0xFF for b in packed[10:20]) + packed[20:], "not a valid gzip file (damaged")}
         saved = os.environ.get("VB_SPOOL_LIMIT")
         os.environ["VB_SPOOL_LIMIT"] = "1MiB"
         try:

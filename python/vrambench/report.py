@@ -31,7 +31,7 @@ import tempfile
 
 from vrambench import arguments
 from vrambench.output import run_main, shown, signals_held
-from vrambench.results import InputError, check_text, is_number, parse_result, read_json, load_claims
+from vrambench.results import InputError, check_text, is_number, parse_claims, parse_result, read_json
 
 PROG = "vrambench"
 MIB = 1024.0 * 1024.0
@@ -86,34 +86,25 @@ def kind_of(raw):
     return "run"
 
 
-def load(path):
-    """A Document for path; InputError when it is not a results file."""
-    raw = read_json(path)
+def load(path, name=None):
+    """A Document for path; InputError when it is not a results file. With
+    `name` (the file the user gave, which `vrambench report` read into the
+    copy at `path`: a pipe or FIFO gives its bytes once), the document and
+    its errors are named `name`, and the copy's path is shown nowhere."""
+    label = path if name is None else name
+    raw = read_json(path, name=label)
     kind = kind_of(raw)
     if kind == "claims":
-        claims = load_claims(path)
+        claims = parse_claims(label, raw)
         document = Document(path, kind, claims.context, raw)
         document.claims = claims
-        return document
-    result = parse_result(path, raw)
-    document = Document(path, kind, result.context, raw)
-    document.result = result
-    if kind == "tune":
-        check_tune(path, raw)
-    return document
-
-
-def load_named(path, name):
-    """load(path), the document and its errors named `name` (the file the
-    user gave, which `vrambench report` read into the copy at `path`: a pipe
-    or FIFO gives its bytes once)."""
-    if name is None:
-        return load(path)
-    try:
-        document = load(path)
-    except InputError as error:
-        raise InputError(str(error).replace(path, name)) from None
-    document.name = name
+    else:
+        result = parse_result(label, raw)
+        document = Document(path, kind, result.context, raw)
+        document.result = result
+        if kind == "tune":
+            check_tune(label, raw)
+    document.name = label
     return document
 
 
@@ -486,7 +477,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     names = dict(item.split("=", 1) for item in args.named if "=" in item)
     try:
-        documents = [load_named(path, names.get(path)) for path in args.files]
+        documents = [load(path, names.get(path)) for path in args.files]
     except InputError as error:
         # Its file names are the user's: a newline in one must not make two lines.
         print(f"{PROG}: error: {shown(error)}", file=sys.stderr)

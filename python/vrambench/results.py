@@ -14,8 +14,6 @@ raised for bad input (deep nesting, NaN, a number of a million digits, a
 
 import datetime
 import glob
-import gzip
-import io
 import json
 import math
 import os
@@ -253,7 +251,13 @@ def parse_json(text):
 FIFO_NOTE_AFTER_SECONDS = 2.0
 
 
-def read_input(path, limit, what="file"):
+def byte_text(count):
+    """A byte count as the limits are given: "256 MiB", "1 GiB", or "4097 bytes"."""
+    return next((f"{count >> shift} {unit}" for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB"))
+                 if count >= 1 << shift and count % (1 << shift) == 0), f"{count} bytes")
+
+
+def read_input(path, limit, what="file", name=None):
     """The bytes of `path`, read once: the one way every Python tool reads
     a file it is given (results JSON, a tune result, a snapshot pickle), as
     app/input_file.c does for the C commands. A regular file is read where
@@ -261,8 +265,9 @@ def read_input(path, limit, what="file"):
     to its end. A FIFO is opened without blocking and waited on until its
     writer sends something or hangs up, with a note after two seconds
     (never a silent hang). '-' is stdin. More than `limit` bytes, a missing
-    file, a directory or a read error is an InputError naming the path."""
-    name = _shown(path)
+    file, a directory or a read error is an InputError naming the path (or
+    `name`, the name the user knows it by)."""
+    name = _shown(path if name is None else name)
     try:
         info = os.fstat(0) if path == "-" else os.stat(path)
     except FileNotFoundError:
@@ -271,8 +276,7 @@ def read_input(path, limit, what="file"):
         raise InputError(f"{name}: cannot read it ({error.strerror or error})") from None
     if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{name}: is a directory")
-    size = next((f"{limit >> shift} {unit}" for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB"))
-                 if limit >= 1 << shift and limit % (1 << shift) == 0), f"{limit} bytes")
+    size = byte_text(limit)
     if stat.S_ISREG(info.st_mode) and info.st_size > limit:
         raise InputError(f"{name}: larger than {size}: not a {what}")
     try:
@@ -307,35 +311,56 @@ def read_input(path, limit, what="file"):
     return b"".join(chunks)
 
 
-def read_json(path, what="results file"):
+def gunzip(data, limit, name, what, limit_source=""):
+    """The bytes the gzip file `data` inflates to (every member, as gunzip
+    writes them), at most `limit` of them: the one gunzip of every Python
+    tool. A file that inflates past the limit is refused before it is in
+    memory (a few KiB can inflate to gigabytes), and a damaged or cut-short
+    one is refused too; InputError naming `name`. `limit_source` says where
+    the limit comes from, for the message."""
+    out, total = [], 0
+    while data:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            chunk = inflater.decompress(data, limit - total + 1)
+        except zlib.error as error:
+            raise InputError(f"{_shown(name)}: not a valid gzip file (damaged: {error})") from None
+        total += len(chunk)
+        if total > limit:
+            raise InputError(f"{_shown(name)}: inflates to more than {byte_text(limit)}{limit_source}: "
+                             f"not a {what}")
+        if not inflater.eof:
+            raise InputError(f"{_shown(name)}: not a valid gzip file (cut short)")
+        out.append(chunk)
+        data = inflater.unused_data
+    return b"".join(out)
+
+
+def read_json(path, what="results file", name=None):
     """The parsed JSON of path (parse_json); InputError for a missing,
     unreadable, oversized, non-UTF-8, non-JSON or too deeply nested file, or
-    one with a duplicated key."""
-    data = read_input(path, MAX_FILE_BYTES, what)
+    one with a duplicated key. Messages name the file `name` when given (a
+    copy read in the user's file's place), else `path`."""
+    label = path if name is None else name
+    data = read_input(path, MAX_FILE_BYTES, what, label)
     if data[:2] == b"\x1f\x8b":  # gzip: the large committed results are stored compressed
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
-                data = stream.read(MAX_FILE_BYTES + 1)
-        except (OSError, EOFError, zlib.error) as error:
-            raise InputError(f"{path}: not a valid gzip file ({error})") from None
-        if len(data) > MAX_FILE_BYTES:
-            raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB uncompressed: not a {what}")
+        data = gunzip(data, MAX_FILE_BYTES, label, what)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(f"{path}: not UTF-8 (byte {error.start})") from None
+        raise InputError(f"{label}: not UTF-8 (byte {error.start})") from None
     try:
         document = parse_json(text)
     except json.JSONDecodeError as error:
-        raise InputError(f"{path}: not valid JSON ({error.msg} at line "
+        raise InputError(f"{label}: not valid JSON ({error.msg} at line "
                          f"{error.lineno}, column {error.colno})") from None
     except RecursionError:
-        raise InputError(f"{path}: not valid JSON (nested too deeply)") from None
+        raise InputError(f"{label}: not valid JSON (nested too deeply)") from None
     except (ValueError, MemoryError) as error:   # NaN, a number of 5000 digits, a duplicated key
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise InputError(f"{path}: not valid JSON ({message})") from None
+        raise InputError(f"{label}: not valid JSON ({message})") from None
     if LONE_SURROGATE_ESCAPE.search(text):
-        check_no_surrogates(document, path)
+        check_no_surrogates(document, label)
     return document
 
 
@@ -697,7 +722,11 @@ def load_microbench(path):
 
 def load_claims(path):
     """A `vrambench claims` file: context, catalogue and claims checked."""
-    raw = read_json(path)
+    return parse_claims(path, read_json(path))
+
+
+def parse_claims(path, raw):
+    """Claims from a parsed JSON document (load_claims), named `path` in messages."""
     if (not isinstance(raw, dict) or not isinstance(raw.get("context"), dict)
             or not isinstance(raw.get("catalogue"), list) or not isinstance(raw.get("claims"), list)):
         raise InputError(f"{path}: not a vrambench claims file: it needs a top-level object "

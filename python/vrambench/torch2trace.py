@@ -60,7 +60,6 @@ import pickle
 import re
 import sys
 import unicodedata
-import zlib
 
 if __package__ in (None, ""):  # run as a script: the package vrambench is one folder up
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -124,28 +123,6 @@ def _input_limit():
     return limit
 
 
-def _gunzipped(data, limit, path):
-    """The bytes of a gzip-compressed snapshot (every member, as gunzip
-    writes them), at most `limit` of them: a small file that inflates
-    without end is refused, not read into memory."""
-    out, total = [], 0
-    while data:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            chunk = inflater.decompress(data, limit - total + 1)
-        except zlib.error as error:
-            raise InputError(f"{_shown(path)}: damaged gzip: {error}") from None
-        total += len(chunk)
-        if total > limit:
-            raise InputError(f"{_shown(path)}: inflates to more than {limit} bytes ($VB_SPOOL_LIMIT): "
-                             "not a memory snapshot")
-        if not inflater.eof:
-            raise InputError(f"{_shown(path)}: the gzip is cut short")
-        out.append(chunk)
-        data = inflater.unused_data
-    return b"".join(out)
-
-
 def load_snapshot(path, name=None):
     """Reads the pickled snapshot at `path` ('-': stdin; named `name` in
     messages) once, gunzipped when it is compressed, then unpickles plain
@@ -158,7 +135,10 @@ def load_snapshot(path, name=None):
         raise InputError(f"cannot read {error}") from None
     path = path_shown
     if data[:2] == b"\x1f\x8b":
-        data = _gunzipped(data, limit, path)
+        try:
+            data = _results.gunzip(data, limit, path, "memory snapshot", f" (${SPOOL_LIMIT_ENV})")
+        except _results.InputError as error:
+            raise InputError(str(error)) from None
     try:
         # From memory: a length field asking for 2^62 bytes then meets the
         # end of the data ("truncated"), not a 2^62-byte read.
