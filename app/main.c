@@ -5,11 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "base/closest.h"
+#include "base/host_chunks.h"
 #include "cli.h"
 #include "context.h"
 
@@ -84,21 +82,6 @@ static const command *find_command(const char *name)
     return NULL;
 }
 
-/* Keeps the host memory the process frees for its own later use, rather
- * than handing it back to the kernel (glibc trims the heap's top and
- * unmaps blocks of 128 KiB and more when they are freed): a replay's
- * timed repetition then reuses the pages its memory pass faulted in,
- * instead of timing the kernel zeroing fresh pages for the allocator's
- * own bookkeeping (a fifth of the first repetition of a short trace).
- * The process's peak use is the same; it is not given back until exit. */
-static void keep_freed_memory(void)
-{
-#ifdef __GLIBC__
-    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest: blocks below 32 MiB come from the heap */
-    mallopt(M_TRIM_THRESHOLD, -1);       /* and the heap is never trimmed */
-#endif
-}
-
 /* Keeps a closed standard stream closed in effect: a file the command opens
  * would otherwise take its descriptor, and the lines meant for the stream
  * would land in that file. A closed stdin reads as empty; a closed stdout is
@@ -143,7 +126,7 @@ static int alone(int argc, char **argv)
 int main(int argc, char **argv)
 {
     hold_standard_streams();
-    keep_freed_memory();
+    (void)vb_host_heap_keep(VB_HOST_HEAP_HUGE_BYTES);
     if (argc < 2) /* a command line that is wrong is one line (docs/cli.md); the usage is a --help away */
         return vb_cli_error(VB_EXIT_USAGE, "which command? (vrambench --help lists them; e.g. vrambench replay TRACE)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

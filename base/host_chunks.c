@@ -2,8 +2,12 @@
 #include "host_chunks.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 /* Under AddressSanitizer a kept chunk is poisoned, so that a struct used
  * after its allocator gave its chunk back is still reported. */
@@ -12,6 +16,14 @@
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define VB_ASAN 1
+#endif
+#endif
+/* ThreadSanitizer has a heap of its own too. */
+#if defined(__SANITIZE_THREAD__)
+#define VB_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define VB_TSAN 1
 #endif
 #endif
 #ifdef VB_ASAN
@@ -65,4 +77,39 @@ size_t vb_host_chunks_kept(void)
     size_t count = kept_count;
     pthread_mutex_unlock(&kept_lock);
     return count;
+}
+
+/* The start of vb_host_heap_keep's advice: one block of `bytes` (or half
+ * as much where the system refuses that) from the heap, whatever its size
+ * (no mmap for it), advised and freed: the heap keeps it as its top, from
+ * which later blocks are carved. The bytes advised, or 0. */
+static size_t advise_heap_start(size_t bytes)
+{
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && !defined(VB_ASAN) && !defined(VB_TSAN)
+    size_t advised = 0;
+    mallopt(M_MMAP_MAX, 0);
+    for (; bytes >= 2 * VB_HOST_CHUNK_BYTES; bytes /= 2) {
+        char *block = malloc(bytes);
+        if (!block) continue;
+        uintptr_t start = ((uintptr_t)block + VB_HOST_CHUNK_BYTES - 1) & ~(uintptr_t)(VB_HOST_CHUNK_BYTES - 1);
+        uintptr_t end = ((uintptr_t)block + bytes) & ~(uintptr_t)(VB_HOST_CHUNK_BYTES - 1);
+        if (madvise((void *)start, end - start, MADV_HUGEPAGE) == 0) advised = end - start;
+        free(block);
+        break; /* advice refused (no transparent huge pages) would be refused for less too */
+    }
+    mallopt(M_MMAP_MAX, 65536); /* glibc's default */
+    return advised;
+#else
+    (void)bytes;
+    return 0;
+#endif
+}
+
+size_t vb_host_heap_keep(size_t huge_bytes)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest: blocks below 32 MiB come from the heap */
+    mallopt(M_TRIM_THRESHOLD, -1);       /* and the heap is never trimmed */
+#endif
+    return advise_heap_start(huge_bytes);
 }

@@ -16,24 +16,25 @@ mkdir -p "$logs"
 passed=0 failed=0 skipped=0 broken=""
 
 # cmocka ends each group with "[  PASSED  ] N test(s)." and, when any
-# failed, "[  FAILED  ] N test(s), listed below:"; sums them over a log.
-count() { # PATTERN LOG
-    sed -n "s/^\[  $1  \] \([0-9]*\) test.*/\1/p" "$2" | awk '{ n += $1 } END { print n + 0 }'
+# failed or were skipped, "[  FAILED  ] N test(s), listed below:" or
+# "[  SKIPPED ] N test(s), listed below:"; sums them over a log.
+count() { # LABEL LOG (the label as cmocka pads it between its brackets)
+    sed -n "s/^\[$1\] \([0-9]*\) test.*/\1/p" "$2" | awk '{ n += $1 } END { print n + 0 }'
 }
 
 for test in "$@"; do
     log="$logs/$(basename "$test").log"
     "$test" >"$log" 2>&1
     status=$?
-    p=$(count PASSED "$log") f=$(count FAILED "$log")
+    p=$(count "  PASSED  " "$log") f=$(count "  FAILED  " "$log") k=$(count "  SKIPPED " "$log")
     if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi   # crashed before its summary
-    passed=$((passed + p)) failed=$((failed + f))
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + k))
     if [ "$status" -ne 0 ]; then
         cat "$log"
         broken="$broken $(basename "$test")"
     fi
 done
-echo "C tests: $# binaries, $passed passed, $failed failed${broken:+ (failed:$broken)}"
+echo "C tests: $# binaries, $passed passed, $failed failed, $skipped skipped${broken:+ (failed:$broken)}"
 
 if [ -n "$python" ]; then
     # One unittest process per test module, TEST_JOBS (default: the online

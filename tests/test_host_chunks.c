@@ -1,7 +1,8 @@
 /* vrambench — base/host_chunks: 2 MiB host chunks, kept for the next
- * taker up to a limit, never held by two takers at once; and the caching
+ * taker up to a limit, never held by two takers at once; the caching
  * allocator, whose block structs come from them, decides the same on
- * chunks another allocator gave back as on new ones. */
+ * chunks another allocator gave back as on new ones; and the heap kept
+ * for the command hands out blocks advised for huge pages. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,12 +11,66 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "allocators/allocator.h"
 #include "base/device.h"
 #include "base/host_chunks.h"
+
+/* AddressSanitizer and ThreadSanitizer keep heaps of their own. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define VB_SANITIZED_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define VB_SANITIZED_HEAP 1
+#endif
+#endif
+
+/* 1 when `address` lies in a mapping of this process whose VmFlags
+ * (/proc/self/smaps) say it is advised for huge pages ("hg"). */
+static int advised_for_huge_pages(const void *address)
+{
+    FILE *smaps = fopen("/proc/self/smaps", "r");
+    if (!smaps) return 0;
+    char line[512];
+    int inside = 0, advised = 0;
+    while (fgets(line, sizeof line, smaps)) {
+        unsigned long long start = 0, end = 0;
+        char after = 0;
+        if (sscanf(line, "%llx-%llx%c", &start, &end, &after) == 3 && after == ' ') {
+            inside = (uintptr_t)address >= start && (uintptr_t)address < end;
+        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            advised = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    fclose(smaps);
+    return advised;
+}
+
+/* First, on a heap no other test has grown: vb_host_heap_keep advises
+ * the heap's start for huge pages, and the blocks malloc hands out next
+ * come from there. Where the system has no transparent huge pages, or a
+ * sanitizer keeps a heap of its own, nothing is advised (0), and there is
+ * nothing to check. */
+static void the_kept_heap_hands_out_blocks_advised_for_huge_pages(void **state)
+{
+    (void)state;
+    size_t advised = vb_host_heap_keep(64 << 20);
+#ifdef VB_SANITIZED_HEAP
+    assert_int_equal(advised, 0);
+    skip();
+#endif
+    if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0) skip(); /* no THP in this kernel */
+    assert_true(advised >= 30 << 20); /* 64 MiB (or 32 where refused) less what lies before a 2 MiB boundary */
+    char *block = malloc(8 << 20);    /* below the mmap threshold the heap keeps: from the heap's top */
+    assert_non_null(block);
+    assert_true(advised_for_huge_pages(block + (4 << 20)));
+    free(block);
+}
 
 /* Empties the cache, so each test starts from none kept. */
 static void drain(void)
@@ -192,6 +247,7 @@ static void caching_decides_the_same_on_chunks_given_back(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_kept_heap_hands_out_blocks_advised_for_huge_pages), /* first: a fresh heap */
         cmocka_unit_test(a_chunk_is_aligned_to_its_size_and_whole),
         cmocka_unit_test(a_chunk_given_back_is_the_next_taken),
         cmocka_unit_test(the_cache_keeps_no_more_than_its_limit),

@@ -13,19 +13,18 @@
  * text as replay does. Like the vrambench command (app/main.c), it keeps
  * the host memory it frees, so that a run does not fault in again the
  * pages the run before used (without it, 5 to 10% of a run at 400,000
- * events went to page faults the command never takes). The machine's load
- * moves the figures: compare two builds by running them in turns, several
- * rounds. */
+ * events went to page faults the command never takes), and has its heap
+ * advised for huge pages (base/host_chunks.h, vb_host_heap_keep). The
+ * machine's load moves the figures: compare two builds by running them in
+ * turns, several rounds. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "allocators/allocator.h"
 #include "app/trace_drive.h"
 #include "base/device.h"
+#include "base/host_chunks.h"
 #include "base/measure.h"
 
 /* One timed run; its CPU nanoseconds in *ns. 0, or 1 with a message. */
@@ -68,10 +67,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "drive-speed: RUNS must be a positive number, not '%s'\n", argv[3]);
         return 2;
     }
-#ifdef __GLIBC__
-    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* as app/main.c: blocks below 32 MiB come from the heap */
-    mallopt(M_TRIM_THRESHOLD, -1);       /* and the heap is never trimmed */
-#endif
+    (void)vb_host_heap_keep(VB_HOST_HEAP_HUGE_BYTES); /* the heap as the vrambench command keeps it */
     const char *text = getenv("DRIVE_FROM_TEXT");
     int from_text = text && strcmp(text, "1") == 0;
     vb_drive_events events;
