@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #ifdef __GLIBC__
@@ -79,13 +80,32 @@ size_t vb_host_chunks_kept(void)
     return count;
 }
 
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && !defined(VB_ASAN) && !defined(VB_TSAN)
+#define VB_HEAP_ADVICE 1
+#endif
+
+#ifdef VB_HEAP_ADVICE
+/* 1 when the kernel counts address space as memory (vm.overcommit_memory
+ * 2, "strict"): there, a heap grown ahead of its use would hold that much
+ * of the system's commit limit for the process's life. */
+static int strict_overcommit(void)
+{
+    FILE *policy = fopen("/proc/sys/vm/overcommit_memory", "r");
+    if (!policy) return 0;
+    int mode = fgetc(policy);
+    fclose(policy);
+    return mode == '2';
+}
+#endif
+
 /* The start of vb_host_heap_keep's advice: one block of `bytes` (or half
  * as much where the system refuses that) from the heap, whatever its size
  * (no mmap for it), advised and freed: the heap keeps it as its top, from
  * which later blocks are carved. The bytes advised, or 0. */
 static size_t advise_heap_start(size_t bytes)
 {
-#if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && !defined(VB_ASAN) && !defined(VB_TSAN)
+#ifdef VB_HEAP_ADVICE
+    if (strict_overcommit()) return 0;
     size_t advised = 0;
     mallopt(M_MMAP_MAX, 0);
     for (; bytes >= 2 * VB_HOST_CHUNK_BYTES; bytes /= 2) {

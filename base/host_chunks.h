@@ -49,7 +49,9 @@ size_t vb_host_chunks_kept(void);
  *    blocks, a trace's keys) then sit on 2 MiB pages too, as the block
  *    structs do. A page is faulted in only when first used.
  * Returns the bytes advised: 0 where the system has no transparent huge
- * pages, or under a sanitizer (which has a heap of its own). */
+ * pages, where it counts address space as memory (strict overcommit: the
+ * heap is not grown ahead there), or under a sanitizer (which has a heap
+ * of its own). */
 size_t vb_host_heap_keep(size_t huge_bytes);
 
 /* What the vrambench command has vb_host_heap_keep advise: more than a
