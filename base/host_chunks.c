@@ -19,14 +19,6 @@
 #define VB_ASAN 1
 #endif
 #endif
-/* ThreadSanitizer has a heap of its own too. */
-#if defined(__SANITIZE_THREAD__)
-#define VB_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define VB_TSAN 1
-#endif
-#endif
 #ifdef VB_ASAN
 #include <sanitizer/asan_interface.h>
 #define POISON(chunk) ASAN_POISON_MEMORY_REGION((chunk), VB_HOST_CHUNK_BYTES)
@@ -80,7 +72,7 @@ size_t vb_host_chunks_kept(void)
     return count;
 }
 
-#if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && !defined(VB_ASAN) && !defined(VB_TSAN)
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE) && !defined(VB_HOST_SANITIZER_HEAP)
 #define VB_HEAP_ADVICE 1
 #endif
 

@@ -54,6 +54,16 @@ size_t vb_host_chunks_kept(void);
  * of its own). */
 size_t vb_host_heap_keep(size_t huge_bytes);
 
+/* 1 where AddressSanitizer or ThreadSanitizer replaces malloc with a
+ * heap of its own, which vb_host_heap_keep leaves alone. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define VB_HOST_SANITIZER_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define VB_HOST_SANITIZER_HEAP 1
+#endif
+#endif
+
 /* What the vrambench command has vb_host_heap_keep advise: more than a
  * replay of a 400,000-event random trace uses (about 160 MiB). */
 #define VB_HOST_HEAP_HUGE_BYTES ((size_t)512 << 20)

@@ -20,15 +20,6 @@
 #include "base/device.h"
 #include "base/host_chunks.h"
 
-/* AddressSanitizer and ThreadSanitizer keep heaps of their own. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define VB_SANITIZED_HEAP 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define VB_SANITIZED_HEAP 1
-#endif
-#endif
-
 /* 1 when `address` lies in a mapping of this process whose VmFlags
  * (/proc/self/smaps) say it is advised for huge pages ("hg"). */
 static int advised_for_huge_pages(const void *address)
@@ -61,7 +52,7 @@ static void the_kept_heap_hands_out_blocks_advised_for_huge_pages(void **state)
 {
     (void)state;
     size_t advised = vb_host_heap_keep(64 << 20);
-#ifdef VB_SANITIZED_HEAP
+#ifdef VB_HOST_SANITIZER_HEAP
     assert_int_equal(advised, 0);
     skip();
 #endif
