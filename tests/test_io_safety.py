@@ -907,6 +907,35 @@ class Temporaries(Base):
                 self.assertTrue(os.path.exists(self.path("inner")))
                 self.assertTrue(os.path.exists(self.path("outer")))
 
+    def test_a_second_signal_during_the_cleanup_of_the_first_does_not_cut_it_short(self):
+        # A report killed by SIGINT sends its page's maker SIGTERM as it dies,
+        # while the maker is already removing its plot folder for the SIGINT
+        # it took too: the cleanup must finish, and the process ends by the first.
+        program = (
+            "import os, signal, time\n"
+            "from vrambench.output import run_main\n"
+            "def main():\n"
+            "    try:\n"
+            "        os.kill(os.getpid(), signal.SIG{first})\n"
+            "        time.sleep(30)\n"
+            "    finally:\n"
+            "        os.kill(os.getpid(), signal.SIG{second})\n"
+            "        time.sleep(0.2)\n"
+            "        open('cleaned', 'w').close()\n"
+            "    return 0\n"
+            "run_main(main, 'p')\n")
+        for first, second in ((signal.SIGINT, signal.SIGTERM), (signal.SIGTERM, signal.SIGINT),
+                              (signal.SIGHUP, signal.SIGTERM), (signal.SIGINT, signal.SIGINT)):
+            names = {key: signal.Signals(number).name[3:] for key, number in (("first", first), ("second", second))}
+            with self.subTest(**names):
+                if os.path.exists(self.path("cleaned")):
+                    os.remove(self.path("cleaned"))
+                done = subprocess.run([sys.executable, "-c", program.format(**names)], cwd=self.dir, env=self.env,
+                                      capture_output=True, timeout=60)
+                self.assertEqual(done.returncode, -first, done.stderr)
+                self.assertEqual(done.stderr, b"")
+                self.assertTrue(os.path.exists(self.path("cleaned")))
+
     def test_report_module_interrupted_removes_its_folder_quietly(self):
         results = self.results_file()
         inputs = sorted([results, "t.trace"])

@@ -104,20 +104,32 @@ def check_distinct(files):
                                   f"writing it would replace {replaced}; name another file")
 
 
+# The signal the process is ending by, once signals_raise raised it: a
+# second one (a second Ctrl-C, or the SIGTERM a child gets when its parent
+# dies of the first) must not cut the cleanup of the first short, leaving
+# the temporaries it was removing; it is let go.
+_ending = []
+
+
 @contextlib.contextmanager
 def signals_raise():
-    """While inside, SIGTERM and SIGHUP raise Interrupted (SIGINT raises
-    KeyboardInterrupt already), so cleanup code runs; an Interrupted that
-    leaves the block ends the process by its signal. Nested, the outermost
-    block (the one whose handler raised it) ends the process: an inner one
-    passes it on, so that the cleanup of every block around it runs first
-    (a report's plot folder, around the plots' own files)."""
+    """While inside, SIGTERM and SIGHUP raise Interrupted, and SIGINT
+    KeyboardInterrupt, so cleanup code runs; an Interrupted that leaves the
+    block ends the process by its signal. Only the first signal raises:
+    those that come while its cleanup runs are let go. Nested, the
+    outermost block (the one whose handler raised it) ends the process: an
+    inner one passes it on, so that the cleanup of every block around it
+    runs first (a report's plot folder, around the plots' own files)."""
     previous = {}
     def interrupt(signum, frame):
-        raise Interrupted(signum)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if _ending:
+            return
+        _ending.append(signum)
+        raise KeyboardInterrupt if signum == signal.SIGINT else Interrupted(signum)
+    for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
+                            (signal.SIGHUP, signal.SIG_DFL)):
         try:
-            if signal.getsignal(signum) == signal.SIG_DFL:
+            if signal.getsignal(signum) == default:
                 previous[signum] = signal.signal(signum, interrupt)
         except ValueError:  # not the main thread: no handlers there
             pass
@@ -135,6 +147,8 @@ def signals_raise():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if previous:
+            _ending.clear()
 
 
 @contextlib.contextmanager
