@@ -758,19 +758,22 @@ vb_status vb_free_keyed(vb_allocator *allocator, uint64_t key)
 
 /* Stage 0 touches the slot's lines only (a slot is 40 bytes: half of
  * them straddle two lines, and slot_of_key reads the generation, at the
- * end); the later ones read the slot. */
-void vb_prefetch_free(const vb_allocator *allocator, uint64_t key, int stage)
+ * end); the later ones read the slot, for the strategy's tag. */
+void vb_prefetch_frees(const vb_allocator *allocator, const uint64_t keys[VB_PREFETCH_STAGES])
 {
-    uint64_t slot = (key & KEY_SLOTS) - 1;
-    if ((key & KEY_SLOTS) == 0 || slot >= allocator->block_count) return;
-    if (stage == 0) {
+    uint64_t slot = (keys[0] & KEY_SLOTS) - 1;
+    if ((keys[0] & KEY_SLOTS) != 0 && slot < allocator->block_count) {
         const vb_live_block *block = &allocator->blocks[slot];
         __builtin_prefetch(block);
         __builtin_prefetch(&block->generation);
-        return;
     }
-    if (slot_of_key(allocator, key) == NO_SLOT || !allocator->ops->prefetch_free) return;
-    allocator->ops->prefetch_free(allocator->state, allocator->blocks[slot].tag, stage - 1);
+    if (!allocator->ops->prefetch_free) return;
+    uint64_t tags[VB_STRATEGY_PREFETCH_STAGES];
+    for (int stage = 1; stage < VB_PREFETCH_STAGES; stage++) {
+        slot = slot_of_key(allocator, keys[stage]);
+        tags[stage - 1] = slot == NO_SLOT ? 0 : allocator->blocks[slot].tag;
+    }
+    allocator->ops->prefetch_free(allocator->state, tags);
 }
 
 /* The address in the key's slot, under the lock (a malloc may move the slots). */

@@ -138,6 +138,11 @@ typedef enum vb_option_type {
  * (c10/core/AllocatorConfig.cpp). Each value is 0 or a power of two. */
 #define VB_DIVISION_INTERVALS 16
 
+/* The stages of a free's prefetch (vb_prefetch_frees): the seam's record
+ * first, then the strategy's own (ops->prefetch_free). */
+#define VB_PREFETCH_STAGES 4
+#define VB_STRATEGY_PREFETCH_STAGES (VB_PREFETCH_STAGES - 1)
+
 /* One option an allocator understands; `offset` is where it lives in the
  * allocator's settings struct (a uint64_t or a double, by type). */
 typedef struct vb_option {
@@ -214,12 +219,13 @@ typedef struct vb_allocator_ops {
      * free has completed. May be NULL when the strategy never reuses memory
      * itself (it then relies on the device, as cudaFree does). */
     vb_status (*record_stream)(void *state, vb_addr addr, uint64_t tag, vb_stream stream);
-    /* A hint that the block with `tag` is to be freed soon: asks for the
-     * cache lines its free will read, stage 0 the block's own, stage 1
-     * (called later, once stage 0's have arrived) what lies past it (a
-     * merge's neighbours), stage 2 (later again) where the free puts it.
-     * Changes nothing. May be NULL. */
-    void (*prefetch_free)(void *state, uint64_t tag, int stage);
+    /* A hint that blocks are to be freed soon: asks for the cache lines
+     * their frees will read, in stages, one block each (tags[s], 0 for
+     * none): stage 0 the block's own lines, stage 1 what lies past it (a
+     * merge's neighbours), stage 2 where the free puts it. A block gets its
+     * stages from calls one after another, each once the lines the stage
+     * before asked for have arrived. Changes nothing. May be NULL. */
+    void (*prefetch_free)(void *state, const uint64_t tags[VB_STRATEGY_PREFETCH_STAGES]);
     /* Returns every cached, unused byte it can to the device. */
     vb_status (*empty_cache)(void *state);
     /* The largest contiguous run of reserved bytes not handed out (a block a
@@ -330,18 +336,19 @@ vb_status vb_free_keyed(vb_allocator *allocator, uint64_t key);
 /* The address of the live block `key` names; 0 when it names none. */
 vb_addr vb_keyed_addr(vb_allocator *allocator, uint64_t key);
 
-/* A hint that vb_free_keyed(key) is to come a few calls from now: asks for
- * the cache lines it will read, so that their misses overlap with the
- * calls before it instead of following one another. In stages, each
- * called a little later than the one before, as it reads what the one
- * before asked for: 0 the seam's record of the block, 1 the strategy's
- * block, 2 what the strategy's free reads past it, 3 where the free puts
- * it (ops->prefetch_free's stages 0, 1 and 2).
- * Changes nothing; a key that names no live block is ignored. It reads the
- * allocator without its lock: call it only from the thread that mallocs
- * and frees with it (as a trace's replay does). */
-#define VB_PREFETCH_STAGES 4
-void vb_prefetch_free(const vb_allocator *allocator, uint64_t key, int stage);
+/* A hint that vb_free_keyed of each of `keys` is to come a few calls from
+ * now: asks for the cache lines those frees will read, so that their
+ * misses overlap with the calls before them instead of following one
+ * another. In stages, one key each (keys[s], 0 for none), a key getting
+ * its stages from calls one after another, as each stage reads what the
+ * one before asked for: 0 the seam's record of the block, 1 the
+ * strategy's block, 2 what the strategy's free reads past it, 3 where the
+ * free puts it (ops->prefetch_free's stages 0, 1 and 2). One call for all
+ * stages: a call per stage cost a long replay about 20 instructions an
+ * event more. Changes nothing; a key that names no live block is ignored.
+ * It reads the allocator without its lock: call it only from the thread
+ * that mallocs and frees with it (as a trace's replay does). */
+void vb_prefetch_frees(const vb_allocator *allocator, const uint64_t keys[VB_PREFETCH_STAGES]);
 
 /* record_stream through the ops table (a no-op where the strategy has none). */
 vb_status vb_record_stream(vb_allocator *allocator, vb_addr addr, vb_stream stream);

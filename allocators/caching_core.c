@@ -670,7 +670,10 @@ static int index_add(vb_cc_size_index *index, vb_cc_block *block)
         class_heap *heap = heap_of(index, c);
         if (heap->count == heap->capacity) {
             if (heap->capacity > UINT32_MAX / 2) return -1;
-            uint32_t capacity = heap->capacity ? 2 * heap->capacity : 4;
+            /* From 16 entries (384 bytes): growing from 4, the classes of a
+             * random trace's replay took a realloc every ten events, 4% of
+             * its instructions (docs/bench.md, "Replay speed"). */
+            uint32_t capacity = heap->capacity ? 2 * heap->capacity : 16;
             heap_entry *grown = realloc(heap->entries, capacity * sizeof *grown);
             if (!grown) return -1;
             heap->entries = grown;
@@ -1587,18 +1590,18 @@ static void prefetch_heap_insert(const vb_cc_size_index *index, uint32_t c)
 /* prefetch_free: the block (the tag is its struct), then its address
  * neighbours, which free_block merges with, then (those in the cache by
  * then) the size class's heap the merged block goes into. */
-void vb_cc_prefetch_free(void *state, uint64_t tag, int stage)
+void vb_cc_prefetch_free(void *state, const uint64_t tags[VB_STRATEGY_PREFETCH_STAGES])
 {
     (void)state;
-    const vb_cc_block *block = (const vb_cc_block *)(uintptr_t)tag;
-    if (stage == 0) {
-        prefetch_block(block);
-    } else if (stage == 1) {
+    const vb_cc_block *block = (const vb_cc_block *)(uintptr_t)tags[0];
+    prefetch_block(block);
+    if ((block = (const vb_cc_block *)(uintptr_t)tags[1])) {
         prefetch_block(block->prev);
         prefetch_block(block->next);
-    } else if (block->mapped && !block->pool->blocks_kept) {
-        prefetch_heap_insert(index_of(block->pool, block->stream, 0), size_class(size_after_merges(block)));
     }
+    block = (const vb_cc_block *)(uintptr_t)tags[2];
+    if (block && block->mapped && !block->pool->blocks_kept)
+        prefetch_heap_insert(index_of(block->pool, block->stream, 0), size_class(size_after_merges(block)));
 }
 
 /* record_stream: remembers a use on another stream (the allocation stream

@@ -298,7 +298,7 @@ void vb_cc_destroy(void *state);
 vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *out);
 vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag);
 vb_status vb_cc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream stream);
-void vb_cc_prefetch_free(void *state, uint64_t tag, int stage);
+void vb_cc_prefetch_free(void *state, const uint64_t tags[VB_STRATEGY_PREFETCH_STAGES]);
 vb_status vb_cc_empty_cache(void *state);
 uint64_t vb_cc_largest_free_block(void *state);
 void vb_cc_segments(void *state, vb_block_visitor visit, void *context);

@@ -99,7 +99,7 @@ typedef struct batch {
     char read_error[512];                 /* ... and its message */
 } batch;
 
-/* Prefetching the frees to come (vb_prefetch_free). Each event, the event
+/* Prefetching the frees to come (vb_prefetch_frees). Each event, the event
  * LOOKAHEAD events ahead is looked at and, when it is a free, its key goes
  * into a ring of the frees ahead (the key of the one LOOKAHEAD_FAR ahead
  * was asked for first, so that it is in the cache by then). At each free,
@@ -181,10 +181,12 @@ static void prefetch_frees(cursor *c)
     uint64_t now = ahead->taken - 1;
     while (ahead->passed < ahead->pushed && ahead->events[ahead->passed % UPCOMING_FREES] <= now) ahead->passed++;
     uint64_t passed = ahead->passed, pushed = ahead->pushed; /* passed: the next free after this one */
+    uint64_t keys[VB_PREFETCH_STAGES];
     for (int stage = 0; stage < VB_PREFETCH_STAGES; stage++) {
         uint64_t free = passed + free_ahead[stage] - 1;
-        if (free < pushed) vb_prefetch_free(c->allocator, ahead->keys[free % UPCOMING_FREES], stage);
+        keys[stage] = free < pushed ? ahead->keys[free % UPCOMING_FREES] : 0;
     }
+    vb_prefetch_frees(c->allocator, keys);
 }
 
 /* Makes room for `capacity` slots: their keys, and the slots to be freed.

@@ -319,18 +319,30 @@ void vb_run_set_latency_sampling(vb_run *run, uint32_t every)
     run->malloc_countdown = run->free_countdown = 0;
 }
 
-/* 1 if this call's latency is to be recorded: every call when latency_every
- * is 1, else one call after a stride drawn from [every/2, every*3/2). */
-static int take_latency(vb_run *run, uint32_t *countdown)
+/* A countdown that reached 1: 1 if this call's latency is to be recorded,
+ * with the countdown drawn again (every call when latency_every is 1, else
+ * one call after a stride drawn from [every/2, every*3/2)); 0 when no call
+ * is (latency_every 0: the countdown starts over from its largest value).
+ * Out of line: the calls in between only count down (take_latency). */
+static __attribute__((noinline)) int draw_latency(vb_run *run, uint32_t *countdown)
 {
-    if (run->latency_every <= 1) return run->latency_every == 1;
-    if (*countdown > 1) {
-        (*countdown)--;
-        return 0;
+    if (run->latency_every <= 1) {
+        *countdown = run->latency_every == 1 ? 0 : UINT32_MAX;
+        return run->latency_every == 1;
     }
     run->jitter = run->jitter * 1664525u + 1013904223u;
     *countdown = run->latency_every / 2 + (run->jitter >> 8) % run->latency_every;
     return 1;
+}
+
+/* 1 if this call's latency is to be recorded. */
+static inline int take_latency(vb_run *run, uint32_t *countdown)
+{
+    if (*countdown > 1) {
+        (*countdown)--;
+        return 0;
+    }
+    return draw_latency(run, countdown);
 }
 
 /* After a vb_run_malloc that returned `status` with `addr`: counts the call,
@@ -361,15 +373,28 @@ static vb_status after_malloc(vb_run *run, vb_status status, vb_addr addr, uint6
     return status;
 }
 
+/* A malloc whose latency is recorded; *recorded 0 when host memory ran
+ * out for the sample. Out of line, as draw_latency is: kept in
+ * vb_run_malloc_keyed, its clock reads and sample made the compiler save
+ * and restore more registers on every call (docs/bench.md, "Replay
+ * speed"). */
+static __attribute__((noinline)) vb_status timed_malloc(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out,
+                                                        uint64_t *key, int *recorded)
+{
+    uint64_t start = vb_now_ns();
+    vb_status status = vb_malloc_keyed(run->allocator, size, stream, out, key);
+    *recorded = vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) == 0;
+    return status;
+}
+
 vb_status vb_run_malloc_keyed(vb_run *run, uint64_t size, vb_stream stream, vb_addr *out, uint64_t *key)
 {
     uint64_t seen_peak = run->allocator->seen_reserved_peak;
     vb_status status;
     if (take_latency(run, &run->malloc_countdown)) {
-        uint64_t start = vb_now_ns();
-        status = vb_malloc_keyed(run->allocator, size, stream, out, key);
-        if (vb_samples_add(&run->malloc_ns, (double)(vb_now_ns() - start)) != 0)
-            return vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        int recorded = 0;
+        status = timed_malloc(run, size, stream, out, key, &recorded);
+        if (!recorded) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     } else {
         status = vb_malloc_keyed(run->allocator, size, stream, out, key);
     }
@@ -401,16 +426,22 @@ uint64_t vb_run_first_oom_bytes(const vb_run *run)
     return run->first_oom_bytes;
 }
 
-/* A free by address (key 0) or by key, its latency recorded when picked. */
-static vb_status run_free(vb_run *run, vb_addr addr, uint64_t key)
+/* A free by address (key 0) or by key whose latency is recorded. Out of
+ * line, as timed_malloc is. */
+static __attribute__((noinline)) vb_status timed_free(vb_run *run, vb_addr addr, uint64_t key)
 {
-    if (!take_latency(run, &run->free_countdown))
-        return key ? vb_free_keyed(run->allocator, key) : vb_free(run->allocator, addr);
     uint64_t start = vb_now_ns();
     vb_status status = key ? vb_free_keyed(run->allocator, key) : vb_free(run->allocator, addr);
     if (vb_samples_add(&run->free_ns, (double)(vb_now_ns() - start)) != 0)
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     return status;
+}
+
+/* A free by address (key 0) or by key, its latency recorded when picked. */
+static vb_status run_free(vb_run *run, vb_addr addr, uint64_t key)
+{
+    if (take_latency(run, &run->free_countdown)) return timed_free(run, addr, key);
+    return key ? vb_free_keyed(run->allocator, key) : vb_free(run->allocator, addr);
 }
 
 vb_status vb_run_free(vb_run *run, vb_addr addr)

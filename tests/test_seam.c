@@ -253,7 +253,7 @@ static uint64_t next_random(uint64_t *state)
 }
 
 /* Runs a seeded sequence of mallocs and frees by key on `name` (a fresh
- * sim); with `hints`, before every call it asks vb_prefetch_free for every
+ * sim); with `hints`, before every call it asks vb_prefetch_frees for every
  * stage of live keys, of keys of freed blocks and of keys that never named
  * anything. The addresses handed out, one after another, go to `addrs`. */
 static void keyed_sequence(const char *name, int hints, vb_addr *addrs, size_t count, vb_alloc_stats *stats)
@@ -266,12 +266,23 @@ static void keyed_sequence(const char *name, int hints, vb_addr *addrs, size_t c
     uint64_t keys[LIVE] = {0}, stale[LIVE] = {0}, rng = 3, garbage = 5;
     for (size_t i = 0; i < count; i++) {
         uint64_t pick = next_random(&rng), slot = pick % LIVE;
-        if (hints)
+        if (hints) {
+            /* Every stage of a live key, of a freed one and of garbage, and
+             * the stages mixed. */
+            uint64_t live[VB_PREFETCH_STAGES], freed[VB_PREFETCH_STAGES], noise[VB_PREFETCH_STAGES],
+                mixed[VB_PREFETCH_STAGES];
             for (int stage = 0; stage < VB_PREFETCH_STAGES; stage++) {
-                vb_prefetch_free(allocator, keys[(slot + 1) % LIVE], stage);
-                vb_prefetch_free(allocator, stale[(slot + 2) % LIVE], stage);
-                vb_prefetch_free(allocator, next_random(&garbage), stage);
+                live[stage] = keys[(slot + 1) % LIVE];
+                freed[stage] = stale[(slot + 2) % LIVE];
+                noise[stage] = next_random(&garbage);
+                mixed[stage] = stage % 3 == 0 ? keys[(slot + 1 + stage) % LIVE]
+                               : stage % 3 == 1 ? stale[(slot + stage) % LIVE] : next_random(&garbage);
             }
+            vb_prefetch_frees(allocator, live);
+            vb_prefetch_frees(allocator, freed);
+            vb_prefetch_frees(allocator, noise);
+            vb_prefetch_frees(allocator, mixed);
+        }
         addrs[i] = 0;
         if (keys[slot]) {
             assert_int_equal(vb_free_keyed(allocator, keys[slot]), VB_OK);
