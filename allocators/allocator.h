@@ -344,7 +344,7 @@ vb_addr vb_keyed_addr(vb_allocator *allocator, uint64_t key);
  * one before asked for: 0 the seam's record of the block, 1 the
  * strategy's block, 2 what the strategy's free reads past it, 3 where the
  * free puts it (ops->prefetch_free's stages 0, 1 and 2). One call for all
- * stages: a call per stage cost a long replay about 20 instructions an
+ * stages: a call per stage cost a long replay about 8 instructions an
  * event more. Changes nothing; a key that names no live block is ignored.
  * It reads the allocator without its lock: call it only from the thread
  * that mallocs and frees with it (as a trace's replay does). */
