@@ -300,7 +300,7 @@ static vb_status read_setting(reading *r, size_t *i)
 {
     const char *key = r->t->word[*i];
     const char *word;
-    int flag;
+    int flag = 0; /* set by to_bool before use; gcc -O3 cannot tell (maybe-uninitialized) */
     uint64_t number;
     vb_status status;
     /* AcceleratorAllocatorConfig's keys (c10/core/AllocatorConfig.cpp). */

@@ -549,7 +549,7 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
                          const vb_drive_events *events)
 {
     size_t defaults = 0, best = 0, best_overall = 0;
-    figures f[MAX_CANDIDATES];
+    figures f[MAX_CANDIDATES] = {0}; /* count >= 1 fills f[0]; gcc -O3 cannot tell (maybe-uninitialized) */
     for (size_t i = 0; i < count; i++) f[i] = figures_of(entries[i]);
     for (size_t i = 0; i < count; i++) {
         if (grid[i].is_pytorch && grid[i].conf[0] == '\0') defaults = i;

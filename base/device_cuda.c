@@ -780,7 +780,7 @@ static vb_status cuda_gemm_f32(vb_device *dev, vb_stream stream, int transpose_a
                                int k, float alpha, vb_addr a, int lda, vb_addr b, int ldb, float beta, vb_addr c,
                                int ldc)
 {
-    cublasHandle_t handle;
+    cublasHandle_t handle = NULL; /* set by cublas_on before use; gcc -O3 cannot tell (maybe-uninitialized) */
     if (m < 0 || n < 0 || k < 0) return vb_error(VB_ERR_INVALID, "cuda: gemm with a negative dimension");
     vb_status status = cublas_on(cuda_of(dev), stream, &handle);
     if (status != VB_OK) return status;
@@ -796,7 +796,7 @@ static vb_status cuda_gemm_f32(vb_device *dev, vb_stream stream, int transpose_a
 static vb_status cuda_axpy_f32(vb_device *dev, vb_stream stream, float alpha, vb_addr x, vb_addr y, uint64_t count)
 {
     const uint64_t piece = (uint64_t)1 << 30;
-    cublasHandle_t handle;
+    cublasHandle_t handle = NULL; /* set by cublas_on before use; gcc -O3 cannot tell (maybe-uninitialized) */
     vb_status status = cublas_on(cuda_of(dev), stream, &handle);
     if (status != VB_OK) return status;
     for (uint64_t done = 0; done < count; done += piece) {

@@ -63,7 +63,7 @@ vb_status vb_tensor_empty_typed(vb_run *run, vb_dtype dtype, int64_t rows, int64
                                 vb_tensor **out)
 {
     *out = NULL;
-    uint64_t bytes;
+    uint64_t bytes = 0; /* set by shape_bytes before use; gcc -O3 cannot tell (maybe-uninitialized) */
     vb_status status = shape_bytes(dtype, rows, cols, &bytes);
     if (status != VB_OK) return status;
     vb_storage *storage = calloc(1, sizeof *storage);
@@ -107,7 +107,7 @@ vb_status vb_tensor_view_rows(vb_tensor *t, int64_t first_row, int64_t rows, vb_
 vb_status vb_tensor_view_as(vb_tensor *t, int64_t rows, int64_t cols, vb_tensor **out)
 {
     *out = NULL;
-    uint64_t bytes;
+    uint64_t bytes = 0; /* set by shape_bytes before use; gcc -O3 cannot tell (maybe-uninitialized) */
     vb_status status = shape_bytes(t->dtype, rows, cols, &bytes);
     if (status != VB_OK) return status;
     if (bytes != vb_tensor_bytes(t))

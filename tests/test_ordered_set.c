@@ -77,7 +77,8 @@ static void reference_remove(reference *ref, item *it)
 {
     size_t at = reference_lower_bound(ref, it);
     assert_ptr_equal(ref->items[at], it);
-    memmove(&ref->items[at], &ref->items[at + 1], (ref->count - at - 1) * sizeof *ref->items);
+    /* at < count (the assertion); gcc -O3 sees a wrap-around bound otherwise (stringop-overflow). */
+    if (at + 1 < ref->count) memmove(&ref->items[at], &ref->items[at + 1], (ref->count - at - 1) * sizeof *ref->items);
     ref->count--;
 }
 
