@@ -47,7 +47,7 @@ static void driver_release_block(vb_cc_allocator *cc, vb_cc_block *block)
     if (vb_cc_block_is_split(block)) return;
     vb_device *dev = cc->device;
     if (dev->ops->mem_free(dev, block->addr) != VB_OK) return;
-    vb_cc_pool_erase(block->pool, block);
+    vb_cc_pool_erase(vb_cc_block_pool(cc, block), block);
     vb_cc_segment_remove(cc, block->segment);
     free(block->segment);
     vb_cc_block_recycle(cc, block);

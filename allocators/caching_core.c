@@ -18,13 +18,12 @@
  * wants a size that is a multiple of the alignment. */
 #define VB_CC_BLOCK_ALIGNMENT 64
 #define BLOCK_BYTES ((sizeof(vb_cc_block) + VB_CC_BLOCK_ALIGNMENT - 1) / VB_CC_BLOCK_ALIGNMENT * VB_CC_BLOCK_ALIGNMENT)
-_Static_assert(offsetof(vb_cc_block, class_node) == 0 &&
-                   offsetof(vb_cc_block, addr) + sizeof(vb_addr) <= VB_CC_BLOCK_ALIGNMENT,
-               "a block's size-class node and order key share its first cache line");
-_Static_assert(offsetof(vb_cc_block, mapped) < 2 * VB_CC_BLOCK_ALIGNMENT,
-               "what a free reads of a block is in its first two cache lines");
-_Static_assert(sizeof(vb_cc_block) == 2 * VB_CC_BLOCK_ALIGNMENT,
-               "a block struct is two cache lines, and vb_cc_block_new sets every field: add a new one there");
+_Static_assert(offsetof(vb_cc_block, in_use) < VB_CC_BLOCK_ALIGNMENT &&
+                   offsetof(vb_cc_block, class_node) == VB_CC_BLOCK_ALIGNMENT,
+               "what caching reads of a block it meets is in its first cache line (see vb_cc_block)");
+_Static_assert(BLOCK_BYTES == 2 * VB_CC_BLOCK_ALIGNMENT,
+               "a block struct is two cache lines, and vb_cc_block_new sets every field of the first (slab_take "
+               "those of the second a recycled struct keeps): add a new one there");
 
 /* Block structs are carved out of slabs, each a cache line of header and
  * then its structs: no heap block (and its header and alignment padding)
@@ -111,10 +110,11 @@ static vb_cc_block probe_block(vb_stream stream, uint64_t size, vb_addr addr)
     return (vb_cc_block){.stream = stream, .size = size, .addr = addr};
 }
 
-/* A block's age in get_free_block calls of its pool (PyTorch's gc_count). */
-static uint64_t block_age(const vb_cc_block *block)
+/* The age of a block of `pool` in get_free_block calls of the pool
+ * (PyTorch's gc_count). */
+static uint64_t block_age(const vb_cc_pool *pool, const vb_cc_block *block)
 {
-    return block->pool->get_free_blocks_call_count - block->gc_count_base;
+    return pool->get_free_blocks_call_count - block->gc_count_base;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -141,6 +141,7 @@ static uint64_t block_age(const vb_cc_block *block)
 #define CLASS_WORDS ((SIZE_CLASSES + 63) / 64)
 #define SUMMARY_WORDS ((CLASS_WORDS + 63) / 64)
 _Static_assert(EXACT_CLASSES == 1 << EXACT_POWER, "EXACT_POWER is EXACT_CLASSES's log2");
+_Static_assert(SIZE_CLASSES <= UINT16_MAX, "a class fits vb_cc_block's size_class");
 
 /* A class kept as a heap (see below): its entries, some of them stale. */
 typedef struct heap_entry {
@@ -281,19 +282,19 @@ static void mark_class_empty(vb_cc_size_index *index, uint32_t c)
  * costs about one miss however many children it reads (docs/bench.md). */
 #define HEAP_ARITY 4
 
-/* A block in a heap class uses no link of its class_node, and keeps the
- * stamp of its entry where the parent link is. Stamps are odd, and a link
- * is NULL or an aligned address, so a struct that went on into a class's
- * set (or was made anew, with NULL links) never has a stamp of an entry
- * left behind: the entry is stale. */
+/* A block in a heap class keeps the stamp of its entry (in its first
+ * cache line, with all else an entry's check and a removal read). Stamps
+ * are odd and never given twice; a block out of every heap (taken out,
+ * moved into a set, or made anew) has stamp 0, so an entry left behind is
+ * stale. */
 static uint64_t block_stamp(const vb_cc_block *block)
 {
-    return (uint64_t)(uintptr_t)block->class_node.parent;
+    return block->heap_stamp;
 }
 
 static void set_block_stamp(vb_cc_block *block, uint64_t stamp)
 {
-    block->class_node.parent = (vb_oset_node *)(uintptr_t)stamp;
+    block->heap_stamp = stamp;
 }
 
 /* 1 when the entry is still its block's. */
@@ -442,7 +443,8 @@ static void move_to_set(vb_cc_pool *pool)
                 class_heap *heap = sorted_heap(index, (uint32_t)c);
                 for (uint32_t e = 0; e < heap->count; e++) {
                     vb_cc_block *block = heap->entries[e].block;
-                    block->size_index = NULL;
+                    block->indexed = 0;
+                    set_block_stamp(block, 0);
                     append_block(pool, appending ? last : NULL, block);
                     last = block;
                 }
@@ -453,7 +455,7 @@ static void move_to_set(vb_cc_pool *pool)
             for (vb_oset_node *node = vb_oset_first(set); node; node = vb_oset_first(set)) {
                 vb_cc_block *block = block_of(node);
                 vb_oset_remove(set, node);
-                block->size_index = NULL;
+                block->indexed = 0;
                 append_block(pool, appending ? last : NULL, block);
                 last = block;
             }
@@ -685,8 +687,8 @@ static int index_add(vb_cc_size_index *index, vb_cc_block *block)
         heap_sift_up(heap->entries, heap->count++);
         heap->live++;
         mark_class_in_use(index, c);
-        block->size_index = index;
-        block->size_class = c;
+        block->indexed = 1;
+        block->size_class = (uint16_t)c;
         return 0;
     }
     vb_ordered_set **page = &index->class_pages[c / 64];
@@ -696,21 +698,20 @@ static int index_add(vb_cc_size_index *index, vb_cc_block *block)
     }
     vb_oset_insert_by(class_set(index, c), &block->class_node, compare_in_class);
     mark_class_in_use(index, c);
-    block->size_index = index;
-    block->size_class = c;
+    block->indexed = 1;
+    block->size_class = (uint16_t)c;
     return 0;
 }
 
-/* Takes a block out of its class (by where it was put, whatever its size
- * is now). */
-static void index_remove(vb_cc_block *block)
+/* Takes a block out of its class in `index`, its stream's (by where it
+ * was put, whatever its size is now). */
+static void index_remove(vb_cc_size_index *index, vb_cc_block *block)
 {
-    vb_cc_size_index *index = block->size_index;
     uint32_t c = block->size_class;
+    block->indexed = 0;
     if (is_heap_class(index, c)) {
         class_heap *heap = heap_of(index, c);
         set_block_stamp(block, 0); /* its entry goes stale */
-        block->size_index = NULL;
         if (--heap->live == 0) {
             heap->count = 0;
             mark_class_empty(index, c);
@@ -723,7 +724,6 @@ static void index_remove(vb_cc_block *block)
     }
     vb_oset_remove(class_set(index, c), &block->class_node);
     if (class_set(index, c)->count == 0) mark_class_empty(index, c);
-    block->size_index = NULL;
 }
 
 /* The first / last block of class `c` (which holds blocks). */
@@ -774,11 +774,10 @@ static vb_cc_block *index_last_before(const vb_cc_size_index *index, uint64_t si
     return before < 0 ? NULL : class_last(index, (uint32_t)before);
 }
 
-/* The indexed block just before `block` (indexed) in its stream's order,
- * or NULL. */
-static vb_cc_block *index_before(const vb_cc_block *block)
+/* The indexed block just before `block` (in `index`, its stream's) in its
+ * stream's order, or NULL. */
+static vb_cc_block *index_before(const vb_cc_size_index *index, const vb_cc_block *block)
 {
-    vb_cc_size_index *index = block->size_index;
     vb_cc_block *found = is_heap_class(index, block->size_class)
                              ? heap_before(heap_of(index, block->size_class), block->addr)
                              : block_of(vb_oset_prev(class_set(index, block->size_class), &block->class_node));
@@ -787,11 +786,10 @@ static vb_cc_block *index_before(const vb_cc_block *block)
     return c < 0 ? NULL : class_last(index, (uint32_t)c);
 }
 
-/* The indexed block just after `block` (indexed) in its stream's order,
- * or NULL. */
-static vb_cc_block *index_after(const vb_cc_block *block)
+/* The indexed block just after `block` (in `index`, its stream's) in its
+ * stream's order, or NULL. */
+static vb_cc_block *index_after(vb_cc_size_index *index, const vb_cc_block *block)
 {
-    vb_cc_size_index *index = block->size_index;
     vb_cc_block *found = is_heap_class(index, block->size_class)
                              ? heap_after(heap_of(index, block->size_class), block->addr)
                              : block_of(vb_oset_next(class_set(index, block->size_class), &block->class_node));
@@ -804,14 +802,22 @@ static vb_cc_block *index_after(const vb_cc_block *block)
 /* Block structs, sets, splice, merge                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Asks for the two cache lines of a block that malloc, free and a merge
- * read (none for NULL: a prefetch would not fault, but the arithmetic on a
- * null pointer is undefined). */
-static void prefetch_block(const vb_cc_block *block)
+/* Asks for a block's first cache line (none for NULL: a prefetch would
+ * not fault, but the arithmetic on a null pointer is undefined): all that
+ * caching's malloc and free read of a block with no record_stream uses,
+ * its own or a neighbour (see vb_cc_block). */
+static void prefetch_first_line(const vb_cc_block *block)
 {
-    if (!block) return;
-    __builtin_prefetch(block);
-    __builtin_prefetch((const char *)block + VB_CC_BLOCK_ALIGNMENT);
+    if (block) __builtin_prefetch(block);
+}
+
+/* A free neighbour's second line, when a merge with it will read that:
+ * one in a set or in no index (not in a heap, heap_stamp 0) leaves its set
+ * through its node. */
+static void prefetch_merged_set_node(const vb_cc_block *block)
+{
+    if (vb_cc_block_available(block) && !block->heap_stamp)
+        __builtin_prefetch((const char *)block + VB_CC_BLOCK_ALIGNMENT);
 }
 
 /* A struct never handed out before, from the newest slab (or a new one),
@@ -826,7 +832,13 @@ static vb_cc_block *slab_take(vb_cc_allocator *cc)
         cc->slabs = slab = grown;
     }
     vb_cc_block *block = slab_block(slab, slab->used++);
-    block->uses = NULL; /* what vb_cc_block_new keeps of a struct (NULL by then); it sets the rest */
+    /* The second cache line as a recycled struct has it (vb_cc_block_new
+     * sets the first): no uses, no counts, age base 0. Its set node needs
+     * nothing: a set's insert sets all of it. */
+    block->uses = NULL;
+    block->event_count = 0;
+    block->use_count = 0;
+    block->gc_count_base = 0;
     return block;
 }
 
@@ -836,30 +848,34 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
     vb_cc_block *block = cc->spare_blocks;
     if (block) {
         cc->spare_blocks = block->next;
-        prefetch_block(cc->spare_blocks); /* the next struct taken, asked for now */
+        prefetch_first_line(cc->spare_blocks); /* the next struct taken, asked for now */
+        /* A base another pool's count set (garbage collection on) goes
+         * back to 0, as vb_cc_pool_insert wants it. */
+        if (cc->set_fraction && cc->gc_threshold > 0.0) block->gc_count_base = 0;
     } else {
         block = slab_take(cc);
         if (!block) return NULL;
     }
-    /* Every field set, one by one: a memset (or a struct assignment, which
-     * the compiler makes one) of the struct is a string instruction that
-     * takes longer to start than these stores take. `uses` is NULL
-     * already (insert_events frees it). */
-    block->class_node = (vb_oset_node){NULL, NULL, NULL, 0};
+    /* The first cache line set, field by field: a memset (or a struct
+     * assignment, which the compiler makes one) is a string instruction
+     * that takes longer to start than these stores take. The second is
+     * left as a recycled struct has it (vb_cc_block_recycle: no uses, no
+     * counts, age base 0 without garbage collection) and as slab_take
+     * makes it: a struct taken again costs no write to that line, which
+     * is seldom in the cache (see vb_cc_block). */
     block->stream = stream;
     block->size = size;
     block->addr = addr;
     block->prev = block->next = NULL;
-    block->pool = pool;
     block->segment = segment;
-    block->size_index = NULL;
-    block->gc_count_base = 0;
+    block->heap_stamp = 0;
     block->size_class = 0;
-    block->event_count = 0;
-    block->use_count = 0;
     block->allocated = 0;
     block->mapped = 1;
     block->whole_in_pool = 0;
+    block->indexed = 0;
+    block->in_use = 0;
+    block->in_small_pool = pool == &cc->small_pool;
     return block;
 }
 
@@ -874,7 +890,10 @@ void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block)
  * that (see complete_blocks). */
 void vb_cc_pool_insert(vb_cc_pool *pool, vb_cc_block *block)
 {
-    block->gc_count_base = pool->get_free_blocks_call_count;
+    /* The count is 0 until garbage collection first counts (and always,
+     * without it), and every struct's base is 0 until then: no write to
+     * the struct's second cache line while it is 0 (see vb_cc_block). */
+    if (pool->get_free_blocks_call_count) block->gc_count_base = pool->get_free_blocks_call_count;
     block->whole_in_pool = !vb_cc_block_is_split(block);
     pool->whole_free += block->whole_in_pool;
     if (block->whole_in_pool) whole_list_add(pool, block);
@@ -911,8 +930,8 @@ void vb_cc_pool_erase(vb_cc_pool *pool, vb_cc_block *block)
     if (pool->blocks_kept) {
         vb_oset_remove(&pool->blocks, &block->class_node);
         count_update(pool);
-    } else if (block->size_index) {
-        index_remove(block);
+    } else if (block->indexed) {
+        index_remove(index_of(pool, block->stream, 0), block);
     }
 }
 
@@ -927,7 +946,8 @@ void vb_cc_pool_each_free(vb_cc_pool *pool, int (*visit)(void *context, vb_cc_bl
         vb_cc_size_index *index = pool->indexes[i];
         int c = last_class_in_use(index);
         if (!index->stamps) { /* sets only: from the last block back */
-            for (vb_cc_block *block = c < 0 ? NULL : class_last(index, (uint32_t)c); block; block = index_before(block))
+            for (vb_cc_block *block = c < 0 ? NULL : class_last(index, (uint32_t)c); block;
+                 block = index_before(index, block))
                 if (!visit(context, block)) return;
             continue;
         }
@@ -969,8 +989,10 @@ uint64_t vb_cc_try_merge(vb_cc_allocator *cc, vb_cc_block *dst, vb_cc_block *src
         if (dst->next) dst->next->prev = dst;
     }
     dst->size += src->size;
-    if (src->mapped) vb_cc_pool_erase(src->pool, src);
-    else vb_oset_remove(&src->pool->unmapped, &src->class_node);
+    /* dst's pool: address neighbours are of one segment, so of one pool,
+     * and src's second cache line stays unread (see vb_cc_block). */
+    if (src->mapped) vb_cc_pool_erase(vb_cc_block_pool(cc, dst), src);
+    else vb_oset_remove(&vb_cc_block_pool(cc, src)->unmapped, &src->class_node);
     uint64_t absorbed = src->size;
     vb_cc_block_recycle(cc, src);
     return absorbed;
@@ -991,12 +1013,12 @@ void vb_cc_segment_remove(vb_cc_allocator *cc, vb_cc_segment *segment)
  * their cache misses overlap instead of following one another. */
 static void free_block(vb_cc_allocator *cc, vb_cc_block *block)
 {
-    prefetch_block(block->prev);
-    prefetch_block(block->next);
+    prefetch_first_line(block->prev);
+    prefetch_first_line(block->next);
     vb_cc_try_merge(cc, block, block->prev);
     vb_cc_try_merge(cc, block, block->next);
     if (cc->source->take_freed && cc->source->take_freed(cc, block)) return;
-    vb_cc_pool_insert(block->pool, block);
+    vb_cc_pool_insert(vb_cc_block_pool(cc, block), block);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1049,12 +1071,12 @@ uint64_t vb_cc_allocation_size(uint64_t size)
  * a large one only a remainder over 1 MiB, and never for requests of
  * max_split_size or more. Expandable segments split large blocks like
  * small ones; a large borrowed segment never splits. */
-static int should_split(const vb_cc_allocator *cc, const vb_cc_block *block, uint64_t size)
+static int should_split(const vb_cc_allocator *cc, const vb_cc_pool *pool, const vb_cc_block *block, uint64_t size)
 {
     uint64_t remaining = block->size - size;
     /* A large stitched range serves one block, whole (stitch.c). */
-    if (!block->pool->is_small && block->segment->borrowed) return 0; /* the pool first: its line is warm */
-    if (block->pool->is_small || cc->source->expandable) return remaining >= VB_CC_MIN_BLOCK_SIZE;
+    if (!pool->is_small && block->segment->borrowed) return 0; /* the pool first: its line is warm */
+    if (pool->is_small || cc->source->expandable) return remaining >= VB_CC_MIN_BLOCK_SIZE;
     return size < cc->max_split_size && remaining > VB_CC_SMALL_SIZE;
 }
 
@@ -1136,6 +1158,13 @@ static uint32_t uses_capacity(uint32_t count)
     return capacity;
 }
 
+/* Keeps block->in_use, which vb_cc_block_available reads in the block's
+ * first cache line, in step with the counts in its second. */
+static void note_in_use(vb_cc_block *block)
+{
+    block->in_use = block->event_count != 0 || block->use_count != 0;
+}
+
 /* insert_events: at free time, one event per stream the block was used on;
  * the block is reusable once all have completed. Where an event cannot be
  * had, waiting for the stream here keeps the same guarantee. */
@@ -1158,6 +1187,7 @@ static void insert_events(vb_cc_allocator *cc, vb_cc_block *block)
     block->use_count = 0;
     free(block->uses); /* a struct keeps no array: its capacity follows from use_count (uses_capacity) */
     block->uses = NULL;
+    note_in_use(block);
 }
 
 /* Takes the oldest entry of a queue off it; its event goes back to the spare
@@ -1169,7 +1199,9 @@ static void events_pop(vb_cc_allocator *cc, vb_cc_stream_events *queue)
     queue->count--;
     cc->outstanding_events--;
     event_give(cc, entry.event);
-    if (--entry.block->event_count == 0) free_block(cc, entry.block);
+    entry.block->event_count--;
+    note_in_use(entry.block);
+    if (entry.block->event_count == 0) free_block(cc, entry.block);
 }
 
 /* process_events: frees blocks whose other-stream uses have completed.
@@ -1241,14 +1273,14 @@ static vb_cc_block *free_last_before(vb_cc_pool *pool, vb_stream stream, uint64_
 /* The free block after / before `block` (free) in its stream, or NULL. */
 static vb_cc_block *free_after(vb_cc_pool *pool, const vb_cc_block *block)
 {
-    if (!pool->blocks_kept) return index_after(block);
+    if (!pool->blocks_kept) return index_after(index_of(pool, block->stream, 0), block);
     vb_cc_block *next = block_of(vb_oset_next(&pool->blocks, &block->class_node));
     return next && next->stream == block->stream ? next : NULL;
 }
 
 static vb_cc_block *free_before(vb_cc_pool *pool, const vb_cc_block *block)
 {
-    if (!pool->blocks_kept) return index_before(block);
+    if (!pool->blocks_kept) return index_before(index_of(pool, block->stream, 0), block);
     vb_cc_block *before = block_of(vb_oset_prev(&pool->blocks, &block->class_node));
     return before && before->stream == block->stream ? before : NULL;
 }
@@ -1320,7 +1352,7 @@ static void gc_free(vb_cc_allocator *cc, gc_tally *tally, vb_cc_block *b)
 {
     tally->freed_one = 1;
     tally->reclaimed += b->size;
-    tally->total_age -= block_age(b);
+    tally->total_age -= block_age(vb_cc_block_pool(cc, b), b);
     tally->freeable--;
     cc->source->release_block(cc, b);
 }
@@ -1345,11 +1377,11 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
     if (walk) {
         for (vb_cc_block *b = block_of(vb_oset_first(blocks)); b; b = block_of(vb_oset_next(blocks, &b->class_node)))
             if (!vb_cc_block_is_split(b)) {
-                tally.total_age += block_age(b);
+                tally.total_age += block_age(pool, b);
                 tally.freeable++;
             }
     } else {
-        for (size_t i = 0; i < pool->whole_free; i++) tally.total_age += block_age(pool->whole_blocks[i]);
+        for (size_t i = 0; i < pool->whole_free; i++) tally.total_age += block_age(pool, pool->whole_blocks[i]);
         tally.freeable = pool->whole_free;
     }
     while (tally.reclaimed < target && tally.freed_one && tally.freeable > 0) {
@@ -1362,7 +1394,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
              * same calls. */
             size_t victims = 0;
             for (size_t i = 0; i < pool->whole_free; i++)
-                if ((double)block_age(pool->whole_blocks[i]) >= age_threshold)
+                if ((double)block_age(pool, pool->whole_blocks[i]) >= age_threshold)
                     pool->whole_victims[victims++] = pool->whole_blocks[i];
             vb_cc_sort_by_size(pool->whole_victims, victims);
             for (size_t i = 0; i < victims; i++) gc_free(cc, &tally, pool->whole_victims[i]);
@@ -1371,7 +1403,7 @@ static void garbage_collect_cached_blocks(vb_cc_allocator *cc, vb_grant *grant)
         vb_cc_block *b = block_of(vb_oset_first(blocks));
         while (b) {
             vb_cc_block *next = block_of(vb_oset_next(blocks, &b->class_node));
-            if (!vb_cc_block_is_split(b) && (double)block_age(b) >= age_threshold) gc_free(cc, &tally, b);
+            if (!vb_cc_block_is_split(b) && (double)block_age(pool, b) >= age_threshold) gc_free(cc, &tally, b);
             b = next;
         }
     }
@@ -1445,18 +1477,19 @@ static void release_cached_blocks(vb_cc_allocator *cc)
     forget_blocks(&cc->large_pool);
 }
 
-/* alloc_found_block: hands `block` out for `size` (rounded) bytes, splitting
- * the remainder off into the pool when `split`; returns the block handed out. */
-static vb_cc_block *alloc_found_block(vb_cc_allocator *cc, vb_cc_block *block, uint64_t size, int split)
+/* alloc_found_block: hands `block` (of `pool`) out for `size` (rounded)
+ * bytes, splitting the remainder off into the pool when `split`; returns
+ * the block handed out. */
+static vb_cc_block *alloc_found_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_cc_block *block, uint64_t size,
+                                      int split)
 {
-    vb_cc_block *front = split ? vb_cc_block_new(cc, block->addr, size, block->stream, block->pool, block->segment)
-                               : NULL;
+    vb_cc_block *front = split ? vb_cc_block_new(cc, block->addr, size, block->stream, pool, block->segment) : NULL;
     if (front) {
         /* The front part is handed out; the struct found keeps the rest. */
         vb_cc_splice(front, block->prev, block);
         block->addr += size;
         block->size -= size;
-        vb_cc_pool_insert(block->pool, block);
+        vb_cc_pool_insert(pool, block);
         block = front;
     }
     block->allocated = 1;
@@ -1503,7 +1536,7 @@ vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *o
                             (unsigned long long)cc->stats->allocated_bytes);
         }
     }
-    vb_cc_block *handed = alloc_found_block(cc, block, rounded, should_split(cc, block, rounded));
+    vb_cc_block *handed = alloc_found_block(cc, pool, block, rounded, should_split(cc, pool, block, rounded));
     if (cc->allocated_indexed &&
         vb_addr_map_put(&cc->allocated_blocks, handed->addr, (uint64_t)(uintptr_t)handed) != 0) {
         handed->allocated = 0;
@@ -1560,8 +1593,13 @@ vb_status vb_cc_free(void *state, vb_addr addr, uint64_t tag)
                         cc->name, (unsigned long long)addr);
     if (cc->allocated_indexed) vb_addr_map_remove(&cc->allocated_blocks, addr, NULL);
     block->allocated = 0;
-    if (block->use_count) insert_events(cc, block);
-    if (block->event_count == 0) free_block(cc, block);
+    /* The counts only when in_use says there are some: they are in the
+     * block's second cache line, which a free reads no other way. */
+    if (block->in_use) {
+        if (block->use_count) insert_events(cc, block);
+        if (block->event_count) return VB_OK;
+    }
+    free_block(cc, block);
     return VB_OK;
 }
 
@@ -1587,21 +1625,26 @@ static void prefetch_heap_insert(const vb_cc_size_index *index, uint32_t c)
     if (heap->count) __builtin_prefetch(&heap->entries[(heap->count - 1) / HEAP_ARITY]);
 }
 
-/* prefetch_free: the block (the tag is its struct), then its address
- * neighbours, which free_block merges with, then (those in the cache by
- * then) the size class's heap the merged block goes into. */
+/* prefetch_free: the block (the tag is its struct), then the first line
+ * of each address neighbour, which free_block merges with or looks at,
+ * then (those in the cache by then) the size class's heap the merged
+ * block goes into, and the second line of a neighbour that leaves a set. */
 void vb_cc_prefetch_free(void *state, const uint64_t tags[VB_STRATEGY_PREFETCH_STAGES])
 {
-    (void)state;
+    vb_cc_allocator *cc = state;
     const vb_cc_block *block = (const vb_cc_block *)(uintptr_t)tags[0];
-    prefetch_block(block);
+    prefetch_first_line(block);
     if ((block = (const vb_cc_block *)(uintptr_t)tags[1])) {
-        prefetch_block(block->prev);
-        prefetch_block(block->next);
+        prefetch_first_line(block->prev);
+        prefetch_first_line(block->next);
     }
     block = (const vb_cc_block *)(uintptr_t)tags[2];
-    if (block && block->mapped && !block->pool->blocks_kept)
-        prefetch_heap_insert(index_of(block->pool, block->stream, 0), size_class(size_after_merges(block)));
+    if (!block) return;
+    prefetch_merged_set_node(block->prev);
+    prefetch_merged_set_node(block->next);
+    vb_cc_pool *pool = vb_cc_block_pool(cc, block);
+    if (block->mapped && !pool->blocks_kept)
+        prefetch_heap_insert(index_of(pool, block->stream, 0), size_class(size_after_merges(block)));
 }
 
 /* record_stream: remembers a use on another stream (the allocation stream
@@ -1615,7 +1658,9 @@ vb_status vb_cc_record_stream(void *state, vb_addr addr, uint64_t tag, vb_stream
                         (unsigned long long)addr);
     if (stream == block->stream) return VB_OK;
     uint32_t capacity = uses_capacity(block->use_count);
-    return vb_stream_list_add(&block->uses, &block->use_count, &capacity, stream);
+    vb_status status = vb_stream_list_add(&block->uses, &block->use_count, &capacity, stream);
+    note_in_use(block);
+    return status;
 }
 
 /* empty_cache: release_cached_blocks. */

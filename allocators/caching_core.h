@@ -72,33 +72,42 @@ typedef struct vb_cc_allocator vb_cc_allocator;
 typedef struct vb_cc_size_index vb_cc_size_index;
 
 typedef struct vb_cc_block {
-    /* First cache line: the node and the fields the free sets order by
-     * (block structs are 64-byte aligned, so a step of a best-fit walk
-     * reads one line), and the address neighbour before. */
-    vb_oset_node class_node;      /* in the one set that holds it, if any: its size class's (free, mapped,
-                                   * indexed), pool->blocks (free, mapped, while the pool keeps that) or
-                                   * pool->unmapped (expandable) */
+    /* First cache line: all that `caching`'s malloc and free read or
+     * write of every block they meet, when no record_stream use and no
+     * garbage collection is about: the block freed and its address
+     * neighbours (merged, or only looked at), the block an allocation
+     * takes from a size class's heap, the one it splits off and the one
+     * after it. At 400,000 events of a random trace the structs are most
+     * of what a replay reads, and each block met costs one cache miss,
+     * not two (docs/bench.md, "Replay speed"). */
     vb_stream stream;             /* the allocation stream: only it reuses the block */
     uint64_t size;
     vb_addr addr;
     struct vb_cc_block *prev;     /* address neighbours in the segment (spare list: next) */
-    /* Second line: the rest, so that a free touches two lines of each
-     * block it meets, and a struct is two lines: at 400,000 events of a
-     * random trace the structs are most of what replay reads, and the
-     * host's caches hold 1.5 times as many of them as at three lines. */
     struct vb_cc_block *next;
-    vb_cc_pool *pool;
     vb_cc_segment *segment;
-    vb_cc_size_index *size_index; /* where class_node is (NULL: not indexed) */
-    uint64_t gc_count_base;       /* pool->get_free_blocks_call_count when it became free */
-    uint32_t size_class;
-    int event_count;              /* outstanding events of other streams' uses */
-    uint32_t use_count;           /* streams in `uses` */
+    uint64_t heap_stamp;          /* the stamp of its entry while in a size class's heap, else 0
+                                   * (caching_core.c, "exact classes as heaps") */
+    uint16_t size_class;          /* its class, while indexed */
     uint8_t allocated;            /* 1 handed out; VB_CC_LENT: lent to a stitched range (stitch) */
     uint8_t mapped;               /* 0 only for unmapped address space of an expandable segment */
     uint8_t whole_in_pool;        /* counted in its pool's whole_free (unsplit when it went in) */
+    uint8_t indexed;              /* in its stream's size index of its pool (free, mapped) */
+    uint8_t in_use;               /* event_count or use_count is not 0: vb_cc_block_available reads
+                                   * this line only */
+    uint8_t in_small_pool;        /* in the allocator's small pool, else its large one (vb_cc_block_pool) */
+    /* Second line: the set node (a size class's set, pool->blocks or
+     * pool->unmapped: a walk in order reads both lines; the heaps of
+     * `caching`'s exact classes need none), an age for garbage collection
+     * and record_stream's uses and events (in_use says when there are). */
+    vb_oset_node class_node;      /* in the one set that holds it, if any: its size class's (free, mapped,
+                                   * indexed, not a heap), pool->blocks (free, mapped, while the pool keeps
+                                   * that) or pool->unmapped (expandable) */
+    uint64_t gc_count_base;       /* pool->get_free_blocks_call_count when it became free */
     vb_stream *uses;              /* streams record_stream named (never the block's own); NULL while
                                    * use_count is 0, its capacity a function of use_count (uses_capacity) */
+    int event_count;              /* outstanding events of other streams' uses */
+    uint32_t use_count;           /* streams in `uses` */
 } vb_cc_block;
 
 /* One of the two pools: free blocks of <= 1 MiB requests, or larger. Its
@@ -274,6 +283,13 @@ struct vb_cc_allocator {
     size_t spare_event_count, spare_event_capacity;
 };
 
+/* The pool of `block` (a block struct names its pool by a flag in its
+ * first cache line, not by a pointer in its second: see vb_cc_block). */
+static inline vb_cc_pool *vb_cc_block_pool(vb_cc_allocator *cc, const vb_cc_block *block)
+{
+    return block->in_small_pool ? &cc->small_pool : &cc->large_pool;
+}
+
 /* ---- set-up (called by each strategy's create/destroy) ---- */
 
 /* Initialises `cc` (zeroed by the caller) on `dev` with checked settings;
@@ -337,13 +353,16 @@ void vb_cc_pool_stop_listing_whole(vb_cc_pool *pool);
 
 /* ---- helpers for segment sources ---- */
 
-/* A block struct from the spare list (or the heap); NULL when host memory
- * runs out. Fields are zeroed, `mapped` is 1. */
+/* A block struct from the spare list (or a slab) for a free block of
+ * `pool`; NULL when host memory runs out. No links, no class, no uses or
+ * events, `mapped` 1; its set node is unset (a set's insert sets it). */
 vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, vb_stream stream,
                              vb_cc_pool *pool, vb_cc_segment *segment);
 
-/* Puts a block struct (in no set, unlinked) on the spare list; its segment
- * becomes NULL. */
+/* Puts a block struct (in no set, unlinked, with no record_stream uses
+ * and no events pending, as a free block in a pool has none) on the spare
+ * list; its segment becomes NULL. vb_cc_block_new keeps what it has of
+ * those in its second cache line. */
 void vb_cc_block_recycle(vb_cc_allocator *cc, vb_cc_block *block);
 
 /* insert_into_blocks: into the pool's free set, stamping its age base. */
@@ -386,7 +405,7 @@ uint64_t vb_cc_try_merge(vb_cc_allocator *cc, vb_cc_block *dst, vb_cc_block *src
 /* 1 if the block is free and reusable now (PyTorch's `allocatable`). */
 static inline int vb_cc_block_available(const vb_cc_block *block)
 {
-    return block && !block->allocated && block->event_count == 0 && block->use_count == 0;
+    return block && !block->allocated && !block->in_use;
 }
 
 /* 1 if the block is part of a larger segment (has a neighbour). */

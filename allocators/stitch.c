@@ -260,7 +260,7 @@ static void note_hole(vb_cc_allocator *cc, vb_cc_block *block)
 {
     stitch_allocator *stitch = stitch_of(cc);
     if (stitch->unindexed || !block || !block->segment || block->segment->borrowed) return;
-    vb_hole_index *holes = holes_of(cc, block->pool);
+    vb_hole_index *holes = holes_of(cc, vb_cc_block_pool(cc, block));
     hole_piece hole;
     if (!block->mapped || !vb_cc_block_available(block) || hole_in(block, &hole) == 0) {
         vb_hole_index_forget(holes, block->addr, block->addr + 1);
@@ -275,7 +275,7 @@ static void note_hole(vb_cc_allocator *cc, vb_cc_block *block)
 static void renote(vb_cc_allocator *cc, vb_cc_block *block)
 {
     if (stitch_of(cc)->unindexed || block->segment->borrowed) return;
-    vb_hole_index_forget(holes_of(cc, block->pool), block->addr, block->addr + block->size);
+    vb_hole_index_forget(holes_of(cc, vb_cc_block_pool(cc, block)), block->addr, block->addr + block->size);
     note_hole(cc, block);
 }
 
@@ -471,15 +471,15 @@ static void lend_piece(vb_cc_allocator *cc, vb_cc_block *block, const stitch_pie
     vb_addr start = piece->range->segment.base + piece->offset;
     uint64_t before_size = start - block->addr, after_size = block->size - before_size - piece->bytes;
     if (!stitch_of(cc)->unindexed)
-        vb_hole_index_forget(holes_of(cc, block->pool), block->addr, block->addr + block->size);
-    vb_cc_pool_erase(block->pool, block);
+        vb_hole_index_forget(holes_of(cc, vb_cc_block_pool(cc, block)), block->addr, block->addr + block->size);
+    vb_cc_pool_erase(vb_cc_block_pool(cc, block), block);
     if (before_size) {
         before->addr = block->addr;
         before->size = before_size;
         before->stream = block->stream;
         before->segment = block->segment;
         vb_cc_splice(before, block->prev, block);
-        vb_cc_pool_insert(block->pool, before);
+        vb_cc_pool_insert(vb_cc_block_pool(cc, block), before);
     } else {
         vb_cc_block_recycle(cc, before);
     }
@@ -489,7 +489,7 @@ static void lend_piece(vb_cc_allocator *cc, vb_cc_block *block, const stitch_pie
         after->stream = block->stream;
         after->segment = block->segment;
         vb_cc_splice(after, block, block->next);
-        vb_cc_pool_insert(block->pool, after);
+        vb_cc_pool_insert(vb_cc_block_pool(cc, block), after);
     } else {
         vb_cc_block_recycle(cc, after);
     }
@@ -549,7 +549,7 @@ static void return_stitched(vb_cc_allocator *cc, stitched_range *stitched)
         hole->allocated = 0;
         vb_cc_try_merge(cc, hole, hole->prev);
         vb_cc_try_merge(cc, hole, hole->next);
-        vb_cc_pool_insert(hole->pool, hole);
+        vb_cc_pool_insert(vb_cc_block_pool(cc, hole), hole);
         renote(cc, hole);
         vb_cc_block *near = hole->next && hole->next->allocated == 1 ? hole->next : hole->prev;
         stitched->pieces[i].anchor = near && near->allocated == 1 ? near->addr : 0;

@@ -258,7 +258,7 @@ vb_status vb_vm_range_map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64
     size_t end = (offset + size + range->chunk_size - 1) / range->chunk_size;
     size_t limit = (offset + to_map->size) / range->chunk_size;
     /* The unmapped rest's struct first: nothing is left to undo when host memory runs out. */
-    vb_cc_block *rest = vb_cc_block_new(cc, to_map->addr, to_map->size, to_map->stream, to_map->pool,
+    vb_cc_block *rest = vb_cc_block_new(cc, to_map->addr, to_map->size, to_map->stream, vb_cc_block_pool(cc, to_map),
                                         to_map->segment);
     if (!rest) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     size_t mapped_end = end;
@@ -275,17 +275,17 @@ vb_status vb_vm_range_map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64
         vb_cc_block_recycle(cc, rest);
         rest = NULL;
     }
-    vb_oset_remove(&to_map->pool->unmapped, &to_map->class_node);
+    vb_oset_remove(&vb_cc_block_pool(cc, to_map)->unmapped, &to_map->class_node);
     to_map->mapped = 1;
     if (rest) {
         rest->mapped = 0;
         vb_cc_splice(rest, to_map, to_map->next);
-        vb_oset_insert(&to_map->pool->unmapped, &rest->class_node);
+        vb_oset_insert(&vb_cc_block_pool(cc, to_map)->unmapped, &rest->class_node);
         to_map->size = mapped_size;
     }
     vb_cc_try_merge(cc, to_map, to_map->prev);
     vb_cc_try_merge(cc, to_map, to_map->next);
-    vb_cc_pool_insert(to_map->pool, to_map);
+    vb_cc_pool_insert(vb_cc_block_pool(cc, to_map), to_map);
     return VB_OK;
 }
 
@@ -344,12 +344,12 @@ size_t vb_vm_range_unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t m
     vb_addr start = range->segment.base + begin * range->chunk_size;
     uint64_t unmapped_size = (end - begin) * range->chunk_size;
     uint64_t before_size = start - block->addr, after_size = block->size - before_size - unmapped_size;
-    vb_cc_block *before = before_size ? vb_cc_block_new(cc, block->addr, before_size, block->stream, block->pool,
-                                                        block->segment)
-                                      : NULL;
-    vb_cc_block *after = after_size ? vb_cc_block_new(cc, start + unmapped_size, after_size, block->stream,
-                                                      block->pool, block->segment)
-                                    : NULL;
+    vb_cc_pool *pool = vb_cc_block_pool(cc, block);
+    vb_cc_block *before =
+        before_size ? vb_cc_block_new(cc, block->addr, before_size, block->stream, pool, block->segment) : NULL;
+    vb_cc_block *after =
+        after_size ? vb_cc_block_new(cc, start + unmapped_size, after_size, block->stream, pool, block->segment)
+                   : NULL;
     if ((before_size && !before) || (after_size && !after)) {
         if (before) vb_cc_block_recycle(cc, before);
         if (after) vb_cc_block_recycle(cc, after);
@@ -359,21 +359,21 @@ size_t vb_vm_range_unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t m
      * for the range's stream first. */
     cc->device->ops->stream_synchronize(cc->device, range->segment.stream);
     unmap_chunks(cc, range, from, to, keep);
-    vb_cc_pool_erase(block->pool, block);
+    vb_cc_pool_erase(pool, block);
     if (before) {
         vb_cc_splice(before, block->prev, block);
-        vb_cc_pool_insert(block->pool, before);
+        vb_cc_pool_insert(pool, before);
     }
     if (after) {
         vb_cc_splice(after, block, block->next);
-        vb_cc_pool_insert(block->pool, after);
+        vb_cc_pool_insert(pool, after);
     }
     block->addr = start;
     block->size = unmapped_size;
     block->mapped = 0;
     vb_cc_try_merge(cc, block, block->prev);
     vb_cc_try_merge(cc, block, block->next);
-    vb_oset_insert(&block->pool->unmapped, &block->class_node);
+    vb_oset_insert(&vb_cc_block_pool(cc, block)->unmapped, &block->class_node);
     return end - begin;
 }
 
@@ -381,7 +381,7 @@ size_t vb_vm_range_unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t m
 static void release_range(vb_cc_allocator *cc, vb_cc_block *block)
 {
     vb_vm_range *range = vb_vm_range_of(block->segment);
-    vb_oset_remove(&block->pool->unmapped, &block->class_node);
+    vb_oset_remove(&vb_cc_block_pool(cc, block)->unmapped, &block->class_node);
     vb_cc_segment_remove(cc, &range->segment);
     cc->device->ops->vm_free(cc->device, range->segment.base, range->segment.size);
     vb_cc_block_recycle(cc, block);

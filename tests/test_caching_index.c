@@ -416,6 +416,63 @@ static void a_walked_pool_goes_back_to_its_size_indexes(void **state)
     }
 }
 
+/* Checks, for every block of every segment of `cc`, that what its first
+ * cache line says for the hot path agrees with the rest (vb_cc_block):
+ * its pool flag names its segment's pool, in_use is set exactly while it
+ * has record_stream uses or events, a block in a heap (heap_stamp not 0)
+ * is indexed, and an indexed block is free. Returns the blocks checked. */
+static size_t check_first_lines(vb_cc_allocator *cc, size_t *in_use)
+{
+    size_t blocks = 0;
+    for (vb_oset_node *node = vb_oset_first(&cc->segments); node; node = vb_oset_next(&cc->segments, node)) {
+        vb_cc_segment *segment = VB_OSET_ENTRY(node, vb_cc_segment, node);
+        for (vb_cc_block *block = segment->head; block; block = block->next, blocks++) {
+            assert_ptr_equal(vb_cc_block_pool(cc, block), segment->pool);
+            assert_int_equal(block->in_use, block->event_count != 0 || block->use_count != 0);
+            if (block->heap_stamp) assert_true(block->indexed);
+            if (block->indexed) assert_int_equal(block->allocated, 0);
+            *in_use += block->in_use;
+        }
+    }
+    return blocks;
+}
+
+/* A random run of each caching-style strategy, with record_stream on the
+ * other stream now and then, keeps every block's first cache line in
+ * agreement with the rest (check_first_lines), checked as it goes. */
+static void a_blocks_first_line_agrees_with_the_rest(void **state)
+{
+    (void)state;
+    const char *const names[] = {"caching", "expandable", "stitch"};
+    const char *const stitching[] = {"stitch_max_maps=8", NULL};
+    for (size_t n = 0; n < 3; n++) {
+        twin t;
+        twin_open(&t, names[n], n == 2 ? stitching : NULL);
+        vb_cc_allocator *cc = t.allocator->state;
+        uint64_t rng = 77 + n;
+        size_t checked = 0, in_use = 0;
+        for (size_t op = 0; op < OPERATIONS; op++) {
+            uint64_t choice = twin_random(&rng);
+            size_t slot = (size_t)(choice >> 16) % TWIN_LIVE_SLOTS;
+            if (t.live[slot] && choice % 7 == 0) {
+                assert_int_equal(vb_record_stream(t.allocator, t.live[slot], t.streams[1 - t.stream_of[slot]]), VB_OK);
+            } else if (t.live[slot]) {
+                assert_int_equal(vb_free(t.allocator, t.live[slot]), VB_OK);
+                t.live[slot] = 0;
+            } else {
+                t.stream_of[slot] = (int)(choice % 2);
+                if (vb_malloc(t.allocator, twin_random_size(&rng), t.streams[t.stream_of[slot]], &t.live[slot]) !=
+                    VB_OK)
+                    t.live[slot] = 0;
+            }
+            if (op % 1000 == 999) checked += check_first_lines(cc, &in_use);
+        }
+        assert_true(checked > 0);
+        assert_true(in_use > 0); /* record_stream's flag was seen set, not only clear */
+        twin_close(&t);
+    }
+}
+
 /* Runs every caching index test. */
 int main(void)
 {
@@ -432,6 +489,7 @@ int main(void)
         cmocka_unit_test(a_class_left_over_and_over_keeps_few_stale_entries),
         cmocka_unit_test(each_free_visits_every_free_block_once),
         cmocka_unit_test(a_walked_pool_goes_back_to_its_size_indexes),
+        cmocka_unit_test(a_blocks_first_line_agrees_with_the_rest),
     };
     return cmocka_run_group_tests_name("caching_index", tests, NULL, NULL);
 }
