@@ -110,6 +110,14 @@ static vb_cc_block probe_block(vb_stream stream, uint64_t size, vb_addr addr)
     return (vb_cc_block){.stream = stream, .size = size, .addr = addr};
 }
 
+/* 1 when the allocator collects garbage: PyTorch's garbage_collection_threshold
+ * under a memory fraction (set at creation, never changed). Only then do
+ * pools count get_free_block calls and blocks have ages. */
+static int collects_garbage(const vb_cc_allocator *cc)
+{
+    return cc->set_fraction && cc->gc_threshold > 0.0;
+}
+
 /* The age of a block of `pool` in get_free_block calls of the pool
  * (PyTorch's gc_count). */
 static uint64_t block_age(const vb_cc_pool *pool, const vb_cc_block *block)
@@ -851,7 +859,7 @@ vb_cc_block *vb_cc_block_new(vb_cc_allocator *cc, vb_addr addr, uint64_t size, v
         prefetch_first_line(cc->spare_blocks); /* the next struct taken, asked for now */
         /* A base another pool's count set (garbage collection on) goes
          * back to 0, as vb_cc_pool_insert wants it. */
-        if (cc->set_fraction && cc->gc_threshold > 0.0) block->gc_count_base = 0;
+        if (collects_garbage(cc)) block->gc_count_base = 0;
     } else {
         block = slab_take(cc);
         if (!block) return NULL;
@@ -1291,7 +1299,7 @@ static vb_cc_block *free_before(vb_cc_pool *pool, const vb_cc_block *block)
  * max_non_split_rounding (20 MiB) larger. NULL when none. */
 static vb_cc_block *get_free_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_stream stream, uint64_t size)
 {
-    if (cc->set_fraction && cc->gc_threshold > 0.0) pool->get_free_blocks_call_count++;
+    if (collects_garbage(cc)) pool->get_free_blocks_call_count++;
     vb_cc_block *block = free_lower_bound(pool, stream, size);
     if (!block) return NULL;
     if (cc->source->expandable) {
@@ -1516,7 +1524,7 @@ vb_status vb_cc_malloc(void *state, uint64_t size, vb_stream stream, vb_grant *o
     vb_cc_block *block = get_free_block(cc, pool, stream, rounded);
     if (!block) {
         uint64_t alloc_size = vb_cc_allocation_size(rounded);
-        if (cc->set_fraction && cc->gc_threshold > 0.0) garbage_collect_cached_blocks(cc, out);
+        if (collects_garbage(cc)) garbage_collect_cached_blocks(cc, out);
         vb_status status = alloc_block(cc, pool, stream, rounded, alloc_size, &block, out);
         if (status == VB_ERR_OOM && release_available_cached_blocks(cc, pool, stream, rounded))
             status = alloc_block(cc, pool, stream, rounded, alloc_size, &block, out);

@@ -470,16 +470,16 @@ static void lend_piece(vb_cc_allocator *cc, vb_cc_block *block, const stitch_pie
 {
     vb_addr start = piece->range->segment.base + piece->offset;
     uint64_t before_size = start - block->addr, after_size = block->size - before_size - piece->bytes;
-    if (!stitch_of(cc)->unindexed)
-        vb_hole_index_forget(holes_of(cc, vb_cc_block_pool(cc, block)), block->addr, block->addr + block->size);
-    vb_cc_pool_erase(vb_cc_block_pool(cc, block), block);
+    vb_cc_pool *pool = vb_cc_block_pool(cc, block);
+    if (!stitch_of(cc)->unindexed) vb_hole_index_forget(holes_of(cc, pool), block->addr, block->addr + block->size);
+    vb_cc_pool_erase(pool, block);
     if (before_size) {
         before->addr = block->addr;
         before->size = before_size;
         before->stream = block->stream;
         before->segment = block->segment;
         vb_cc_splice(before, block->prev, block);
-        vb_cc_pool_insert(vb_cc_block_pool(cc, block), before);
+        vb_cc_pool_insert(pool, before);
     } else {
         vb_cc_block_recycle(cc, before);
     }
@@ -489,7 +489,7 @@ static void lend_piece(vb_cc_allocator *cc, vb_cc_block *block, const stitch_pie
         after->stream = block->stream;
         after->segment = block->segment;
         vb_cc_splice(after, block, block->next);
-        vb_cc_pool_insert(vb_cc_block_pool(cc, block), after);
+        vb_cc_pool_insert(pool, after);
     } else {
         vb_cc_block_recycle(cc, after);
     }

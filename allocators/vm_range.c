@@ -253,13 +253,13 @@ vb_status vb_vm_range_find_block(vb_cc_allocator *cc, vb_cc_pool *pool, vb_strea
 vb_status vb_vm_range_map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64_t size)
 {
     vb_vm_range *range = vb_vm_range_of(to_map->segment);
+    vb_cc_pool *pool = vb_cc_block_pool(cc, to_map);
     uint64_t offset = to_map->addr - range->segment.base;
     size_t begin = offset / range->chunk_size;
     size_t end = (offset + size + range->chunk_size - 1) / range->chunk_size;
     size_t limit = (offset + to_map->size) / range->chunk_size;
     /* The unmapped rest's struct first: nothing is left to undo when host memory runs out. */
-    vb_cc_block *rest = vb_cc_block_new(cc, to_map->addr, to_map->size, to_map->stream, vb_cc_block_pool(cc, to_map),
-                                        to_map->segment);
+    vb_cc_block *rest = vb_cc_block_new(cc, to_map->addr, to_map->size, to_map->stream, pool, to_map->segment);
     if (!rest) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     size_t mapped_end = end;
     vb_status status = map_chunks(cc, range, begin, end, limit, &mapped_end);
@@ -275,17 +275,17 @@ vb_status vb_vm_range_map_block(vb_cc_allocator *cc, vb_cc_block *to_map, uint64
         vb_cc_block_recycle(cc, rest);
         rest = NULL;
     }
-    vb_oset_remove(&vb_cc_block_pool(cc, to_map)->unmapped, &to_map->class_node);
+    vb_oset_remove(&pool->unmapped, &to_map->class_node);
     to_map->mapped = 1;
     if (rest) {
         rest->mapped = 0;
         vb_cc_splice(rest, to_map, to_map->next);
-        vb_oset_insert(&vb_cc_block_pool(cc, to_map)->unmapped, &rest->class_node);
+        vb_oset_insert(&pool->unmapped, &rest->class_node);
         to_map->size = mapped_size;
     }
     vb_cc_try_merge(cc, to_map, to_map->prev);
     vb_cc_try_merge(cc, to_map, to_map->next);
-    vb_cc_pool_insert(vb_cc_block_pool(cc, to_map), to_map);
+    vb_cc_pool_insert(pool, to_map);
     return VB_OK;
 }
 
