@@ -384,12 +384,11 @@ int vb_cli_parse_capacity(const char *command, const char *option, const char *t
     uint64_t bytes = 0;
     if (vb_cli_size_option(command, option, text, &bytes) != VB_EXIT_OK) return VB_EXIT_USAGE;
     if (bytes < minimum) {
-        char given[32], least[32];
-        vb_cli_format_bytes(bytes, given, sizeof given);
+        char least[32];
         if (minimum % VB_MiB == 0) snprintf(least, sizeof least, "%llu MiB", (unsigned long long)(minimum / VB_MiB));
         else vb_cli_format_bytes(minimum, least, sizeof least);
         return vb_cli_error(VB_EXIT_USAGE, "%s: %s %s is below %s, the driver's smallest allocation", command, option,
-                            given, least);
+                            text, least); /* as given: rounded, 2047K would read "2.00 MiB" */
     }
     if (bytes > VB_SIM_MAX_CAPACITY)
         return vb_cli_error(VB_EXIT_USAGE,

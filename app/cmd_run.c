@@ -139,6 +139,7 @@ typedef struct run_args {
     vb_runner_options options;
     uint64_t sim_capacity;
     int sim_capacity_given;
+    const char *sim_capacity_text; /* as given: a size shown rounded may read as the limit it misses */
     vb_sim_placement sim_placement;
     int sim_placement_given;
     int quiet;
@@ -202,6 +203,7 @@ static int parse_args(int argc, char **argv, int trace_command, run_args *args)
             if (vb_cli_parse_capacity(command, "--sim-capacity", value, 0, &args->sim_capacity) != 0)
                 return VB_EXIT_USAGE;
             args->sim_capacity_given = 1;
+            args->sim_capacity_text = value;
             break;
         case OPT_SIM_PLACEMENT: {
             static const char *const placements[] = {"top-down", "rising", NULL};
@@ -460,14 +462,13 @@ static int check_trace(run_args *args)
     /* The first allocation takes whole 2 MiB driver pages, wherever it goes. */
     uint64_t needed = (first_size + DRIVER_PAGE - 1) / DRIVER_PAGE * DRIVER_PAGE;
     if (args->sim_capacity && first_size && args->sim_capacity < needed) {
-        char capacity[32], size[32];
-        vb_cli_format_bytes(args->sim_capacity, capacity, sizeof capacity);
+        char size[32];
         vb_cli_format_bytes(first_size, size, sizeof size);
         return vb_cli_error(VB_EXIT_USAGE,
                             "replay: --sim-capacity %s is too small for %s's first allocation (line %llu: %llu "
                             "bytes, %s, in 2 MiB driver pages): nothing could run",
-                            capacity, args->trace, (unsigned long long)first_line, (unsigned long long)first_size,
-                            size);
+                            args->sim_capacity_text, args->trace, (unsigned long long)first_line,
+                            (unsigned long long)first_size, size);
     }
     const char *slash = strrchr(args->trace, '/');
     snprintf(args->trace_label, sizeof args->trace_label, "replay:%s", slash ? slash + 1 : args->trace);
@@ -497,12 +498,10 @@ static void simulated_banner(const run_args *args, const vb_device_info *info)
 static int check_capacity(const run_args *args)
 {
     if (!args->sim_capacity_given || args->sim_capacity >= DRIVER_PAGE) return VB_EXIT_OK;
-    char capacity[32];
-    vb_cli_format_bytes(args->sim_capacity, capacity, sizeof capacity);
     return vb_cli_error(VB_EXIT_USAGE,
                         "%s: --sim-capacity %s is below 2 MiB, the driver's smallest allocation: nothing could be "
                         "allocated (give at least 2MiB)",
-                        args->usage->command, capacity);
+                        args->usage->command, args->sim_capacity_text);
 }
 
 int vb_run_command(int argc, char **argv, int trace_command)

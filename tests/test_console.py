@@ -320,6 +320,17 @@ class OutOfMemory(Temporary):
                 self.assertIn(why, stderr)
                 self.assertFalse(os.path.exists(out))
 
+    def test_a_capacity_refused_is_named_as_given_not_rounded_to_the_limit(self):
+        # Shown rounded, 2047K read "2.00 MiB is below 2 MiB" and 4095K
+        # "4.00 MiB is too small" for a first allocation that needs 4 MiB.
+        for args, named in ((["run", "--scenario", "views", "--sim-capacity", "2047K"], "--sim-capacity 2047K is below"),
+                            (["replay", GPT2, "--sim-capacity", "2097151"], "--sim-capacity 2097151 is below")):
+            with self.subTest(args=args):
+                status, stdout, stderr = vrambench(*args, "--device", "sim", "--out", self.path("r.json"))
+                self.assertEqual(status, 2, stderr)
+                self.assertIn(named, stderr)
+                self.assertNotIn("2.00 MiB", stderr)
+
     def test_capped_trainings_search_is_not_a_failure(self):
         status, stdout, stderr = vrambench("run", "--scenario", "capped_training", "--allocator", "caching",
                                            "--device", "sim", "--min-time", "0", "--fail-on-oom")
