@@ -323,13 +323,17 @@ class OutOfMemory(Temporary):
     def test_a_capacity_refused_is_named_as_given_not_rounded_to_the_limit(self):
         # Shown rounded, 2047K read "2.00 MiB is below 2 MiB" and 4095K
         # "4.00 MiB is too small" for a first allocation that needs 4 MiB.
+        trace = self.path("t.trace")
+        with open(trace, "w") as file:
+            file.write("vbtrace 1\na 1 2526401\nf 1\n")  # 2.41 MiB: two driver pages, 4 MiB
         for args, named in ((["run", "--scenario", "views", "--sim-capacity", "2047K"], "--sim-capacity 2047K is below"),
-                            (["replay", GPT2, "--sim-capacity", "2097151"], "--sim-capacity 2097151 is below")):
+                            (["replay", GPT2, "--sim-capacity", "2097151"], "--sim-capacity 2097151 is below"),
+                            (["replay", trace, "--sim-capacity", "4095K"], "--sim-capacity 4095K is too small")):
             with self.subTest(args=args):
                 status, stdout, stderr = vrambench(*args, "--device", "sim", "--out", self.path("r.json"))
                 self.assertEqual(status, 2, stderr)
                 self.assertIn(named, stderr)
-                self.assertNotIn("2.00 MiB", stderr)
+                self.assertNotIn(".00 MiB is", stderr)
 
     def test_capped_trainings_search_is_not_a_failure(self):
         status, stdout, stderr = vrambench("run", "--scenario", "capped_training", "--allocator", "caching",
