@@ -748,8 +748,9 @@ int vb_cmd_check_sim(int argc, char **argv)
     printf("check-sim: %zu cases checked, %zu differ; %zu differences undocumented\n", total.cases,
            total.differing_cases, total.undocumented);
     /* A documented difference that no longer occurs should leave the data
-     * file (or occurs only in files not given here): say which. */
-    for (size_t i = 0; i < differences.match_count; i++)
+     * file (or occurs only in files not given here): say which, when
+     * anything was compared (with nothing, every one would be named). */
+    for (size_t i = 0; total.cases && i < differences.match_count; i++)
         if (!differences.matches[i].uses)
             printf("check-sim: documented difference not seen in these files: %s %s\n",
                    differences.matches[i].case_pattern, differences.matches[i].figure_pattern);

@@ -289,6 +289,14 @@ class CheckSimInputs(unittest.TestCase):
                 self.assertIn("skipped", stdout)
         self.assert_bad_input(*skipped.values(), expect="nothing was checked")
 
+    def test_nothing_checked_names_no_documented_difference_as_not_seen(self):
+        # With no case compared, check-sim listed every documented difference
+        # of the data file as "not seen in these files" above its error.
+        status, stdout, stderr = self.check_sim(self.file_path("sim-run.json"))
+        self.assertEqual(status, 2, stdout + stderr)
+        self.assertIn("0 cases checked", stdout)
+        self.assertNotIn("documented difference not seen", stdout)
+
     # ---- bad input: exit 2, one line ----
 
     def test_bad_cases_in_a_results_file_are_exit_2_with_one_line(self):
