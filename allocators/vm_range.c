@@ -373,7 +373,7 @@ size_t vb_vm_range_unmap_block(vb_cc_allocator *cc, vb_cc_block *block, size_t m
     block->mapped = 0;
     vb_cc_try_merge(cc, block, block->prev);
     vb_cc_try_merge(cc, block, block->next);
-    vb_oset_insert(&vb_cc_block_pool(cc, block)->unmapped, &block->class_node);
+    vb_oset_insert(&pool->unmapped, &block->class_node);
     return end - begin;
 }
 
