@@ -37,57 +37,79 @@ typedef struct memory_state {
 } memory_state;
 
 /* ======================================================================== */
-/* The trace, cut at the recorded out-of-memory                              */
+/* The trace, with its recorded out-of-memory requests asked again          */
 /* ======================================================================== */
 
-/* What the trace says of a failure in the recorded program. */
+/* What the trace says of the failures in the recorded program: the first
+ * one, and how many. */
 typedef struct recorded_oom {
     int present;
     uint64_t line, size;
     uint32_t stream;
+    uint64_t count;
 } recorded_oom;
 
-/* The trace explained: the input, or a copy cut at its first recorded
- * failure, which becomes an allocation (PyTorch's OOM, asked again): a
+/* The trace explained: the input, or, when it records failures, a copy in
+ * which each becomes an allocation (PyTorch's OOM, asked again) freed
+ * before the trace's next event (it never lived in the recorded program;
+ * one the trace ends with stays live, as the request was at the end): a
  * scratch file (app/scratch.h: unlinked, nothing left behind whatever ends
- * the command) read as the spooled input `path` (app/input_file.h).
- * lines[k] is the input's line of the copy's line k + 2 (the header is
- * line 1). */
+ * the command) read as the spooled input `path` (app/input_file.h). The
+ * whole trace is copied, not cut at its first failure: a program that
+ * caught its OOM and went on allocated after it, and a verdict of "fits"
+ * must cover that too. lines[k] is the input's line of the copy's line
+ * k + 2 (the header is line 1); failed_lines are the input's lines of its
+ * recorded failures, in order. */
 typedef struct explained_trace {
     char path[4200];
     int cut; /* path names the copy */
     uint64_t *lines;
-    size_t line_count;
+    size_t line_count, line_capacity;
+    uint64_t *failed_lines;
+    size_t failed_count, failed_capacity;
     recorded_oom recorded;
 } explained_trace;
 
-static vb_status keep_line(explained_trace *t, uint64_t line, size_t *capacity)
+/* Appends `value` to a growable list; VB_OK or VB_ERR_HOST_OOM. */
+static vb_status append_u64(uint64_t **list, size_t *count, size_t *capacity, uint64_t value)
 {
-    if (t->line_count == *capacity) {
-        *capacity = *capacity ? *capacity * 2 : 4096;
-        uint64_t *more = realloc(t->lines, *capacity * sizeof *more);
+    if (*count == *capacity) {
+        size_t grown = *capacity ? *capacity * 2 : 4096;
+        uint64_t *more = realloc(*list, grown * sizeof *more);
         if (!more) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
-        t->lines = more;
+        *list = more;
+        *capacity = grown;
     }
-    t->lines[t->line_count++] = line;
+    (*list)[(*count)++] = value;
     return VB_OK;
 }
 
-/* Writes the copy up to the first recorded failure; none: the input is
+/* Writes one line of the copy, made from the input's line `line`. */
+static vb_status copy_line(explained_trace *t, FILE *out, uint64_t line, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vfprintf(out, format, args);
+    va_end(args);
+    return append_u64(&t->lines, &t->line_count, &t->line_capacity, line);
+}
+
+/* Writes the copy when the trace records a failure; none: the input is
  * read as it is (no copy). */
-static vb_status cut_trace(const char *input, explained_trace *t)
+static vb_status copy_trace(const char *input, explained_trace *t)
 {
     memset(t, 0, sizeof *t);
     snprintf(t->path, sizeof t->path, "%s", input);
     vb_trace *trace = NULL;
     vb_status status = vb_trace_open(input, &trace);
     vb_trace_event event;
-    while (status == VB_OK) { /* a first look: is there a recorded failure? */
+    while (status == VB_OK) { /* a first look: does it record a failure? */
         status = vb_trace_next(trace, &event);
         if (status != VB_OK || event.kind == VB_TRACE_END) break;
         if (event.kind == VB_TRACE_FAILED_ALLOC) {
-            t->recorded = (recorded_oom){1, vb_trace_line(trace), event.size, event.stream};
-            break;
+            if (!t->recorded.present)
+                t->recorded = (recorded_oom){1, vb_trace_line(trace), event.size, event.stream, 0};
+            t->recorded.count++;
         }
     }
     vb_trace_close(trace);
@@ -101,31 +123,42 @@ static vb_status cut_trace(const char *input, explained_trace *t)
         if (copy >= 0) close(copy);
         return error;
     }
-    snprintf(t->path, sizeof t->path, "%s (cut at its recorded out-of-memory, line %llu)", input,
-             (unsigned long long)t->recorded.line);
+    snprintf(t->path, sizeof t->path, "%s (its recorded out-of-memory requests asked again)", input);
     fputs("vbtrace 1\n", out);
     status = vb_trace_open(input, &trace);
     uint64_t next_id = 0;
-    size_t capacity = 0;
+    int asked = 0; /* a recorded request is live in the copy, id next_id - 1 */
+    uint32_t asked_stream = 0;
+    uint64_t asked_line = 0;
     while (status == VB_OK) {
         status = vb_trace_next(trace, &event);
         if (status != VB_OK || event.kind == VB_TRACE_END) break;
+        uint64_t line = vb_trace_line(trace);
+        if (asked) {
+            status = copy_line(t, out, asked_line, "f %llu %u\n", (unsigned long long)(next_id - 1), asked_stream);
+            asked = 0;
+            if (status != VB_OK) break;
+        }
         switch (event.kind) {
         case VB_TRACE_ALLOC:
             vb_trace_tag(trace, next_id + 1);
-            fprintf(out, "a %llu %llu %u\n", (unsigned long long)next_id++, (unsigned long long)event.size,
-                    event.stream);
+            status = copy_line(t, out, line, "a %llu %llu %u\n", (unsigned long long)next_id++,
+                               (unsigned long long)event.size, event.stream);
             break;
-        case VB_TRACE_FREE: fprintf(out, "f %llu %u\n", (unsigned long long)(event.tag - 1), event.stream); break;
-        case VB_TRACE_MARK: fprintf(out, "m %s\n", event.name); break;
+        case VB_TRACE_FREE:
+            status = copy_line(t, out, line, "f %llu %u\n", (unsigned long long)(event.tag - 1), event.stream);
+            break;
+        case VB_TRACE_MARK: status = copy_line(t, out, line, "m %s\n", event.name); break;
         case VB_TRACE_FAILED_ALLOC:
-            fprintf(out, "a %llu %llu %u\n", (unsigned long long)next_id, (unsigned long long)event.size,
-                    event.stream);
+            status = copy_line(t, out, line, "a %llu %llu %u\n", (unsigned long long)next_id++,
+                               (unsigned long long)event.size, event.stream);
+            if (status == VB_OK) status = append_u64(&t->failed_lines, &t->failed_count, &t->failed_capacity, line);
+            asked = 1;
+            asked_stream = event.stream;
+            asked_line = line;
             break;
         case VB_TRACE_END: break;
         }
-        status = keep_line(t, vb_trace_line(trace), &capacity);
-        if (event.kind == VB_TRACE_FAILED_ALLOC) break;
     }
     vb_trace_close(trace);
     if ((ferror(out) | fclose(out)) && status == VB_OK)
@@ -147,9 +180,22 @@ static uint64_t input_line(const explained_trace *t, uint64_t line)
     return line >= 2 && line - 2 < t->line_count ? t->lines[line - 2] : line;
 }
 
+/* 1 when the input's line `line` is one of its recorded failures. */
+static int is_recorded_failure(const explained_trace *t, uint64_t line)
+{
+    size_t low = 0, high = t->failed_count;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (t->failed_lines[middle] < line) low = middle + 1;
+        else high = middle;
+    }
+    return low < t->failed_count && t->failed_lines[low] == line;
+}
+
 static void trace_done(explained_trace *t)
 {
     free(t->lines);
+    free(t->failed_lines);
     if (t->cut) vb_input_forget(t->path);
     memset(t, 0, sizeof *t);
 }
@@ -466,7 +512,7 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
     status = vb_fit_spec(options->spec, options->capacity, VB_FIT_LIMIT, &spec, &sim_capacity, &limited);
     if (status != VB_OK) return status;
     explained_trace t;
-    status = cut_trace(options->trace_path, &t);
+    status = copy_trace(options->trace_path, &t);
     session *s = calloc(1, sizeof *s);
     if (!s && status == VB_OK) status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
     for (size_t i = 0; s && i < spec.entry_count; i++)
@@ -515,7 +561,7 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
     int placement_decides = placed && rising.fits == (failing != 0);
 
     uint64_t line = failing ? input_line(&t, result.first_oom_line) : 0;
-    int at_recorded = failing && t.recorded.present && line == t.recorded.line;
+    int at_recorded = failing && is_recorded_failure(&t, line);
     json_t *doc = NULL;
     if (status == VB_OK) {
         say(table, "vrambench explain: %s with %s under %.1f MiB (%s)\n", options->input_label, label,
@@ -523,14 +569,17 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
             limited ? "PyTorch's limit: set_per_process_memory_fraction" : "a device's memory");
         json_t *oom = json_null();
         if (failing) {
-            say(table, "out of memory at trace line %llu: %llu bytes (%.1f MiB) asked on stream %u%s\n",
+            say(table, "out of memory at trace line %llu: %llu bytes (%.1f MiB) asked on stream %u",
                 (unsigned long long)line, (unsigned long long)s->failing_size, mib(s->failing_size),
-                s->failing_stream,
-                at_recorded ? " (the request the recorded program could not serve)"
-                : t.recorded.present ? " (before the request the recorded program could not serve, at line "
-                                     : "");
-            if (!at_recorded && t.recorded.present)
-                say(table, "%llu)\n", (unsigned long long)t.recorded.line);
+                s->failing_stream);
+            if (at_recorded) say(table, " (the request the recorded program could not serve)\n");
+            else if (t.recorded.present && line < t.recorded.line)
+                say(table, " (before the request the recorded program could not serve, at line %llu)\n",
+                    (unsigned long long)t.recorded.line);
+            else if (t.recorded.present)
+                say(table, " (after the request the recorded program could not serve, at line %llu, was served)\n",
+                    (unsigned long long)t.recorded.line);
+            else say(table, "\n");
             print_state(table, "when the request came", &s->at_request);
             print_state(table, "when the allocator gave up (after releasing what it could: PyTorch's message)",
                         &at_oom);
@@ -541,10 +590,15 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
         } else {
             say(table, "it fits: no allocation runs out of memory (peak reserved %.1f MiB)\n",
                 mib(end_stats.reserved_bytes_peak));
-            if (t.recorded.present)
+            if (t.recorded.count == 1)
                 say(table, "  the request the recorded program could not serve (line %llu, %llu bytes) is served: "
                            "the capacity given is more than it had\n",
                     (unsigned long long)t.recorded.line, (unsigned long long)t.recorded.size);
+            else if (t.recorded.present)
+                say(table, "  the %llu requests the recorded program could not serve (the first at line %llu, %llu "
+                           "bytes) are served: the capacity given is more than it had\n",
+                    (unsigned long long)t.recorded.count, (unsigned long long)t.recorded.line,
+                    (unsigned long long)t.recorded.size);
         }
         if (placement_decides && failing)
             say(table, "  (with the driver placing new segments above the others instead of below, it fits: "
@@ -554,9 +608,10 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
                        "at trace line %llu: where the driver puts segments decides here (docs/tune.md)\n",
                 (unsigned long long)input_line(&t, rising.first_oom_line));
         json_t *recorded = t.recorded.present
-                               ? json_pack("{s:o,s:o,s:I,s:b}", "line", vb_json_number((double)t.recorded.line),
+                               ? json_pack("{s:o,s:o,s:I,s:b,s:o}", "line", vb_json_number((double)t.recorded.line),
                                            "request_bytes", vb_json_number((double)t.recorded.size), "stream",
-                                           (json_int_t)t.recorded.stream, "reproduced", at_recorded)
+                                           (json_int_t)t.recorded.stream, "reproduced", at_recorded, "count",
+                                           vb_json_number((double)t.recorded.count))
                                : json_null();
         doc = json_pack("{s:s,s:s,s:s,s:o,s:b,s:b,s:o,s:o,s:o,s:o}", "trace", options->input_label, "allocator",
                         options->spec, "allocator_label", label, "capacity_bytes",

@@ -203,6 +203,52 @@ class Explain(unittest.TestCase):
         self.assertFalse(doc["recorded_oom"]["reproduced"])
         self.assertIn("is served", stdout)
 
+    def replay_first_oom_line(self, trace, capacity):
+        """The line of `cuda`'s first OOM replaying the whole trace on a device of `capacity`, or None."""
+        out = self.path("replay.json")
+        status, _, stderr = vrambench("replay", trace, "--allocator", "cuda", "--device", "sim", "--sim-capacity",
+                                      capacity, "--repetitions", "1", "--out", out, "--quiet")
+        self.assertIn(status, (0, 3), stderr)
+        with open(out) as f:
+            entry = [b for b in json.load(f)["benchmarks"] if b.get("run_type") == "iteration"][0]
+        return entry.get("first_oom_line") if entry.get("ooms") else None
+
+    def test_a_trace_that_goes_on_after_its_recorded_oom_is_explained_whole(self):
+        """A program that caught its OOM and went on allocated after it: explain's verdict covers those
+        allocations too (as a replay under the same device does), and asks each recorded request again."""
+        vbtrace = self.path("goes-on.trace")
+        with open(vbtrace, "w") as f:  # 1 MiB live, a 99-byte request refused, then 8 MiB
+            f.write("vbtrace 1\na 0 1048576\no 99\na 1 8388608\nf 1\nf 0\n")
+        rmm = self.path("goes-on.csv")
+        with open(rmm, "w") as f:  # the same, as RMM logs it
+            f.write("Thread,Time,Action,Pointer,Size,Stream\n1,08:00,allocate,0x10000,1048576,0x0\n"
+                    "1,08:00,allocate failure,0x0,99,0x0\n1,08:00,allocate,0x400000,8388608,0x0\n"
+                    "1,08:00,free,0x400000,8388608,0x0\n1,08:00,free,0x10000,1048576,0x0\n")
+        for trace in (vbtrace, rmm):
+            doc, stdout = self.explain(trace, "4MiB", "--allocator", "cuda", "--no-what-if")
+            self.assertFalse(doc["fits"], stdout)
+            self.assertEqual(doc["oom"]["line"], 4)
+            self.assertEqual(doc["oom"]["line"], self.replay_first_oom_line(trace, "4MiB"))
+            self.assertFalse(doc["oom"]["recorded"])
+            self.assertEqual(doc["recorded_oom"], {"line": 3, "request_bytes": 99, "stream": 0, "reproduced": False,
+                                                   "count": 1})
+            self.assertIn("after the request the recorded program could not serve, at line 3, was served", stdout)
+            doc, stdout = self.explain(trace, "64MiB", "--allocator", "cuda", "--no-what-if")
+            self.assertTrue(doc["fits"], stdout)
+            self.assertIsNone(self.replay_first_oom_line(trace, "64MiB"))
+        # Two refused requests, the second one larger than the device: it is asked again, and fails.
+        two = self.path("two.trace")
+        with open(two, "w") as f:
+            f.write("vbtrace 1\na 0 1048576\no 99\na 1 2097152\nf 1\no 67108864\na 2 4096\nf 2\nf 0\n")
+        doc, stdout = self.explain(two, "16MiB", "--allocator", "cuda", "--no-what-if")
+        self.assertFalse(doc["fits"])
+        self.assertEqual((doc["oom"]["line"], doc["oom"]["recorded"]), (6, True))
+        self.assertEqual((doc["recorded_oom"]["count"], doc["recorded_oom"]["reproduced"]), (2, True))
+        doc, stdout = self.explain(two, "128MiB", "--allocator", "cuda", "--no-what-if")
+        self.assertTrue(doc["fits"])
+        self.assertIn("the 2 requests the recorded program could not serve (the first at line 3, 99 bytes) are "
+                      "served", stdout)
+
     def test_quiet_prints_nothing_and_writes_the_same_json(self):
         trace = self.random_trace(3, 1500)
         loud, stdout = self.explain(trace, "300MiB")
