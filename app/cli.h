@@ -172,12 +172,14 @@ const char *vb_cli_python(void);
  * When it succeeded, what it wrote is passed on as it is. When it failed,
  * its own lines (those starting with `prefix`, "torch2trace:", or with
  * "vrambench: ", the exec failure's line of the child) are passed
- * on, and when none of them was an error line, one line says that `what`
+ * on, its error line said as vrambench's when `command` is given
+ * ("torch2trace: error: X" as "vrambench: error: tune: X": the user ran
+ * vrambench, docs/cli.md), and when none of them was an error line, one line says that `what`
  * ("tune: converting x.pickle with python3 t.py") failed, its exit status or
  * signal, and the last line it wrote otherwise (a traceback's exception):
  * never a traceback, never silence. The exit status to give: 0, 2 when the
  * child's was 2 (bad input), else 1. */
-int vb_cli_child_ended(const char *what, pid_t pid, int captured, const char *prefix);
+int vb_cli_child_ended(const char *what, pid_t pid, int captured, const char *prefix, const char *command);
 
 /* The trace a command reads (app/cli_trace_input.c): TRACE as every input
  * is read (app/input_file.h: a pipe or FIFO once, spooled), or for a

@@ -54,7 +54,7 @@ static void trim_line(char *text)
     text[length] = '\0';
 }
 
-int vb_cli_child_ended(const char *what, pid_t pid, int captured, const char *prefix)
+int vb_cli_child_ended(const char *what, pid_t pid, int captured, const char *prefix, const char *command)
 {
     int wait_status = 0;
     pid_t waited;
@@ -69,7 +69,11 @@ int vb_cli_child_ended(const char *what, pid_t pid, int captured, const char *pr
     while (in && getline(&line, &capacity, in) >= 0) {
         int own = strncmp(line, prefix, strlen(prefix)) == 0 || strncmp(line, "vrambench: ", 11) == 0;
         if (succeeded || own) {
-            fputs(line, stderr); /* its notes, warnings and error lines, as it wrote them */
+            size_t prefix_length = strlen(prefix);
+            if (!succeeded && command && strncmp(line, prefix, prefix_length) == 0 &&
+                strncmp(line + prefix_length, " error: ", 8) == 0)
+                fprintf(stderr, "vrambench: error: %s: %s", command, line + prefix_length + 8);
+            else fputs(line, stderr); /* its notes, warnings and error lines, as it wrote them */
             if (!succeeded && strstr(line, "error:")) said = 1;
             continue;
         }

@@ -118,7 +118,7 @@ static int convert_pickle(const char *command, const char *pickle, int quiet, co
     }
     char what[2 * PATH_MAX + 64];
     snprintf(what, sizeof what, "%s: converting %s with python3 %s", command, pickle, tool);
-    int exit_status = vb_cli_child_ended(what, pid, errors, "torch2trace:");
+    int exit_status = vb_cli_child_ended(what, pid, errors, "torch2trace:", command);
     close(errors);
     if (exit_status != VB_EXIT_OK) return exit_status;
     return spooled == VB_OK ? VB_EXIT_OK : vb_cli_status_error(spooled);

@@ -115,7 +115,7 @@ static int run_maker(const char *python, char **child_argv, size_t n, int no_plo
      * a Python) or a traceback: one line of ours then. */
     char what[PATH_MAX + 64];
     snprintf(what, sizeof what, "report: %s -m vrambench.report", python);
-    int exit_status = vb_cli_child_ended(what, pid, errors, "vrambench");
+    int exit_status = vb_cli_child_ended(what, pid, errors, "vrambench", NULL);
     close(errors);
     return exit_status;
 }

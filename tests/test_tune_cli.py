@@ -383,6 +383,32 @@ class Tune(Base):
                 self.assertIn("not a trace but a Python pickle", stderr)
                 self.assertIn("torch2trace", stderr)
 
+    def test_a_snapshot_torch2trace_refuses_is_one_vrambench_error_line_and_exit_2(self):
+        # Refused while converting (after the pickle was read): the wrapper
+        # around stdout was left to the garbage collector, which closed
+        # stdout; the exit status was 1 and torch2trace alone printed a
+        # traceback after its error line.
+        alloc = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "frames": []}
+        bad = {"no entries (history never recorded)": {"segments": [], "device_traces": [[]]},
+               "device 1 only": {"segments": [], "device_traces": [[], [alloc]]},
+               "a size that is no number": {"segments": [], "device_traces": [[dict(alloc, size="x")]]}}
+        tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "vrambench", "torch2trace.py")
+        for why, snapshot in bad.items():
+            path = os.path.join(self.dir, "bad.pickle")
+            with open(path, "wb") as f:
+                pickle_module.dump(snapshot, f, protocol=2)
+            for command in (["tune", path], ["explain", path, "--capacity", "1GiB"]):
+                with self.subTest(why, command=command[0]):
+                    status, stdout, stderr = vrambench(*command)
+                    self.assertEqual((status, stdout), (2, ""), stderr)
+                    self.assertEqual(len(stderr.splitlines()), 1, stderr)
+                    self.assertTrue(stderr.startswith(f"vrambench: error: {command[0]}: {path}"), stderr)
+            with self.subTest(why, command="torch2trace to stdout"):
+                done = subprocess.run([sys.executable, tool, path, "-"], capture_output=True, text=True, timeout=60)
+                self.assertEqual((done.returncode, done.stdout), (2, ""), done.stderr)
+                self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+                self.assertTrue(done.stderr.startswith("torch2trace: error: "), done.stderr)
+
     def test_a_pickle_is_read_under_every_spool_limit_the_other_inputs_take_and_quiet_is_quiet(self):
         # VB_SPOOL_LIMIT means one thing for every input: a size as the size
         # options take it (any case, a fraction), for a pickle too, which

@@ -262,7 +262,8 @@ def _device_entries(snapshot, device, path):
     if device < 0 or device >= len(traces) or not traces[device]:
         raise InputError(
             f"{_shown(path)} has no trace entries for device {device}; "
-            f"device(s) {', '.join(map(str, recorded))} have some: use --device"
+            f"device(s) {', '.join(map(str, recorded))} have some: convert one with torch2trace's --device "
+            f"(python3 python/vrambench/torch2trace.py --device {recorded[0]} SNAPSHOT OUT.trace)"
         )
     return traces[device]
 
@@ -417,9 +418,14 @@ def _write_trace(out, compressed, write_trace):
     when asked; returns what it returned."""
     packed = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6, mtime=0) if compressed else None
     text = io.TextIOWrapper(packed or out, encoding="utf-8", newline="\n")
-    result = write_trace(text)
-    text.flush()
-    text.detach()  # closing the wrapper would close the file under it
+    try:
+        result = write_trace(text)
+        text.flush()
+    finally:
+        # Detached on every path: a wrapper left to the garbage collector
+        # (write_trace raised on bad input) closes the file under it, and
+        # with it stdout, whose flush at exit then raised a traceback.
+        text.detach()
     if packed:
         packed.close()  # the gzip trailer; `out` stays open
     return result
