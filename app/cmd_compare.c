@@ -30,8 +30,9 @@
     "    vrambench compare results/h100.json out/results/sim.json\n"                                           \
     "  --pair X=Y: X's case in A against Y's of the same scenario in B (or in A when it is the only\n"         \
     "        file); several allowed, e.g. --pair caching=expandable --pair caching=stitch\n"                    \
-    "  --fail-on METRIC:+P%: exit 1 when METRIC rose by more than P% in any pair (several allowed),\n"         \
-    "        e.g. --fail-on reserved:+0% --fail-on time:+10%; claims: --fail-on verdict (any change).\n"        \
+    "  --fail-on METRIC:+P%: exit 1 when METRIC rose by more than P% in any pair, when one side of a pair\n"   \
+    "        lacks it, or when B lacks a case of A (several allowed), e.g. --fail-on reserved:+0%\n"            \
+    "        --fail-on time:+10%; claims: --fail-on verdict (any change).\n"                                  \
     "        Metrics (higher is worse for every one): reserved, allocated, requested (peak bytes),\n"           \
     "        overhead (peak reserved / peak requested), ooms, driver_calls (allocs + frees), retries,\n"        \
     "        time (real time per iteration); tune: also min_capacity, ooms_at_capacity;\n"                     \
@@ -269,7 +270,7 @@ typedef struct comparison {
     unsigned char *in_pair_a, *in_pair_b;     /* per case of A (of B): 1 when it is in a pair */
     int times_compared;
     char times_note[512];
-    size_t regressions;
+    size_t regressions;    /* under --fail-on: the pairs' figures, and the cases gone from B */
 } comparison;
 
 /* Why times are not compared, or "" when they are. */
@@ -421,7 +422,12 @@ static int evaluate(const compare_args *args, const comparison *c, size_t pair, 
     if (out->b_present) format_value(m->unit, out->b, b_text, sizeof b_text);
     if (!out->a_present || !out->b_present) {
         out->differs = out->a_present != out->b_present;
-        snprintf(out->shown, sizeof out->shown, out->differs ? "%s -> %s" : "-", a_text, b_text);
+        /* A gate that cannot compare does not pass: a figure one side
+         * lacks (a case that failed, a file cut short) counts as a
+         * regression of a metric --fail-on names. */
+        out->regression = out->differs && limit;
+        snprintf(out->shown, sizeof out->shown, out->differs ? "%s -> %s%s" : "-", a_text, b_text,
+                 out->regression ? " (not compared) !" : "");
         return VB_EXIT_OK;
     }
     out->differs = out->a != out->b; /* exact: bytes and counts are integers */
@@ -511,8 +517,21 @@ static void print_unpaired(const compare_args *args, const comparison *c)
             if (count++ < UNPAIRED_SHOWN) printf(" %s", one->name);
         }
         if (count > UNPAIRED_SHOWN) printf(" ... and %zu more (--json lists them all)", count - UNPAIRED_SHOWN);
+        if (count && side == 0 && args->fail_count) printf(" (not compared: a regression under --fail-on)");
         if (count) putchar('\n');
     }
+}
+
+/* Under --fail-on, a case of A that B lacks counts as a regression: a gate
+ * that cannot compare does not pass (a run that lost a case, a file cut
+ * short). */
+static size_t gone_from_b(const compare_args *args, const comparison *c)
+{
+    size_t count = 0;
+    if (!args->fail_count) return 0;
+    for (size_t i = 0; i < c->a->case_count; i++)
+        count += in_pair_specs(args, c->a->cases[i].allocator, 1) && !paired(c, &c->a->cases[i], 1);
+    return count;
 }
 
 static void print_comparison(const compare_args *args, comparison *c, int *failed)
@@ -529,6 +548,7 @@ static void print_comparison(const compare_args *args, comparison *c, int *faile
         return;
     }
     print_unpaired(args, c);
+    c->regressions += gone_from_b(args, c);
     printf("%zu case%s paired%s\n\n", c->pair_count, c->pair_count == 1 ? "" : "s",
            args->fail_count ? (c->regressions ? "; REGRESSION (--fail-on)" : "; no regression") : "");
 }
@@ -585,6 +605,7 @@ static json_t *comparison_json(const compare_args *args, comparison *c, int *fai
             if (in_pair_specs(args, file->cases[i].allocator, side == 0) && !paired(c, &file->cases[i], side == 0))
                 json_array_append_new(json_object_get(unpaired, side ? "b" : "a"), json_string(file->cases[i].name));
     }
+    c->regressions += gone_from_b(args, c);
     return json_pack("{s:o,s:o,s:b,s:s?,s:o,s:o,s:o,s:I}", "a", file_json(c->a), "b", file_json(c->b), "times_compared",
                      c->times_compared, "times_note", c->times_note[0] ? c->times_note : NULL, "metrics", metric_list,
                      "pairs", pairs, "unpaired", unpaired, "regressions", (json_int_t)c->regressions);

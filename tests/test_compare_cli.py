@@ -95,6 +95,34 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(reserved["random_mix/caching"]["b"] - reserved["random_mix/caching"]["a"], 1)
         self.assertFalse(reserved["views/caching"]["differs"])
 
+    def test_fail_on_does_not_pass_what_it_cannot_compare(self):
+        # A figure one side lacks, or a case B lacks, was "no regression", exit 0.
+        lacking = copy.deepcopy(self.doc)
+        for entry in lacking["benchmarks"]:
+            if entry["name"] == "views/caching":
+                del entry["peak_reserved_bytes"]
+        lacking = self.write("lacking.json", lacking)
+        for a, b in ((self.a, lacking), (lacking, self.a)):
+            status, out, err = vrambench("compare", a, b, "--fail-on", "reserved:+0%")
+            self.assertEqual(status, 1, out + err)
+            self.assertIn("(not compared) !", out)
+            status, out, _ = vrambench("compare", a, b, "--fail-on", "reserved:+0%", "--json")
+            reserved = {p["a"]: p["metrics"]["reserved"] for p in json.loads(out)[0]["pairs"]}
+            self.assertTrue(reserved["views/caching"]["regression"])
+            self.assertEqual(json.loads(out)[0]["regressions"], 1)
+        status, _, err = vrambench("compare", self.a, lacking, "--fail-on", "allocated:+0%")
+        self.assertEqual(status, 0, err)  # a metric not asked for gates nothing
+        fewer = copy.deepcopy(self.doc)
+        fewer["benchmarks"] = [e for e in fewer["benchmarks"] if e["name"] != "random_mix/expandable"]
+        fewer = self.write("fewer-gated.json", fewer)
+        status, out, err = vrambench("compare", self.a, fewer, "--fail-on", "reserved:+5%")
+        self.assertEqual(status, 1, out + err)
+        self.assertIn("only in A: random_mix/expandable (not compared: a regression under --fail-on)", out)
+        status, _, err = vrambench("compare", fewer, self.a, "--fail-on", "reserved:+5%")
+        self.assertEqual(status, 0, err)  # a case B adds is new, not a regression
+        status, _, err = vrambench("compare", self.a, fewer)
+        self.assertEqual(status, 0, err)  # without --fail-on nothing gates
+
     def test_a_fall_is_no_regression(self):
         b = self.changed("fall.json", "views/cuda", "driver_alloc_calls", -1)
         status, _, err = vrambench("compare", self.a, b, "--fail-on", "driver_calls:+0%")
