@@ -3,6 +3,7 @@
 #include "explain.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -469,9 +470,11 @@ static vb_status what_if(const vb_explain_options *options, const explained_trac
         const char *label = grid[i].is_pytorch ? grid[i].conf : grid[i].spec;
         char margin[64] = "";
         if (split) snprintf(margin, sizeof margin, "OOM or fits: where the driver places segments decides");
-        else if (spare >= 0) snprintf(margin, sizeof margin, "fits, with at least %.0f MiB to spare", spare / (double)VB_MiB);
+        /* Bounds, each rounded to its safe side: the spare down, the shortfall up. */
+        else if (spare >= 0)
+            snprintf(margin, sizeof margin, "fits, with at least %.0f MiB to spare", floor(spare / (double)VB_MiB));
         else if (shortfall >= 0)
-            snprintf(margin, sizeof margin, "OOM: needs at least %.0f MiB more", shortfall / (double)VB_MiB);
+            snprintf(margin, sizeof margin, "OOM: needs at least %.0f MiB more", ceil(shortfall / (double)VB_MiB));
         else snprintf(margin, sizeof margin, "%s", r.fits ? "fits" : "OOM");
         char shown[300];
         snprintf(shown, sizeof shown, grid[i].is_pytorch ? "'%s'%s" : "[%s]%s", label,

@@ -543,6 +543,15 @@ static double mib(double bytes)
     return bytes / (double)VB_MiB;
 }
 
+/* A minimum in MiB, rounded up to `decimals` places: shown to the nearest,
+ * 1764229120 bytes (1682.5 MiB) read "1682", a capacity that does not fit;
+ * a minimum shown is one from which up it fits. */
+static double mib_up(double bytes, int decimals)
+{
+    double scale = decimals ? pow(10.0, decimals) : 1.0;
+    return ceil(bytes / (double)VB_MiB * scale) / scale;
+}
+
 /* The recommendation object (and its one-line reason); `events` (NULL when
  * shards are merged) only words the reason when nothing fits. */
 static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **entries, uint64_t capacity,
@@ -586,7 +595,7 @@ static json_t *recommend(const vb_tune_candidate *grid, size_t count, json_t **e
         snprintf(why, sizeof why,
                  "every PyTorch setting runs out of memory at %.0f MiB; this one needs the least device memory "
                  "(%.0f MiB)",
-                 mib((double)capacity), mib(f[best].min_capacity));
+                 mib((double)capacity), mib_up(f[best].min_capacity, 0));
     } else {
         snprintf(why, sizeof why,
                  "lowest peak reserved memory of the PyTorch settings with no OOM at %.0f MiB: %.1f MiB against "
@@ -639,11 +648,13 @@ static size_t mark_pareto(json_t **entries, size_t count)
     return front;
 }
 
-/* "a" or, where the two sides differ, "a-b" (MiB, one decimal). */
-static void mib_range(char *out, size_t capacity, double low, double high)
+/* "a" or, where the two sides differ, "a-b" (MiB, one decimal); minimums
+ * (`up`) rounded up. */
+static void mib_range(char *out, size_t capacity, double low, double high, int up)
 {
-    if (high > low) snprintf(out, capacity, "%.1f-%.1f", mib(low), mib(high));
-    else snprintf(out, capacity, "%.1f", mib(low));
+    double shown_low = up ? mib_up(low, 1) : mib(low), shown_high = up ? mib_up(high, 1) : mib(high);
+    if (high > low) snprintf(out, capacity, "%.1f-%.1f", shown_low, shown_high);
+    else snprintf(out, capacity, "%.1f", shown_low);
 }
 
 /* The table: every candidate, the Pareto front marked, then the recommendation. */
@@ -666,20 +677,20 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
                  grid[i].memory_fraction >= 0 ? " +fraction" : "");
         double low = entry_number(e, "peak_reserved_bytes_min"), high = entry_number(e, "peak_reserved_bytes_max");
         mib_range(reserved, sizeof reserved, low > 0 ? low : entry_number(e, "peak_reserved_bytes"),
-                  high > 0 ? high : entry_number(e, "peak_reserved_bytes"));
+                  high > 0 ? high : entry_number(e, "peak_reserved_bytes"), 0);
         double min_capacity = entry_number(e, "min_capacity_bytes"), lowest = entry_number(e, "min_capacity_lowest_fit");
         double placed_low = entry_number(e, "min_capacity_bytes_min");
         if (min_capacity > 0 && json_is_true(json_object_get(e, "min_capacity_exact")) && placed_low > 0 &&
             placed_low < min_capacity)
-            snprintf(capacity, sizeof capacity, "%.0f-%.0f", mib(placed_low), mib(min_capacity));
+            snprintf(capacity, sizeof capacity, "%.0f-%.0f", mib_up(placed_low, 0), mib_up(min_capacity, 0));
         else if (min_capacity > 0 && json_is_true(json_object_get(e, "min_capacity_exact")))
-            snprintf(capacity, sizeof capacity, "%.0f", mib(min_capacity));
+            snprintf(capacity, sizeof capacity, "%.0f", mib_up(min_capacity, 0));
         else if (min_capacity > 0 && lowest > 0)
-            snprintf(capacity, sizeof capacity, "~%.0f/%.0f", mib(lowest), mib(min_capacity));
+            snprintf(capacity, sizeof capacity, "~%.0f/%.0f", mib_up(lowest, 0), mib_up(min_capacity, 0));
         else if (min_capacity > 0)
-            snprintf(capacity, sizeof capacity, "~%.0f", mib(min_capacity));
+            snprintf(capacity, sizeof capacity, "~%.0f", mib_up(min_capacity, 0));
         double device_low = entry_number(e, "min_device_bytes_min"), device_high = entry_number(e, "min_device_bytes_max");
-        if (device_high > 0) mib_range(device, sizeof device, device_low, device_high);
+        if (device_high > 0) mib_range(device, sizeof device, device_low, device_high, 1);
         const char *gpu_name = json_string_value(json_object_get(json_object_get(e, "smallest_gpu"), "name"));
         if (gpu_name) snprintf(gpu, sizeof gpu, "%s", gpu_name);
         fprintf(out, "%-2s %-72s %15s %9.1f %5.3f %9.0f %7.0f %5.0f %9.2f %13s %15s %s\n",
@@ -725,11 +736,11 @@ static void print_table(FILE *out, const vb_tune_options *options, const vb_devi
         fprintf(out, "  smallest GPU: %s (%s): %.0f MiB for PyTorch + %.0f MiB overhead; its smallest model reports "
                      "%.0f MiB\n",
                 json_string_value(json_object_get(gpu, "name")), json_string_value(json_object_get(gpu, "models")),
-                mib(need), mib(entry_number(recommendation, "gpu_overhead_bytes")),
-                mib(entry_number(gpu, "total_bytes")));
+                mib_up(need, 0), mib_up(entry_number(recommendation, "gpu_overhead_bytes"), 0),
+                floor(mib(entry_number(gpu, "total_bytes"))));
     else if (json_object_get(recommendation, "smallest_gpu"))
         fprintf(out, "  smallest GPU: none of the common sizes (up to 141 GiB) holds %.0f MiB + %.0f MiB overhead\n",
-                mib(need), mib(entry_number(recommendation, "gpu_overhead_bytes")));
+                mib_up(need, 0), mib_up(entry_number(recommendation, "gpu_overhead_bytes"), 0));
 }
 
 /* ======================================================================== */

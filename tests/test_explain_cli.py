@@ -140,6 +140,33 @@ class Explain(unittest.TestCase):
             checked += 1
         self.assertEqual(checked, 3)
 
+    def test_the_margins_shown_round_to_their_safe_side(self):
+        # 'garbage_collection_threshold:0.8' under a fraction runs out 0.5 MiB
+        # short of 1682 MiB on this trace: shown to the nearest, "needs at
+        # least 0 MiB more".
+        trace = self.path("s4.trace")
+        status, _, stderr = vrambench("gen-trace", "random", "--seed", "4", "--events", "2000", "--max-size", "200M",
+                                      "--max-live", "1G", "-o", trace, "--quiet")
+        self.assertEqual(status, 0, stderr)
+        doc, stdout = self.explain(trace, "1682MiB")
+        shown = {line.split("  ")[1].strip(): line for line in stdout.splitlines() if line.startswith("  '")}
+        below_a_mib = 0
+        for w in doc["what_if"]:
+            if w["pytorch_alloc_conf"] is None:
+                continue
+            label = f"'{w['pytorch_alloc_conf']}'" + (" +fraction" if "per_process_memory_fraction" in w["candidate"]
+                                                       else "")
+            line = shown[label]
+            if w["short_bytes_at_least"] is not None:
+                more = int(line.split("needs at least ")[1].split(" MiB")[0])
+                self.assertGreaterEqual(more * MiB, w["short_bytes_at_least"], line)
+                self.assertLess(more * MiB - w["short_bytes_at_least"], MiB, line)
+                below_a_mib += w["short_bytes_at_least"] < MiB
+            if w["spare_bytes_at_least"] is not None:
+                spare = int(line.split("with at least ")[1].split(" MiB")[0])
+                self.assertLessEqual(spare * MiB, w["spare_bytes_at_least"], line)
+        self.assertGreater(below_a_mib, 0)  # the trace still has a shortfall under a MiB
+
     def test_where_segment_placement_decides_it_says_so(self):
         # Two free 20 MiB blocks tie for a 10 MiB request (tests/test_fit.c, placement_trace): placed top-down
         # the job peaks at 60 MiB; placed rising it needs a new 30 MiB segment and, under 64 MiB, runs out.

@@ -167,6 +167,37 @@ class Tune(Base):
         self.assertEqual(status, 0, stderr)
         return entries[0]["ooms"]
 
+    def test_a_minimum_shown_is_rounded_up_never_below_the_bytes_it_stands_for(self):
+        # From a shown minimum up it fits: 1764229120 bytes (1682.5 MiB,
+        # garbage collection under a fraction, on this trace) was shown
+        # rounded to even, "1682", under which the trace runs out.
+        trace = os.path.join(self.dir, "s4.trace")
+        status, _, stderr = vrambench("gen-trace", "random", "--seed", "4", "--events", "2000", "--max-size", "200M",
+                                      "--max-live", "1G", "-o", trace, "--quiet")
+        self.assertEqual(status, 0, stderr)
+        document, table = self.tune(trace, quiet=False)
+        entries = [e for e in document["benchmarks"] if e.get("run_type", "iteration") == "iteration"]
+        rows = [line for line in table.splitlines() if line[3:4] in ("'", "[")]
+        self.assertEqual(len(rows), len(entries), table)
+        fractional = 0
+        for row, entry in zip(rows, entries):
+            fields = row[75:].split(None, 9)  # rsv, alloc, util, calls, retries, OOMs, ms, min cap, device, GPU
+            shown = {"min cap": fields[7].lstrip("~").split("/")[-1].split("-"), "device": fields[8].split("-")}
+            figures = {"min cap": [entry.get("min_capacity_bytes_min"), entry.get("min_capacity_bytes")],
+                       "device": [entry.get("min_device_bytes_min"), entry.get("min_device_bytes_max")]}
+            for column in ("min cap", "device"):
+                if shown[column] == ["-"]:
+                    continue
+                # "b" or "a-b": b for the larger bound, a for the smaller.
+                sizes = sorted(b for b in figures[column] if b)
+                pairs = [(shown[column][-1], sizes[-1])] + ([(shown[column][0], sizes[0])] if len(shown[column]) > 1 else [])
+                for text, size in pairs:
+                    place = MiB / 10 if "." in text else MiB
+                    self.assertGreaterEqual(float(text) * MiB, size, f"{column} of {row}")
+                    self.assertLess(float(text) * MiB - size, place, f"{column} of {row}")
+                    fractional += size % place != 0
+        self.assertGreater(fractional, 0)  # the trace still has minimums that are no whole number shown
+
     def test_every_candidate_with_its_figures_and_a_recommendation(self):
         trace = self.random_trace()
         document, stdout = self.tune(trace, quiet=False)   # the table: not under --quiet

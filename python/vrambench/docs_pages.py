@@ -19,6 +19,7 @@ committed one differs. `make docs` runs this. Standard library only: the tables 
 from vrambench.results_tables, the files are read by vrambench.results.
 """
 
+import math
 import os
 import re
 import sys
@@ -336,7 +337,8 @@ def fit_check_table(document):
         cells = [outcome(by_point[p]) if p in by_point else "" for p in heads]
         high = row["predicted_min_capacity_bytes"]
         low = row.get("predicted_min_capacity_bytes_min", high)
-        predicted = f"{high / MiB:,.1f}" if low == high else f"{low / MiB:,.1f}-{high / MiB:,.1f}"
+        up = lambda size: math.ceil(size * 10 / MiB) / 10  # a minimum, rounded to its safe side
+        predicted = f"{up(high):,.1f}" if low == high else f"{up(low):,.1f}-{up(high):,.1f}"
         lines.append(f"| {row['workload']} | `{row['allocator_conf'] or '(defaults)'}` | {predicted} | "
                      + " | ".join(cells) + " |")
     verdict = document.get("verdict", {})

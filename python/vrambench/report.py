@@ -24,6 +24,7 @@ import contextlib
 import datetime
 import html
 import io
+import math
 import os
 import shutil
 import sys
@@ -146,6 +147,11 @@ def check_tune(path, raw):
 
 def mib(value):
     return "" if value is None else f"{value / MIB:,.1f}"
+
+
+def mib_up(value):
+    """A minimum in MiB, rounded up to the place shown: from there up it fits."""
+    return "" if value is None else f"{math.ceil(value * 10 / MIB) / 10:,.1f}"
 
 
 def duration(ns):
@@ -310,7 +316,7 @@ def tune_section(document):
                      cell(number(calls), calls),
                      cell(number(entry.get("ooms_at_capacity")), entry.get("ooms_at_capacity"),
                           css="bad" if entry.get("ooms_at_capacity") else None),
-                     cell(mib(entry.get("min_capacity_bytes")) or "none up to 64 TiB", entry.get("min_capacity_bytes")),
+                     cell(mib_up(entry.get("min_capacity_bytes")) or "none up to 64 TiB", entry.get("min_capacity_bytes")),
                      cell("yes" if front is True else "" if front is None else "no")])
     parts = [f"<h2>Tune: {esc(document.label)}</h2>", time_note(document)]
     recommendation = raw.get("recommendation")

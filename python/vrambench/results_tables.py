@@ -13,6 +13,7 @@ python/vrambench/plots uses (entries with run_type "iteration", the median over
 repetitions, every type and range checked); bad input is one line on
 stderr and exit status 2.
 """
+import math
 import os
 import sys
 
@@ -242,7 +243,7 @@ def tune_check_table(document):
         smallest = row.get("predicted_min_capacity_bytes")
         lines.append(f"| {row['workload']} | {conf} | {row['predicted_peak_reserved_bytes'] / MiB:,.0f} | "
                      f"{row['real_peak_reserved_bytes'] / MiB:,.0f} | {row['error_percent']:+.2f}% | "
-                     + (f"{smallest / MiB:,.0f}" if smallest is not None else "") + " |")
+                     + (f"{math.ceil(smallest / MiB):,}" if smallest is not None else "") + " |")  # a minimum: up
     exact = sum(1 for row in document.rows
                 if row["predicted_peak_reserved_bytes"] == row["real_peak_reserved_bytes"])
     lines += ["", f"{exact} of {len(document.rows)} predictions equal to the byte."]
