@@ -231,6 +231,7 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
      * size > limit), so it is the requested peak, exactly. */
     vb_fit_min min = {0};
     uint64_t min_low = 0;
+    double pool_peak = reserved; /* the async backend's peak with room, at the main replay's progress */
     /* No capacity holds less than the trace's live bytes at its peak: past
      * the largest one, no probe can fit. */
     int hopeless = options->events->peak_live_bytes > VB_FIT_MAX_CAPACITY;
@@ -248,6 +249,21 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     if (hopeless) {
         /* found 0 */
     } else if (is_async) {
+        /* A main replay that ran out at the capacity counted neither the
+         * requests refused nor the pool's peak with room: the same replay
+         * again on devices doubling from twice the capacity until it fits
+         * (a pool makes the same choices on any device until one runs out). */
+        if (at.ooms) {
+            vb_fit_result whole = {0};
+            for (uint64_t room = 2 * capacity;; room *= 2) {
+                status = vb_fit_probe(options->events, candidate->spec, room, VB_FIT_DEVICE, VB_SIM_PLACE_TOP_DOWN, 1,
+                                      &whole);
+                if (status != VB_OK) return status;
+                if (whole.fits || room >= VB_FIT_MAX_CAPACITY / 2) break;
+            }
+            requested = (double)whole.peak_requested;
+            pool_peak = (double)whole.peak_reserved;
+        }
         min = (vb_fit_min){.found = 1, .capacity = (uint64_t)requested, .exact = 1};
         min_low = min.capacity;
     } else if (is_cuda && main_on_sim && at.ooms == 0 && reserved > 0) {
@@ -283,11 +299,11 @@ static vb_status tune_fields(const vb_tune_options *options, const vb_tune_candi
     int device_exact = min.exact, device_found = min.found; /* found: 0 B too, for a trace that allocates nothing */
     if (is_async && !hopeless) {
         uint64_t fast = 0, late = 0;
-        status = progress_peak(options, candidate, 2 * (uint64_t)reserved, VB_PROGRESS_FAST, &fast);
-        if (status == VB_OK) status = progress_peak(options, candidate, 2 * (uint64_t)reserved, VB_PROGRESS_LATE, &late);
+        status = progress_peak(options, candidate, 2 * (uint64_t)pool_peak, VB_PROGRESS_FAST, &fast);
+        if (status == VB_OK) status = progress_peak(options, candidate, 2 * (uint64_t)pool_peak, VB_PROGRESS_LATE, &late);
         if (status != VB_OK) return status;
-        reserved_min = (double)(fast < (uint64_t)reserved ? fast : (uint64_t)reserved);
-        reserved_max = (double)(late > (uint64_t)reserved ? late : (uint64_t)reserved);
+        reserved_min = (double)(fast < (uint64_t)pool_peak ? fast : (uint64_t)pool_peak);
+        reserved_max = (double)(late > (uint64_t)pool_peak ? late : (uint64_t)pool_peak);
         device_min = (uint64_t)reserved_min;
         device_max = (uint64_t)reserved_max;
         device_exact = 1;

@@ -198,6 +198,30 @@ class Tune(Base):
                     fractional += size % place != 0
         self.assertGreater(fractional, 0)  # the trace still has minimums that are no whole number shown
 
+    def test_the_async_backends_minimums_do_not_depend_on_the_capacity_it_ran_out_under(self):
+        # Its minimums came from the main replay, whose refused requests and
+        # capped pool counted nothing: under 700 MiB it said the trace fits
+        # from below 700 MiB, where it had just run out 394 times.
+        trace = os.path.join(self.dir, "s7.trace")
+        status, _, stderr = vrambench("gen-trace", "random", "--seed", "7", "--events", "3000", "--max-size", "37M",
+                                      "--max-live", "1G", "-o", trace, "--quiet")
+        self.assertEqual(status, 0, stderr)
+        fields = ("min_capacity_bytes", "min_capacity_exact", "min_device_bytes_min", "min_device_bytes_max")
+
+        def async_entry(*args):
+            document, _ = self.tune(trace, *args)
+            return [e for e in document["benchmarks"] if e.get("pytorch_alloc_conf") == "backend:cudaMallocAsync"][0]
+
+        room, tight = async_entry(), async_entry("--capacity", "700MiB")
+        self.assertEqual(room["ooms_at_capacity"], 0)
+        self.assertGreater(tight["ooms_at_capacity"], 0)
+        self.assertEqual({f: tight[f] for f in fields}, {f: room[f] for f in fields})
+        self.assertGreater(tight["min_device_bytes_max"], 700 * MiB)
+        # ... and each minimum holds: the pool's peak with room, on a device of it, fits; a MiB less does not.
+        spec = "pytorch[backend:cudaMallocAsync]"
+        self.assertEqual(self.ooms_at(trace, spec, room["peak_reserved_bytes"]), 0)
+        self.assertGreater(self.ooms_at(trace, spec, room["peak_reserved_bytes"] - MiB), 0)
+
     def test_every_candidate_with_its_figures_and_a_recommendation(self):
         trace = self.random_trace()
         document, stdout = self.tune(trace, quiet=False)   # the table: not under --quiet
