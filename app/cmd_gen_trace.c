@@ -6,7 +6,7 @@
  * it would take the live bytes past max-live; otherwise a free of a live
  * allocation chosen uniformly. Every allocation is freed by the end (the
  * last ones in random order), so the trace has exactly --events events, or
- * one fewer when that is odd.
+ * one fewer when that is odd (said on stderr: an allocation has its free).
  *
  * The generator is our own xoshiro256** seeded through splitmix64, so the same
  * seed gives the same trace on every machine. A name ending in .gz is written
@@ -201,7 +201,7 @@ enum { OPT_SEED, OPT_EVENTS, OPT_MAX_SIZE, OPT_MAX_LIVE, OPT_OUT, OPT_QUIET, OPT
 static const vb_cli_option options[OPTION_COUNT + 1] = {
     [OPT_SEED] = {"--seed", NULL, "N", "the random seed (0 to 2^64-1; default 1): the same seed, the same trace", 0},
     [OPT_EVENTS] = {"--events", NULL, "N",
-                    "events in the trace, allocations and frees (1 to " MAX_EVENTS_TEXT "), e.g. --events 10000; a "
+                    "events in the trace, allocations and frees (2 to " MAX_EVENTS_TEXT "; every allocation has its free, so an odd count writes one fewer), e.g. --events 10000; a "
                     "trace that would not fit\nits file system's free space is refused before it is written",
                     0},
     [OPT_MAX_SIZE] = {"--max-size", NULL, "SIZE",
@@ -256,7 +256,7 @@ static int parse_random_options(int argc, char **argv, random_options *options)
             break;
         case OPT_EVENTS:
             if (vb_cli_parse_whole(value, 0, MAX_EVENTS, &options->events) != 0)
-                return vb_cli_error(VB_EXIT_USAGE, "gen-trace: bad --events '%s' (a whole number, 1 to " MAX_EVENTS_TEXT ")",
+                return vb_cli_error(VB_EXIT_USAGE, "gen-trace: bad --events '%s' (a whole number, 2 to " MAX_EVENTS_TEXT ")",
                                     value);
             have_events = 1;
             break;
@@ -280,7 +280,10 @@ static int parse_random_options(int argc, char **argv, random_options *options)
     if (!generator) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: which generator? (random; vrambench gen-trace --help)");
     if (!have_events || !have_max_size || !have_max_live || !options->out)
         return vb_cli_error(VB_EXIT_USAGE, "gen-trace random: --events, --max-size, --max-live and -o are required");
-    if (options->events == 0) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --events must be at least 1");
+    if (options->events < 2) /* one event would be an allocation never freed: the trace would hold none */
+        return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --events %llu is too few: every allocation has its free, so a "
+                                           "trace has at least 2 events",
+                            (unsigned long long)options->events);
     if (options->max_size == 0) return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --max-size must be at least 1 byte");
     if (options->max_live < options->max_size)
         return vb_cli_error(VB_EXIT_USAGE, "gen-trace: --max-live (%llu) must be at least --max-size (%llu)",
@@ -384,6 +387,9 @@ int vb_cmd_gen_trace(int argc, char **argv)
                             zlib_error == Z_ERRNO ? strerror(saved_errno) : "compression failed");
     }
     if (vb_output_commit(&out) != VB_OK) return vb_cli_error(VB_EXIT_FAILURE, "gen-trace: %s", vb_last_error());
-    if (!options.quiet) vb_cli_line(stderr, "vrambench: wrote %s", options.out);
+    if (!options.quiet && options.events % 2)
+        vb_cli_line(stderr, "vrambench: wrote %s: %llu events, one fewer than --events (every allocation has its free)",
+                    options.out, (unsigned long long)(options.events - 1));
+    else if (!options.quiet) vb_cli_line(stderr, "vrambench: wrote %s", options.out);
     return VB_EXIT_OK;
 }

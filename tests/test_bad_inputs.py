@@ -413,8 +413,10 @@ class BadInputTest(unittest.TestCase):
                 # tune replays a limit on a device twice its size: its own most is half the sim's
                 self.assertIn(b"more than 28TiB" if arguments[0] == "tune" else b"at most 56TiB", line)
 
-    GEN_TRACE_OPTIONS = [["--events", "-1"], ["--events", "1e9"], ["--max-size", "0"], ["--max-size", "1Q"],
-                         ["--max-live", "1"], ["--seed", "18446744073709551616"], ["--events"]]
+    # --events 1 wrote a trace of no event (its allocation would have no free), exit 0.
+    GEN_TRACE_OPTIONS = [["--events", "-1"], ["--events", "1e9"], ["--events", "0"], ["--events", "1"],
+                         ["--max-size", "0"], ["--max-size", "1Q"], ["--max-live", "1"],
+                         ["--seed", "18446744073709551616"], ["--events"]]
 
     def test_bad_gen_trace_options(self):
         for option in self.GEN_TRACE_OPTIONS:
@@ -426,6 +428,17 @@ class BadInputTest(unittest.TestCase):
                 if len(option) == 1:
                     arguments = ["gen-trace", "random", "-o", "t.trace", *option]
                 self.refused(arguments, [], out="t.trace")
+
+    def test_an_odd_event_count_is_said_with_the_count_written(self):
+        with tempfile.TemporaryDirectory() as directory:
+            out = os.path.join(directory, "t.trace")
+            done = subprocess.run([VRAMBENCH, "gen-trace", "random", "--events", "11", "--max-size", "1K",
+                                   "--max-live", "1M", "-o", out], capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(out) as f:
+                events = [line for line in f if line[:1] in ("a", "f")]
+            self.assertEqual(len(events), 10)
+            self.assertIn("10 events, one fewer than --events", done.stderr)
 
     def test_a_gen_trace_too_big_for_its_disk_is_refused_before_writing(self):
         # 1e12 events are ~17 TiB of text (~2 TiB gzip'd at the least): more
@@ -447,7 +460,7 @@ class BadInputTest(unittest.TestCase):
             with self.subTest(events):
                 line = self.refused(["gen-trace", "random", "--events", events, "--max-size", "1K",
                                      "--max-live", "1M", "-o", "t.trace"], [], out="t.trace", preexec_fn=small_disk)
-                self.assertIn(b"bad --events '%s' (a whole number, 1 to 1e12)" % events.encode(), line)
+                self.assertIn(b"bad --events '%s' (a whole number, 2 to 1e12)" % events.encode(), line)
 
     def measurements(self, timeline=None, counters=None, **entry):
         step = {"step": "start", "requested": 0, "allocated": 0, "reserved": 0, "driver_used": 0}
