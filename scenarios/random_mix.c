@@ -18,7 +18,7 @@
  * asserts nothing is), so every run ends at zero requested bytes.
  *
  * The parameter (`--param`) overrides the defaults:
- *   "allocations=N,max_size_mb=M,max_usage_mb=U,seed=S" (any subset).
+ *   "allocations=N,max_size_mb=M,max_usage_mb=U,seed=S" (any subset; M at most U).
  * Steps: "ops=K" every tenth of the operations, then "end" once all is freed.
  * Counters: allocations_made, allocation_failures. */
 #include <errno.h>
@@ -55,6 +55,8 @@ typedef struct mix_settings {
     uint64_t max_usage;     /* bytes; live memory stays under this */
     uint64_t seed;
 } mix_settings;
+
+#define DEFAULT_SETTINGS {1000, 64 * VB_MiB, 16000 * VB_MiB, 1}
 
 typedef struct live_block {
     vb_addr addr;
@@ -137,13 +139,22 @@ static vb_status parse_parameter(const char *parameter, mix_settings *settings)
         default: settings->seed = number; break;
         }
     }
+    /* The cap holds only while one allocation fits under it (gen-trace
+     * refuses the same: --max-live below --max-size): else the first one,
+     * made with nothing live as RMM does, passes it. */
+    if (settings->max_size > settings->max_usage)
+        return vb_error(VB_ERR_INVALID,
+                        "random_mix: max_size_mb %llu%s is above max_usage_mb %llu%s: one allocation would pass the cap",
+                        (unsigned long long)(settings->max_size / VB_MiB), given & 1u << KEY_MAX_SIZE_MB ? "" : " (the default)",
+                        (unsigned long long)(settings->max_usage / VB_MiB),
+                        given & 1u << KEY_MAX_USAGE_MB ? "" : " (the default)");
     return VB_OK;
 }
 
 /* `run --param`, checked before anything runs. */
 static vb_status random_mix_check_parameter(const char *parameter)
 {
-    mix_settings settings = {0};
+    mix_settings settings = DEFAULT_SETTINGS;
     return parse_parameter(parameter, &settings);
 }
 
@@ -163,7 +174,7 @@ static vb_status free_at(vb_run *run, live_block *live, uint64_t *live_count, ui
 
 static vb_status random_mix_run(vb_run *run)
 {
-    mix_settings settings = {1000, 64 * VB_MiB, 16000 * VB_MiB, 1};
+    mix_settings settings = DEFAULT_SETTINGS;
     if (vb_run_parameter(run)) {
         vb_status status = parse_parameter(vb_run_parameter(run), &settings);
         if (status != VB_OK) return status;

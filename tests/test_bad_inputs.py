@@ -319,7 +319,10 @@ class BadInputTest(unittest.TestCase):
     RANDOM_MIX_PARAMS = [("seeds=3", b"did you mean seed?"), ("allocation=500", b"did you mean allocations?"),
                          ("seed=abc", b"'abc'"), ("allocations=0", b"'0'"), ("max_size_mb=100000000", b"1 to 1048576"),
                          ("seed=-1", b"'-1'"), ("seed", b"not KEY=VALUE"), ("=3", b"unknown parameter ''"),
-                         ("allocations=99999999999999999999", b"allocations")]
+                         ("allocations=99999999999999999999", b"allocations"),
+                         # a cap one allocation passes: ran, its live peak ten times the cap
+                         ("max_size_mb=100,max_usage_mb=10", b"max_size_mb 100 is above max_usage_mb 10"),
+                         ("max_size_mb=20000", b"above max_usage_mb 16000 (the default)")]
 
     def test_a_bad_random_mix_param_is_a_usage_error_before_any_work(self):
         # Checked before the device opens or a case runs: exit 2, one line (with
