@@ -176,6 +176,17 @@ class ReportTest(unittest.TestCase):
                 self.assertTrue(err.startswith("vrambench: error: "), err)
                 self.assertFalse(os.path.exists(page))
 
+    def test_a_tune_where_nothing_fits_says_no_recommendation_and_why(self):
+        # The page said "Recommendation: PYTORCH_CUDA_ALLOC_CONF=''" above the reason nothing fits.
+        tune = load(self.tune_file)
+        tune["recommendation"].update(fits=False, why="nothing fits: its largest allocation alone is 32 TiB")
+        path = self.path("nothing-fits.json")
+        with open(path, "w") as stream:
+            json.dump(tune, stream)
+        _, html = self.report(path)
+        self.assertIn("No recommendation: nothing fits: its largest allocation alone is 32 TiB", html)
+        self.assertNotIn("Recommendation: <code>", html)
+
     def test_a_figure_of_the_wrong_type_is_one_line_naming_the_field_and_no_page(self):
         # What compare refuses, report refuses too (docs/results-json.md, "Readers"):
         # a byte count that is a word or a fraction, a count that is a flag.
@@ -213,6 +224,21 @@ class ReportTest(unittest.TestCase):
         document = copy.deepcopy(tune)
         document["recommendation"]["saving"] = {"peak_reserved_bytes": "lots"}
         cases.append(("tune-saving.json", json.dumps(document), "saving"))
+        # Each made a page, exit 0: of no case (empty tables), of a
+        # recommendation with nothing in it ("PYTORCH_CUDA_ALLOC_CONF=''",
+        # blank figures) or a minimum below 0.
+        empty = load(self.run_file)
+        empty["benchmarks"] = []
+        cases.append(("no-case.json", json.dumps(empty), "holds no case"))
+        document = copy.deepcopy(tune)
+        document["recommendation"] = {}
+        cases.append(("tune-recommendation-empty.json", json.dumps(document), "'fits' is not true or false"))
+        document = copy.deepcopy(tune)
+        del document["recommendation"]["why"]
+        cases.append(("tune-no-why.json", json.dumps(document), "no 'why' text"))
+        document = copy.deepcopy(tune)
+        document["recommendation"]["min_capacity_bytes"] = -5
+        cases.append(("tune-negative.json", json.dumps(document), "'min_capacity_bytes' is negative"))
         page = self.path("never.html")
         for name, text, words in cases:
             with self.subTest(name):

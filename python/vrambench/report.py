@@ -97,6 +97,8 @@ def load(path, name=None):
     kind = kind_of(raw)
     if kind == "claims":
         claims = parse_claims(label, raw)
+        if not raw["claims"]:
+            raise InputError(f"{label} holds no claim: nothing to report")
         document = Document(path, kind, claims.context, raw)
         document.claims = claims
     else:
@@ -105,6 +107,10 @@ def load(path, name=None):
         document.result = result
         if kind == "tune":
             check_tune(label, raw)
+        # A page of empty tables said nothing and exited 0; compare and
+        # check-sim refuse the same file.
+        if not result.runs and not result.microbench:
+            raise InputError(f"{label} holds no case ('benchmarks' has no run): nothing to report")
     document.name = label
     return document
 
@@ -114,6 +120,8 @@ def load(path, name=None):
 TUNE_FIGURES = ("peak_reserved_bytes", "utilization", "driver_alloc_calls", "driver_free_calls", "ooms_at_capacity",
                 "min_capacity_bytes")
 SAVING_FIGURES = ("peak_reserved_bytes", "peak_reserved_percent")
+RECOMMENDATION_BYTES = ("peak_reserved_bytes", "min_capacity_bytes", "defaults_peak_reserved_bytes",
+                        "defaults_min_capacity_bytes")
 
 
 def check_figures(values, keys, where):
@@ -134,9 +142,19 @@ def check_tune(path, raw):
         return
     if not isinstance(recommendation, dict):
         raise InputError(f"{path}: 'recommendation' is not an object")
+    # What the page says of it: whether it fits, the setting, and why.
+    if not isinstance(recommendation.get("fits"), bool):
+        raise InputError(f"{path}: recommendation: 'fits' is not true or false")
+    for key in ("pytorch_alloc_conf", "why"):
+        if not isinstance(recommendation.get(key), str):
+            raise InputError(f"{path}: recommendation: no '{key}' text")
     for key in ("pytorch_alloc_conf", "why", "name"):
         if key in recommendation:
             check_text(recommendation[key], f"{path}: recommendation", key)
+    check_figures(recommendation, RECOMMENDATION_BYTES, f"{path}: recommendation")
+    for key in RECOMMENDATION_BYTES:
+        if recommendation.get(key) is not None and recommendation[key] < 0:
+            raise InputError(f"{path}: recommendation: '{key}' is negative")
     if isinstance(recommendation.get("saving"), dict):
         check_figures(recommendation["saving"], SAVING_FIGURES, f"{path}: recommendation.saving")
 
@@ -320,7 +338,9 @@ def tune_section(document):
                      cell("yes" if front is True else "" if front is None else "no")])
     parts = [f"<h2>Tune: {esc(document.label)}</h2>", time_note(document)]
     recommendation = raw.get("recommendation")
-    if isinstance(recommendation, dict):
+    if isinstance(recommendation, dict) and not recommendation["fits"]:
+        parts.append(f'<div class="recommendation"><p>No recommendation: {esc(recommendation["why"])}</p></div>')
+    elif isinstance(recommendation, dict):
         saving = recommendation.get("saving") if isinstance(recommendation.get("saving"), dict) else {}
         parts.append('<div class="recommendation"><p>Recommendation: <code>PYTORCH_CUDA_ALLOC_CONF='
                      f"'{esc(recommendation.get('pytorch_alloc_conf', ''))}'</code></p>"
