@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "json_report.h"
 #include "results_file.h"
+#include "shard.h"
 #include "tune.h"
 
 #define MERGE_USAGE                                                                                           \
@@ -167,6 +168,14 @@ static int check_shards(const vb_results_file *files, size_t count, int *sharded
         else if (holder[index])
             status = vb_cli_error(VB_EXIT_USAGE, "merge: %s and %s are both shard %lld/%lld", holder[index],
                                   files[i].path, (long long)index, (long long)shard_count);
+        /* A shard holds its share of the cases and no other: one edited or
+         * cut short would merge into a run missing cases, or holding more. */
+        else if (files[i].case_count != vb_shard_size((vb_shard){(size_t)index, (size_t)shard_count}, (size_t)cases))
+            status = vb_cli_error(VB_EXIT_USAGE, "merge: %s holds %zu case%s, where shard %lld/%lld of %lld cases holds "
+                                                 "%zu: a shard cut short or edited",
+                                  files[i].path, files[i].case_count, files[i].case_count == 1 ? "" : "s",
+                                  (long long)index, (long long)shard_count, (long long)cases,
+                                  vb_shard_size((vb_shard){(size_t)index, (size_t)shard_count}, (size_t)cases));
         else if ((status = check_same_command(&files[0], &files[i])) == VB_EXIT_OK)
             holder[index] = files[i].path;
     }

@@ -112,8 +112,22 @@ class ShardMergeTest(unittest.TestCase):
         status, _, err = vrambench("run", "--scenario", "views", "--allocator", "cuda", "--device", "sim",
                                    "--min-time", "0", "--quiet", "--shard", "1/3", "--out", other)
         self.assertEqual(status, 0, err)
+        # A shard edited or cut short (a case gone, one added): merged into a
+        # run missing a case, or holding one twice, with exit 0.
+        short, extra = load(self.shards[1]), load(self.shards[1])
+        gone = iterations(short)[0]["name"]
+        short["benchmarks"] = [e for e in short["benchmarks"] if e["name"] != gone]
+        added = [dict(e, name=e["name"] + "-copy", allocator=e["allocator"] + "-copy") for e in iterations(extra)[:1]]
+        extra["benchmarks"] += added
+        for name, document in (("short-shard.json", short), ("extra-shard.json", extra)):
+            with open(self.path(name), "w") as stream:
+                json.dump(document, stream)
         out = self.path("refused.json")
         cases = [
+            ((self.shards[0], self.path("short-shard.json"), self.shards[2]), "short-shard.json holds 7 cases, where "
+                                                                               "shard 2/3 of 25 cases holds 8"),
+            ((self.shards[0], self.path("extra-shard.json"), self.shards[2]), "extra-shard.json holds 9 cases, where "
+                                                                               "shard 2/3 of 25 cases holds 8"),
             ((self.shards[0], self.shards[1]), "missing: 3/3"),
             ((self.shards[0], self.shards[0], self.shards[1], self.shards[2]), "both shard 1/3"),
             ((self.shards[1], self.shards[2], other), "different command lines"),
