@@ -307,6 +307,13 @@ static int apply_configs(const run_args *args, vb_allocator_spec *specs, size_t 
         int applied = 0;
         for (size_t s = 0; s < spec_count; s++) {
             if (strcmp(specs[s].name, name) != 0) continue;
+            /* A value the spec's brackets give already: two values of one
+             * key, and one of them would be dropped without a word. */
+            for (size_t e = 0; e < specs[s].entry_count; e++)
+                if (strcmp(specs[s].entries[e].key, key) == 0 && strcmp(specs[s].entries[e].value, equals + 1) != 0)
+                    return vb_cli_error(VB_EXIT_USAGE, "%s: --config '%s' contradicts --allocator %s, which sets %s=%s: "
+                                                       "give the value once", command, text, specs[s].label, key,
+                                        specs[s].entries[e].value);
             if (vb_allocator_spec_set(&specs[s], key, equals + 1) != VB_OK) return vb_cli_status_error(VB_ERR_INVALID);
             applied = 1;
         }

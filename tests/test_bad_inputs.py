@@ -247,13 +247,19 @@ class BadInputTest(unittest.TestCase):
                    "--config", "caching.max_split_size_mb=20", "--config", "caching.max_split_size_mb=1024"],
                   b"--config caching.max_split_size_mb given twice"),
                  (["run", "--scenario", "random_mix", "--allocator", "caching",
-                   "--param", "allocations=5,seed=2,allocations=6"], b"allocations given twice")]
+                   "--param", "allocations=5,seed=2,allocations=6"], b"allocations given twice"),
+                 # the brackets' value and --config's: the --config one silently won
+                 (["run", "--scenario", "views", "--allocator", "caching[max_split_size_mb=256]",
+                   "--config", "caching.max_split_size_mb=512"],
+                  b"contradicts --allocator caching[max_split_size_mb=256], which sets max_split_size_mb=256")]
         for command, words in cases:
             with self.subTest(command[3:]):
                 self.assertIn(words, self.refused([*command, *base], []))
         for accepted in (["--allocator", "pytorch[max_split_size_mb:20,max_split_size_mb:1024]"],
                          ["--allocator", "caching", "--config", "caching.max_split_size_mb=20",
-                          "--config", "caching.max_non_split_rounding_mb=40"]):
+                          "--config", "caching.max_non_split_rounding_mb=40"],
+                         ["--allocator", "caching[max_split_size_mb=20],caching", "--config",
+                          "caching.max_split_size_mb=20"]):
             with self.subTest(accepted):
                 done = subprocess.run([VRAMBENCH, "run", "--scenario", "views", *accepted, *base], capture_output=True,
                                       env=self.environment, cwd=self.directory.name, timeout=60)
