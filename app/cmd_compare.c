@@ -189,6 +189,11 @@ static int parse_args(int argc, char **argv, compare_args *args)
                 return vb_cli_error(VB_EXIT_USAGE, "compare: more than %d --fail-on", MAX_FAIL_ON);
             int status = parse_fail_on(value, &args->fails[args->fail_count++]);
             if (status != VB_EXIT_OK) return status;
+            /* One threshold a metric: of two, one would be dropped without a word. */
+            for (size_t k = 0; k + 1 < args->fail_count; k++)
+                if (strcmp(args->fails[k].name, args->fails[args->fail_count - 1].name) == 0)
+                    return vb_cli_error(VB_EXIT_USAGE, "compare: --fail-on %s given twice ('%s' is the second)",
+                                        args->fails[k].name, value);
             continue;
         }
         /* the '=' outside brackets: a configured spec holds one inside ("caching[max_split_size_mb=256]=caching") */

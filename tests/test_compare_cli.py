@@ -206,6 +206,9 @@ class CompareTest(unittest.TestCase):
             ((self.a, self.a, "--fail-on", "reserved:0x10%"), ("reserved:0x10%",)),
             ((self.a, self.a, "--fail-on", "reserved:inf%"), ("reserved:inf%",)),
             ((self.a, self.a, "--fail-on", "pair_p50:+5%"), ("pair_p50", "for run files")),
+            # two thresholds of one metric: the second silently won
+            ((self.a, self.a, "--fail-on", "allocated:+1%", "--fail-on", "allocated:+50%"),
+             ("--fail-on allocated given twice",)),
             ((self.a, self.a, "--frobnicate"), ("--frobnicate",)),
         ]
         for args, words in cases:
