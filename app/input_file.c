@@ -46,7 +46,7 @@ vb_status vb_input_spool_limit(uint64_t *out)
     const char *text = getenv(VB_INPUT_SPOOL_LIMIT_ENV);
     *out = VB_INPUT_DEFAULT_SPOOL_LIMIT;
     if (!text || !*text) return VB_OK;
-    if (vb_cli_parse_bytes(text, out) != 0)
+    if (vb_cli_parse_bytes(text, out) != 0 || *out == 0) /* 0 would refuse every piped input: torch2trace refuses it too */
         return vb_error(VB_ERR_INVALID, "%s='%s' is not a byte count (e.g. 4GiB, 512M)", VB_INPUT_SPOOL_LIMIT_ENV,
                         text);
     return VB_OK;

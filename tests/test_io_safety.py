@@ -381,10 +381,12 @@ class FifosAndPipes(Base):
                 ("merge", ["merge", "/dev/stdin", "-o", "merged.json", "--quiet"], results),
                 ("claims --pytorch", ["claims", "--allocator", "caching", "--device", "sim", "--quiet",
                                       "--claim", "view_keeps_storage", "--pytorch", "/dev/stdin"], pytorch)]:
-            with self.subTest(label):
-                result = self.vrambench(*argv, input=data, env={"VB_SPOOL_LIMIT": "lots"}, timeout=60)
-                self.assertIn("VB_SPOOL_LIMIT='lots' is not a byte count", self.assert_one_error_line(result))
-                self.assertEqual(self.listing(), ["r.json", "t.trace"])
+            # '0' too: the C commands took it as 0 bytes (every pipe refused), torch2trace refused it
+            for limit in ("lots", "0"):
+                with self.subTest(label, limit=limit):
+                    result = self.vrambench(*argv, input=data, env={"VB_SPOOL_LIMIT": limit}, timeout=60)
+                    self.assertIn(f"VB_SPOOL_LIMIT='{limit}' is not a byte count", self.assert_one_error_line(result))
+                    self.assertEqual(self.listing(), ["r.json", "t.trace"])
 
 
 class SnapshotOutput(Base):

@@ -9,6 +9,8 @@ import importlib.util
 import io
 import os
 import pickle
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -287,6 +289,25 @@ class Torch2TraceTest(unittest.TestCase):
                 del os.environ["VB_SPOOL_LIMIT"]
             else:
                 os.environ["VB_SPOOL_LIMIT"] = saved
+
+    def test_the_spool_limit_bounds_a_pipe_not_a_regular_file_and_a_refusal_names_the_snapshot(self):
+        # A regular file past $VB_SPOOL_LIMIT was refused as "cannot read -"
+        # when vrambench handed it over on stdin; docs/cli.md bounds only
+        # what is read once from a pipe or a device.
+        raw = pickle.dumps(snapshot(alloc_free(0x1000, 512)))
+        path = self.path("regular.pickle")
+        with open(path, "wb") as file:
+            file.write(raw)
+        tool = os.path.join(HERE, "..", "python", "vrambench", "torch2trace.py")
+        environment = dict(os.environ, VB_SPOOL_LIMIT="16")
+        with open(path, "rb") as stdin:
+            done = subprocess.run([sys.executable, tool, "-", self.path("a.trace"), "--name=regular.pickle"],
+                                  stdin=stdin, capture_output=True, text=True, env=environment, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        done = subprocess.run([sys.executable, tool, "-", self.path("b.trace"), "--name=piped.pickle"], input=raw,
+                              capture_output=True, env=environment, timeout=60)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn(b"cannot read piped.pickle: larger than 16 bytes", done.stderr)
 
     def test_not_a_snapshot_is_an_error(self):
         result = self.convert([1, 2, 3])

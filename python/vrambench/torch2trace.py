@@ -58,6 +58,7 @@ import io
 import os
 import pickle
 import re
+import stat
 import sys
 import unicodedata
 
@@ -129,8 +130,15 @@ def load_snapshot(path, name=None):
     data only."""
     path_shown = name if name is not None else path
     limit = _input_limit()
+    # $VB_SPOOL_LIMIT bounds what is read once from a pipe or a device, as
+    # the C commands bound it (docs/cli.md): a regular file is read whole.
     try:
-        data = _results.read_input(path, limit, "memory snapshot")
+        info = os.fstat(0) if path == "-" else os.stat(path)
+        read_limit = max(limit, info.st_size) if stat.S_ISREG(info.st_mode) else limit
+    except OSError:
+        read_limit = limit  # read_input names what is wrong with it
+    try:
+        data = _results.read_input(path, read_limit, "memory snapshot", name=path_shown)
     except _results.InputError as error:
         raise InputError(f"cannot read {error}") from None
     path = path_shown
