@@ -198,7 +198,7 @@ static vb_status check_fields(const char *path, size_t index, const char *name, 
     json_t *value;
     json_object_foreach(entry, key, value) {
         field_kind kind = field_kind_of(key);
-        if (kind == FIELD_TEXT || json_is_null(value)) continue;
+        if (kind == FIELD_TEXT || json_is_null(value) || strcmp(key, "timeline") == 0) continue; /* check_timeline */
         const char *what = kind != FIELD_WHOLE ? "" : has_word(key, "bytes") ? " (a byte count)" : " (a count)";
         if (json_is_string(value) || (kind != FIELD_OTHER && !json_is_number(value)))
             return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): '%.60s' is %s, not a number%s", path, index,
@@ -216,10 +216,83 @@ static vb_status check_fields(const char *path, size_t index, const char *name, 
     return VB_OK;
 }
 
+/* 1 when `value` is a byte count: a whole number from 0 to 2^64-1. */
+static int is_byte_count(const json_t *value)
+{
+    if (!json_is_number(value)) return 0;
+    double number = json_number_value(value);
+    return number >= 0 && number < TWO_TO_THE_64 && number == floor(number);
+}
+
+/* An entry's timeline as python/vrambench/results.py's check_timeline
+ * takes it (one rule for every reader, docs/results-json.md "Readers"): a
+ * list of objects, each a 'step' string, 'requested' and 'reserved' byte
+ * counts, 'allocated' and 'driver_used' byte counts or null. */
+static vb_status check_timeline(const char *path, size_t index, const char *name, const json_t *timeline)
+{
+    if (!json_is_array(timeline))
+        return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): 'timeline' is not a list", path, index, name);
+    size_t i;
+    const json_t *point;
+    json_array_foreach(timeline, i, point) {
+        const json_t *step = json_object_get(point, "step");
+        if (!json_is_object(point) || !step)
+            return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): timeline[%zu] is not an object with a 'step'",
+                            path, index, name, i);
+        if (!json_is_string(step) || has_control(json_string_value(step)))
+            return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): timeline[%zu]: 'step' is not a string%s", path,
+                            index, name, i, json_is_string(step) ? " without control characters" : "");
+        static const char *const needed[] = {"requested", "reserved"}, *const optional[] = {"allocated", "driver_used"};
+        for (size_t k = 0; k < 2; k++) {
+            if (!is_byte_count(json_object_get(point, needed[k])))
+                return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): timeline[%zu] has no '%s' byte count (a "
+                                                "number from 0 to 2^64-1)", path, index, name, i, needed[k]);
+            const json_t *value = json_object_get(point, optional[k]);
+            if (value && !json_is_null(value) && !is_byte_count(value))
+                return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): timeline[%zu] '%s' is not a byte count", path,
+                                index, name, i, optional[k]);
+        }
+    }
+    return VB_OK;
+}
+
+/* The top-level "names" as results.py's check_names takes it: an object
+ * of scenario tables, each with 'steps' an object of strings and
+ * 'counters' a list of strings where given. */
+static vb_status check_names(const char *path, const json_t *names)
+{
+    if (!names) return VB_OK;
+    if (!json_is_object(names)) return vb_error(VB_ERR_INVALID, "%s: 'names' is not an object", path);
+    const char *scenario;
+    const json_t *table;
+    json_object_foreach((json_t *)names, scenario, table) {
+        const json_t *steps = json_object_get(table, "steps"), *counters = json_object_get(table, "counters");
+        if (!json_is_object(table))
+            return vb_error(VB_ERR_INVALID, "%s: names['%.60s'] is not an object", path, scenario);
+        if ((steps && !json_is_object(steps)) || (counters && !json_is_array(counters)))
+            return vb_error(VB_ERR_INVALID, "%s: names['%.60s'] needs 'steps' as an object and 'counters' as a list",
+                            path, scenario);
+        const char *key;
+        const json_t *text;
+        json_object_foreach((json_t *)steps, key, text) {
+            if (!json_is_string(text))
+                return vb_error(VB_ERR_INVALID, "%s: names['%.60s']: step '%.60s' is not a string", path, scenario, key);
+        }
+        size_t i;
+        json_array_foreach(counters, i, text) {
+            if (!json_is_string(text))
+                return vb_error(VB_ERR_INVALID, "%s: names['%.60s']: counters[%zu] is not a string", path, scenario, i);
+        }
+    }
+    return VB_OK;
+}
+
 /* The cases of a "benchmarks" file. */
 static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
 {
     const char *path = file->path;
+    vb_status named = check_names(path, json_object_get(file->root, "names"));
+    if (named != VB_OK) return named;
     file->kind = json_object_get(file->root, "recommendation") ? VB_RESULTS_TUNE : VB_RESULTS_EMPTY;
     file->cases = calloc(json_array_size(benchmarks) + 1, sizeof *file->cases);
     if (!file->cases) return vb_error(VB_ERR_HOST_OOM, "out of host memory reading %s", path);
@@ -243,7 +316,15 @@ static vb_status read_benchmarks(vb_results_file *file, json_t *benchmarks)
             return vb_error(VB_ERR_INVALID, "%s: entry '%s' is a %s entry in a %s file", path, name,
                             vb_results_kind_name(kind), vb_results_kind_name(file->kind));
         vb_status checked = check_fields(path, i, name, entry);
+        if (checked == VB_OK && json_object_get(entry, "timeline"))
+            checked = check_timeline(path, i, name, json_object_get(entry, "timeline"));
         if (checked != VB_OK) return checked;
+        /* A scenario and allocator, where either is given, are both text
+         * (results.py names the case by them, not by its name). */
+        json_t *scenario = json_object_get(entry, "scenario"), *allocator = json_object_get(entry, "allocator");
+        if (kind != VB_RESULTS_MICROBENCH && (scenario || allocator) && (!json_is_string(scenario) || !json_is_string(allocator)))
+            return vb_error(VB_ERR_INVALID, "%s: benchmarks[%zu] (%s): '%s' is not a string", path, i, name,
+                            json_is_string(scenario) ? "allocator" : "scenario");
         json_t *real_time = json_object_get(entry, "real_time");
         double scale = unit_ns(json_string_value(json_object_get(entry, "time_unit")));
         if (scale == 0) return vb_error(VB_ERR_INVALID, "%s: entry '%s': unknown time_unit", path, name);

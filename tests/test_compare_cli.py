@@ -215,6 +215,38 @@ class CompareTest(unittest.TestCase):
             with self.subTest(args=args):
                 self.assert_one_error(*vrambench("compare", *args), *words)
 
+    def test_every_reader_refuses_a_malformed_timeline_scenario_or_names_with_the_same_line(self):
+        # One rule for every reader (docs/results-json.md, "Readers"): compare
+        # and merge took these, which report refused; a timeline that was no
+        # list was named "not a number" by both.
+        def edited(change):
+            document = copy.deepcopy(self.doc)
+            change(document, [e for e in document["benchmarks"] if e.get("run_type") == "iteration"][0])
+            return document
+        cases = [("timeline-text.json", edited(lambda d, e: e.update(timeline="x")), "'timeline' is not a list"),
+                 ("timeline-step.json", edited(lambda d, e: e.update(timeline=[{"step": 1}])),
+                  "timeline[0]: 'step' is not a string"),
+                 ("timeline-bytes.json", edited(lambda d, e: e.update(timeline=[{"step": "s", "requested": -1,
+                                                                                   "reserved": 0}])),
+                  "timeline[0] has no 'requested' byte count"),
+                 ("scenario-null.json", edited(lambda d, e: e.update(scenario=None)), "'scenario' is not a string"),
+                 ("no-allocator.json", edited(lambda d, e: e.pop("allocator")), "'allocator' is not a string"),
+                 ("names-text.json", edited(lambda d, e: d.update(names="x")), "'names' is not an object")]
+        out, page = os.path.join(self.tmp.name, "merged.json"), os.path.join(self.tmp.name, "page.html")
+        for name, document, words in cases:
+            bad = self.write(name, document)
+            with self.subTest(name):
+                lines = []
+                for command in (["compare", bad, self.a], ["merge", bad, "-o", out],
+                                ["report", bad, "-o", page, "--no-plots"]):
+                    status, stdout, err = vrambench(*command)
+                    self.assertEqual(status, 2, (command, err))
+                    self.assertEqual(len(err.strip().splitlines()), 1, (command, err))
+                    self.assertIn(words, err, command)
+                    lines.append(err.strip())
+                self.assertEqual(len(set(lines)), 1, lines)
+                self.assertFalse(os.path.exists(out) or os.path.exists(page))
+
     def test_a_file_that_parses_but_is_refused_is_one_line_and_frees_what_it_read(self):
         # JSON that parses, then fails a later check, after a good file: one
         # line, exit 2, and (under SANITIZER=address) no leak report of the

@@ -583,7 +583,7 @@ def counter_values(entry, where):
     numbers = {}
     for key, value in entry.items():
         kind = field_kind(key)
-        if kind == "text" or value is None:
+        if kind == "text" or value is None or key == "timeline":  # a timeline: check_timeline
             continue
         is_figure = not isinstance(value, bool) and isinstance(value, (int, float))
         if isinstance(value, str) or (kind != "other" and not is_figure):
@@ -649,6 +649,7 @@ def parse_result(path, raw):
             continue
         where = f"{path}: benchmarks[{index}] ({name})"
         numbers = counter_values(entry, where)
+        timeline = check_timeline(entry["timeline"], where) if "timeline" in entry else None  # every entry's
         if name.startswith("microbench/"):
             rest = name[len("microbench/"):]
             if "/threads:" in rest:  # microbench --threads N names its entries .../threads:N
@@ -684,8 +685,7 @@ def parse_result(path, raw):
             run.samples.setdefault(key, []).append(value)
         if run.detail_repetition is None or repetition < run.detail_repetition:
             run.detail_repetition = repetition
-            run.timeline = (check_timeline(entry["timeline"], where)
-                            if "timeline" in entry else None)
+            run.timeline = timeline
             run.segments = (check_segments(entry["segments_at_peak"], where)
                             if "segments_at_peak" in entry else None)
     for run in result.runs:
