@@ -136,15 +136,38 @@ static int check_same_command(const vb_results_file *a, const vb_results_file *b
     return VB_EXIT_OK;
 }
 
+/* Exit 2 unless a file's shard fields are as --shard writes them: "shard"
+ * {index, count, cases}, whole numbers with 1 <= index <= count, 2 <= count
+ * <= VB_SHARD_MAX and cases >= 0, and "shard_command" a list of strings
+ * (absent both: no shard). */
+static int check_shard_fields(const vb_results_file *file)
+{
+    json_t *shard = json_object_get(file->context, "shard"), *command = json_object_get(file->context, "shard_command");
+    if (!shard && !command) return VB_EXIT_OK;
+    json_int_t index = integer_or(shard, "index", 0), count = integer_or(shard, "count", 0);
+    if (!json_is_object(shard) || count < 2 || count > VB_SHARD_MAX || index < 1 || index > count ||
+        integer_or(shard, "cases", -1) < 0)
+        return vb_cli_error(VB_EXIT_USAGE, "merge: %s: its context's shard is not {index, count, cases} as --shard "
+                                           "writes it (whole numbers, 1 <= index <= count, count from 2)", file->path);
+    int strings = json_is_array(command);
+    for (size_t k = 0; strings && k < json_array_size(command); k++) strings = json_is_string(json_array_get(command, k));
+    if (!strings)
+        return vb_cli_error(VB_EXIT_USAGE, "merge: %s: its context's shard_command is not the list of words --shard "
+                                           "writes", file->path);
+    return VB_EXIT_OK;
+}
+
 /* Exit 2 unless the files are all shards of one command line, once each
  * and every one, or none is a shard. *sharded says which. */
 static int check_shards(const vb_results_file *files, size_t count, int *sharded)
 {
+    for (size_t i = 0; i < count; i++) {
+        int status = check_shard_fields(&files[i]);
+        if (status != VB_EXIT_OK) return status;
+    }
     json_t *first = json_object_get(files[0].context, "shard");
     *sharded = first != NULL;
     json_int_t shard_count = integer_or(first, "count", 0), cases = integer_or(first, "cases", -1);
-    if (*sharded && (shard_count < 2 || shard_count > 100000 || cases < 0))
-        return vb_cli_error(VB_EXIT_USAGE, "merge: %s: its context's shard is not {index, count, cases}", files[0].path);
     const char **holder = *sharded ? calloc((size_t)shard_count + 1, sizeof *holder) : NULL;
     if (*sharded && !holder) return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     int status = VB_EXIT_OK;

@@ -119,7 +119,13 @@ class ShardMergeTest(unittest.TestCase):
         short["benchmarks"] = [e for e in short["benchmarks"] if e["name"] != gone]
         added = [dict(e, name=e["name"] + "-copy", allocator=e["allocator"] + "-copy") for e in iterations(extra)[:1]]
         extra["benchmarks"] += added
-        for name, document in (("short-shard.json", short), ("extra-shard.json", extra)):
+        # Shard fields of the wrong shape were read as 0 ("shard 0/0 of -1 cases ... different command lines").
+        null_shard, text_cases, text_command = load(self.shards[1]), load(self.shards[1]), load(self.shards[1])
+        null_shard["context"]["shard"] = None
+        text_cases["context"]["shard"]["cases"] = "25"
+        text_command["context"]["shard_command"] = "run"
+        for name, document in (("short-shard.json", short), ("extra-shard.json", extra), ("null-shard.json", null_shard),
+                               ("text-cases.json", text_cases), ("text-command.json", text_command)):
             with open(self.path(name), "w") as stream:
                 json.dump(document, stream)
         out = self.path("refused.json")
@@ -128,6 +134,12 @@ class ShardMergeTest(unittest.TestCase):
                                                                                "shard 2/3 of 25 cases holds 8"),
             ((self.shards[0], self.path("extra-shard.json"), self.shards[2]), "extra-shard.json holds 9 cases, where "
                                                                                "shard 2/3 of 25 cases holds 8"),
+            ((self.shards[0], self.path("null-shard.json"), self.shards[2]), "null-shard.json: its context's shard is "
+                                                                              "not {index, count, cases}"),
+            ((self.shards[0], self.path("text-cases.json"), self.shards[2]), "text-cases.json: its context's shard is "
+                                                                             "not {index, count, cases}"),
+            ((self.shards[0], self.path("text-command.json"), self.shards[2]), "text-command.json: its context's "
+                                                                               "shard_command is not the list"),
             ((self.shards[0], self.shards[1]), "missing: 3/3"),
             ((self.shards[0], self.shards[0], self.shards[1], self.shards[2]), "both shard 1/3"),
             ((self.shards[1], self.shards[2], other), "different command lines"),
