@@ -134,15 +134,21 @@ class CheckSim(unittest.TestCase):
         self.assertEqual(status, 1, stdout)
         self.assertNotIn("skipped: a newer file", stdout)
 
-    def test_newest_skips_json_that_is_not_results(self):
+    def test_json_that_is_not_results_is_skipped_as_the_help_says(self):
+        # Without --newest it was exit 2 after the other files were checked
+        # (the help says such files are skipped: a folder's glob holds them).
         other = self.path("other.json")
         with open(other, "w") as f:
             json.dump({"grid": []}, f)
-        status, stdout, _ = vrambench("check-sim", "--newest", other, self.checked())
-        self.assertEqual(status, 0, stdout)
-        self.assertIn("skipped: not a vrambench results file", stdout)
-        status, _, stderr = vrambench("check-sim", other)
+        for newest in ([], ["--newest"]):
+            with self.subTest(newest=newest):
+                status, stdout, _ = vrambench("check-sim", *newest, other, self.checked())
+                self.assertEqual(status, 0, stdout)
+                self.assertIn("skipped: not a vrambench results file", stdout)
+        status, stdout, stderr = vrambench("check-sim", other)  # alone: nothing checked
         self.assertEqual(status, 2, stderr)
+        self.assertIn("nothing was checked", stderr)
+        self.assertIn("skipped: not a vrambench results file", stdout)
 
     def test_sim_results_are_skipped(self):
         status, stdout, _ = vrambench("check-sim", self.run_file, self.checked())
