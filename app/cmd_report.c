@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "input_file.h"
+#include "json_input.h"
 #include "output_file.h"
 #include "scratch.h"
 
@@ -49,7 +50,7 @@ static int spool_inputs(const char **files, size_t count)
         struct stat info;
         /* a regular file is read where it is; the maker names a missing file or a directory */
         if (stat(files[i], &info) != 0 || S_ISREG(info.st_mode) || S_ISDIR(info.st_mode)) continue;
-        vb_status status = vb_input_spool(files[i]);
+        vb_status status = vb_input_spool_capped(files[i], VB_JSON_INPUT_MAX_BYTES); /* what the maker takes */
         if (status == VB_ERR_HOST_OOM) return vb_cli_status_error(status);
         if (status != VB_OK) return vb_cli_error(VB_EXIT_USAGE, "report: %s", vb_last_error());
     }

@@ -124,12 +124,14 @@ static int list_copy(const char *name, int copy)
     return 0;
 }
 
-/* Reads `from` into a new scratch file listed under `name`. */
-static vb_status spool_from(const char *name, int from)
+/* Reads `from` into a new scratch file listed under `name`: at most
+ * $VB_SPOOL_LIMIT bytes, or `cap`, the most its reader takes, when less. */
+static vb_status spool_from(const char *name, int from, uint64_t cap)
 {
-    uint64_t limit;
-    vb_status status = vb_input_spool_limit(&limit);
+    uint64_t spool_limit;
+    vb_status status = vb_input_spool_limit(&spool_limit);
     if (status != VB_OK) return status;
+    uint64_t limit = cap < spool_limit ? cap : spool_limit;
     int copy = vb_scratch_file();
     if (copy < 0)
         return vb_error(VB_ERR_IO, "%s: cannot keep a copy of it (it is not a regular file) in %s: %s", name,
@@ -137,15 +139,16 @@ static vb_status spool_from(const char *name, int from)
     int error = copy_bounded(from, copy, limit);
     if (error || list_copy(name, copy) != 0) {
         close(copy);
-        if (error == -1) {
-            char size[32];
-            format_size(limit, size, sizeof size);
+        char size[32];
+        format_size(limit, size, sizeof size);
+        if (error == -1 && limit < spool_limit)
+            return vb_error(VB_ERR_INVALID, "%s: larger than %s, the most this input may hold", name, size);
+        if (error == -1)
             return vb_error(VB_ERR_INVALID,
                             "%s: longer than %s: input that is not a regular file (a pipe, FIFO or device) is "
                             "copied to %s to be read more than once, and at most %s=%s of it (save it to a file, "
                             "or raise the limit)",
                             name, size, vb_scratch_directory(), VB_INPUT_SPOOL_LIMIT_ENV, size);
-        }
         if (error) return vb_error(VB_ERR_IO, "%s: cannot read it into a temporary copy: %s", name, strerror(error));
         return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     }
@@ -153,6 +156,11 @@ static vb_status spool_from(const char *name, int from)
 }
 
 vb_status vb_input_spool(const char *path)
+{
+    return vb_input_spool_capped(path, UINT64_MAX);
+}
+
+vb_status vb_input_spool_capped(const char *path, uint64_t cap)
 {
     if (find_spooled(path)) return VB_OK;
     int fd = open_input(path);
@@ -162,7 +170,7 @@ vb_status vb_input_spool(const char *path)
         close(fd); /* a regular file is read again as it is; the reader names a directory's problem */
         return VB_OK;
     }
-    vb_status status = spool_from(path, fd);
+    vb_status status = spool_from(path, fd, cap);
     close(fd);
     return status;
 }
@@ -171,7 +179,7 @@ vb_status vb_input_spool_fd(const char *name, int fd)
 {
     spooled *old = find_spooled(name);
     if (old) return vb_error(VB_ERR_INVALID, "%s: spooled twice", name);
-    return spool_from(name, fd);
+    return spool_from(name, fd, UINT64_MAX);
 }
 
 vb_status vb_input_adopt(const char *name, int fd)
@@ -222,7 +230,7 @@ vb_status vb_input_read_all(const char *path, size_t limit, char **data, size_t 
     /* A pipe, FIFO or device is spooled first, as a trace is: a FIFO is waited
      * on (with the note), what it gives is bounded by $VB_SPOOL_LIMIT, and
      * the copy can be read again (report's Python reads it after us). */
-    vb_status spooled = vb_input_spool(path);
+    vb_status spooled = vb_input_spool_capped(path, limit); /* not 4 GiB of /dev/zero for a JSON of 256 MiB */
     if (spooled != VB_OK) return spooled;
     struct stat info;
     int fd = vb_input_open(path, &info);

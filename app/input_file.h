@@ -36,6 +36,11 @@ vb_status vb_input_spool_limit(uint64_t *out);
  * VB_ERR_INVALID when it is longer than the limit. */
 vb_status vb_input_spool(const char *path);
 
+/* vb_input_spool, reading at most `cap` bytes when that is below the
+ * limit: for a reader that takes no more (a JSON input), so that an endless
+ * pipe is refused at its size, not copied to the spool limit first. */
+vb_status vb_input_spool_capped(const char *path, uint64_t cap);
+
 /* Reads everything `fd` gives (a pipe from a child process) into a scratch
  * file, bounded as vb_input_spool, which vb_input_open(`name`) then reads.
  * `fd` is not closed. */

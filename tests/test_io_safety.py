@@ -362,6 +362,15 @@ class FifosAndPipes(Base):
         result = self.run_tool([sys.executable, TORCH2TRACE, "-", "o.trace"], input=snapshot_bytes(entries=500),
                                env={"VB_SPOOL_LIMIT": "4K"})
         self.assertIn("larger than", self.assert_one_error_line(result))
+        # A JSON input is bounded by the most a JSON input holds (256 MiB),
+        # not copied to the spool limit first (4 GiB of /dev/zero for compare).
+        for command in (["compare", "/dev/zero", "/dev/zero"], ["report", "/dev/zero", "-o", "p.html"],
+                        ["merge", "/dev/zero", "-o", "m.json"]):
+            with self.subTest(command[0]):
+                result = self.vrambench(*command, env={"VB_SPOOL_LIMIT": "1G"}, timeout=60)
+                self.assertIn("/dev/zero: larger than 256 MiB, the most this input may hold",
+                              self.assert_one_error_line(result))
+                self.assertEqual(self.listing(), [])
 
 
     def test_a_malformed_spool_limit_is_refused_by_every_command_that_reads_a_pipe(self):
