@@ -357,8 +357,9 @@ PY_SITE = $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_path('pure
 install: all $(if $(filter yes,$(HAVE_CUDA)),plugin)
 	@$(if $(findstring ',$(PREFIX)$(DESTDIR))$(findstring ",$(PREFIX)$(DESTDIR))$(findstring $$,$(PREFIX)$(DESTDIR)),echo "make install: error: PREFIX and DESTDIR cannot hold a quote or a dollar sign (' \" \$$)" >&2; exit 2,:)
 	@test -n '$(PY_SITE)' || { echo "make install: error: $(PYTHON) cannot tell where Python packages go under $(PREFIX)" >&2; exit 2; }
-	install -d '$(INSTALL_ROOT)/bin' '$(INSTALL_ROOT)/share/vrambench/python' '$(DESTDIR)$(PY_SITE)'
+	install -d '$(INSTALL_ROOT)/bin' '$(INSTALL_ROOT)/share/vrambench/python' '$(INSTALL_ROOT)/share/vrambench/docs/data' '$(DESTDIR)$(PY_SITE)'
 	install -m 755 $(BUILD)/vrambench '$(INSTALL_ROOT)/bin/vrambench'
+	install -m 644 docs/data/sim-differences.json '$(INSTALL_ROOT)/share/vrambench/docs/data/sim-differences.json'
 	$(if $(filter yes,$(HAVE_CUDA)),install -d '$(INSTALL_ROOT)/lib' && install -m 755 $(PLUGIN_SO) '$(INSTALL_ROOT)/lib/libvrambench_torch.so')
 	@for dest in '$(INSTALL_ROOT)/share/vrambench/python' '$(DESTDIR)$(PY_SITE)'; do \
 	    rm -rf "$$dest/vrambench" && mkdir -p "$$dest/vrambench/plots" && \

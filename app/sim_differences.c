@@ -32,6 +32,10 @@ vb_status vb_sim_differences_locate(const char *given, char *path, size_t capaci
     if (slash) *slash = '\0'; /* the binary's directory */
     char start[sizeof directory];
     memcpy(start, directory, sizeof start);
+    /* make install puts it in PREFIX/share/vrambench, beside the Python package */
+    if ((size_t)snprintf(path, capacity, "%s/../share/vrambench/%s", directory, VB_SIM_DIFFERENCES_PATH) < capacity &&
+        access(path, F_OK) == 0)
+        return VB_OK;
     for (int level = 0; level <= SEARCH_LEVELS; level++) {
         if ((size_t)snprintf(path, capacity, "%s/%s", directory, VB_SIM_DIFFERENCES_PATH) < capacity &&
             access(path, F_OK) == 0)
@@ -41,7 +45,7 @@ vb_status vb_sim_differences_locate(const char *given, char *path, size_t capaci
         *slash = '\0';
     }
     return vb_error(VB_ERR_INVALID,
-                    "check-sim: no %s in %s or the %d folders above it (the binary's); name the file with "
+                    "check-sim: no %s in %s, the %d folders above it (the binary's) or ../share/vrambench; name the file with "
                     "--differences FILE or " VB_SIM_DIFFERENCES_ENV,
                     VB_SIM_DIFFERENCES_PATH, start, SEARCH_LEVELS);
 }

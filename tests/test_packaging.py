@@ -73,6 +73,19 @@ class MakeInstall(unittest.TestCase):
             imported = run([sys.executable, "-c", "import vrambench.torch2trace, vrambench.plots.cli"],
                            env=dict(os.environ, PYTHONPATH=path), cwd=prefix)
             self.assertEqual(imported.returncode, 0, imported.stderr)
+            # The installed binary finds its data and its Python with no variable
+            # set, from a folder outside the repository: check-sim's documented
+            # differences were looked for only above the binary.
+            environment = {k: v for k, v in os.environ.items()
+                           if k not in ("VRAMBENCH_SIM_DIFFERENCES", "VB_PYTHON_DIR")}
+            results = os.path.join(REPO, "results", "claims-nvidia-h100-80gb-hbm3-20261123.json")
+            checked = run([cli, "check-sim", results], env=environment, cwd=prefix)
+            self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+            self.assertIn("cases checked", checked.stdout)
+            page = os.path.join(prefix, "page.html")
+            made = run([cli, "report", results, "-o", page, "--no-plots"], env=environment, cwd=prefix)
+            self.assertEqual(made.returncode, 0, made.stderr)
+            self.assertTrue(os.path.isfile(page))
 
 
     def test_a_prefix_with_a_quote_or_dollar_is_refused_in_one_line_and_nothing_is_installed(self):
