@@ -32,6 +32,11 @@ typedef struct share {
 typedef struct memory_state {
     uint64_t reserved, allocated, requested, largest_free;
     uint64_t in_live_segments, kept_whole, cached_segments, waiting, rounding;
+    /* the async backend's memory is the driver's pool: what it holds and
+     * has not handed out is free there or waits for the GPU to pass its
+     * frees, laid out as the driver keeps it (no block is seen from here) */
+    uint64_t in_driver_pool;
+    int largest_free_known;
     share shares[MAX_SHARES];
     size_t share_count;
     int partial; /* more (pool, stream) pairs than MAX_SHARES: the rest summed into the last */
@@ -214,6 +219,7 @@ typedef struct session {
     /* pass 2: the state when the failing request came */
     const char *max_split;
     int pools;
+    int driver_pool; /* the async backend: its memory is a driver's pool */
     memory_state at_request;
     int taken;
 } session;
@@ -315,7 +321,10 @@ static vb_status take_state(session *s, uint64_t max_split, int pools, memory_st
     free(list.items);
     for (size_t i = 0; i < m->share_count; i++) m->in_live_segments += m->shares[i].bytes;
     uint64_t unallocated = m->reserved - m->allocated;
-    m->rounding = unallocated > free_bytes ? unallocated - free_bytes : 0;
+    uint64_t unseen = unallocated > free_bytes ? unallocated - free_bytes : 0;
+    if (s->driver_pool) m->in_driver_pool = unseen; /* not rounding: free in the pool, in pieces we cannot see */
+    else m->rounding = unseen;
+    m->largest_free_known = !s->driver_pool;
     return VB_OK;
 }
 
@@ -386,15 +395,17 @@ static json_t *state_json(const memory_state *m)
                                                 "stream", (json_int_t)m->shares[i].stream, "bytes",
                                                 vb_json_number((double)m->shares[i].bytes)));
     }
-    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o,s:o},s:o,s:b}", "reserved_bytes",
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:b}", "reserved_bytes",
                      vb_json_number((double)m->reserved), "allocated_bytes", vb_json_number((double)m->allocated),
                      "requested_bytes", vb_json_number((double)m->requested), "largest_free_block",
-                     vb_json_number((double)m->largest_free), "reserved_unallocated_bytes",
+                     m->largest_free_known ? vb_json_number((double)m->largest_free) : json_null(),
+                     "reserved_unallocated_bytes",
                      vb_json_number((double)(m->reserved - m->allocated)), "by_cause", "free_in_live_segments",
                      vb_json_number((double)m->in_live_segments), "kept_whole_by_max_split_size",
                      vb_json_number((double)m->kept_whole), "cached_segments",
                      vb_json_number((double)m->cached_segments), "waiting_on_events",
                      vb_json_number((double)m->waiting), "rounding", vb_json_number((double)m->rounding),
+                     "in_driver_pool", vb_json_number((double)m->in_driver_pool),
                      "free_in_live_segments", shares ? shares : json_array(), "more_streams_summed", m->partial);
 }
 
@@ -402,8 +413,10 @@ static void print_state(FILE *out, const char *title, const memory_state *m)
 {
     if (!out) return;
     fprintf(out, "  %s:\n", title);
-    fprintf(out, "    reserved %.1f MiB, allocated %.1f MiB, requested %.1f MiB, largest free block %.1f MiB\n",
-            mib(m->reserved), mib(m->allocated), mib(m->requested), mib(m->largest_free));
+    fprintf(out, "    reserved %.1f MiB, allocated %.1f MiB, requested %.1f MiB, ", mib(m->reserved),
+            mib(m->allocated), mib(m->requested));
+    if (m->largest_free_known) fprintf(out, "largest free block %.1f MiB\n", mib(m->largest_free));
+    else fprintf(out, "largest free block not known (the driver's pool keeps its layout)\n");
     fprintf(out, "    reserved but unallocated %.1f MiB:\n", mib(m->reserved - m->allocated));
     fprintf(out, "      %10.1f MiB free in segments that hold live blocks", mib(m->in_live_segments));
     for (size_t i = 0; i < m->share_count; i++) {
@@ -415,8 +428,12 @@ static void print_state(FILE *out, const char *title, const memory_state *m)
     fprintf(out, "      %10.1f MiB in cached segments with no live block\n", mib(m->cached_segments));
     fprintf(out, "      %10.1f MiB waiting on other streams' events (a trace carries no record_stream)\n",
             mib(m->waiting));
-    fprintf(out, "      %10.1f MiB of rounding (reserved in no block: driver pages, a pool's granules)\n",
-            mib(m->rounding));
+    if (m->in_driver_pool)
+        fprintf(out, "      %10.1f MiB in the driver's pool, free or waiting for the GPU to pass their frees (in pieces "
+                     "the pool lays out)\n", mib(m->in_driver_pool));
+    else
+        fprintf(out, "      %10.1f MiB of rounding (reserved in no block: driver pages, a pool's granules)\n",
+                mib(m->rounding));
 }
 
 /* ======================================================================== */
@@ -521,6 +538,7 @@ vb_status vb_explain_run(const vb_explain_options *options, FILE *table, json_t 
     for (size_t i = 0; s && i < spec.entry_count; i++)
         if (strcmp(spec.entries[i].key, "max_split_size_mb") == 0) s->max_split = spec.entries[i].value;
     if (s) s->pools = vb_fit_has_limit(spec.name);
+    if (s) s->driver_pool = strcmp(spec.name, "async") == 0;
 
     /* Pass 1: where the first OOM is. */
     vb_drive_result result = {0};

@@ -14,7 +14,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 VRAMBENCH = os.path.abspath(os.environ.get("VRAMBENCH", "build/vrambench"))
 FIXTURES = os.path.join(HERE, "fixtures")
 MiB = 1 << 20
-CAUSES = ("free_in_live_segments", "kept_whole_by_max_split_size", "cached_segments", "waiting_on_events", "rounding")
+CAUSES = ("free_in_live_segments", "kept_whole_by_max_split_size", "cached_segments", "waiting_on_events", "rounding",
+          "in_driver_pool")
 
 
 def vrambench(*args):
@@ -59,7 +60,8 @@ class Explain(unittest.TestCase):
         if every_byte_in_a_block:  # PyTorch's allocators: every reserved byte is in some block
             self.assertEqual(causes["rounding"], 0)
         self.assertLessEqual(state["requested_bytes"], state["allocated_bytes"])
-        self.assertLessEqual(state["largest_free_block"], state["reserved_bytes"] - state["allocated_bytes"])
+        if state["largest_free_block"] is not None:  # null: inside the async backend's driver pool
+            self.assertLessEqual(state["largest_free_block"], state["reserved_bytes"] - state["allocated_bytes"])
 
     def test_causes_add_up_to_reserved_minus_allocated(self):
         traces = [(self.random_trace(3), "300MiB"), (self.random_trace(8), "250MiB"),
@@ -166,6 +168,27 @@ class Explain(unittest.TestCase):
                 spare = int(line.split("with at least ")[1].split(" MiB")[0])
                 self.assertLessEqual(spare * MiB, w["spare_bytes_at_least"], line)
         self.assertGreater(below_a_mib, 0)  # the trace still has a shortfall under a MiB
+
+    def test_the_async_backends_free_memory_is_the_driver_pools_not_rounding(self):
+        # Its pool's free bytes were called "rounding (driver pages, a pool's
+        # granules)" and the largest free block was all of them, though a
+        # request of a thirtieth of that had just been refused.
+        trace = self.path("s7.trace")
+        status, _, stderr = vrambench("gen-trace", "random", "--seed", "7", "--events", "3000", "--max-size", "37M",
+                                      "--max-live", "1G", "-o", trace, "--quiet")
+        self.assertEqual(status, 0, stderr)
+        doc, stdout = self.explain(trace, "700MiB", "--allocator", "pytorch[backend:cudaMallocAsync]", "--no-what-if")
+        self.assertFalse(doc["fits"])
+        for state in (doc["oom"]["at_request"], doc["oom"]["at_oom"]):
+            self.assert_causes_add_up(state, False)
+            self.assertGreater(state["by_cause"]["in_driver_pool"], 0)
+            self.assertEqual(state["by_cause"]["rounding"], 0)
+            self.assertIsNone(state["largest_free_block"])
+        self.assertIn("in the driver's pool, free or waiting for the GPU to pass their frees", stdout)
+        self.assertNotIn("of rounding", stdout)
+        doc, _ = self.explain(trace, "700MiB", "--allocator", "cuda", "--no-what-if")  # the others keep theirs
+        self.assertEqual(doc["oom"]["at_oom"]["by_cause"]["in_driver_pool"], 0)
+        self.assertIsNotNone(doc["oom"]["at_oom"]["largest_free_block"])
 
     def test_where_segment_placement_decides_it_says_so(self):
         # Two free 20 MiB blocks tie for a 10 MiB request (tests/test_fit.c, placement_trace): placed top-down
