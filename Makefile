@@ -130,14 +130,14 @@ FLAGS_STAMP := $(BUILD)/flags
 FLAGS_NOW := $(CC) $(CPPFLAGS) $(CFLAGS) $(NVCCFLAGS) $(HAVE_CUDA)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 
-# The commit `vrambench --version` names, taken at build time ("-dirty" when
-# the tree has changes; $VB_GIT_COMMIT for a copy without .git, as results'
-# context takes it); main.o is rebuilt when it changes.
+# The commit `vrambench --version` and results' context.git_commit name,
+# taken at build time ("-dirty" when the tree has changes; $VB_GIT_COMMIT for
+# a copy without .git); main.o and context.o are rebuilt when it changes.
 BUILD_COMMIT := $(if $(VB_GIT_COMMIT),$(VB_GIT_COMMIT),$(or $(shell git rev-parse --short=12 HEAD 2>/dev/null),unknown)$(if $(shell git status --porcelain --untracked-files=no 2>/dev/null | head -1),-dirty))
 COMMIT_STAMP := $(BUILD)/commit
 $(shell [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = '$(BUILD_COMMIT)' ] || echo '$(BUILD_COMMIT)' > $(COMMIT_STAMP))
-$(BUILD)/obj/app/main.o: $(COMMIT_STAMP)
-$(BUILD)/obj/app/main.o: CPPFLAGS += -DVB_BUILD_COMMIT='"$(BUILD_COMMIT)"'
+$(BUILD)/obj/app/main.o $(BUILD)/obj/app/context.o: $(COMMIT_STAMP)
+$(BUILD)/obj/app/main.o $(BUILD)/obj/app/context.o: CPPFLAGS += -DVB_BUILD_COMMIT='"$(BUILD_COMMIT)"'
 
 $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)

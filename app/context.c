@@ -54,9 +54,15 @@ static int cpu_scaling_enabled(void)
     return enabled;
 }
 
-/* The checked-out commit: $VB_GIT_COMMIT when set (a copy of the tree
- * without .git, as on a lent GPU machine, is told it), else `git rev-parse
- * HEAD`, else "unknown". */
+#ifndef VB_BUILD_COMMIT
+#define VB_BUILD_COMMIT "unknown"
+#endif
+
+/* The commit the binary was built from (the Makefile's, "-dirty" when its
+ * tree had changes): $VB_GIT_COMMIT when set at run time (a copy of the
+ * tree without .git, as on a lent GPU machine, is told it), else the one
+ * built in, as --version names it. Not the current folder's repository:
+ * a run made from another checkout named that one's HEAD. */
 static void git_commit(char *out, size_t capacity)
 {
     const char *given = getenv("VB_GIT_COMMIT");
@@ -66,18 +72,7 @@ static void git_commit(char *out, size_t capacity)
     size_t given_length = 0;
     while (given && (unsigned char)given[given_length] >= 0x20 && given[given_length] != 0x7f) given_length++;
     if (given_length) snprintf(out, capacity, "%.*s", (int)given_length, given);
-    else snprintf(out, capacity, "unknown");
-    if (given_length) return;
-    FILE *pipe = popen("git rev-parse HEAD 2>/dev/null", "r");
-    if (!pipe) return;
-    char line[128] = "";
-    int ok = fgets(line, sizeof line, pipe) != NULL;
-    pclose(pipe);
-    size_t length = strspn(line, "0123456789abcdef");
-    if (ok && length >= 40 && capacity > length) {
-        memcpy(out, line, length);
-        out[length] = '\0';
-    }
+    else snprintf(out, capacity, "%s", VB_BUILD_COMMIT);
 }
 
 /* {"label": {"key": "value", ...}, ...} for the specs. */

@@ -609,6 +609,29 @@ class EdgeInputTest(unittest.TestCase):
                               capture_output=True, env=environment, cwd=self.directory.name, timeout=120)
         self.assertEqual(page.returncode, 0, page.stderr)
 
+    def test_the_commit_a_result_names_is_the_binarys_not_the_current_folders(self):
+        # Run from inside another git repository, a result named that
+        # repository's HEAD; from a folder outside git, "unknown".
+        environment = {k: v for k, v in self.environment.items() if k != "VB_GIT_COMMIT"}
+        version = subprocess.run([VRAMBENCH, "--version"], capture_output=True, text=True, env=environment, timeout=60)
+        built = [line.split(": ", 1)[1] for line in version.stdout.splitlines() if line.startswith("commit: ")][0]
+        other = os.path.join(self.directory.name, "other")
+        os.mkdir(other)
+        made = subprocess.run(["git", "init", "-q", other], capture_output=True, timeout=60)
+        if made.returncode == 0:  # a HEAD of its own, which the old code named
+            made = subprocess.run(["git", "-C", other, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                                   "--allow-empty", "-m", "other"], capture_output=True, timeout=60)
+        if made.returncode != 0:
+            self.skipTest("no git to make another repository with")
+        for folder in (other, self.directory.name):
+            with self.subTest(folder=folder):
+                made = subprocess.run([VRAMBENCH, "run", "--device", "sim", "--scenario", "views", "--allocator", "cuda",
+                                       "--quiet", "--out", "run.json", "--force"], capture_output=True,
+                                      env=environment, cwd=folder, timeout=120)
+                self.assertEqual(made.returncode, 0, made.stderr)
+                with open(os.path.join(folder, "run.json")) as file:
+                    self.assertEqual(__import__("json").load(file)["context"]["git_commit"], built)
+
     def test_a_repeatable_option_adds_each_value(self):
         result = subprocess.run([VRAMBENCH, "run", "--device", "sim", "--scenario", "views", "--allocator", "caching",
                                  "--config", "caching.max_split_size_mb=256", "--config",
