@@ -2,12 +2,17 @@
 #include "output_path.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "base/closest.h"
 #include "output_file.h"
+#include "scratch.h"
 
 void vb_report_device_slug(const vb_device_info *info, char *out, size_t capacity)
 {
@@ -31,8 +36,31 @@ void vb_report_device_slug(const vb_device_info *info, char *out, size_t capacit
     if (used == 0) snprintf(out, capacity, "gpu");
 }
 
+/* The placeholders a template may hold, without their braces. */
+static const char *const placeholders[] = {"device", "date", NULL};
+
+/* VB_ERR_INVALID for a '{' that opens no known placeholder ("{devic}",
+ * "{DATE}", "{}", an unclosed "{device"): taken as text, such a name
+ * would be no template, and a second run would replace the first's file. */
+static vb_status check_placeholders(const char *pattern)
+{
+    for (const char *open = strchr(pattern, '{'); open; open = strchr(open + 1, '{')) {
+        const char *close = strchr(open, '}');
+        char name[64] = "";
+        if (close && (size_t)(close - open - 1) < sizeof name) snprintf(name, sizeof name, "%.*s", (int)(close - open - 1), open + 1);
+        if (close && vb_name_known(name, placeholders)) continue;
+        const char *nearest = name[0] ? vb_closest_name(name, placeholders) : NULL;
+        return vb_error(VB_ERR_INVALID, "output path '%s': '%.*s' is no placeholder%s%s%s (a path may hold {device} and "
+                                        "{date})", pattern, close ? (int)(close - open + 1) : (int)strlen(open), open,
+                        nearest ? "; did you mean {" : "", nearest ? nearest : "", nearest ? "}?" : "");
+    }
+    return VB_OK;
+}
+
 vb_status vb_report_expand_path(const char *pattern, const vb_device_info *info, char *out, size_t capacity)
 {
+    vb_status checked = check_placeholders(pattern);
+    if (checked != VB_OK) return checked;
     char slug[128], date[16];
     vb_report_device_slug(info, slug, sizeof slug);
     time_t now = time(NULL);
@@ -58,13 +86,46 @@ int vb_report_is_template(const char *pattern)
     return strstr(pattern, "{device}") || strstr(pattern, "{date}");
 }
 
-/* Makes `path` (a template's expansion) a name no file has: "NAME-2.EXT",
- * "NAME-3.EXT", ... (EXT of a gzip'd name is both its extensions, as
- * ".json.gz"). VB_ERR_INVALID when none is free or it gets too long. */
-static vb_status unique_name(char *path, size_t capacity)
+/* Takes `path` for this process when no file has it and no other
+ * vrambench holds it: 1, with ".vrambench-claim-NAME" beside it created
+ * (O_EXCL: of two processes asking at once, one gets it), which is removed
+ * when the process exits or is killed by a signal (app/scratch.h). The name
+ * itself is written only at the end (output_file.h), so without the claim
+ * two runs sharing a template both chose the same free name, and the later
+ * replaced the earlier's file. 0 when taken; -1 (errno) when the claim
+ * cannot be made. */
+static int claim_name(const char *path)
 {
     struct stat st;
-    if (lstat(path, &st) != 0) return VB_OK;
+    if (lstat(path, &st) == 0) return 0;
+    const char *slash = strrchr(path, '/');
+    char claim[4200];
+    if ((size_t)snprintf(claim, sizeof claim, "%.*s.vrambench-claim-%s", slash ? (int)(slash - path + 1) : 0, path,
+                         slash ? slash + 1 : path) >= sizeof claim) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(claim, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return errno == EEXIST ? 0 : -1;
+    close(fd);
+    if (vb_temp_register(claim) < 0) {
+        unlink(claim);
+        errno = ENOMEM;
+        return -1;
+    }
+    /* a writer that finished between the check and the claim */
+    return lstat(path, &st) != 0;
+}
+
+/* Makes `path` (a template's expansion) a name no file has and no other
+ * run holds (claim_name): "NAME-2.EXT", "NAME-3.EXT", ... (EXT of a gzip'd
+ * name is both its extensions, as ".json.gz"). VB_ERR_INVALID when none is
+ * free or it gets too long. */
+static vb_status unique_name(char *path, size_t capacity)
+{
+    int claimed = claim_name(path);
+    if (claimed < 0) return vb_error(VB_ERR_INVALID, "cannot write '%s': %s", path, strerror(errno));
+    if (claimed) return VB_OK;
     char stem[4096], extension[256] = "";
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path, *dot = strrchr(base, '.');
     if (dot && dot > base && vb_output_is_gzip_name(base)) {
@@ -82,7 +143,9 @@ static vb_status unique_name(char *path, size_t capacity)
     for (unsigned n = 2; n < 10000; n++) {
         if ((size_t)snprintf(path, capacity, "%s-%u%s", stem, n, extension) >= capacity)
             return vb_error(VB_ERR_INVALID, "output path '%s%s' is too long", stem, extension);
-        if (lstat(path, &st) != 0) return VB_OK;
+        claimed = claim_name(path);
+        if (claimed < 0) return vb_error(VB_ERR_INVALID, "cannot write '%s': %s", path, strerror(errno));
+        if (claimed) return VB_OK;
     }
     return vb_error(VB_ERR_INVALID, "no free name for '%s%s' (%s-2 ... -9999 exist; --force replaces)", stem,
                     extension, stem);

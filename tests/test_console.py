@@ -451,6 +451,34 @@ class ResultNames(Temporary):
         with open(self.path("sim-bench.json")) as file:
             self.assertEqual(file.read(), first)
 
+    def test_runs_sharing_a_template_at_once_each_keep_their_file(self):
+        # Each chose the first free name and renamed over it at the end: of
+        # six at once, three results were lost, each saying "wrote".
+        template = self.path("{device}-bench.json")
+        command = [VRAMBENCH, "run", "--scenario", "views", "--allocator", "cuda", "--device", "sim", "--min-time", "0",
+                   "--out", template]
+        runs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                for _ in range(6)]
+        written = []
+        for run in runs:
+            _, stderr = run.communicate(timeout=120)
+            self.assertEqual(run.returncode, 0, stderr)
+            written.append(re.search(r"vrambench: wrote (.*)", stderr).group(1))
+        self.assertEqual(len(set(written)), 6, written)
+        self.assertEqual(sorted(os.listdir(self.dir)), sorted(os.path.basename(w) for w in written))  # no claim left
+
+    def test_a_placeholder_that_is_none_is_refused_not_taken_as_text(self):
+        # "{devic}" was a plain name: exit 0, and the next run replaced the file.
+        for name, words in (("x-{devic}.json", "did you mean {device}?"), ("x-{DATE}.json", "did you mean {date}?"),
+                            ("x-{}.json", "'{}' is no placeholder"), ("x-{device.json", "'{device.json' is no")):
+            with self.subTest(name):
+                status, _, stderr = vrambench("run", "--scenario", "views", "--allocator", "cuda", "--device", "sim",
+                                              "--min-time", "0", "--quiet", "--out", self.path(name))
+                self.assertEqual(status, 2, stderr)
+                self.assertEqual(len(stderr.splitlines()), 1, stderr)
+                self.assertIn(words, stderr)
+        self.assertEqual(os.listdir(self.dir), [])
+
     def test_force_lets_a_template_replace(self):
         template = self.path("{device}-bench.json")
         self.run_to(template)
