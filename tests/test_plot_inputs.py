@@ -418,7 +418,12 @@ class PlotOptions(unittest.TestCase):
         cases = [("plots", ["x.json", "--segmnets", "a/b"], "did you mean --segments?"),
                  ("plots", [], "RESULTS.json files or --latest"),
                  ("tune", ["t.json", "--out", "o.png", "--ot", "p.png"], "did you mean --out?"),
-                 ("torch_ab", ["t.json", "--bogus"], "unrecognized arguments: --bogus")]
+                 ("torch_ab", ["t.json", "--bogus"], "unrecognized arguments: --bogus"),
+                 # an option of one value given twice: the last one won, without a word
+                 ("tune", ["t.json", "--out", "a.png", "--out", "b.png"], "--out given twice"),
+                 ("plots", ["x.json", "--microbench", "none.json", "--microbench", "m.json"],
+                  "--microbench given twice"),
+                 ("plots", ["x.json", "--out-dir=a", "--out-dir", "b"], "--out-dir given twice")]
         for script, args, words in cases:
             with self.subTest(script=script, args=args):
                 run = subprocess.run([sys.executable, scripts[script], *args], capture_output=True, text=True,

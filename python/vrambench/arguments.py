@@ -28,6 +28,28 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, after refusing an option that takes a value given
+        twice, as the C commands do ("--out given twice"): argparse keeps
+        the last one without a word. A flag given twice is that flag, and
+        an option that adds each value (action="append") takes them all."""
+        import sys
+        words = list(sys.argv[1:] if args is None else args)
+        seen = set()
+        for word in words:
+            if word == "--":
+                break
+            if not word.startswith("-") or word == "-":
+                continue
+            name = word.split("=", 1)[0]
+            action = self._option_string_actions.get(name)
+            if action is None or action.nargs == 0 or isinstance(action, argparse._AppendAction):
+                continue
+            if action.dest in seen:
+                self.error(f"{action.option_strings[-1]} given twice")
+            seen.add(action.dest)
+        return super().parse_known_args(words, namespace)
+
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {_printable(message)}{self._nearest(message)} "
                      f"({self.prog} --help lists the options)\n")
