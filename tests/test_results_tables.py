@@ -63,12 +63,30 @@ class ResultsTables(unittest.TestCase):
         self.assertIn("| `cuda` | 1,000 / 2,000", run.stdout)
 
     def test_replay_tables_never_mix_devices(self):
-        sim = self.write("a.json", plot_fixture.sim_result(scenarios=["views"]))
-        gpu = self.write("b.json", plot_fixture.sim_result(scenarios=["views"], device_name="NVIDIA H200",
+        replay = ["replay:traces/resnet50_train.json"]
+        sim = self.write("a.json", plot_fixture.sim_result(scenarios=replay))
+        gpu = self.write("b.json", plot_fixture.sim_result(scenarios=replay, device_name="NVIDIA H200",
                                                            simulated=False))
         run = tables("replay", sim, gpu)
         self.assertEqual(run.returncode, 2, run.stderr)
         self.assertIn("never mixes devices", run.stderr)
+
+    def test_a_file_of_another_kind_is_refused_not_made_an_empty_table(self):
+        # A microbench file made a bench table of nothing, and a run's scenarios
+        # a "per trace" table, each with exit 0.
+        cases = [("bench", self.write("micro.json", plot_fixture.microbench_result()), "it holds microbench entries"),
+                 ("replay", self.write("run.json", plot_fixture.sim_result(scenarios=["views"])),
+                  "not a replay results file (case 'views/cuda' is a run's)")]
+        for kind, path, words in cases:
+            with self.subTest(kind):
+                run = tables(kind, path)
+                self.assertEqual(run.returncode, 2, run.stdout)
+                self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+                self.assertIn(words, run.stderr)
+                self.assertEqual(run.stdout, "")
+        replay = tables("replay", self.write("replay.json", plot_fixture.sim_result(
+            scenarios=["replay:traces/resnet50_train.json"])))
+        self.assertEqual(replay.returncode, 0, replay.stderr)
 
     def test_bad_input_is_one_line_and_exit_2(self):
         cases = {"not json": "{", "a list": "[]", "NaN": '{"context": {}, "benchmarks": [], "x": NaN}',

@@ -97,8 +97,23 @@ def summary_table(document):
     return "\n".join(lines)
 
 
+def require_runs(document, replays):
+    """`document` when it holds cases of run or replay (`replays`: replays
+    of traces only), at least one; InputError otherwise: a microbench file
+    made empty tables, and a run's scenarios a "per trace" table, each with
+    exit 0, where the plots refuse the same files."""
+    if not document.runs:
+        holds = "microbench entries" if document.microbench else "no case"
+        raise InputError(f"{document.path}: not a {'replay' if replays else 'run'} results file (it holds {holds})")
+    for run in document.runs:
+        if run.scenario.startswith("tune:") or (replays and not run.scenario.startswith("replay:")):
+            raise InputError(f"{document.path}: not a {'replay' if replays else 'run'} results file (case "
+                             f"{shown(run.name)!r} is a {run.scenario.split(':')[0] if ':' in run.scenario else 'run'}'s)")
+    return document
+
+
 def bench(path):
-    print(bench_table(load(path)))
+    print(bench_table(require_runs(load(path), replays=False)))
 
 
 def replay_table(documents):
@@ -126,7 +141,7 @@ def replay_table(documents):
 
 
 def replay(paths):
-    print(replay_table([load(p) for p in paths]))
+    print(replay_table([require_runs(load(p), replays=True) for p in paths]))
 
 
 def times_table(labelled, baseline="caching"):
