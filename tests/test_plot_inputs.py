@@ -423,7 +423,10 @@ class PlotOptions(unittest.TestCase):
                  ("tune", ["t.json", "--out", "a.png", "--out", "b.png"], "--out given twice"),
                  ("plots", ["x.json", "--microbench", "none.json", "--microbench", "m.json"],
                   "--microbench given twice"),
-                 ("plots", ["x.json", "--out-dir=a", "--out-dir", "b"], "--out-dir given twice")]
+                 ("plots", ["x.json", "--out-dir=a", "--out-dir", "b"], "--out-dir given twice"),
+                 # a PNG was written under any name: x.svg, x.png.gz (not gzip'd)
+                 ("tune", ["t.json", "--out", "x.svg"], "the picture is a PNG; name it FILE.png"),
+                 ("tune", ["t.json", "--out", "x.png.gz"], "the picture is a PNG; name it FILE.png")]
         for script, args, words in cases:
             with self.subTest(script=script, args=args):
                 run = subprocess.run([sys.executable, scripts[script], *args], capture_output=True, text=True,

@@ -90,8 +90,15 @@ def figure(result):
 def main(argv=None):
     parser = arguments.Parser(prog="tune.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("result", metavar="TUNE.json")
-    parser.add_argument("--out", default="tune.png")
+    parser.add_argument("--out", default="tune.png", metavar="FILE.png",
+                        help="the picture, a PNG (default tune.png in the current folder)")
     args = parser.parse_args(argv)
+    # A PNG is written whatever the name says: "x.svg" or "x.png.gz" would
+    # name a file of another kind (docs/cli.md: an output never gzip'd is
+    # refused under a .gz name).
+    if not args.out.lower().endswith(".png"):
+        print(f"tune.py: error: --out {shown(args.out)}: the picture is a PNG; name it FILE.png", file=sys.stderr)
+        return 2
     try:
         check_distinct([("the result", args.result, False), ("--out", args.out, True)])
         check_target(args.out)
