@@ -244,6 +244,13 @@ int vb_cli_names(const char *spec, const char *what, const char *const *known, v
         vb_name_list_free(out);
         return vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
     }
+    /* An empty name (",views", "views,", "views,,x"), as --allocator refuses
+     * one: strtok would skip it without a word. */
+    size_t length = strlen(spec);
+    if (length == 0 || spec[0] == ',' || spec[length - 1] == ',' || strstr(spec, ",,")) {
+        vb_name_list_free(out);
+        return vb_cli_error(VB_EXIT_USAGE, "empty %s name in '%s'", what, spec);
+    }
     /* A set, as --allocator is: a repeated name, or "all" among names, adds nothing new (names stay
      * NULL-terminated: there is room past every known one). */
     for (char *save = NULL, *name = strtok_r(out->storage, ",", &save); name; name = strtok_r(NULL, ",", &save)) {

@@ -162,6 +162,9 @@ class DidYouMean(unittest.TestCase):
         (["run", "--alocator", "caching"], "unknown option '--alocator'; did you mean --allocator?"),
         (["run", "--allocator", "cachng", "--device", "sim"], "unknown allocator 'cachng'; did you mean caching?"),
         (["run", "--scenario", "view", "--device", "sim"], "unknown scenario 'view'; did you mean views?"),
+        # an empty name was skipped without a word (--allocator refused it)
+        (["run", "--scenario", "views,", "--device", "sim"], "empty scenario name in 'views,'"),
+        (["claims", "--claim", ",view_keeps_storage", "--device", "sim"], "empty claim name in ',view_keeps_storage'"),
         (["list", "allocator"], "unknown kind 'allocator'; did you mean allocators?"),
         (["claims", "--claim", "view_keeps_storag", "--device", "sim"], "did you mean view_keeps_storage?"),
         (["microbench", "--thread", "2"], "did you mean --threads?"),
