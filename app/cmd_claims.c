@@ -244,6 +244,20 @@ static void print_table(const claims_state *state)
     }
     printf("holds = the claim holds; NO = it does not; depends = it does for some cases of the scenario; "
            "n/a = the measurement cannot decide it (see the reason in the JSON)\n");
+    /* Each column's device, runs of one device together ("cuda..stitch: the
+     * simulated device; pytorch: NVIDIA H200"): PyTorch's column was measured
+     * on its own machine (--pytorch), which nothing else here names. */
+    char devices[1024] = "devices:";
+    size_t used = strlen(devices);
+    for (size_t first = 0, c = 0; c < state->column_count && used < sizeof devices; c++) {
+        const column *one = &state->columns[c], *next = c + 1 < state->column_count ? &state->columns[c + 1] : NULL;
+        if (next && strcmp(next->device_name, one->device_name) == 0 && next->simulated == one->simulated) continue;
+        used += (size_t)snprintf(devices + used, sizeof devices - used, "%s %s%s%s: %s", first ? ";" : "",
+                                 state->columns[first].label, c > first ? ".." : "", c > first ? one->label : "",
+                                 one->simulated ? "the simulated device" : one->device_name);
+        first = c + 1;
+    }
+    vb_cli_line(stdout, "%s", devices); /* a device name as the file gave it: control characters shown as '?' */
 }
 
 /* Adds the catalogue and every decision to the document; 0 on success. */

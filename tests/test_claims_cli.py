@@ -31,6 +31,13 @@ class ClaimsCommand(unittest.TestCase):
                 self.assertIn(row["verdict"], ("holds", "does not hold", "depends"), row)
                 self.assertFalse(row["simulated"])
             self.assertIn("pytorch", stdout.splitlines()[0])
+            # Each column's device: the H200's PyTorch column sat under a run
+            # on the simulated device with nothing naming where it came from.
+            self.assertEqual(stdout.splitlines()[-1], "devices: caching: the simulated device; pytorch: NVIDIA H200")
+            table = subprocess.run(["python3", os.path.join("python", "vrambench", "results_tables.py"), "claims",
+                                    out], capture_output=True, text=True, timeout=120)
+            self.assertEqual(table.returncode, 0, table.stderr)
+            self.assertIn("`pytorch` measured on NVIDIA H200.", table.stdout)
 
     def test_a_file_that_is_not_measurements_is_one_error_line(self):
         with tempfile.TemporaryDirectory() as directory:

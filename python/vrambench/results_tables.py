@@ -192,6 +192,16 @@ def claims_table(document):
     for entry in document.catalogue:
         cells = [short.get(verdicts.get(entry["id"], {}).get(a, {}).get("verdict"), "") for a in allocators]
         lines.append(f"| {entry['claim']} ({entry['documents']}) | " + " | ".join(cells) + " |")
+    # A column measured elsewhere (claims --pytorch: PyTorch's own, on its
+    # GPU) is named with its device: the heading is this run's.
+    own = document.context.get("device_name")
+    elsewhere = {}
+    for row in document.claims:
+        device = row.get("device_name")
+        if isinstance(device, str) and device != own and row.get("simulated") is not True:
+            elsewhere.setdefault(row["allocator"], device)
+    if elsewhere:
+        lines += ["", "; ".join(f"`{a}` measured on {shown(d)}" for a, d in elsewhere.items()) + "."]
     return "\n".join(lines)
 
 
