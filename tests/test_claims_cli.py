@@ -4,6 +4,7 @@ recorded measurements file, and bad input. Standard library only; run by
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -34,8 +35,10 @@ class ClaimsCommand(unittest.TestCase):
             # Each column's device: the H200's PyTorch column sat under a run
             # on the simulated device with nothing naming where it came from.
             self.assertEqual(stdout.splitlines()[-1], "devices: caching: the simulated device; pytorch: NVIDIA H200")
-            table = subprocess.run(["python3", os.path.join("python", "vrambench", "results_tables.py"), "claims",
-                                    out], capture_output=True, text=True, timeout=120)
+            tables = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "vrambench",
+                                  "results_tables.py")
+            table = subprocess.run([sys.executable, tables, "claims", out], capture_output=True, text=True,
+                                   timeout=120)
             self.assertEqual(table.returncode, 0, table.stderr)
             self.assertIn("`pytorch` measured on NVIDIA H200.", table.stdout)
 
