@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -94,6 +95,14 @@ int vb_report_is_template(const char *pattern)
  * two runs sharing a template both chose the same free name, and the later
  * replaced the earlier's file. 0 when taken; -1 (errno) when the claim
  * cannot be made. */
+/* The names this process claimed: their claim files and scratch handles. */
+typedef struct held_claim {
+    char path[4200];
+    int handle;
+} held_claim;
+static held_claim *held;
+static size_t held_count;
+
 static int claim_name(const char *path)
 {
     struct stat st;
@@ -105,14 +114,24 @@ static int claim_name(const char *path)
         errno = ENAMETOOLONG;
         return -1;
     }
+    held_claim *grown = realloc(held, (held_count + 1) * sizeof *held);
+    if (!grown) {
+        errno = ENOMEM;
+        return -1;
+    }
+    held = grown;
     int fd = open(claim, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return errno == EEXIST ? 0 : -1;
     close(fd);
-    if (vb_temp_register(claim) < 0) {
+    int handle = vb_temp_register(claim);
+    if (handle < 0) {
         unlink(claim);
         errno = ENOMEM;
         return -1;
     }
+    held[held_count].handle = handle;
+    snprintf(held[held_count].path, sizeof held[held_count].path, "%s", claim);
+    held_count++;
     /* a writer that finished between the check and the claim */
     return lstat(path, &st) != 0;
 }
@@ -157,4 +176,15 @@ vb_status vb_report_output_path(const char *pattern, const vb_device_info *info,
     vb_status status = vb_report_expand_path(pattern, info, out, capacity);
     if (status == VB_OK && !force && vb_report_is_template(pattern)) status = unique_name(out, capacity);
     return status == VB_OK ? vb_output_check(out) : status;
+}
+
+void vb_report_output_release(void)
+{
+    for (size_t i = 0; i < held_count; i++) {
+        unlink(held[i].path); /* ours: claim_name made it with O_EXCL */
+        vb_temp_forget(held[i].handle);
+    }
+    free(held);
+    held = NULL;
+    held_count = 0;
 }

@@ -22,11 +22,18 @@ int vb_report_is_template(const char *pattern);
 /* The output file of a command: `pattern` expanded (vb_report_expand_path)
  * and checked writable (vb_output_check), before any work is done. A
  * template's file never replaces an earlier one unless `force`: when the
- * name is taken, "-2", "-3", ... goes before its extension
+ * name is taken (by a file, or held by another run: vb_report_output_release),
+ * "-2", "-3", ... goes before its extension
  * (out/results/sim-20261126-2.json). A plain path is used as it is (its file
  * replaced). VB_ERR_INVALID with a message naming the path when it cannot be
  * used. */
 vb_status vb_report_output_path(const char *pattern, const vb_device_info *info, int force, char *out,
                                 size_t capacity);
+
+/* A template's name is held from vb_report_output_path on (a hidden
+ * ".vrambench-claim-NAME" beside it), so that runs sharing the template
+ * at once never choose one name; the claim goes when the process exits or
+ * is killed, or here, once the file is written (or given up). */
+void vb_report_output_release(void);
 
 #endif

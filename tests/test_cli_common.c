@@ -367,6 +367,28 @@ static void test_a_template_never_names_an_existing_file_unless_forced(void **st
     snprintf(pattern, sizeof pattern, "%s/sim-run.json", dir.path);
     assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
     assert_string_equal(path, vb_temp_dir_file(&dir, "sim-run.json"));
+    vb_report_output_release(); /* the claims of -2 and -3 go: nothing of ours is left */
+    assert_int_equal(vb_temp_dir_remove(&dir), 0);
+}
+
+static void test_a_template_name_chosen_is_held_until_released(void **state)
+{
+    (void)state;
+    vb_temp_dir dir;
+    assert_int_equal(vb_temp_dir_make(&dir, "claims"), 0);
+    vb_device_info info = {.simulated = 1};
+    char pattern[256], path[4096];
+    snprintf(pattern, sizeof pattern, "%s/{device}.json", dir.path);
+    /* No file is written yet, and a second run (here, the next call) still
+     * gets a name of its own: two at once both chose sim.json before. */
+    assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
+    assert_string_equal(path, vb_temp_dir_file(&dir, "sim.json"));
+    assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
+    assert_string_equal(path, vb_temp_dir_file(&dir, "sim-2.json"));
+    vb_report_output_release();
+    assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
+    assert_string_equal(path, vb_temp_dir_file(&dir, "sim.json"));
+    vb_report_output_release();
     assert_int_equal(vb_temp_dir_remove(&dir), 0);
 }
 
@@ -388,6 +410,7 @@ static void test_a_taken_gzip_template_keeps_both_extensions(void **state)
     make_empty_file(vb_temp_dir_file(&dir, "sim.gz"));
     assert_int_equal(vb_report_output_path(pattern, &info, 0, path, sizeof path), VB_OK);
     assert_string_equal(path, vb_temp_dir_file(&dir, "sim-2.gz"));
+    vb_report_output_release();
     assert_int_equal(vb_temp_dir_remove(&dir), 0);
 }
 
@@ -408,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_help_lists_every_option_of_its_variant_and_nothing_else),
         cmocka_unit_test(test_a_template_never_names_an_existing_file_unless_forced),
         cmocka_unit_test(test_a_taken_gzip_template_keeps_both_extensions),
+        cmocka_unit_test(test_a_template_name_chosen_is_held_until_released),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
