@@ -387,6 +387,11 @@ class Torch2TraceTest(unittest.TestCase):
             "oom stream negative": [entry("alloc", 0x1000, 512), entry("oom", 0, 4096, stream=-1)],
             "entry a list": [[1, 2]],
             "action not a string": [{"action": 5, "addr": 1, "size": 1}],
+            "time_us a string": [entry("alloc", 0x1000, 512, time_us="x")],
+            # Nothing to replay: written with exit 0, then refused by replay, tune and explain.
+            "segment entries only": [entry("segment_alloc", 0x1000, MiB), entry("segment_free", 0x1000, MiB)],
+            "allocations of 0 bytes only": [entry("alloc", 0x1000, 0), entry("free_completed", 0x1000, 0)],
+            "unknown actions only": [{"action": "weird"}],
         }
         for name, trace in cases.items():
             with self.subTest(name):
@@ -400,6 +405,15 @@ class Torch2TraceTest(unittest.TestCase):
             "settings with a NUL": dict(snapshot(alloc_free(0x1000, 8)),
                                         allocator_settings={"PYTORCH_CUDA_ALLOC_CONF": "a\x00b"}),
             "settings a list": dict(snapshot(alloc_free(0x1000, 8)), allocator_settings={"PYTORCH_CUDA_ALLOC_CONF": [1]}),
+            "settings not an object": dict(snapshot(alloc_free(0x1000, 8)), allocator_settings=["x"]),
+            # An annotation of the wrong shape was skipped: its marker went missing, exit 0.
+            "annotation time a string": dict(snapshot(alloc_free(0x1000, 8)), external_annotations=[
+                {"device": 0, "stage": "START", "name": "bwd", "time_us": "25"}]),
+            "annotation without a time": dict(snapshot(alloc_free(0x1000, 8)), external_annotations=[
+                {"device": 0, "stage": "START", "name": "opt"}]),
+            "annotation a list": dict(snapshot(alloc_free(0x1000, 8)), external_annotations=[["junk"]]),
+            "annotation device a string": dict(snapshot(alloc_free(0x1000, 8)), external_annotations=[
+                {"device": "0", "stage": "START", "name": "fwd", "time_us": 16}]),
         }.items():
             with self.subTest(name):
                 self.assert_refused(self.convert(data))

@@ -248,11 +248,18 @@ def _annotations(snapshot, device, path):
     if not isinstance(annotations, list):
         raise InputError(f"{_shown(path)}: 'external_annotations' is not a list")
     for index, entry in enumerate(annotations):
-        if not isinstance(entry, dict) or entry.get("stage") != "START":
-            continue
+        # An annotation of the wrong shape is refused, as a bad trace entry
+        # is: skipped, its marker went missing from the trace without a word.
+        what = f"{_shown(path)}: external_annotations[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("stage"), str):
+            raise InputError(f"{what} is not an annotation (an object with a 'stage')")
         where = entry.get("device", device)
-        if not isinstance(where, int) or isinstance(where, bool) or where != device or not _is_uint64(entry.get("time_us")):
+        if not isinstance(where, int) or isinstance(where, bool):
+            raise InputError(f"{what} has a 'device' that is not a whole number")
+        if entry["stage"] != "START" or where != device:
             continue
+        if not _is_uint64(entry.get("time_us")):
+            raise InputError(f"{what} has no valid 'time_us' (a whole number 0 .. 2^64-1)")
         starts.append((entry["time_us"], _marker_name(entry.get("name", "scope"), path, f"annotation {index}")))
     starts.sort(key=lambda start: start[0])
     return starts
@@ -288,6 +295,10 @@ def _check_entry(entry, index, path):
     if not isinstance(entry, dict) or not isinstance(entry.get("action"), str):
         raise InputError(f"{_shown(path)}: trace entry {index} is not a trace entry (no 'action')")
     action = entry["action"]
+    time_us = entry.get("time_us")
+    if time_us is not None and not _is_uint64(time_us):  # it places the annotations' markers
+        raise InputError(f"{_shown(path)}: trace entry {index} ({_shown(action)}) has an invalid 'time_us' "
+                         "(a whole number 0 .. 2^64-1)")
     if action in NUMBER_FIELDS:
         for key in NUMBER_FIELDS[action]:
             if not _is_uint64(entry.get(key)):
@@ -308,6 +319,13 @@ def convert(snapshot, out, device=0, free_at="free_completed", path="snapshot"):
     entries = _device_entries(snapshot, device, path)
     ignored_free = FREE_AT_CHOICES[1 - FREE_AT_CHOICES.index(free_at)]
     actions = [_check_entry(entry, index, path) for index, entry in enumerate(entries)]
+    # Nothing a replay could do (segment entries, unknown actions, allocations
+    # of 0 bytes only): the trace written was refused by every command later.
+    if not any((action == "alloc" and entry["size"] > 0) or action == "oom" for entry, action in zip(entries, actions)):
+        raise InputError(f"{_shown(path)}: device {device}'s {len(entries)} trace entries hold no allocation of a "
+                         "byte or more and no out-of-memory: nothing to replay")
+    if snapshot.get("allocator_settings") is not None and not isinstance(snapshot["allocator_settings"], dict):
+        raise InputError(f"{_shown(path)}: 'allocator_settings' is not an object")
     if "alloc" in actions and free_at not in actions and ignored_free in actions:
         raise InputError(
             f"{_shown(path)} has no {free_at} entries (were they skipped while recording?): "
