@@ -466,9 +466,15 @@ static int check_trace(run_args *args)
     if (status != VB_OK) return vb_cli_status_error(VB_ERR_INVALID); /* bad input either way */
     int exit_status = vb_cli_refuse_empty_trace("replay", args->trace, &first);
     if (exit_status != VB_EXIT_OK) return exit_status;
-    /* The first allocation takes whole 2 MiB driver pages, wherever it goes. */
-    uint64_t needed = (first_size + DRIVER_PAGE - 1) / DRIVER_PAGE * DRIVER_PAGE;
-    if (args->sim_capacity && first_size && args->sim_capacity < needed) {
+    /* The first allocation takes whole 2 MiB driver pages, wherever it goes
+     * (rounded without wrapping: 2^64-1 bytes wrapped to 0 and passed). A
+     * capacity too small for it is refused as a mistake in the option, but
+     * only where some capacity could hold it: one larger than any device
+     * is the trace's, and runs out under every capacity, the default too,
+     * which the replay counts (as tune and explain do). */
+    uint64_t needed = first_size > UINT64_MAX - (DRIVER_PAGE - 1) ? UINT64_MAX
+                                                                  : (first_size + DRIVER_PAGE - 1) / DRIVER_PAGE * DRIVER_PAGE;
+    if (args->sim_capacity && first_size && args->sim_capacity < needed && needed <= VB_SIM_MAX_CAPACITY) {
         char size[32];
         vb_cli_format_bytes(first_size, size, sizeof size);
         return vb_cli_error(VB_EXIT_USAGE,

@@ -338,6 +338,24 @@ class OutOfMemory(Temporary):
                 self.assertIn(named, stderr)
                 self.assertNotIn(".00 MiB is", stderr)
 
+    def test_a_first_allocation_no_device_holds_runs_out_under_any_capacity_given_or_not(self):
+        # Under --sim-capacity it was refused as "too small" (even at 28TiB),
+        # with the default capacity replayed with its OOM counted; 2^64-1
+        # bytes, rounded to driver pages, wrapped to 0 and passed the check.
+        for size in (1 << 63, (1 << 64) - 1):
+            trace = self.path(f"huge-{size}.trace")
+            with open(trace, "w") as file:
+                file.write(f"vbtrace 1\na 0 {size}\na 1 1048576\nf 1\n")
+            for capacity in ([], ["--sim-capacity", "2MiB"], ["--sim-capacity", "28TiB"]):
+                with self.subTest(size=size, capacity=capacity):
+                    out = self.path("r.json")
+                    status, _, stderr = vrambench("replay", trace, "--device", "sim", "--allocator", "caching",
+                                                  "--quiet", "--out", out, *capacity)
+                    self.assertEqual(status, 0, stderr)
+                    with open(out) as file:
+                        entry = [e for e in json.load(file)["benchmarks"] if e.get("run_type") == "iteration"][0]
+                    self.assertEqual((entry["ooms"], entry["first_oom_line"]), (1, 2))
+
     def test_capped_trainings_search_is_not_a_failure(self):
         status, stdout, stderr = vrambench("run", "--scenario", "capped_training", "--allocator", "caching",
                                            "--device", "sim", "--min-time", "0", "--fail-on-oom")
