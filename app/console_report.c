@@ -103,9 +103,20 @@ void vb_report_print_summary(FILE *out, const vb_device_info *info, const vb_cas
         fputc('\n', out);
     }
     rule(out, '=', width);
-    fprintf(out, "  memory figures from the memory pass (%d iterations on a fresh allocator, whatever the timing);\n"
-                 "  driver calls and OOMs (allocations that found no memory) summed over its iterations;\n",
-            VB_MEMORY_PASS_ITERATIONS);
+    /* A replay's memory pass is one run of the trace (app/replay.c), a
+     * scenario's VB_MEMORY_PASS_ITERATIONS: the footnote says which. */
+    int replays = 0, scenarios = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (strncmp(results[i].scenario, "replay:", 7) == 0) replays = 1;
+        else scenarios = 1;
+    }
+    if (replays && !scenarios)
+        fprintf(out, "  memory figures from the memory pass (one run of the trace on a fresh allocator, whatever the "
+                     "timing);\n  driver calls and OOMs (allocations that found no memory) counted over it;\n");
+    else
+        fprintf(out, "  memory figures from the memory pass (%d iterations on a fresh allocator%s, whatever the "
+                     "timing);\n  driver calls and OOMs (allocations that found no memory) summed over its iterations;\n",
+                VB_MEMORY_PASS_ITERATIONS, replays ? "; a trace's replay: one" : "");
     fprintf(out, "  overhead = peak reserved / peak requested (1.0 ideal); means over repetitions.\n");
     if (info->simulated)
         fprintf(out, "  host/iter: host-side time of the allocator and the simulated device's model; not a GPU time.\n");

@@ -380,6 +380,18 @@ class Simulated(Temporary):
         self.assertIn("host/iter", stdout)
         self.assertIn("not a GPU time", stdout)
 
+    def test_the_footnote_says_how_many_iterations_the_memory_pass_ran(self):
+        # A replay's memory pass is one run of its trace; the footnote said
+        # "2 iterations" under an iters column of 1.
+        status, stdout, stderr = vrambench("replay", GPT2, "--allocator", "caching", "--device", "sim")
+        self.assertEqual(status, 0, stderr)
+        self.assertIn("memory pass (one run of the trace on a fresh allocator", stdout)
+        self.assertNotIn("2 iterations", stdout)
+        status, stdout, stderr = vrambench("run", "--scenario", "views", "--allocator", "caching", "--device", "sim",
+                                           "--min-time", "0")
+        self.assertEqual(status, 0, stderr)
+        self.assertIn("memory pass (2 iterations on a fresh allocator, whatever", stdout)
+
     def test_microbench_says_its_figures_are_host_side_on_sim(self):
         status, stdout, stderr = vrambench("microbench", "--allocator", "cuda", "--device", "sim")
         self.assertEqual(status, 0, stderr)
