@@ -18,6 +18,10 @@
  *    (cudaMemPoolTrimTo), as torch.cuda.empty_cache() does on this backend.
  *  - Out of memory is returned as is, with no trim and retry, as PyTorch's
  *    backend does.
+ *  - memory_fraction (torch.cuda.set_per_process_memory_fraction): as
+ *    PyTorch's mallocAsync, a request is refused when the bytes handed out
+ *    (as asked, not rounded: pytorch_used_bytes) plus it pass fraction x
+ *    the device's total; the seam's requested bytes are those bytes.
  *
  * Stats, all counted at the seam (allocator.h), none here: allocated = each
  * size rounded up to VB_POOL_ROUNDING (512 B, the pool's rounding on the
@@ -41,11 +45,15 @@
 
 typedef struct async_settings {
     uint64_t release_threshold;
+    double memory_fraction; /* < 0: no limit */
 } async_settings;
 
 static const vb_option async_options[] = {
     {"release_threshold", VB_OPTION_U64, offsetof(async_settings, release_threshold), 0, 18446744073709551615.0,
      "bytes the pool keeps across synchronizations; default max (never release)"},
+    {"memory_fraction", VB_OPTION_DOUBLE, offsetof(async_settings, memory_fraction), 0, 1,
+     "PyTorch's set_per_process_memory_fraction: a request past fraction x the device's total of bytes handed "
+     "out fails; default off"},
 };
 
 /* The other streams a live block was used on (record_stream). */
@@ -61,6 +69,7 @@ typedef struct async_state {
     vb_stream unifying_stream; /* created on the first free of a block with recorded streams */
     vb_event unifying_event;
     int have_unifier;
+    uint64_t limit; /* memory_fraction x the device's total; UINT64_MAX: none */
 } async_state;
 
 /* What the pool takes for `size` bytes. */
@@ -80,13 +89,21 @@ static uint64_t pool_reserved(async_state *async)
 /* Applies the config and creates the instance's own pool. */
 static vb_status async_create(vb_device *dev, const vb_config *config, void **state)
 {
-    async_settings settings = {.release_threshold = UINT64_MAX};
+    async_settings settings = {.release_threshold = UINT64_MAX, .memory_fraction = -1.0};
     vb_status status = vb_config_apply(config, async_options, sizeof async_options / sizeof async_options[0],
                                        &settings, "async");
     if (status != VB_OK) return status;
+    uint64_t limit = UINT64_MAX;
+    if (settings.memory_fraction >= 0) {
+        uint64_t free_bytes = 0, total = 0;
+        status = dev->ops->mem_info(dev, &free_bytes, &total);
+        if (status != VB_OK) return status;
+        limit = (uint64_t)(settings.memory_fraction * (double)total); /* as PyTorch: static_cast<uint64_t> */
+    }
     async_state *async = calloc(1, sizeof *async);
     if (!async) return vb_error(VB_ERR_HOST_OOM, "out of host memory");
     async->device = dev;
+    async->limit = limit;
     status = dev->ops->pool_create(dev, settings.release_threshold, &async->pool);
     if (status != VB_OK) {
         free(async);
@@ -143,6 +160,13 @@ static vb_status async_malloc(void *state, uint64_t size, vb_stream stream, vb_g
 {
     async_state *async = state;
     vb_device *dev = async->device;
+    if (async->limit != UINT64_MAX) {
+        const vb_alloc_stats *counted = vb_seam_stats(dev); /* requested: the bytes handed out, as asked */
+        uint64_t used = counted ? counted->requested_bytes : 0;
+        if (size > async->limit || used > async->limit - size)
+            return vb_error(VB_ERR_OOM, "async: memory_fraction allows %llu bytes, %llu are handed out",
+                            (unsigned long long)async->limit, (unsigned long long)used);
+    }
     vb_addr addr = 0;
     vb_status status = dev->ops->pool_malloc(dev, async->pool, size, stream, &addr);
     if (status == VB_ERR_OOM) {

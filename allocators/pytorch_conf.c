@@ -371,8 +371,15 @@ vb_status vb_pytorch_conf_parse(const char *conf, vb_pytorch_conf *out)
     free(t.word);
     free(t.text);
     if (status != VB_OK) return status;
-    /* backend:cudaMallocAsync ignores the native options (PyTorch warns). */
+    /* backend:cudaMallocAsync ignores the native options (PyTorch warns),
+     * but not set_per_process_memory_fraction, which its mallocAsync checks
+     * (CUDAMallocAsyncAllocator.cpp): that one entry stays. */
     snprintf(out->allocator, sizeof out->allocator, "%s", r.async ? "async" : r.expandable ? "expandable" : "caching");
-    if (r.async) out->count = 0;
+    if (r.async) {
+        size_t kept = 0;
+        for (size_t k = 0; k < out->count; k++)
+            if (!strcmp(out->entries[k].key, "memory_fraction")) out->entries[kept++] = out->entries[k];
+        out->count = kept;
+    }
     return VB_OK;
 }

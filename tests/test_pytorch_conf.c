@@ -66,6 +66,8 @@ static const accepted_case accepted[] = {
     {"backend:native", "caching", "", "parseAllocatorConfig: native"},
     {"backend:cudaMallocAsync", "async", "", "parseAllocatorConfig: cudaMallocAsync"},
     {"backend:cudaMallocAsync,max_split_size_mb:64", "async", "", "cudaMallocAsync ignores native options (warns)"},
+    {"backend:cudaMallocAsync,max_split_size_mb:64,per_process_memory_fraction:0.5", "async", "memory_fraction=0.5",
+     "but not the memory fraction, which its mallocAsync checks (it was dropped without a word)"},
     {"release_lock_on_cudamalloc:True", "caching", "", "locking only"},
     {"release_lock_on_hipmalloc:False", "caching", "", "the hip spelling is accepted by every build"},
     {"pinned_use_cuda_host_register:True", "caching", "", "pinned host memory only"},

@@ -222,6 +222,18 @@ class Tune(Base):
         self.assertEqual(self.ooms_at(trace, spec, room["peak_reserved_bytes"]), 0)
         self.assertGreater(self.ooms_at(trace, spec, room["peak_reserved_bytes"] - MiB), 0)
 
+    def test_the_async_backends_minimum_limit_holds_to_the_byte_under_a_replay_with_its_fraction(self):
+        # Its memory fraction was dropped (every key but backend was), so the
+        # minimum tune gives as a limit could not be replayed: it fit under any.
+        trace = self.random_trace(events=2000, seed=4)
+        document, _ = self.tune(trace)
+        entry = [e for e in document["benchmarks"] if e.get("pytorch_alloc_conf") == "backend:cudaMallocAsync"][0]
+        limit = entry["min_capacity_bytes"]
+        self.assertTrue(entry["min_capacity_exact"])
+        spec = "pytorch[backend:cudaMallocAsync,per_process_memory_fraction:0.5]"  # 0.5 of a device twice the limit
+        self.assertEqual(self.ooms_at(trace, spec, 2 * limit), 0)
+        self.assertGreater(self.ooms_at(trace, spec, 2 * limit - 2), 0)  # a byte below
+
     def test_every_candidate_with_its_figures_and_a_recommendation(self):
         trace = self.random_trace()
         document, stdout = self.tune(trace, quiet=False)   # the table: not under --quiet
