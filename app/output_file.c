@@ -208,6 +208,7 @@ vb_status vb_output_commit(vb_output *out)
         out->handle = -1;
         return VB_OK;
     }
+    if (!error) vb_signals_hold_to_exit(); /* from the rename on, the result stands (scratch.h) */
     if (!error && rename(out->temp, out->path) != 0) error = errno;
     if (!error) {
         out->temp[0] = '\0';
@@ -230,6 +231,7 @@ vb_status vb_output_release(int keep)
     /* Every target checked before any is replaced: a refusal leaves them all as they were. */
     for (size_t i = 0; keep && i < deferred_count && status == VB_OK; i++)
         status = target_replaceable(deferred[i].path);
+    if (keep && status == VB_OK && deferred_count) vb_signals_hold_to_exit(); /* the renames stand (scratch.h) */
     for (size_t i = 0; i < deferred_count; i++) {
         int renamed = keep && status == VB_OK && rename(deferred[i].temp, deferred[i].path) == 0;
         if (keep && status == VB_OK && !renamed)

@@ -44,6 +44,12 @@ static void block_fatal_signals(sigset_t *old)
     sigprocmask(SIG_BLOCK, &set, old);
 }
 
+void vb_signals_hold_to_exit(void)
+{
+    sigset_t old;
+    block_fatal_signals(&old);
+}
+
 int vb_scratch_file(void)
 {
     const char *directory = vb_scratch_directory();

@@ -50,4 +50,11 @@ int vb_temp_create(char *path_template, int *handle);
  * longer removed on a signal. A handle of -1 is ignored. */
 void vb_temp_forget(int handle);
 
+/* Holds the fatal signals back for the rest of the process: called as an
+ * output is renamed into place (app/output_file.h), after which the
+ * command's result stands. A SIGINT arriving then ended the process with
+ * 128+SIGINT although the old file had been replaced, so a caller trusting
+ * the status thought it kept; now the command finishes and says so. */
+void vb_signals_hold_to_exit(void);
+
 #endif
