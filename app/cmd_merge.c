@@ -230,6 +230,7 @@ static json_t *merged_context(const vb_results_file *files, size_t count)
     }
     json_object_del(context, "shard");
     json_object_del(context, "shard_command");
+    json_object_del(context, "shard_input"); /* the shards' one input, checked equal: an unsharded run names none */
     int failed = 0;
     for (size_t i = 0; i < count; i++) {
         json_t *shard = json_object_get(files[i].context, "shard"), *one = json_object();

@@ -631,6 +631,13 @@ int vb_run_command(int argc, char **argv, int trace_command)
         json_decref(state.document);
         state.document = NULL;
     }
+    if (state.document && args.trace) {
+        status = vb_shard_describe_input(json_object_get(state.document, "context"), args.shard, args.trace);
+        if (status != VB_OK) {
+            exit_status = vb_cli_status_error(status);
+            goto done;
+        }
+    }
     if (!state.document) {
         exit_status = vb_cli_error(VB_EXIT_FAILURE, "out of host memory");
         goto done;

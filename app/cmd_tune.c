@@ -160,6 +160,7 @@ int vb_cmd_tune(int argc, char **argv)
         if (status == VB_OK &&
             vb_shard_command(json_object_get(document, "context"), options.shard, &usage, argc, argv, not_results) != 0)
             status = vb_error(VB_ERR_HOST_OOM, "out of host memory");
+        if (status == VB_OK) status = vb_shard_describe_input(json_object_get(document, "context"), options.shard, trace_path);
         if (status == VB_OK && out_path[0]) status = vb_report_write(document, out_path);
         if (status != VB_OK) exit_status = vb_cli_status_error(status);
         else if (out_path[0] && !options.quiet) vb_cli_line(stderr, "vrambench: wrote %s", out_path);

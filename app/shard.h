@@ -55,4 +55,11 @@ int vb_shard_describe(json_t *context, vb_shard shard, size_t total);
 int vb_shard_command(json_t *context, vb_shard shard, const vb_cli_usage *usage, int argc, char **argv,
                      const int *ignored);
 
+/* Sets context["shard_input"] = {"bytes", "fnv1a64"} of the input file
+ * `path` (a trace or snapshot, as read: a pipe's spooled copy) when the
+ * shard is not the whole run, so that merge refuses shards of different
+ * inputs under one name (the command lines alone are equal). VB_OK, or the
+ * status of a read that failed or of host memory running out. */
+vb_status vb_shard_describe_input(json_t *context, vb_shard shard, const char *path);
+
 #endif

@@ -8,10 +8,11 @@ and writes nothing; an output named .gz is gzip'd."""
 import gzip
 import json
 import os
+import subprocess
 import tempfile
 import unittest
 
-from cli_support import CLAIMS, GPU_RUN, load, memory_figures, vrambench
+from cli_support import CLAIMS, GPU_RUN, VRAMBENCH, load, memory_figures, vrambench
 
 SCENARIOS = "views,function_scope,random_mix,dataloader_batches,empty_cache_loop"
 ALLOCATORS = "cuda,caching,expandable,bfc,stitch"
@@ -168,6 +169,29 @@ class ShardMergeTest(unittest.TestCase):
             status, _, err = vrambench(*arguments, "--quiet", "--shard", f"{index}/2", "--out", paths[-1])
             self.assertEqual(status, 0, err)
         return paths
+
+    def test_merge_refuses_shards_of_different_inputs_under_one_name(self):
+        # The command lines were equal (the same file name, in two folders),
+        # so the shards of two traces merged into one result, exit 0.
+        os.makedirs(self.path("other"), exist_ok=True)
+        for folder, seed in ((self.dir, "4"), (self.path("other"), "11")):
+            status, _, err = vrambench("gen-trace", "random", "--seed", seed, "--events", "600", "--max-size", "64M",
+                                       "--max-live", "1G", "-o", os.path.join(folder, "same.trace"), "--quiet")
+            self.assertEqual(status, 0, err)
+        for command in (["tune", "same.trace", "--jobs", "1"],
+                        ["replay", "same.trace", "--device", "sim", "--allocator", "caching,bfc"]):
+            with self.subTest(command[0]):
+                shards = []
+                for index, folder in ((1, self.dir), (2, self.path("other"))):
+                    shards.append(self.path(f"{command[0]}-input-{index}.json"))
+                    done = subprocess.run([VRAMBENCH, *command, "--quiet", "--shard", f"{index}/2", "--out",
+                                           shards[-1]], cwd=folder, capture_output=True, text=True, timeout=300)
+                    self.assertEqual(done.returncode, 0, done.stderr)
+                out = self.path("mixed.json")
+                status, _, err = vrambench("merge", *shards, "-o", out)
+                self.assertEqual(status, 2, err)
+                self.assertIn("shard_input", err)
+                self.assertFalse(os.path.exists(out))
 
     def test_merge_refuses_shards_of_different_command_lines(self):
         trace, other_trace = self.path("cmd.trace"), self.path("other.trace")
