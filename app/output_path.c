@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,28 @@ int vb_report_is_template(const char *pattern)
  * two runs sharing a template both chose the same free name, and the later
  * replaced the earlier's file. 0 when taken; -1 (errno) when the claim
  * cannot be made. */
+/* This host's name, for a claim's owner ("?" when it cannot be told). */
+static const char *host_name(void)
+{
+    static char name[256];
+    if (!name[0] && gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "?");
+    return name;
+}
+
+/* 1 when the claim at `claim` was left by a process of this host that no
+ * longer runs (killed with SIGKILL, which no handler sees): its name is
+ * free again. A claim of another host, or one that cannot be read, holds. */
+static int stale_claim(const char *claim)
+{
+    FILE *file = fopen(claim, "r");
+    if (!file) return 0;
+    long pid = 0;
+    char host[256] = "";
+    int read = fscanf(file, "%ld %255s", &pid, host);
+    fclose(file);
+    return read == 2 && pid > 0 && strcmp(host, host_name()) == 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
 /* The names this process claimed: their claim files and scratch handles. */
 typedef struct held_claim {
     char path[4200];
@@ -121,7 +144,15 @@ static int claim_name(const char *path)
     }
     held = grown;
     int fd = open(claim, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST && stale_claim(claim)) {
+        unlink(claim);
+        fd = open(claim, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
     if (fd < 0) return errno == EEXIST ? 0 : -1;
+    char owner[320];
+    int length = snprintf(owner, sizeof owner, "%ld %s\n", (long)getpid(), host_name());
+    ssize_t written = write(fd, owner, (size_t)length);
+    (void)written; /* an empty claim still holds the name; it only cannot be seen to be stale */
     close(fd);
     int handle = vb_temp_register(claim);
     if (handle < 0) {

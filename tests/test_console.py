@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import unittest
@@ -499,6 +500,22 @@ class ResultNames(Temporary):
             written.append(re.search(r"vrambench: wrote (.*)", stderr).group(1))
         self.assertEqual(len(set(written)), 6, written)
         self.assertEqual(sorted(os.listdir(self.dir)), sorted(os.path.basename(w) for w in written))  # no claim left
+
+    def test_a_claim_left_by_a_killed_run_is_taken_back_and_another_hosts_is_kept(self):
+        # A run killed with SIGKILL (no handler runs) left its claim, and
+        # every later run skipped that name for good.
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        host = socket.gethostname()
+        with open(self.path(".vrambench-claim-sim-bench.json"), "w") as file:
+            file.write(f"{dead.pid} {host}\n")
+        with open(self.path(".vrambench-claim-sim-bench-2.json"), "w") as file:
+            file.write(f"{os.getpid()} another-host\n")  # a run elsewhere, on a shared folder
+        template = self.path("{device}-bench.json")
+        self.assertEqual(self.run_to(template), self.path("sim-bench.json"))
+        self.assertEqual(self.run_to(template), self.path("sim-bench-3.json"))
+        self.assertEqual(sorted(os.listdir(self.dir)), [".vrambench-claim-sim-bench-2.json", "sim-bench-3.json",
+                                                        "sim-bench.json"])
 
     def test_a_placeholder_that_is_none_is_refused_not_taken_as_text(self):
         # "{devic}" was a plain name: exit 0, and the next run replaced the file.
