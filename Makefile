@@ -79,6 +79,9 @@ NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nv
 # LeakSanitizer (google/sanitizers issue 629). Those builds are for the sim
 # tests in CI anyway. Forced in, run with ASAN_OPTIONS=protect_shadow_gap=0
 # and a LeakSanitizer suppression for libcuda.
+ifeq ($(filter auto yes no,$(CUDA)),)
+$(error CUDA='$(CUDA)': auto (the default: the cuda backend when nvcc is found), yes or no)
+endif
 ifeq ($(CUDA),auto)
 ifneq ($(SANITIZER),)
 HAVE_CUDA := no
@@ -268,7 +271,7 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 fuzz:
 	@CC='$(FUZZ_CC)' build-aux/ensure-deps.sh build && build-aux/ensure-deps.sh fuzz
 	@$(MAKE) --no-print-directory CC='$(FUZZ_CC)' SANITIZER=fuzzer fuzz-build
-	@build-aux/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	@build-aux/run-fuzz.sh $(FUZZ_BUILD) '$(FUZZ_SECONDS)' $(FUZZ_TARGETS)
 
 fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 
@@ -287,9 +290,15 @@ BENCH_MIN_TIME ?= 0.05
 BENCH_DEVICE ?= auto
 BENCH_OUT ?= $(OUTPUT_DIR)/results/{device}-{date}.json
 
+# A value the recipe's shell would read as code (a quote, a dollar sign) or
+# an empty one is refused with its name, as make install refuses such a
+# PREFIX; the folder of BENCH_OUT is made only when it is under OUTPUT_DIR
+# (the default out/results/), never an arbitrary one (/nonexistent/).
 bench: deps
+	@$(foreach v,BENCH_REPETITIONS BENCH_MIN_TIME BENCH_DEVICE BENCH_OUT,$(if $(strip $($(v))),,echo "make bench: error: $(v) is empty" >&2; exit 2;))
+	@$(if $(findstring ',$(BENCH_OUT)$(BENCH_VARIANTS)$(BENCH_DEVICE))$(findstring ",$(BENCH_OUT)$(BENCH_VARIANTS)$(BENCH_DEVICE))$(findstring $$,$(BENCH_OUT)$(BENCH_VARIANTS)$(BENCH_DEVICE)),echo "make bench: error: BENCH_OUT and BENCH_VARIANTS and BENCH_DEVICE cannot hold a quote or a dollar sign (' \" \$$)" >&2; exit 2,:)
 	@$(MAKE) --no-print-directory all
-	@mkdir -p $(dir $(BENCH_OUT))
+	@$(if $(filter $(OUTPUT_DIR)/%,$(BENCH_OUT)),mkdir -p '$(dir $(BENCH_OUT))',:)
 	@set -f; allocators=all; \
 	for variant in $(BENCH_VARIANTS); do \
 	    base=$${variant%%\[*}; \

@@ -7,6 +7,12 @@
 set -u
 build=$1 seconds=$2
 shift 2
+# libFuzzer takes -max_total_time=0 (what it makes of "abc", "0", "-1") as
+# no limit: the run never ended. A whole number of seconds from 1, or an error.
+case $seconds in
+    ''|*[!0-9]*|0*) echo "make fuzz: error: FUZZ_SECONDS='$seconds': a whole number of seconds from 1 (default 20)" >&2
+                    exit 2 ;;
+esac
 failed=""
 for target in "$@"; do
     name=${target#fuzz_}

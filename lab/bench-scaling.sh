@@ -29,6 +29,8 @@ reps=${REPS:-5}
 python=${PYTHON:-python3}
 
 [ -x "$vrambench" ] || { echo "bench-scaling: no $vrambench (make it first)" >&2; exit 2; }
+case $tune in 0|1) ;; *) echo "bench-scaling: TUNE='$tune': 1 (tune too) or 0" >&2; exit 2 ;; esac
+case $reps in ''|*[!0-9]*|0*) echo "bench-scaling: REPS='$reps': a whole number of repetitions from 1" >&2; exit 2 ;; esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/vrambench-scaling-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -57,7 +59,12 @@ for n in $events; do
     for allocator in $allocators; do
         start=$(now)
         "$vrambench" replay "$trace" --allocator "$allocator" --device sim --repetitions "$reps" \
-            --out "$work/replay.json" >/dev/null 2>&1
+            --out "$work/replay.json" >/dev/null 2>"$work/replay.err" || {
+            # its error line, not a bare make error (ALLOCATORS=bogus)
+            echo "bench-scaling: replay of $n events with $allocator failed:" >&2
+            cat "$work/replay.err" >&2
+            exit 1
+        }
         wall=$(seconds "$start" "$(now)")
         set -- $(figures "$work/replay.json")
         printf '%-10s %-12s %9s %9s %9s %9s %13s\n' "$n" "$allocator" "$1" "$wall" "$2" "$3" "$4"

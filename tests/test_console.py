@@ -437,6 +437,34 @@ class Simulated(Temporary):
         self.assertTrue(os.path.exists(self.path("sim.json")))
 
 
+class MakeTargets(Temporary):
+    @unittest.skipIf(not shutil.which("make"), "make is not installed")
+    def test_make_bench_refuses_bad_variables_and_makes_no_folder_outside_out(self):
+        # BENCH_OUT=/nonexistent/x.json made /nonexistent/ (as root) and wrote there,
+        # exit 0; an empty BENCH_REPETITIONS read the next option as its value.
+        args = shlex.split(os.environ.get("VB_MAKE_ARGS", ""))
+        missing = os.path.join(self.dir, "no-such-folder")
+        for variables, words in ((["BENCH_REPETITIONS="], "BENCH_REPETITIONS is empty"),
+                                 (["BENCH_OUT=out/it's.json"], "cannot hold a quote"),
+                                 ([f"BENCH_OUT={missing}/x.json"], "No such file or directory")):
+            with self.subTest(variables):
+                done = subprocess.run(["make", "--no-print-directory", "-C", REPO, *args, "bench", "BENCH_VARIANTS=",
+                                       "BENCH_REPETITIONS=1", "BENCH_MIN_TIME=0", *variables],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+                self.assertNotEqual(done.returncode, 0, done.stdout)
+                self.assertIn(words, done.stdout)
+                self.assertFalse(os.path.exists(missing))
+
+    def test_fuzz_refuses_a_time_that_libfuzzer_would_read_as_no_limit(self):
+        # FUZZ_SECONDS=abc (or 0, -1, empty) ran each target forever.
+        for seconds in ("abc", "0", "-1", ""):
+            with self.subTest(seconds=seconds):
+                done = subprocess.run([os.path.join(REPO, "build-aux", "run-fuzz.sh"), self.dir, seconds, "fuzz_trace"],
+                                      capture_output=True, text=True, timeout=60, cwd=REPO)
+                self.assertEqual(done.returncode, 2, done.stderr)
+                self.assertIn("FUZZ_SECONDS", done.stderr)
+
+
 class QuietAndWrote(Temporary):
     def commands(self):
         trace = self.path("g.trace")
