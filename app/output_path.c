@@ -88,14 +88,6 @@ int vb_report_is_template(const char *pattern)
     return strstr(pattern, "{device}") || strstr(pattern, "{date}");
 }
 
-/* Takes `path` for this process when no file has it and no other
- * vrambench holds it: 1, with ".vrambench-claim-NAME" beside it created
- * (O_EXCL: of two processes asking at once, one gets it), which is removed
- * when the process exits or is killed by a signal (app/scratch.h). The name
- * itself is written only at the end (output_file.h), so without the claim
- * two runs sharing a template both chose the same free name, and the later
- * replaced the earlier's file. 0 when taken; -1 (errno) when the claim
- * cannot be made. */
 /* This host's name, for a claim's owner ("?" when it cannot be told). */
 static const char *host_name(void)
 {
@@ -126,6 +118,14 @@ typedef struct held_claim {
 static held_claim *held;
 static size_t held_count;
 
+/* Takes `path` for this process when no file has it and no other
+ * vrambench holds it: 1, with ".vrambench-claim-NAME" beside it created
+ * (O_EXCL: of two processes asking at once, one gets it), which is removed
+ * when the process exits or is killed by a signal (app/scratch.h). The name
+ * itself is written only at the end (output_file.h), so without the claim
+ * two runs sharing a template both chose the same free name, and the later
+ * replaced the earlier's file. 0 when taken; -1 (errno) when the claim
+ * cannot be made. */
 static int claim_name(const char *path)
 {
     struct stat st;
