@@ -179,26 +179,23 @@ static int check_shards(const vb_results_file *files, size_t count, int *sharded
             break;
         }
         if (!shard) continue;
-        json_int_t index = integer_or(shard, "index", 0);
+        json_int_t index = integer_or(shard, "index", 0); /* in 1..count: check_shard_fields */
+        size_t share = vb_shard_size((vb_shard){(size_t)index, (size_t)shard_count}, (size_t)cases);
         if (integer_or(shard, "count", 0) != shard_count || integer_or(shard, "cases", -1) != cases)
             status = vb_cli_error(VB_EXIT_USAGE, "merge: %s is shard %lld/%lld of %lld cases, %s of %lld/%lld cases: "
                                                  "shards of different command lines", files[i].path, (long long)index,
                                   (long long)integer_or(shard, "count", 0), (long long)integer_or(shard, "cases", -1),
                                   files[0].path, (long long)shard_count, (long long)cases);
-        else if (index < 1 || index > shard_count)
-            status = vb_cli_error(VB_EXIT_USAGE, "merge: %s: shard index %lld is not in 1..%lld", files[i].path,
-                                  (long long)index, (long long)shard_count);
         else if (holder[index])
             status = vb_cli_error(VB_EXIT_USAGE, "merge: %s and %s are both shard %lld/%lld", holder[index],
                                   files[i].path, (long long)index, (long long)shard_count);
         /* A shard holds its share of the cases and no other: one edited or
          * cut short would merge into a run missing cases, or holding more. */
-        else if (files[i].case_count != vb_shard_size((vb_shard){(size_t)index, (size_t)shard_count}, (size_t)cases))
+        else if (files[i].case_count != share)
             status = vb_cli_error(VB_EXIT_USAGE, "merge: %s holds %zu case%s, where shard %lld/%lld of %lld cases holds "
                                                  "%zu: a shard cut short or edited",
                                   files[i].path, files[i].case_count, files[i].case_count == 1 ? "" : "s",
-                                  (long long)index, (long long)shard_count, (long long)cases,
-                                  vb_shard_size((vb_shard){(size_t)index, (size_t)shard_count}, (size_t)cases));
+                                  (long long)index, (long long)shard_count, (long long)cases, share);
         else if ((status = check_same_command(&files[0], &files[i])) == VB_EXIT_OK)
             holder[index] = files[i].path;
     }

@@ -68,7 +68,7 @@ typedef struct recorded_oom {
  * recorded failures, in order. */
 typedef struct explained_trace {
     char path[4200];
-    int cut; /* path names the copy */
+    int copied; /* path names the copy */
     uint64_t *lines;
     size_t line_count, line_capacity;
     uint64_t *failed_lines;
@@ -175,14 +175,14 @@ static vb_status copy_trace(const char *input, explained_trace *t)
         return status;
     }
     status = vb_input_adopt(t->path, copy);
-    t->cut = status == VB_OK;
+    t->copied = status == VB_OK;
     return status;
 }
 
 /* The input's line of a line of the trace explained. */
 static uint64_t input_line(const explained_trace *t, uint64_t line)
 {
-    if (!t->cut) return line;
+    if (!t->copied) return line;
     return line >= 2 && line - 2 < t->line_count ? t->lines[line - 2] : line;
 }
 
@@ -202,7 +202,7 @@ static void trace_done(explained_trace *t)
 {
     free(t->lines);
     free(t->failed_lines);
-    if (t->cut) vb_input_forget(t->path);
+    if (t->copied) vb_input_forget(t->path);
     memset(t, 0, sizeof *t);
 }
 

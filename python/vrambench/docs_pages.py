@@ -19,7 +19,6 @@ committed one differs. `make docs` runs this. Standard library only: the tables 
 from vrambench.results_tables, the files are read by vrambench.results.
 """
 
-import math
 import os
 import re
 import sys
@@ -28,7 +27,7 @@ from vrambench import arguments
 from vrambench import results_tables as tables
 from vrambench.output import run_main, shown
 from vrambench.results import (InputError, MAX_FILE_BYTES, load_claims, load_pytorch_claims,
-                               load_tune_check, parse_result, read_json)
+                               load_tune_check, mib_up, parse_result, read_json)
 from vrambench.plots import torch_ab
 
 PROG = "vrambench.docs_pages"
@@ -337,8 +336,8 @@ def fit_check_table(document):
         cells = [outcome(by_point[p]) if p in by_point else "" for p in heads]
         high = row["predicted_min_capacity_bytes"]
         low = row.get("predicted_min_capacity_bytes_min", high)
-        up = lambda size: math.ceil(size * 10 / MiB) / 10  # a minimum, rounded to its safe side
-        predicted = f"{up(high):,.1f}" if low == high else f"{up(low):,.1f}-{up(high):,.1f}"
+        predicted = (f"{mib_up(high, 1):,.1f}" if low == high  # minimums: rounded to their safe side
+                     else f"{mib_up(low, 1):,.1f}-{mib_up(high, 1):,.1f}")
         lines.append(f"| {row['workload']} | `{row['allocator_conf'] or '(defaults)'}` | {predicted} | "
                      + " | ".join(cells) + " |")
     verdict = document.get("verdict", {})

@@ -24,7 +24,6 @@ import contextlib
 import datetime
 import html
 import io
-import math
 import os
 import shutil
 import sys
@@ -32,7 +31,7 @@ import tempfile
 
 from vrambench import arguments
 from vrambench.output import run_main, shown, signals_held
-from vrambench.results import InputError, check_text, is_number, parse_claims, parse_result, read_json
+from vrambench.results import InputError, check_text, is_number, mib_up, parse_claims, parse_result, read_json
 
 PROG = "vrambench"
 MIB = 1024.0 * 1024.0
@@ -167,9 +166,9 @@ def mib(value):
     return "" if value is None else f"{value / MIB:,.1f}"
 
 
-def mib_up(value):
+def minimum_mib(value):
     """A minimum in MiB, rounded up to the place shown: from there up it fits."""
-    return "" if value is None else f"{math.ceil(value * 10 / MIB) / 10:,.1f}"
+    return "" if value is None else f"{mib_up(value, 1):,.1f}"
 
 
 def duration(ns):
@@ -334,7 +333,7 @@ def tune_section(document):
                      cell(number(calls), calls),
                      cell(number(entry.get("ooms_at_capacity")), entry.get("ooms_at_capacity"),
                           css="bad" if entry.get("ooms_at_capacity") else None),
-                     cell(mib_up(entry.get("min_capacity_bytes")) or "none up to 64 TiB", entry.get("min_capacity_bytes")),
+                     cell(minimum_mib(entry.get("min_capacity_bytes")) or "none up to 64 TiB", entry.get("min_capacity_bytes")),
                      cell("yes" if front is True else "" if front is None else "no")])
     parts = [f"<h2>Tune: {esc(document.label)}</h2>", time_note(document)]
     recommendation = raw.get("recommendation")

@@ -61,6 +61,14 @@ def is_number(value):
         return False
 
 
+def mib_up(size, places):
+    """A minimum capacity of `size` bytes in MiB, rounded up to `places`
+    decimals: shown to the nearest, a minimum could read below the bytes
+    it stands for, a capacity under which the trace runs out."""
+    scale = 10 ** places
+    return math.ceil(size * scale / (1 << 20)) / scale
+
+
 def in_range(value, low, high):
     """True for a finite number with low <= value <= high."""
     return is_number(value) and low <= value <= high

@@ -13,7 +13,6 @@ python/vrambench/plots uses (entries with run_type "iteration", the median over
 repetitions, every type and range checked); bad input is one line on
 stderr and exit status 2.
 """
-import math
 import os
 import sys
 
@@ -22,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from vrambench.arguments import did_you_mean  # noqa: E402
 from vrambench.output import run_main, shown  # noqa: E402
-from vrambench.results import InputError, load_claims, load_result, load_tune_check  # noqa: E402
+from vrambench.results import InputError, load_claims, load_result, load_tune_check, mib_up  # noqa: E402
 
 MiB = 1 << 20
 
@@ -268,7 +267,7 @@ def tune_check_table(document):
         smallest = row.get("predicted_min_capacity_bytes")
         lines.append(f"| {row['workload']} | {conf} | {row['predicted_peak_reserved_bytes'] / MiB:,.0f} | "
                      f"{row['real_peak_reserved_bytes'] / MiB:,.0f} | {row['error_percent']:+.2f}% | "
-                     + (f"{math.ceil(smallest / MiB):,}" if smallest is not None else "") + " |")  # a minimum: up
+                     + (f"{mib_up(smallest, 0):,.0f}" if smallest is not None else "") + " |")
     exact = sum(1 for row in document.rows
                 if row["predicted_peak_reserved_bytes"] == row["real_peak_reserved_bytes"])
     lines += ["", f"{exact} of {len(document.rows)} predictions equal to the byte."]
